@@ -1,0 +1,73 @@
+"""Benchmark: build ClusterState from a dump of a 5,000-node × 8-GPU cluster with 60,000 workers.
+
+Prints the ratio (load + validate + build) ÷ plain `json.loads` of the same file, both measured in
+this run, and the peak resident memory of each in a fresh process. Goal: ratio ≤ 1.5.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+CHILD = r"""
+import json, resource, sys, time
+path, what = sys.argv[1], sys.argv[2]
+data = open(path, "rb").read()
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+t = time.perf_counter()
+if what == "json":
+    doc = json.loads(data)
+else:
+    from tftui.engine.state import ClusterState
+    from tftui.model.dump import loads
+    state = ClusterState.build(loads(data, path))
+dt = time.perf_counter() - t
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({"seconds": dt, "peak_mib": peak / 1024, "delta_mib": (peak - base) / 1024}))
+"""
+
+
+def run_child(path: str, what: str) -> dict[str, float]:
+    out = subprocess.run([sys.executable, "-c", CHILD, path, what], check=True, capture_output=True, text=True)
+    return dict(json.loads(out.stdout))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--nodes", type=int, default=5000)
+    parser.add_argument("--gpus-per-node", type=int, default=8)
+    parser.add_argument("--workers", type=int, default=60000)
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each; the best is kept")
+    args = parser.parse_args()
+
+    from tftui.model.dump import dumps
+    from tftui.sources.sim.cluster import generate_objects
+
+    t = time.perf_counter()
+    objs = generate_objects(nodes=args.nodes, gpus_per_node=args.gpus_per_node, workers=args.workers)
+    gen = time.perf_counter() - t
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "dump.json")
+        Path(path).write_text(dumps(objs))
+        size = os.path.getsize(path) / 2**20
+        del objs
+        plain = [run_child(path, "json") for _ in range(args.repeat)]
+        built = [run_child(path, "state") for _ in range(args.repeat)]
+    best_plain = min(r["seconds"] for r in plain)
+    best_built = min(r["seconds"] for r in built)
+    ratio = best_built / best_plain
+    print(f"dump: {args.nodes} nodes, {args.nodes * args.gpus_per_node} GPUs, {args.workers} workers, {size:.0f} MiB")
+    print(f"generate objects          {gen:8.2f} s")
+    print(f"json.loads                {best_plain:8.2f} s   peak {min(r['delta_mib'] for r in plain):7.0f} MiB")
+    print(f"load+validate+build state {best_built:8.2f} s   peak {min(r['delta_mib'] for r in built):7.0f} MiB")
+    print(f"RATIO state_build/json_loads = {ratio:.2f}   (goal <= 1.5)")
+
+
+if __name__ == "__main__":
+    main()

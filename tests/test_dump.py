@@ -1,0 +1,123 @@
+"""Dump loading and writing: formats, unknown fields, and one-line errors naming object and field."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+import yaml
+
+from tftui.model.dump import DumpError, Snapshot, dumps, loads, validate_items
+from tests.fixtures import upstream_demo as demo
+
+
+def as_list(objs: list[dict[str, Any]]) -> str:
+    return json.dumps({"apiVersion": "v1", "kind": "List", "items": objs})
+
+
+def test_json_list_round_trips_exactly() -> None:
+    snap = loads(as_list(demo.objects()))
+    assert len(snap.objects) == len(demo.objects())
+    assert loads(dumps(snap.objects)) == snap
+    assert [o["kind"] for o in snap.kind("GPUNode")] == ["GPUNode"] * 3
+
+
+def test_unknown_fields_are_kept_on_crds_and_other_kinds() -> None:
+    objs = copy.deepcopy(demo.objects())
+    gpu = next(o for o in objs if o["kind"] == "GPU")
+    gpu["status"]["futureField"] = {"x": [1, 2]}
+    gpu["metadata"]["managedFields"] = [{"manager": "kubectl"}]
+    objs.append({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "d"}, "data": {"k": "v"}})
+    snap = loads(as_list(objs))
+    out = next(o for o in snap.kind("GPU") if o["metadata"]["name"] == gpu["metadata"]["name"])
+    assert out["status"]["futureField"] == {"x": [1, 2]}
+    assert out["metadata"]["managedFields"] == [{"manager": "kubectl"}]
+    assert snap.kind("other") == [objs[-1]]
+
+
+def test_slim_pod_view_drops_unused_spec() -> None:
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "n", "labels": {"a": "b"}},
+        "spec": {"nodeName": "x", "volumes": [{"name": "v"}], "containers": [{"name": "c", "image": "i", "env": []}]},
+    }
+    (out,) = loads(as_list([pod])).objects
+    assert out["spec"] == {"nodeName": "x", "containers": [{"name": "c", "image": "i"}]}
+    assert out["metadata"]["labels"] == {"a": "b"}
+
+
+def test_concatenated_json_documents() -> None:
+    objs = demo.objects()
+    text = as_list(objs[:5]) + "\n" + as_list(objs[5:]) + json.dumps(objs[0])
+    snap = loads(text)
+    assert len(snap.objects) == len(objs) + 1
+
+
+def test_multi_document_yaml() -> None:
+    objs = demo.objects()
+    text = yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": objs[:4]}) + "---\n"
+    text += "---\n".join(yaml.safe_dump(o) for o in objs[4:])
+    assert loads(text).objects == loads(as_list(objs)).objects
+
+
+def test_numbers_are_accepted_as_quantities() -> None:
+    objs = copy.deepcopy(demo.objects())
+    gpu = next(o for o in objs if o["kind"] == "GPU")
+    gpu["status"]["capacity"]["tflops"] = 312
+    assert loads(as_list(objs)).kind("GPU")[0]["status"]["capacity"]["tflops"] == 312
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("{not json", "d.json: not valid JSON: Expecting property name enclosed in double quotes at line 1 column 2"),
+        ("", "d.json: empty file"),
+        ('{"kind": "ConfigMap", "data": {}}', "d.json: document 1 is not a Kubernetes List"),
+        ("[1, 2]", "d.json: document 1 is not a Kubernetes List (kind: List with items) or a single object: got list"),
+        (
+            as_list([{"apiVersion": "v1", "kind": "Pod", "metadata": {"namespace": "ml"}}]),
+            "d.json: Pod ml/<no name> (item 1): metadata.name: required field is missing",
+        ),
+    ],
+)
+def test_bad_dumps_give_one_line(text: str, message: str) -> None:
+    with pytest.raises(DumpError) as err:
+        loads(text, "d.json")
+    assert str(err.value).startswith(message)
+    assert "\n" not in str(err.value)
+
+
+def test_garbage_quantity_names_object_and_field() -> None:
+    objs = copy.deepcopy(demo.objects())
+    gpu = next(o for o in objs if o["kind"] == "GPU")
+    gpu["status"]["capacity"]["tflops"] = "12Gx"
+    with pytest.raises(DumpError) as err:
+        loads(as_list(objs), "d.json")
+    index = objs.index(gpu) + 1
+    assert str(err.value) == (
+        f"d.json: GPU {gpu['metadata']['name']} (item {index}): status.capacity.tflops: invalid quantity '12Gx'"
+    )
+
+
+def test_garbage_annotation_type_names_field() -> None:
+    objs = copy.deepcopy(demo.objects())
+    pod = next(o for o in objs if o["kind"] == "Pod")
+    pod["metadata"]["annotations"]["tensor-fusion.ai/gpu-count"] = 2
+    with pytest.raises(DumpError) as err:
+        validate_items(objs, "api")
+    assert "Pod ml-serving/llama3-8b-infer-tf-worker-7xk2p" in str(err.value)
+    assert "metadata.annotations.tensor-fusion.ai/gpu-count: Input should be a valid string (got 2)" in str(err.value)
+
+
+def test_yaml_error_is_one_line() -> None:
+    with pytest.raises(DumpError) as err:
+        loads("kind: List\nitems: [\n  - a: b: c\n", "d.yaml")
+    assert str(err.value).startswith("d.yaml: neither JSON nor YAML at line")
+
+
+def test_snapshot_of_groups_by_kind() -> None:
+    snap = Snapshot.of(demo.objects())
+    assert len(snap.kind("Pod")) == 6 and len(snap.kind("GPU")) == 6 and snap.kind("Nope") == []

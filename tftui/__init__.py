@@ -1,0 +1,1 @@
+"""tftui: GPU-pool efficiency console and controller for TensorFusion."""

@@ -1,0 +1,155 @@
+"""Command line: picks a source and a front end.
+
+`tftui` opens the console on the current kubeconfig context, `--demo` on the embedded simulated
+cluster, `--from FILE` on a dump; `tftui dump` writes the objects of any source as a `kubectl`-style
+JSON List. User errors exit with status 2 and one line on stderr, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from tftui.model.dump import DumpError, dumps, validate_items
+from tftui.sources.ports import SourceError
+
+if TYPE_CHECKING:
+    from tftui.sources.ports import ClusterPort, MetricsPort
+
+EXIT_USAGE = 2
+
+
+class UserError(Exception):
+    """An error the user can fix; printed as one line, exit code 2."""
+
+
+def _add_source_args(p: argparse.ArgumentParser, *, sub: bool = False) -> None:
+    """Source flags, accepted before and after the subcommand.
+
+    A subcommand's copies default to SUPPRESS so they never overwrite a flag given before it
+    (`tftui --demo dump` and `tftui dump --demo` mean the same).
+    """
+
+    def d(value: object) -> object:
+        return argparse.SUPPRESS if sub else value
+
+    src = p.add_argument_group("source (default: the current kubeconfig context)")
+    src.add_argument("--demo", action="store_true", default=d(False), help="use the embedded simulated cluster")
+    src.add_argument(
+        "--from",
+        dest="from_file",
+        metavar="FILE",
+        default=d(None),
+        help="read a `kubectl get -o json|yaml` dump ('-' = stdin)",
+    )
+    src.add_argument("--context", default=d(None), help="kubeconfig context to use")
+    src.add_argument("--kubeconfig", default=d(None), help="path to a kubeconfig file")
+    demo = p.add_argument_group("embedded demo cluster")
+    demo.add_argument("--nodes", type=int, default=d(40), help="number of nodes of the demo cluster (default 40)")
+    demo.add_argument("--seed", type=int, default=d(7), help="seed of the demo cluster (default 7)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tftui",
+        description="See and fix GPU waste in TensorFusion pools: console, reports and controller.",
+    )
+    _add_source_args(parser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    dump = sub.add_parser("dump", help="write the source's objects as a kubectl-style JSON List")
+    _add_source_args(dump, sub=True)
+    dump.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
+    return parser
+
+
+def _demo_now() -> datetime:
+    return datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+
+
+def open_cluster(args: argparse.Namespace) -> ClusterPort:
+    """The ClusterPort the flags name; raises UserError with a hint when none is usable."""
+    if args.demo and args.from_file:
+        raise UserError("--demo and --from are mutually exclusive")
+    if args.nodes < 1:
+        raise UserError(f"--nodes: must be at least 1, got {args.nodes}")
+    if args.demo:
+        from tftui.sources.sim.cluster import SimCluster
+
+        return SimCluster(seed=args.seed, nodes=args.nodes, now=_demo_now())
+    if args.from_file:
+        from tftui.sources.dumpfile import DumpCluster
+
+        return DumpCluster(args.from_file)
+    return _live_cluster(args)
+
+
+def _live_cluster(args: argparse.Namespace) -> ClusterPort:
+    from kubernetes import config
+
+    try:
+        config.load_kube_config(config_file=args.kubeconfig, context=args.context)
+    except Exception as exc:  # the client raises several unrelated types for a missing/bad kubeconfig
+        try:
+            config.load_incluster_config()
+        except config.ConfigException:
+            raise UserError(
+                f"no Kubernetes cluster reachable ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); "
+                "try `tftui --demo` for the embedded demo cluster or `tftui --from dump.json` for a dump"
+            ) from None
+    raise UserError(
+        "live clusters are not supported by this build yet (the Kubernetes adapter is pending); "
+        "use `kubectl get gpupools,gpunodes,gpus,tensorfusionworkloads,nodes,pods -A -o json > d.json` "
+        "and `tftui --from d.json`, or `tftui --demo`"
+    )
+
+
+def open_metrics(args: argparse.Namespace, cluster: ClusterPort) -> MetricsPort | None:
+    if args.demo:
+        from tftui.sources.sim.usage import SimMetrics
+
+        return SimMetrics(cluster.snapshot(), seed=args.seed, now=_demo_now())
+    return None
+
+
+def cmd_dump(args: argparse.Namespace) -> int:
+    cluster = open_cluster(args)
+    snap = validate_items(cluster.snapshot(), cluster.describe())
+    text = dumps(snap.objects)
+    if args.output:
+        try:
+            with open(args.output, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        except OSError as exc:
+            raise UserError(f"{args.output}: cannot write: {exc.strerror or exc}") from None
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def cmd_console(args: argparse.Namespace) -> int:
+    cluster = open_cluster(args)
+    metrics = open_metrics(args, cluster)
+    from tftui.ui.app import run
+
+    clock = _demo_now if args.demo else None
+    run(cluster, metrics, clock=clock)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "dump":
+            return cmd_dump(args)
+        return cmd_console(args)
+    except (UserError, DumpError, SourceError) as exc:
+        print(f"tftui: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0

@@ -1,0 +1,554 @@
+"""`ClusterState`: the indexed, derived view of one snapshot that every decision and view reads.
+
+Built in one linear pass (pools → GPUNodes → GPUs → worker pods → workloads) so cost grows with the
+number of objects. Capacity, allocation and availability are derived here once, with upstream's
+arithmetic (upstream-model §1.3, §3.2): a worker's TFLOPS and VRAM requests are **per device** and
+charged to every GPU named in its `gpu-ids` (total = request × gpu-count); virtual capacity follows the
+pool's oversubscription; virtual availability subtracts each worker's limit once per node.
+Inconsistent objects are kept and reported in `warnings`, never raised: an operator opening a broken
+cluster most needs to see it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from tftui.model import keys
+from tftui.model.dump import Snapshot
+from tftui.model.quantity import QuantityError, quantity_float
+
+DEFAULT_PLACEMENT_MODE = "NodeCompactGPULowLoad"
+DEFAULT_PROVISIONING_MODE = "AutoSelect"
+# CRD defaults of GPUPool.spec.capacityConfig.oversubscription (upstream-model §1.2)
+DEFAULT_TFLOPS_OVERSELL = 500
+DEFAULT_VRAM_EXPAND_MEM = 50
+DEFAULT_VRAM_EXPAND_DISK = 70
+ENDED_PHASES = frozenset({"Succeeded", "Failed"})
+
+
+@dataclass(slots=True)
+class Res:
+    """A TFLOPS and VRAM (bytes) pair; the unit every capacity figure is kept in."""
+
+    tflops: float = 0.0
+    vram: float = 0.0
+
+    def __add__(self, other: Res) -> Res:
+        return Res(self.tflops + other.tflops, self.vram + other.vram)
+
+    def __sub__(self, other: Res) -> Res:
+        return Res(self.tflops - other.tflops, self.vram - other.vram)
+
+    def add(self, other: Res, times: float = 1.0) -> None:
+        """In-place accumulate; the build loop uses it to avoid allocating per step."""
+        self.tflops += other.tflops * times
+        self.vram += other.vram * times
+
+    def copy(self) -> Res:
+        return Res(self.tflops, self.vram)
+
+
+@dataclass(frozen=True, slots=True)
+class StateWarning:
+    """An inconsistency found while indexing (object kept, problem shown in the header)."""
+
+    ref: str  # "Kind namespace/name" or "Kind name"
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.ref}: {self.message}"
+
+
+@dataclass(slots=True)
+class GPUView:
+    name: str
+    node: str | None
+    pool: str | None
+    model: str
+    vendor: str
+    phase: str
+    used_by: str
+    index: int | None
+    capacity: Res
+    allocated: Res = field(default_factory=Res)
+    workers: list[str] = field(default_factory=list)  # worker keys "ns/name"
+    obj: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def available(self) -> Res:
+        return self.capacity - self.allocated
+
+
+@dataclass(slots=True)
+class NodeView:
+    """A GPUNode with its Kubernetes Node (same name) and derived figures."""
+
+    name: str
+    pool: str | None
+    phase: str
+    manage_mode: str
+    cost_per_hour: float | None
+    created: datetime | None
+    do_not_disrupt: bool
+    unschedulable: bool
+    claim: str | None  # GPUNodeClaim named by the node-provisioner label
+    gpus: list[str] = field(default_factory=list)
+    workers: list[str] = field(default_factory=list)
+    native_gpu_pods: list[str] = field(default_factory=list)  # pods using GPUs outside TensorFusion
+    capacity: Res = field(default_factory=Res)
+    allocated: Res = field(default_factory=Res)
+    limits: Res = field(default_factory=Res)  # Σ worker limits, once per worker (upstream §1.3)
+    virtual: Res = field(default_factory=Res)
+    ram_bytes: float = 0.0
+    disk_bytes: float = 0.0
+    obj: dict[str, Any] = field(default_factory=dict, repr=False)
+    node_obj: dict[str, Any] | None = field(default=None, repr=False)
+
+    @property
+    def available(self) -> Res:
+        return self.capacity - self.allocated
+
+    @property
+    def virtual_available(self) -> Res:
+        return self.virtual - self.limits
+
+
+@dataclass(slots=True)
+class WorkerView:
+    """A TensorFusion worker pod: the unit that holds GPU allocations."""
+
+    key: str  # "namespace/name"
+    namespace: str
+    name: str
+    uid: str
+    workload: str | None
+    pool: str | None
+    node: str | None
+    phase: str
+    qos: str
+    gpu_ids: list[str]
+    gpu_count: int
+    request: Res  # per device
+    limit: Res  # per device
+    created: datetime | None
+    terminating: bool
+    obj: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def allocated(self) -> Res:
+        """Total booked across devices (request × devices)."""
+        return Res(self.request.tflops * self.gpu_count, self.request.vram * self.gpu_count)
+
+
+@dataclass(slots=True)
+class WorkloadView:
+    key: str  # "namespace/name"
+    namespace: str
+    name: str
+    pool: str | None
+    replicas: int | None
+    gpu_count: int
+    qos: str
+    request: Res  # per worker per device, from spec
+    limit: Res
+    workers: list[str] = field(default_factory=list)
+    allocated: Res = field(default_factory=Res)
+    autoscale: bool = False
+    obj: dict[str, Any] | None = field(default=None, repr=False)  # None: workers without a workload object
+
+
+@dataclass(slots=True)
+class PoolView:
+    name: str
+    cluster: str | None
+    provisioning_mode: str
+    placement_mode: str
+    template: str | None
+    tflops_oversell: int
+    vram_expand_mem: int
+    vram_expand_disk: int
+    nodes: list[str] = field(default_factory=list)
+    gpu_count: int = 0
+    worker_count: int = 0
+    capacity: Res = field(default_factory=Res)
+    allocated: Res = field(default_factory=Res)
+    limits: Res = field(default_factory=Res)
+    virtual: Res = field(default_factory=Res)
+    obj: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def available(self) -> Res:
+        return self.capacity - self.allocated
+
+    @property
+    def virtual_available(self) -> Res:
+        return self.virtual - self.limits
+
+
+def _ref(obj: dict[str, Any]) -> str:
+    meta = obj.get("metadata", {})
+    ns = meta.get("namespace")
+    return f"{obj.get('kind')} {ns}/{meta.get('name')}" if ns else f"{obj.get('kind')} {meta.get('name')}"
+
+
+def parse_time(value: Any) -> datetime | None:
+    """RFC3339 timestamp → aware datetime; None for absent or unparsable values."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        return None
+
+
+def _int(value: Any, default: int) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+@dataclass(slots=True)
+class ClusterState:
+    """Pools, nodes, GPUs, workers and workloads of one snapshot, indexed by name."""
+
+    pools: dict[str, PoolView] = field(default_factory=dict)
+    nodes: dict[str, NodeView] = field(default_factory=dict)
+    gpus: dict[str, GPUView] = field(default_factory=dict)
+    workers: dict[str, WorkerView] = field(default_factory=dict)
+    workloads: dict[str, WorkloadView] = field(default_factory=dict)
+    clusters: list[dict[str, Any]] = field(default_factory=list)
+    templates: dict[str, dict[str, Any]] = field(default_factory=dict)
+    claims: dict[str, dict[str, Any]] = field(default_factory=dict)
+    pdbs: list[dict[str, Any]] = field(default_factory=list)
+    profiles: dict[str, dict[str, Any]] = field(default_factory=dict)
+    warnings: list[StateWarning] = field(default_factory=list)
+    snapshot: Snapshot = field(default_factory=Snapshot, repr=False)
+
+    @classmethod
+    def build(cls, source: Snapshot | Iterable[dict[str, Any]]) -> ClusterState:
+        snap = source if isinstance(source, Snapshot) else Snapshot.of(source)
+        st = cls(snapshot=snap)
+        st._index(snap)
+        return st
+
+    # -- building ------------------------------------------------------------------------------
+
+    def _warn(self, obj: dict[str, Any], message: str) -> None:
+        self.warnings.append(StateWarning(_ref(obj), message))
+
+    def _q(self, obj: dict[str, Any], path: str, value: Any, default: float = 0.0) -> float:
+        """Parse a quantity; a bad one becomes a warning and `default`, never an exception."""
+        if value is None or value == "":
+            return default
+        try:
+            return quantity_float(value)
+        except (QuantityError, TypeError, ValueError):
+            self._warn(obj, f"{path}: invalid quantity {value!r}")
+            return default
+
+    def _index(self, snap: Snapshot) -> None:
+        self.clusters = list(snap.kind("TensorFusionCluster"))
+        for t in snap.kind("SchedulingConfigTemplate"):
+            self.templates[t["metadata"]["name"]] = t
+        for c in snap.kind("GPUNodeClaim"):
+            self.claims[c["metadata"]["name"]] = c
+        for p in snap.kind("WorkloadProfile"):
+            self.profiles[f"{p['metadata'].get('namespace', '')}/{p['metadata']['name']}"] = p
+        self.pdbs = list(snap.kind("PodDisruptionBudget"))
+        for pool in snap.kind("GPUPool"):
+            self._add_pool(pool)
+        k8s_nodes = {n["metadata"]["name"]: n for n in snap.kind("Node")}
+        for gn in snap.kind("GPUNode"):
+            self._add_node(gn, k8s_nodes.get(gn["metadata"]["name"]))
+        for gpu in snap.kind("GPU"):
+            self._add_gpu(gpu)
+        for wl in snap.kind("TensorFusionWorkload"):
+            self._add_workload(wl)
+        for pod in snap.kind("Pod"):
+            self._add_pod(pod)
+        self._aggregate()
+
+    def _add_pool(self, pool: dict[str, Any]) -> None:
+        name = pool["metadata"]["name"]
+        spec = pool.get("spec") or {}
+        nmc = spec.get("nodeManagerConfig") or {}
+        over = (spec.get("capacityConfig") or {}).get("oversubscription") or {}
+        template = spec.get("schedulingConfigTemplate") or None
+        mode = DEFAULT_PLACEMENT_MODE
+        if template:
+            tpl = self.templates.get(template)
+            if tpl is None:
+                self._warn(pool, f"spec.schedulingConfigTemplate: template {template!r} not found")
+            else:
+                mode = ((tpl.get("spec") or {}).get("placement") or {}).get("mode") or DEFAULT_PLACEMENT_MODE
+        self.pools[name] = PoolView(
+            name=name,
+            cluster=(pool.get("status") or {}).get("cluster") or pool["metadata"].get("labels", {}).get(keys.MANAGED_BY),
+            provisioning_mode=nmc.get("provisioningMode") or DEFAULT_PROVISIONING_MODE,
+            placement_mode=mode,
+            template=template,
+            tflops_oversell=_int(over.get("tflopsOversellRatio"), DEFAULT_TFLOPS_OVERSELL),
+            vram_expand_mem=_int(over.get("vramExpandToHostMem"), DEFAULT_VRAM_EXPAND_MEM),
+            vram_expand_disk=_int(over.get("vramExpandToHostDisk"), DEFAULT_VRAM_EXPAND_DISK),
+            obj=pool,
+        )
+
+    def _add_node(self, gn: dict[str, Any], k8s: dict[str, Any] | None) -> None:
+        meta = gn["metadata"]
+        name = meta["name"]
+        labels = meta.get("labels") or {}
+        pool = None
+        for key in labels:
+            if key.startswith(keys.POOL_LABEL_PREFIX) and labels[key] == keys.TRUE:
+                pool = key[len(keys.POOL_LABEL_PREFIX) :]
+                break
+        if pool is None:
+            pool = labels.get(keys.MANAGED_BY)
+        if pool is None:
+            self._warn(gn, f"metadata.labels: no {keys.POOL_LABEL_PREFIX}<pool> label, node belongs to no pool")
+        elif pool not in self.pools:
+            self._warn(gn, f"metadata.labels: pool {pool!r} not found")
+        k8s_labels = (k8s or {}).get("metadata", {}).get("labels") or {}
+        spec = gn.get("spec") or {}
+        status = gn.get("status") or {}
+        cost = spec.get("costPerHour")
+        cost_f: float | None = None
+        if cost not in (None, ""):
+            try:
+                cost_f = float(str(cost).lstrip("$"))
+            except ValueError:
+                self._warn(gn, f"spec.costPerHour: not a number: {cost!r}")
+        info = status.get("nodeInfo") or {}
+        claim = labels.get(keys.NODE_PROVISIONER) or k8s_labels.get(keys.NODE_PROVISIONER)
+        node = NodeView(
+            name=name,
+            pool=pool,
+            phase=status.get("phase") or "Pending",
+            manage_mode=spec.get("manageMode") or "",
+            cost_per_hour=cost_f,
+            created=parse_time(meta.get("creationTimestamp")),
+            do_not_disrupt=labels.get(keys.DO_NOT_DISRUPT) == keys.TRUE
+            or k8s_labels.get(keys.DO_NOT_DISRUPT) == keys.TRUE,
+            unschedulable=bool(((k8s or {}).get("spec") or {}).get("unschedulable")),
+            claim=claim,
+            ram_bytes=self._q(gn, "status.nodeInfo.ramSize", info.get("ramSize")),
+            disk_bytes=self._q(gn, "status.nodeInfo.dataDiskSize", info.get("dataDiskSize")),
+            obj=gn,
+            node_obj=k8s,
+        )
+        if k8s is None:
+            self._warn(gn, "no Kubernetes Node of the same name")
+        self.nodes[name] = node
+        pv = self.pools.get(pool) if pool else None
+        if pv is not None:
+            pv.nodes.append(name)
+
+    def _add_gpu(self, gpu: dict[str, Any]) -> None:
+        name = gpu["metadata"]["name"]
+        status = gpu.get("status") or {}
+        cap = status.get("capacity") or {}
+        node_name = (status.get("nodeSelector") or {}).get(keys.HOSTNAME)
+        node = self.nodes.get(node_name) if node_name else None
+        if node_name is None:
+            self._warn(gpu, f"status.nodeSelector: no {keys.HOSTNAME}, GPU belongs to no node")
+        elif node is None:
+            self._warn(gpu, f"status.nodeSelector: node {node_name!r} has no GPUNode")
+        view = GPUView(
+            name=name,
+            node=node_name,
+            pool=node.pool if node else (gpu["metadata"].get("labels") or {}).get(keys.GPUPOOL),
+            model=status.get("gpuModel") or status.get("model") or "",
+            vendor=status.get("vendor") or "",
+            phase=status.get("phase") or "",
+            used_by=status.get("usedBy") or "",
+            index=status.get("index"),
+            capacity=Res(
+                self._q(gpu, "status.capacity.tflops", cap.get("tflops")),
+                self._q(gpu, "status.capacity.vram", cap.get("vram")),
+            ),
+            obj=gpu,
+        )
+        self.gpus[name] = view
+        if node is not None:
+            node.gpus.append(name)
+            node.capacity.add(view.capacity)
+
+    def _add_workload(self, wl: dict[str, Any]) -> None:
+        meta = wl["metadata"]
+        ns = meta.get("namespace", "")
+        spec = wl.get("spec") or {}
+        res = spec.get("resources") or {}
+        req, lim = res.get("requests") or {}, res.get("limits") or {}
+        auto = ((spec.get("autoScalingConfig") or {}).get("autoSetResources") or {}).get("enable") is True
+        pool = spec.get("poolName") or None
+        if pool and pool not in self.pools:
+            self._warn(wl, f"spec.poolName: pool {pool!r} not found")
+        self.workloads[f"{ns}/{meta['name']}"] = WorkloadView(
+            key=f"{ns}/{meta['name']}",
+            namespace=ns,
+            name=meta["name"],
+            pool=pool,
+            replicas=spec.get("replicas"),
+            gpu_count=_int(spec.get("gpuCount"), 1) or 1,
+            qos=spec.get("qos") or "medium",
+            request=Res(
+                self._q(wl, "spec.resources.requests.tflops", req.get("tflops")),
+                self._q(wl, "spec.resources.requests.vram", req.get("vram")),
+            ),
+            limit=Res(
+                self._q(wl, "spec.resources.limits.tflops", lim.get("tflops")),
+                self._q(wl, "spec.resources.limits.vram", lim.get("vram")),
+            ),
+            autoscale=auto,
+            obj=wl,
+        )
+
+    def _add_pod(self, pod: dict[str, Any]) -> None:
+        meta = pod["metadata"]
+        labels = meta.get("labels") or {}
+        spec = pod.get("spec") or {}
+        phase = (pod.get("status") or {}).get("phase") or "Pending"
+        node_name = spec.get("nodeName") or None
+        if labels.get(keys.COMPONENT) != keys.COMPONENT_WORKER:
+            if phase not in ENDED_PHASES and node_name in self.nodes and _uses_native_gpu(spec):
+                self.nodes[node_name].native_gpu_pods.append(f"{meta.get('namespace', '')}/{meta['name']}")
+            return
+        if phase in ENDED_PHASES:
+            return
+        ann = meta.get("annotations") or {}
+        ns = meta.get("namespace", "")
+        key = f"{ns}/{meta['name']}"
+        gpu_ids = [g.strip() for g in ann.get(keys.GPU_IDS, "").split(",") if g.strip()]
+        try:
+            count = int(ann.get(keys.GPU_COUNT, "") or len(gpu_ids) or 1)
+        except ValueError:
+            self._warn(pod, f"metadata.annotations[{keys.GPU_COUNT}]: not an integer: {ann[keys.GPU_COUNT]!r}")
+            count = len(gpu_ids) or 1
+        if gpu_ids and count != len(gpu_ids):
+            self._warn(pod, f"metadata.annotations[{keys.GPU_IDS}]: names {len(gpu_ids)} GPUs but gpu-count is {count}")
+        known = [g for g in gpu_ids if g in self.gpus]
+        for g in gpu_ids:
+            if g not in self.gpus:
+                self._warn(pod, f"metadata.annotations[{keys.GPU_IDS}]: GPU {g!r} not found")
+        request = Res(
+            self._tflops(pod, ann, keys.TFLOPS_REQUEST, keys.COMPUTE_PERCENT_REQUEST, known),
+            self._q(pod, f"metadata.annotations[{keys.VRAM_REQUEST}]", ann.get(keys.VRAM_REQUEST)),
+        )
+        limit = Res(
+            self._tflops(pod, ann, keys.TFLOPS_LIMIT, keys.COMPUTE_PERCENT_LIMIT, known),
+            self._q(pod, f"metadata.annotations[{keys.VRAM_LIMIT}]", ann.get(keys.VRAM_LIMIT)),
+        )
+        workload = labels.get(keys.WORKLOAD) or None
+        pool = ann.get(keys.GPUPOOL) or labels.get(keys.GPUPOOL) or None
+        worker = WorkerView(
+            key=key,
+            namespace=ns,
+            name=meta["name"],
+            uid=meta.get("uid", ""),
+            workload=workload,
+            pool=pool,
+            node=node_name,
+            phase=phase,
+            qos=ann.get(keys.QOS) or "medium",
+            gpu_ids=gpu_ids,
+            gpu_count=len(gpu_ids) or count,
+            request=request,
+            limit=limit,
+            created=parse_time(meta.get("creationTimestamp")),
+            terminating=bool(meta.get("deletionTimestamp")),
+            obj=pod,
+        )
+        self.workers[key] = worker
+        for g in known:
+            gv = self.gpus[g]
+            gv.allocated.add(request)
+            gv.workers.append(key)
+            if node_name is not None and gv.node != node_name:
+                self._warn(pod, f"spec.nodeName: {node_name!r} but GPU {g!r} is on node {gv.node!r}")
+        node = self.nodes.get(node_name) if node_name else None
+        if node_name and node is None and gpu_ids:
+            self._warn(pod, f"spec.nodeName: node {node_name!r} has no GPUNode")
+        if node is not None:
+            node.workers.append(key)
+            node.limits.add(limit)
+        if workload:
+            wkey = f"{ns}/{workload}"
+            wv = self.workloads.get(wkey)
+            if wv is None:  # local-GPU mode: the app pod is its own worker, no workload object
+                wv = WorkloadView(
+                    key=wkey, namespace=ns, name=workload, pool=pool, replicas=None,
+                    gpu_count=worker.gpu_count, qos=worker.qos, request=request.copy(), limit=limit.copy(),
+                    autoscale=ann.get(keys.AUTOSCALE) == keys.TRUE,
+                )
+                self.workloads[wkey] = wv
+            wv.workers.append(key)
+            wv.allocated.add(request, len(known))
+
+    def _tflops(self, pod: dict[str, Any], ann: dict[str, str], tflops_key: str, pct_key: str, gpus: list[str]) -> float:
+        """TFLOPS per device; a compute-percent request is converted with the GPU's capacity."""
+        if ann.get(tflops_key):
+            return self._q(pod, f"metadata.annotations[{tflops_key}]", ann[tflops_key])
+        if ann.get(pct_key):
+            pct = self._q(pod, f"metadata.annotations[{pct_key}]", ann[pct_key])
+            cap = self.gpus[gpus[0]].capacity.tflops if gpus else 0.0
+            return pct / 100.0 * cap
+        return 0.0
+
+    def _aggregate(self) -> None:
+        for node in self.nodes.values():
+            for g in node.gpus:
+                node.allocated.add(self.gpus[g].allocated)
+            pool = self.pools.get(node.pool) if node.pool else None
+            oversell = pool.tflops_oversell if pool else DEFAULT_TFLOPS_OVERSELL
+            mem = pool.vram_expand_mem if pool else DEFAULT_VRAM_EXPAND_MEM
+            disk = pool.vram_expand_disk if pool else DEFAULT_VRAM_EXPAND_DISK
+            node.virtual = Res(
+                node.capacity.tflops * oversell / 100.0,
+                # upstream truncates each expansion term to whole bytes (node_capacity.go)
+                node.capacity.vram + (node.ram_bytes * mem) // 100 + (node.disk_bytes * disk) // 100,
+            )
+            if pool is not None:
+                pool.capacity.add(node.capacity)
+                pool.allocated.add(node.allocated)
+                pool.limits.add(node.limits)
+                pool.virtual.add(node.virtual)
+                pool.gpu_count += len(node.gpus)
+                pool.worker_count += len(node.workers)
+        for gpu in self.gpus.values():
+            avail = gpu.available
+            if avail.tflops < -1e-6 or avail.vram < -0.5:
+                self._warn(gpu.obj, "over-allocated: worker requests exceed capacity")
+
+    # -- queries -------------------------------------------------------------------------------
+
+    def nodes_of(self, pool: str) -> list[NodeView]:
+        pv = self.pools.get(pool)
+        return [self.nodes[n] for n in pv.nodes] if pv else []
+
+    def gpus_of(self, node: str) -> list[GPUView]:
+        nv = self.nodes.get(node)
+        return [self.gpus[g] for g in nv.gpus] if nv else []
+
+    def workers_of_node(self, node: str) -> list[WorkerView]:
+        nv = self.nodes.get(node)
+        return [self.workers[w] for w in nv.workers] if nv else []
+
+    def workers_of_gpu(self, gpu: str) -> list[WorkerView]:
+        gv = self.gpus.get(gpu)
+        return [self.workers[w] for w in gv.workers] if gv else []
+
+    def workers_of_workload(self, key: str) -> list[WorkerView]:
+        wv = self.workloads.get(key)
+        return [self.workers[w] for w in wv.workers] if wv else []
+
+
+def _uses_native_gpu(spec: dict[str, Any]) -> bool:
+    for c in spec.get("containers") or ():
+        res = c.get("resources") or {}
+        for section in (res.get("limits") or {}, res.get("requests") or {}):
+            for name in keys.NATIVE_GPU_RESOURCES:
+                value = section.get(name)
+                if value not in (None, "0", 0):
+                    return True
+    return False

@@ -1,0 +1,388 @@
+"""TensorFusion custom resources (upstream-model §1) as pydantic-validated TypedDicts.
+
+Why TypedDicts and not one `BaseModel` per object: a 5,000-node dump holds ~110k objects, and
+instantiating a model class per object costs about 3× `json.loads`, whereas one
+`TypeAdapter.validate_json` over TypedDicts validates every field in Rust at ~1.4×. The objects stay
+plain JSON-shaped dicts (so a dump round-trips exactly and unknown fields are kept via
+`extra="allow"`); the engine derives its typed, indexed view once in `engine.state`.
+Quantities are validated against Kubernetes' grammar here and parsed (cached) by the engine.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import ConfigDict, Field, StringConstraints, with_config
+from typing_extensions import Required, TypedDict
+
+from tftui.model.quantity import QUANTITY_PATTERN
+
+#: A Kubernetes `resource.Quantity`: a string in the Kubernetes grammar, or a bare JSON number.
+QuantityValue = Annotated[
+    Annotated[str, StringConstraints(pattern=QUANTITY_PATTERN)] | int | float,
+    Field(union_mode="left_to_right"),
+]
+
+KEEP = ConfigDict(extra="allow")
+
+
+@with_config(KEEP)
+class OwnerReference(TypedDict, total=False):
+    apiVersion: str
+    kind: str
+    name: str
+    uid: str
+    controller: bool
+
+
+@with_config(KEEP)
+class ObjectMeta(TypedDict, total=False):
+    name: Required[str]
+    namespace: str
+    uid: str
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    creationTimestamp: str
+    deletionTimestamp: str
+    resourceVersion: str
+    generation: int
+    finalizers: list[str]
+    ownerReferences: list[OwnerReference]
+
+
+@with_config(KEEP)
+class Resource(TypedDict, total=False):
+    tflops: QuantityValue
+    compute: QuantityValue
+    vram: QuantityValue
+
+
+@with_config(KEEP)
+class Resources(TypedDict, total=False):
+    requests: Resource
+    limits: Resource
+
+
+@with_config(KEEP)
+class ResourceUnit(TypedDict, total=False):
+    tflops: QuantityValue
+    vram: QuantityValue
+    cpu: QuantityValue
+    memory: QuantityValue
+
+
+@with_config(KEEP)
+class Oversubscription(TypedDict, total=False):
+    vramExpandToHostMem: int
+    vramExpandToHostDisk: int
+    tflopsOversellRatio: int
+
+
+@with_config(KEEP)
+class CapacityConfig(TypedDict, total=False):
+    minResources: ResourceUnit
+    maxResources: ResourceUnit
+    warmResources: ResourceUnit
+    oversubscription: Oversubscription
+
+
+@with_config(KEEP)
+class DefragConfig(TypedDict, total=False):
+    enabled: bool
+    schedule: str
+    timezone: str
+    maxDuration: str
+    utilizationThresholdPercent: int
+    evictedPodMarkerTTL: str
+    sourceNodeMarkerTTL: str
+
+
+@with_config(KEEP)
+class NodeCompaction(TypedDict, total=False):
+    period: str
+    defrag: DefragConfig
+
+
+@with_config(KEEP)
+class NodeManagerConfig(TypedDict, total=False):
+    provisioningMode: str
+    defaultIsolationMode: str
+    defaultVendor: str
+    nodeSelector: dict[str, Any]
+    multiVendorNodeSelector: dict[str, Any]
+    isolationModeRules: list[dict[str, Any]]
+    nodeProvisioner: dict[str, Any]
+    nodeCompaction: NodeCompaction
+    nodePoolRollingUpdatePolicy: dict[str, Any]
+
+
+@with_config(KEEP)
+class GPUPoolSpec(TypedDict, total=False):
+    defaultUsingLocalGPU: bool
+    capacityConfig: CapacityConfig
+    nodeManagerConfig: NodeManagerConfig
+    qosConfig: dict[str, Any]
+    componentConfig: dict[str, Any]
+    schedulingConfigTemplate: str
+
+
+@with_config(KEEP)
+class PoolTotals(TypedDict, total=False):
+    totalTFlops: QuantityValue
+    totalVRAM: QuantityValue
+    virtualTFlops: QuantityValue
+    virtualVRAM: QuantityValue
+    availableTFlops: QuantityValue
+    availableVRAM: QuantityValue
+    virtualAvailableTFlops: QuantityValue
+    virtualAvailableVRAM: QuantityValue
+
+
+@with_config(KEEP)
+class GPUPoolStatus(PoolTotals, total=False):
+    cluster: str
+    phase: str
+    conditions: list[dict[str, Any]]
+    totalNodes: int
+    totalGPUs: int
+    readyNodes: int
+    notReadyNodes: int
+    runningAppsCnt: int
+    provisioningPhase: str
+    lastCompactionTime: str
+    lastDefragTime: str
+
+
+@with_config(KEEP)
+class GPUPool(TypedDict, total=False):
+    apiVersion: str
+    kind: Required[Literal["GPUPool"]]
+    metadata: Required[ObjectMeta]
+    spec: GPUPoolSpec
+    status: GPUPoolStatus
+
+
+@with_config(KEEP)
+class GPUPoolDefinition(TypedDict, total=False):
+    name: Required[str]
+    isDefault: bool
+    specTemplate: GPUPoolSpec
+
+
+@with_config(KEEP)
+class TensorFusionClusterSpec(TypedDict, total=False):
+    gpuPools: list[GPUPoolDefinition]
+    computingVendor: dict[str, Any]
+
+
+@with_config(KEEP)
+class TensorFusionClusterStatus(PoolTotals, total=False):
+    phase: str
+    conditions: list[dict[str, Any]]
+    totalPools: int
+    totalNodes: int
+    totalGPUs: int
+    readyGPUPools: list[str]
+    notReadyGPUPools: list[str]
+    retryCount: int
+
+
+@with_config(KEEP)
+class TensorFusionCluster(TypedDict, total=False):
+    apiVersion: str
+    kind: Required[Literal["TensorFusionCluster"]]
+    metadata: Required[ObjectMeta]
+    spec: TensorFusionClusterSpec
+    status: TensorFusionClusterStatus
+
+
+@with_config(KEEP)
+class GPUNodeSpec(TypedDict, total=False):
+    manageMode: str
+    costPerHour: str
+    gpuCardIndices: list[int]
+    cloudVendorParam: str
+
+
+@with_config(KEEP)
+class NodeInfo(TypedDict, total=False):
+    ramSize: QuantityValue
+    dataDiskSize: QuantityValue
+
+
+@with_config(KEEP)
+class GPUNodeStatus(PoolTotals, total=False):
+    phase: str
+    conditions: list[dict[str, Any]]
+    hypervisorStatus: dict[str, Any]
+    nodeInfo: NodeInfo
+    totalGPUs: int
+    managedGPUs: int
+    managedGPUDeviceIDs: list[str]
+    totalGPUPods: int
+    observedGeneration: int
+
+
+@with_config(KEEP)
+class GPUNode(TypedDict, total=False):
+    apiVersion: str
+    kind: Required[Literal["GPUNode"]]
+    metadata: Required[ObjectMeta]
+    spec: GPUNodeSpec
+    status: GPUNodeStatus
+
+
+@with_config(KEEP)
+class PodGPUInfo(TypedDict, total=False):
+    name: str
+    namespace: str
+    uid: str
+    requests: Resource
+    limits: Resource
+    qos: str
+    isExternal: bool
+
+
+@with_config(KEEP)
+class RunningApp(TypedDict, total=False):
+    name: str
+    namespace: str
+    count: int
+    pods: list[PodGPUInfo]
+
+
+@with_config(KEEP)
+class GPUStatus(TypedDict, total=False):
+    phase: str
+    vendor: str
+    model: str
+    gpuModel: str
+    uuid: str
+    index: int
+    numaNode: int
+    capacity: Resource
+    available: Resource
+    nodeSelector: dict[str, str]
+    usedBy: str
+    isolationMode: str
+    message: str
+    runningApps: list[RunningApp]
+
+
+@with_config(KEEP)
+class GPU(TypedDict, total=False):
+    apiVersion: str
+    kind: Required[Literal["GPU"]]
+    metadata: Required[ObjectMeta]
+    status: GPUStatus
+
+
+@with_config(KEEP)
+class AutoScalingConfig(TypedDict, total=False):
+    autoSetResources: dict[str, Any]
+    cronScalingRules: list[dict[str, Any]]
+    externalScaler: dict[str, Any]
+
+
+@with_config(KEEP)
+class WorkloadProfileSpec(TypedDict, total=False):
+    replicas: int | None
+    poolName: str
+    resources: Resources
+    qos: str
+    isLocalGPU: bool
+    sidecarWorker: bool
+    isolation: str
+    partitionTemplateId: str
+    gpuModel: str
+    gpuCount: int
+    gpuIndices: list[int]
+    vendor: str
+    autoScalingConfig: AutoScalingConfig
+    nodeAffinity: dict[str, Any]
+    workerPodTemplate: dict[str, Any]
+    gangScheduling: dict[str, Any]
+
+
+@with_config(KEEP)
+class TensorFusionWorkloadStatus(TypedDict, total=False):
+    phase: str
+    conditions: list[dict[str, Any]]
+    workerCount: int
+    readyWorkers: int
+    podTemplateHash: str
+    recommendation: Resources
+    appliedRecommendedReplicas: int
+    activeCronScalingRule: dict[str, Any]
+    gang: dict[str, Any]
+
+
+@with_config(KEEP)
+class TensorFusionWorkload(TypedDict, total=False):
+    apiVersion: str
+    kind: Required[Literal["TensorFusionWorkload"]]
+    metadata: Required[ObjectMeta]
+    spec: WorkloadProfileSpec
+    status: TensorFusionWorkloadStatus
+
+
+@with_config(KEEP)
+class WorkloadProfile(TypedDict, total=False):
+    apiVersion: str
+    kind: Required[Literal["WorkloadProfile"]]
+    metadata: Required[ObjectMeta]
+    spec: WorkloadProfileSpec
+    status: dict[str, Any]
+
+
+@with_config(KEEP)
+class Placement(TypedDict, total=False):
+    mode: str
+    allowUsingLocalGPU: bool
+    gpuFilters: list[dict[str, Any]]
+
+
+@with_config(KEEP)
+class SchedulingConfigTemplateSpec(TypedDict, total=False):
+    placement: Placement
+    verticalScalingRules: list[dict[str, Any]]
+    reBalancer: dict[str, Any]
+    hypervisor: dict[str, Any]
+
+
+@with_config(KEEP)
+class SchedulingConfigTemplate(TypedDict, total=False):
+    apiVersion: str
+    kind: Required[Literal["SchedulingConfigTemplate"]]
+    metadata: Required[ObjectMeta]
+    spec: SchedulingConfigTemplateSpec
+    status: dict[str, Any]
+
+
+@with_config(KEEP)
+class GPUNodeClaimSpec(TypedDict, total=False):
+    nodeName: str
+    region: str
+    zone: str
+    instanceType: str
+    nodeClassRef: dict[str, Any]
+    capacityType: str
+    tflopsOffered: QuantityValue
+    vramOffered: QuantityValue
+    gpuDeviceOffered: int
+    extraParams: dict[str, str]
+
+
+@with_config(KEEP)
+class GPUNodeClaimStatus(TypedDict, total=False):
+    phase: str
+    instanceID: str
+
+
+@with_config(KEEP)
+class GPUNodeClaim(TypedDict, total=False):
+    apiVersion: str
+    kind: Required[Literal["GPUNodeClaim"]]
+    metadata: Required[ObjectMeta]
+    spec: GPUNodeClaimSpec
+    status: GPUNodeClaimStatus

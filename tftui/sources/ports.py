@@ -1,0 +1,49 @@
+"""The two ports every source implements (design.md): cluster objects and metrics.
+
+Front ends and the runtime depend on these protocols only, so the embedded simulator, a dump,
+a live cluster and GreptimeDB are interchangeable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from typing import Any, Literal, Protocol
+
+from tftui.model.usage import GPUUsage, WorkerUsage
+
+__all__ = ["ClusterPort", "GPUUsage", "MetricsPort", "MetricsTable", "SourceError", "WorkerUsage"]
+
+MetricsTable = Literal["tf_gpu_usage", "tf_worker_usage", "tf_node_metrics", "tf_worker_resources"]
+
+
+class SourceError(RuntimeError):
+    """A source could not deliver (unreachable, refused, malformed); the message is for the user."""
+
+
+class ClusterPort(Protocol):
+    """A consistent snapshot of TensorFusion and core objects (Kubernetes JSON shape)."""
+
+    def describe(self) -> str:
+        """Where the objects come from, for the header: `demo`, `dump d.json`, a context name."""
+        ...
+
+    def snapshot(self) -> list[dict[str, Any]]:
+        """All objects as `kubectl get -o json` items (apiVersion, kind, metadata, spec, status)."""
+        ...
+
+
+class MetricsPort(Protocol):
+    """Usage and allocation history shaped like the GreptimeDB `tf_*` tables."""
+
+    def latest_gpu_usage(self, now: datetime, lookback: timedelta = ...) -> dict[str, GPUUsage]:
+        """GPU name → its most recent sample within `lookback` before `now` (absent = no data)."""
+        ...
+
+    def latest_worker_usage(self, now: datetime, lookback: timedelta = ...) -> dict[tuple[str, str], WorkerUsage]:
+        """(namespace, pod name) → most recent sample within `lookback` (absent = no data)."""
+        ...
+
+    def rows(self, table: MetricsTable, start: datetime, end: datetime) -> Iterator[dict[str, Any]]:
+        """Raw rows of `table` with `start <= ts < end`, ordered by ts, columns as in GreptimeDB."""
+        ...
