@@ -20,7 +20,11 @@ def main() -> int:
             print(proc.stderr, end="", file=sys.stderr)
             rows.append((script.name, f"FAILED (exit {proc.returncode})"))
             continue
-        rows.extend((script.name, line.removeprefix("RATIO ").strip()) for line in proc.stdout.splitlines() if line.startswith("RATIO "))
+        rows.extend(
+            (script.name, line.removeprefix("RATIO ").strip())
+            for line in proc.stdout.splitlines()
+            if line.startswith("RATIO ")
+        )
     print("\nbenchmark        ratio")
     for name, line in rows:
         print(f"{name:16} {line}")

@@ -34,7 +34,9 @@ print(json.dumps({"seconds": dt, "peak_mib": peak / 1024, "delta_mib": (peak - b
 
 
 def run_child(path: str, what: str) -> dict[str, float]:
-    out = subprocess.run([sys.executable, "-c", CHILD, path, what], check=True, capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, path, what], check=True, capture_output=True, text=True
+    )
     return dict(json.loads(out.stdout))
 
 
@@ -62,10 +64,16 @@ def main() -> None:
     best_plain = min(r["seconds"] for r in plain)
     best_built = min(r["seconds"] for r in built)
     ratio = best_built / best_plain
-    print(f"dump: {args.nodes} nodes, {args.nodes * args.gpus_per_node} GPUs, {args.workers} workers, {size:.0f} MiB")
+    print(
+        f"dump: {args.nodes} nodes, {args.nodes * args.gpus_per_node} GPUs, {args.workers} workers, {size:.0f} MiB"
+    )
     print(f"generate objects          {gen:8.2f} s")
-    print(f"json.loads                {best_plain:8.2f} s   peak {min(r['delta_mib'] for r in plain):7.0f} MiB")
-    print(f"load+validate+build state {best_built:8.2f} s   peak {min(r['delta_mib'] for r in built):7.0f} MiB")
+    print(
+        f"json.loads                {best_plain:8.2f} s   peak {min(r['delta_mib'] for r in plain):7.0f} MiB"
+    )
+    print(
+        f"load+validate+build state {best_built:8.2f} s   peak {min(r['delta_mib'] for r in built):7.0f} MiB"
+    )
     print(f"RATIO state_build/json_loads = {ratio:.2f}   (goal <= 1.5)")
 
 

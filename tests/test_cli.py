@@ -14,7 +14,9 @@ from tftui.engine.state import ClusterState
 from tftui.model.dump import load
 
 
-def tftui(*args: str, env: dict[str, str] | None = None, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+def tftui(
+    *args: str, env: dict[str, str] | None = None, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "tftui", *args],
         capture_output=True,
@@ -51,11 +53,15 @@ def test_dump_to_file_flag_order_does_not_matter(tmp_path: Path) -> None:
     ("content", "expected"),
     [
         ("this is { not json", "not a Kubernetes List"),
-        ('{"apiVersion": "v1", "kind": "List", "items": [{"apiVersion": "v1", "kind": "Node", "metadata": {}}]}',
-         "Node <no name> (item 1): metadata.name: required field is missing"),
-        ('{"apiVersion": "v1", "kind": "List", "items": [{"apiVersion": "tensor-fusion.ai/v1", "kind": "GPU",'
-         ' "metadata": {"name": "g1"}, "status": {"capacity": {"tflops": "12Gx"}}}]}',
-         "GPU g1 (item 1): status.capacity.tflops: invalid quantity '12Gx'"),
+        (
+            '{"apiVersion": "v1", "kind": "List", "items": [{"apiVersion": "v1", "kind": "Node", "metadata": {}}]}',
+            "Node <no name> (item 1): metadata.name: required field is missing",
+        ),
+        (
+            '{"apiVersion": "v1", "kind": "List", "items": [{"apiVersion": "tensor-fusion.ai/v1", "kind": "GPU",'
+            ' "metadata": {"name": "g1"}, "status": {"capacity": {"tflops": "12Gx"}}}]}',
+            "GPU g1 (item 1): status.capacity.tflops: invalid quantity '12Gx'",
+        ),
         ('{"kind": "List", "items": [', "not valid JSON"),
     ],
 )
@@ -76,7 +82,9 @@ def test_missing_file_exits_2(tmp_path: Path) -> None:
 
 
 def test_no_cluster_suggests_demo(tmp_path: Path) -> None:
-    out = tftui(env={"KUBECONFIG": str(tmp_path / "none"), "HOME": str(tmp_path), "KUBERNETES_SERVICE_HOST": ""})
+    out = tftui(
+        env={"KUBECONFIG": str(tmp_path / "none"), "HOME": str(tmp_path), "KUBERNETES_SERVICE_HOST": ""}
+    )
     assert out.returncode == 2
     assert "no Kubernetes cluster reachable" in out.stderr and "tftui --demo" in out.stderr
     assert "Traceback" not in out.stderr

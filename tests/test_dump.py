@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tftui.model.dump import DumpError, Snapshot, dumps, loads, validate_items
 from tests.fixtures import upstream_demo as demo
+from tftui.model.dump import DumpError, Snapshot, dumps, loads, validate_items
 
 
 def as_list(objs: list[dict[str, Any]]) -> str:
@@ -29,7 +29,14 @@ def test_unknown_fields_are_kept_on_crds_and_other_kinds() -> None:
     gpu = next(o for o in objs if o["kind"] == "GPU")
     gpu["status"]["futureField"] = {"x": [1, 2]}
     gpu["metadata"]["managedFields"] = [{"manager": "kubectl"}]
-    objs.append({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "d"}, "data": {"k": "v"}})
+    objs.append(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "c", "namespace": "d"},
+            "data": {"k": "v"},
+        }
+    )
     snap = loads(as_list(objs))
     out = next(o for o in snap.kind("GPU") if o["metadata"]["name"] == gpu["metadata"]["name"])
     assert out["status"]["futureField"] == {"x": [1, 2]}
@@ -42,7 +49,11 @@ def test_slim_pod_view_drops_unused_spec() -> None:
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": "p", "namespace": "n", "labels": {"a": "b"}},
-        "spec": {"nodeName": "x", "volumes": [{"name": "v"}], "containers": [{"name": "c", "image": "i", "env": []}]},
+        "spec": {
+            "nodeName": "x",
+            "volumes": [{"name": "v"}],
+            "containers": [{"name": "c", "image": "i", "env": []}],
+        },
     }
     (out,) = loads(as_list([pod])).objects
     assert out["spec"] == {"nodeName": "x", "containers": [{"name": "c", "image": "i"}]}
@@ -73,10 +84,16 @@ def test_numbers_are_accepted_as_quantities() -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("{not json", "d.json: not valid JSON: Expecting property name enclosed in double quotes at line 1 column 2"),
+        (
+            "{not json",
+            "d.json: not valid JSON: Expecting property name enclosed in double quotes at line 1 column 2",
+        ),
         ("", "d.json: empty file"),
         ('{"kind": "ConfigMap", "data": {}}', "d.json: document 1 is not a Kubernetes List"),
-        ("[1, 2]", "d.json: document 1 is not a Kubernetes List (kind: List with items) or a single object: got list"),
+        (
+            "[1, 2]",
+            "d.json: document 1 is not a Kubernetes List (kind: List with items) or a single object: got list",
+        ),
         (
             as_list([{"apiVersion": "v1", "kind": "Pod", "metadata": {"namespace": "ml"}}]),
             "d.json: Pod ml/<no name> (item 1): metadata.name: required field is missing",
@@ -109,7 +126,9 @@ def test_garbage_annotation_type_names_field() -> None:
     with pytest.raises(DumpError) as err:
         validate_items(objs, "api")
     assert "Pod ml-serving/llama3-8b-infer-tf-worker-7xk2p" in str(err.value)
-    assert "metadata.annotations.tensor-fusion.ai/gpu-count: Input should be a valid string (got 2)" in str(err.value)
+    assert "metadata.annotations.tensor-fusion.ai/gpu-count: Input should be a valid string (got 2)" in str(
+        err.value
+    )
 
 
 def test_yaml_error_is_one_line() -> None:

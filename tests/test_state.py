@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
+from tests.fixtures import upstream_demo as demo
 from tftui.engine.state import ClusterState
 from tftui.model.dump import validate_items
-from tests.fixtures import upstream_demo as demo
 
 GI, MI = demo.GI, demo.MI
 
@@ -107,7 +107,10 @@ def test_inconsistent_objects_are_kept_and_reported() -> None:
     state = ClusterState.build(validate_items(objs))
     text = "\n".join(map(str, state.warnings))
     assert f"GPU {demo.G[1]}: status.nodeSelector: node 'ghost-node' has no GPUNode" in text
-    assert "Pod research/notebook-alice-tf-worker-p2w6n: metadata.annotations[tensor-fusion.ai/gpu-ids]: GPU 'gpu-does-not-exist' not found" in text
+    assert (
+        "Pod research/notebook-alice-tf-worker-p2w6n: metadata.annotations[tensor-fusion.ai/gpu-ids]: GPU 'gpu-does-not-exist' not found"
+        in text
+    )
     assert "GPUNode gpu-a100-2: metadata.labels: no tensor-fusion.ai/pool-<pool> label" in text
     assert demo.G[1] in state.gpus and state.gpus[demo.G[1]].node == "ghost-node"
     assert "research/notebook-alice-tf-worker-p2w6n" in state.workers
@@ -122,7 +125,10 @@ def test_ended_pods_do_not_allocate_and_native_gpu_pods_are_found() -> None:
             "apiVersion": "v1",
             "kind": "Pod",
             "metadata": {"name": "legacy-trainer", "namespace": "ml-batch"},
-            "spec": {"nodeName": "gpu-a100-2", "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
+            "spec": {
+                "nodeName": "gpu-a100-2",
+                "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
+            },
             "status": {"phase": "Running"},
         }
     )

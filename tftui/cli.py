@@ -37,7 +37,9 @@ def _add_source_args(p: argparse.ArgumentParser, *, sub: bool = False) -> None:
         return argparse.SUPPRESS if sub else value
 
     src = p.add_argument_group("source (default: the current kubeconfig context)")
-    src.add_argument("--demo", action="store_true", default=d(False), help="use the embedded simulated cluster")
+    src.add_argument(
+        "--demo", action="store_true", default=d(False), help="use the embedded simulated cluster"
+    )
     src.add_argument(
         "--from",
         dest="from_file",
@@ -48,7 +50,9 @@ def _add_source_args(p: argparse.ArgumentParser, *, sub: bool = False) -> None:
     src.add_argument("--context", default=d(None), help="kubeconfig context to use")
     src.add_argument("--kubeconfig", default=d(None), help="path to a kubeconfig file")
     demo = p.add_argument_group("embedded demo cluster")
-    demo.add_argument("--nodes", type=int, default=d(40), help="number of nodes of the demo cluster (default 40)")
+    demo.add_argument(
+        "--nodes", type=int, default=d(40), help="number of nodes of the demo cluster (default 40)"
+    )
     demo.add_argument("--seed", type=int, default=d(7), help="seed of the demo cluster (default 7)")
 
 

@@ -284,7 +284,8 @@ class ClusterState:
                 mode = ((tpl.get("spec") or {}).get("placement") or {}).get("mode") or DEFAULT_PLACEMENT_MODE
         self.pools[name] = PoolView(
             name=name,
-            cluster=(pool.get("status") or {}).get("cluster") or pool["metadata"].get("labels", {}).get(keys.MANAGED_BY),
+            cluster=(pool.get("status") or {}).get("cluster")
+            or pool["metadata"].get("labels", {}).get(keys.MANAGED_BY),
             provisioning_mode=nmc.get("provisioningMode") or DEFAULT_PROVISIONING_MODE,
             placement_mode=mode,
             template=template,
@@ -306,7 +307,9 @@ class ClusterState:
         if pool is None:
             pool = labels.get(keys.MANAGED_BY)
         if pool is None:
-            self._warn(gn, f"metadata.labels: no {keys.POOL_LABEL_PREFIX}<pool> label, node belongs to no pool")
+            self._warn(
+                gn, f"metadata.labels: no {keys.POOL_LABEL_PREFIX}<pool> label, node belongs to no pool"
+            )
         elif pool not in self.pools:
             self._warn(gn, f"metadata.labels: pool {pool!r} not found")
         k8s_labels = (k8s or {}).get("metadata", {}).get("labels") or {}
@@ -423,10 +426,15 @@ class ClusterState:
         try:
             count = int(ann.get(keys.GPU_COUNT, "") or len(gpu_ids) or 1)
         except ValueError:
-            self._warn(pod, f"metadata.annotations[{keys.GPU_COUNT}]: not an integer: {ann[keys.GPU_COUNT]!r}")
+            self._warn(
+                pod, f"metadata.annotations[{keys.GPU_COUNT}]: not an integer: {ann[keys.GPU_COUNT]!r}"
+            )
             count = len(gpu_ids) or 1
         if gpu_ids and count != len(gpu_ids):
-            self._warn(pod, f"metadata.annotations[{keys.GPU_IDS}]: names {len(gpu_ids)} GPUs but gpu-count is {count}")
+            self._warn(
+                pod,
+                f"metadata.annotations[{keys.GPU_IDS}]: names {len(gpu_ids)} GPUs but gpu-count is {count}",
+            )
         known = [g for g in gpu_ids if g in self.gpus]
         for g in gpu_ids:
             if g not in self.gpus:
@@ -477,15 +485,24 @@ class ClusterState:
             wv = self.workloads.get(wkey)
             if wv is None:  # local-GPU mode: the app pod is its own worker, no workload object
                 wv = WorkloadView(
-                    key=wkey, namespace=ns, name=workload, pool=pool, replicas=None,
-                    gpu_count=worker.gpu_count, qos=worker.qos, request=request.copy(), limit=limit.copy(),
+                    key=wkey,
+                    namespace=ns,
+                    name=workload,
+                    pool=pool,
+                    replicas=None,
+                    gpu_count=worker.gpu_count,
+                    qos=worker.qos,
+                    request=request.copy(),
+                    limit=limit.copy(),
                     autoscale=ann.get(keys.AUTOSCALE) == keys.TRUE,
                 )
                 self.workloads[wkey] = wv
             wv.workers.append(key)
             wv.allocated.add(request, len(known))
 
-    def _tflops(self, pod: dict[str, Any], ann: dict[str, str], tflops_key: str, pct_key: str, gpus: list[str]) -> float:
+    def _tflops(
+        self, pod: dict[str, Any], ann: dict[str, str], tflops_key: str, pct_key: str, gpus: list[str]
+    ) -> float:
         """TFLOPS per device; a compute-percent request is converted with the GPU's capacity."""
         if ann.get(tflops_key):
             return self._q(pod, f"metadata.annotations[{tflops_key}]", ann[tflops_key])

@@ -8,10 +8,10 @@ Any other kind in a dump is kept verbatim as `OtherObject`.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, Required
 
 from pydantic import ConfigDict, with_config
-from typing_extensions import Required, TypedDict
+from typing_extensions import TypedDict
 
 from tftui.model.crds import KEEP, ObjectMeta, QuantityValue
 

@@ -10,10 +10,10 @@ Quantities are validated against Kubernetes' grammar here and parsed (cached) by
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Required
 
 from pydantic import ConfigDict, Field, StringConstraints, with_config
-from typing_extensions import Required, TypedDict
+from typing_extensions import TypedDict
 
 from tftui.model.quantity import QUANTITY_PATTERN
 

@@ -98,7 +98,7 @@ def object_ref(obj: Any) -> str:
     """`Kind namespace/name` (or `Kind name` for cluster-scoped objects), tolerant of garbage."""
     if not isinstance(obj, dict):
         return f"<{type(obj).__name__}>"
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    meta: dict[str, Any] = obj["metadata"] if isinstance(obj.get("metadata"), dict) else {}
     name = meta.get("name") if isinstance(meta.get("name"), str) else "<no name>"
     ns = meta.get("namespace")
     kind = obj.get("kind") if isinstance(obj.get("kind"), str) else "<no kind>"
@@ -107,14 +107,11 @@ def object_ref(obj: Any) -> str:
 
 def _describe_error(err: ErrorDetails) -> str:
     typ, value = err["type"], err.get("input")
-    if typ in ("string_pattern_mismatch", "int_parsing", "float_parsing", "int_type", "float_type") and (
-        "pattern" in str(err.get("ctx", "")) or typ != "string_pattern_mismatch"
-    ):
-        if typ == "string_pattern_mismatch" or isinstance(value, str):
-            return f"invalid quantity {value!r}"
+    if typ == "string_pattern_mismatch":  # only quantities carry a pattern
+        return f"invalid quantity {value!r}"
     if typ == "missing":
         return "required field is missing"
-    return f"{err['msg']} (got {value!r})" if not isinstance(value, dict | list) else err["msg"]
+    return err["msg"] if isinstance(value, dict | list) else f"{err['msg']} (got {value!r})"
 
 
 _UNION_MEMBERS = frozenset({"constrained-str", "str", "int", "float", "bool", "none"})
@@ -160,7 +157,9 @@ def _documents(text: str, source: str) -> Iterator[Any]:
             try:
                 doc, pos = decoder.raw_decode(text, pos)
             except json.JSONDecodeError as exc:
-                raise DumpError(f"{source}: not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+                raise DumpError(
+                    f"{source}: not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+                ) from None
             yield doc
             while pos < end and text[pos].isspace():
                 pos += 1
@@ -176,7 +175,11 @@ def _documents(text: str, source: str) -> Iterator[Any]:
 
 
 def _items_of(doc: Any, source: str, number: int) -> list[Any]:
-    if isinstance(doc, dict) and isinstance(doc.get("items"), list) and str(doc.get("kind", "List")).endswith("List"):
+    if (
+        isinstance(doc, dict)
+        and isinstance(doc.get("items"), list)
+        and str(doc.get("kind", "List")).endswith("List")
+    ):
         return cast(list[Any], doc["items"])
     if isinstance(doc, dict) and isinstance(doc.get("kind"), str) and "metadata" in doc:
         return [doc]
@@ -193,7 +196,7 @@ def validate_items(items: Sequence[Any], source: str = "<objects>") -> Snapshot:
         objects = _ITEMS.validate_python(items)
     except ValidationError as exc:
         raise _format_errors(exc, items, source) from None
-    return Snapshot.of(objects)
+    return Snapshot.of(cast(list[dict[str, Any]], objects))
 
 
 def loads(data: str | bytes, source: str = "<input>") -> Snapshot:
@@ -202,11 +205,13 @@ def loads(data: str | bytes, source: str = "<input>") -> Snapshot:
     if raw.lstrip()[:1] == b"{":
         try:
             doc = _LIST.validate_json(raw)
-            return Snapshot.of(doc["items"])
+            return Snapshot.of(cast(list[dict[str, Any]], doc["items"]))
         except ValidationError as exc:
-            if all(len(e["loc"]) >= 2 and e["loc"][0] == "items" and isinstance(e["loc"][1], int) for e in exc.errors()):
-                items = json.loads(raw)["items"]
-                raise _format_errors(exc, items, source) from None
+            if all(
+                len(e["loc"]) >= 2 and e["loc"][0] == "items" and isinstance(e["loc"][1], int)
+                for e in exc.errors()
+            ):
+                raise _format_errors(exc, json.loads(raw)["items"], source) from None
             # not a single List: fall back to the general path for a precise message
     text = raw.decode("utf-8", errors="replace") if isinstance(data, bytes) else data
     items: list[Any] = []

@@ -40,7 +40,9 @@ class MetricsPort(Protocol):
         """GPU name → its most recent sample within `lookback` before `now` (absent = no data)."""
         ...
 
-    def latest_worker_usage(self, now: datetime, lookback: timedelta = ...) -> dict[tuple[str, str], WorkerUsage]:
+    def latest_worker_usage(
+        self, now: datetime, lookback: timedelta = ...
+    ) -> dict[tuple[str, str], WorkerUsage]:
         """(namespace, pod name) → most recent sample within `lookback` (absent = no data)."""
         ...
 
