@@ -18,6 +18,7 @@ from typing import Any
 
 from tftui.model import keys
 from tftui.model.dump import Snapshot
+from tftui.model.gcpause import gc_paused
 from tftui.model.quantity import QuantityError, quantity_float
 
 DEFAULT_PLACEMENT_MODE = "NodeCompactGPULowLoad"
@@ -229,7 +230,8 @@ class ClusterState:
     def build(cls, source: Snapshot | Iterable[dict[str, Any]]) -> ClusterState:
         snap = source if isinstance(source, Snapshot) else Snapshot.of(source)
         st = cls(snapshot=snap)
-        st._index(snap)
+        with gc_paused():
+            st._index(snap)
         return st
 
     # -- building ------------------------------------------------------------------------------

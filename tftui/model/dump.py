@@ -20,6 +20,7 @@ from pydantic_core import ErrorDetails
 from typing_extensions import TypedDict
 
 from tftui.model import core, crds
+from tftui.model.gcpause import gc_paused
 
 KINDS: dict[str, type] = {
     "TensorFusionCluster": crds.TensorFusionCluster,
@@ -201,6 +202,11 @@ def validate_items(items: Sequence[Any], source: str = "<objects>") -> Snapshot:
 
 def loads(data: str | bytes, source: str = "<input>") -> Snapshot:
     """Parse dump text. The common case (one JSON List) is validated straight from bytes."""
+    with gc_paused():
+        return _loads(data, source)
+
+
+def _loads(data: str | bytes, source: str) -> Snapshot:
     raw = data.encode() if isinstance(data, str) else data
     if raw.lstrip()[:1] == b"{":
         try:
