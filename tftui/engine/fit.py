@@ -1,0 +1,177 @@
+"""Shared placement arithmetic: the request of a worker, the GPU filter chain and the scores.
+
+Placement previews, the defrag simulation and the demo's simulated scheduler all decide "does this
+GPU fit and how good is it" the same way (upstream-engine §4.2–4.4); keeping it in one module keeps
+them from drifting apart. Pure functions; availability is passed in so simulations can work on
+copies without touching `ClusterState`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from tftui.engine.state import GPUView, Res, WorkerView
+from tftui.model import keys
+from tftui.model.quantity import QuantityError, quantity_float
+
+Mode = Literal["CompactFirst", "LowLoadFirst", "NodeCompactGPULowLoad"]
+MODES: tuple[Mode, ...] = ("CompactFirst", "LowLoadFirst", "NodeCompactGPULowLoad")
+DEFAULT_MODE: Mode = "NodeCompactGPULowLoad"
+MAX_GPU_COUNT = 128
+USED_BY_TF = "tensor-fusion"
+
+
+def resolve_mode(value: str | None) -> Mode:
+    """Upstream §4.1: anything but CompactFirst or LowLoadFirst (incl. empty) is the default mode."""
+    if value == "CompactFirst":
+        return "CompactFirst"
+    if value == "LowLoadFirst":
+        return "LowLoadFirst"
+    return DEFAULT_MODE
+
+
+@dataclass(frozen=True, slots=True)
+class Weights:
+    """Score weights (scheduler plugin args upstream; tftui settings `placement.*Weight`)."""
+
+    vram: float = 0.7
+    tflops: float = 0.3
+
+
+DEFAULT_WEIGHTS = Weights()
+DEFRAG_WEIGHTS = Weights(0.5, 0.5)
+
+
+class RequestError(ValueError):
+    """A request that can never be placed as written (names the field)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """Per-device request of one worker (upstream §4.2): TFLOPS or compute %, VRAM, device count."""
+
+    vram: float
+    tflops: float | None = None
+    compute_percent: float | None = None
+    count: int = 1
+    model: str | None = None
+    vendor: str | None = None
+    isolation: str = "soft"
+    indices: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        if (self.tflops is None) == (self.compute_percent is None):
+            raise RequestError("exactly one of tflops and compute percent must be given")
+        if not 1 <= self.count <= MAX_GPU_COUNT:
+            raise RequestError(f"gpu count must be 1..{MAX_GPU_COUNT}, got {self.count}")
+        if self.vram < 0 or (self.tflops or 0) < 0 or not 0 <= (self.compute_percent or 0) <= 100:
+            raise RequestError("requests must be non-negative (compute percent 0..100)")
+
+    def tflops_on(self, capacity_tflops: float) -> float:
+        """TFLOPS this request takes from a GPU; compute % is converted and truncated (upstream)."""
+        if self.compute_percent is not None:
+            return float(math.trunc(self.compute_percent * capacity_tflops / 100))
+        return self.tflops or 0.0
+
+    def take(self, gpu_capacity: Res) -> Res:
+        """What one device of this request subtracts from a GPU's availability."""
+        if self.isolation == "shared":
+            return gpu_capacity.copy()
+        return Res(self.tflops_on(gpu_capacity.tflops), self.vram)
+
+    @classmethod
+    def of_worker(cls, worker: WorkerView) -> Request:
+        """The request a worker pod carries (annotations), for re-placing it elsewhere."""
+        ann: dict[str, Any] = (worker.obj.get("metadata") or {}).get("annotations") or {}
+        pct = ann.get(keys.COMPUTE_PERCENT_REQUEST)
+        compute: float | None = None
+        if pct and not ann.get(keys.TFLOPS_REQUEST):
+            try:
+                compute = quantity_float(pct)
+            except QuantityError:
+                compute = None
+        indices: tuple[int, ...] = ()
+        raw_idx = ann.get(keys.GPU_INDICES, "")
+        if raw_idx:
+            indices = tuple(int(x) for x in re.findall(r"\d+", raw_idx))
+        return cls(
+            vram=worker.request.vram,
+            tflops=None if compute is not None else worker.request.tflops,
+            compute_percent=compute,
+            count=max(1, min(worker.gpu_count, MAX_GPU_COUNT)),
+            model=ann.get(keys.GPU_MODEL) or None,
+            vendor=ann.get(keys.VENDOR) or None,
+            isolation=ann.get(keys.ISOLATION) or "soft",
+            indices=indices,
+        )
+
+
+def model_matches(wanted: str, gpu: GPUView) -> bool:
+    """Exact `gpuModel` (upstream), or — tftui deviation — the short family name inside it.
+
+    Workloads commonly say `H100` while GPUs report `NVIDIA H100 80GB HBM3`; upstream's exact match
+    would make such requests unplaceable, which no operator intends.
+    """
+    if wanted == gpu.model or wanted == (gpu.obj.get("status") or {}).get("model"):
+        return True
+    tokens = re.split(r"[\s_-]+", gpu.model.upper())
+    return wanted.upper() in tokens
+
+
+def reject_reason(gpu: GPUView, available: Res, req: Request) -> str | None:
+    """The first filter of upstream §4.3 step 4 the GPU fails, or None if it passes them all."""
+    if gpu.phase != "Running":
+        return "phase"
+    if gpu.used_by not in ("", USED_BY_TF):
+        return "used-by"
+    if req.indices and (gpu.index is None or gpu.index not in req.indices):
+        return "index"
+    if req.isolation == "shared" and (available.tflops < gpu.capacity.tflops or available.vram < gpu.capacity.vram):
+        return "shared-busy"
+    if available.tflops < req.tflops_on(gpu.capacity.tflops) or available.vram < req.vram:
+        return "resource"
+    if req.model and not model_matches(req.model, gpu):
+        return "model"
+    if req.vendor and gpu.vendor != req.vendor:
+        return "vendor"
+    return None
+
+
+def _round_half_away(x: float) -> int:
+    return math.floor(x + 0.5) if x >= 0 else -math.floor(-x + 0.5)
+
+
+def score(vram_pct: float, tflops_pct: float, w: Weights) -> int:
+    """S(x, y) of upstream §4.4: weighted, rounded half away from zero, clamped to 0..100."""
+    value = w.vram * vram_pct + w.tflops * tflops_pct
+    if math.isnan(value):
+        return 0
+    return max(0, min(100, _round_half_away(value)))
+
+
+def _pcts(capacity: Res, available: Res) -> tuple[float, float]:
+    """Available share (VRAM %, TFLOPS %); capacity 0 counts as 0 % (Go's NaN clamps to 0)."""
+    v = available.vram / capacity.vram * 100 if capacity.vram > 0 else math.nan
+    t = available.tflops / capacity.tflops * 100 if capacity.tflops > 0 else math.nan
+    return v, t
+
+
+def node_level_score(mode: Mode, capacity: Res, available: Res, w: Weights = DEFAULT_WEIGHTS) -> int:
+    """Score of one GPU when ranking nodes: packing modes prefer used GPUs, LowLoadFirst free ones."""
+    av, at = _pcts(capacity, available)
+    if mode == "LowLoadFirst":
+        return score(av, at, w) if not (math.isnan(av) or math.isnan(at)) else 0
+    return score(100 - av, 100 - at, w) if not (math.isnan(av) or math.isnan(at)) else 0
+
+
+def gpu_level_score(mode: Mode, capacity: Res, available: Res, w: Weights = DEFAULT_WEIGHTS) -> int:
+    """Score of one GPU when choosing GPUs inside the chosen node."""
+    av, at = _pcts(capacity, available)
+    if math.isnan(av) or math.isnan(at):
+        return 0
+    if mode == "CompactFirst":
+        return score(100 - av, 100 - at, w)
+    return score(av, at, w)
