@@ -1,0 +1,101 @@
+"""Snapshot harness: deterministic console screenshots stored in the repository's `snapshots/`.
+
+Determinism kit (tui guide §3.5): animations off before Textual is imported, no cursor blink, a
+fixed clock, no periodic refresh, and every screenshot taken after the refresh worker finished.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ["TEXTUAL_ANIMATIONS"] = "none"  # read by textual.constants at import time
+
+from collections.abc import Awaitable, Callable, Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from pytest_textual_snapshot import SVGImageExtension
+from textual.widgets import Input
+
+from tftui.sources.sim.cluster import DEFAULT_NOW, SimCluster
+from tftui.sources.sim.usage import SimMetrics
+from tftui.ui.app import TfTuiApp
+from tftui.ui.screens.resource import NodeScreen
+
+if TYPE_CHECKING:
+    from syrupy.location import PyTestLocation
+    from textual.pilot import Pilot
+
+SNAPSHOT_ROOT = Path(__file__).resolve().parents[2] / "snapshots"
+"""Top-level `snapshots/`, one sub-folder per test module (e.g. `snapshots/test_screens/`)."""
+
+
+def _snapshot_dirname(cls: type[SVGImageExtension], *, test_location: PyTestLocation) -> str:
+    return str(SNAPSHOT_ROOT / test_location.basename)
+
+
+# pytest-textual-snapshot 1.1.0 pins syrupy 4.8, which has no setting for the folder (tui guide §3.2).
+SVGImageExtension.dirname = classmethod(_snapshot_dirname)
+
+SIZES = [(80, 24), (120, 40), (200, 50)]
+
+
+@pytest.fixture(autouse=True)
+def _still_cursor(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A blinking Input cursor flips on a wall-clock timer; keep it still."""
+    monkeypatch.setattr(Input, "_toggle_cursor", lambda self: None)
+
+
+@pytest.fixture(scope="session")
+def demo_cluster() -> SimCluster:
+    return SimCluster(seed=7, nodes=40, now=DEFAULT_NOW)
+
+
+@pytest.fixture(scope="session")
+def demo_metrics(demo_cluster: SimCluster) -> SimMetrics:
+    return SimMetrics(demo_cluster.snapshot(), seed=7, now=DEFAULT_NOW)
+
+
+def fixed_clock() -> datetime:
+    return DEFAULT_NOW
+
+
+@pytest.fixture
+def make_app(demo_cluster: SimCluster, demo_metrics: SimMetrics) -> Iterator[Callable[[], TfTuiApp]]:
+    def make() -> TfTuiApp:
+        return TfTuiApp(demo_cluster, demo_metrics, clock=fixed_clock, refresh_interval=None)
+
+    yield make
+
+
+async def settle(pilot: Pilot[Any]) -> None:
+    """Let the refresh worker finish and its message render."""
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+    await pilot.pause()
+
+
+def view(name: str, *presses: str, node: str | None = None) -> Callable[[Pilot[Any]], Awaitable[None]]:
+    """A `run_before`: wait for data, open a view (and a node), press keys, wait again.
+
+    Views are opened directly rather than typed: the key paths are covered by the pilot and tmux
+    tests, and each typed key costs a Textual idle wait.
+    """
+
+    async def run_before(pilot: Pilot[Any]) -> None:
+        app = pilot.app
+        assert isinstance(app, TfTuiApp)
+        await settle(pilot)
+        if name != "pools":
+            assert app.switch_view(name)
+            await settle(pilot)
+        if node is not None:
+            await app.push_screen(NodeScreen(node, trail=(name, node)))
+            await settle(pilot)
+        if presses:
+            await pilot.press(*presses)
+            await settle(pilot)
+
+    return run_before

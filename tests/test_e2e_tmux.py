@@ -1,0 +1,146 @@
+"""End to end: the real `tftui --demo` console in a detached tmux session, driven by keystrokes.
+
+What the operator sees is read back with `capture-pane`, so this covers the terminal driver, the
+CLI wiring and the real refresh loop that the pilot and snapshot tests replace with fakes.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tftui.engine.state import ClusterState
+from tftui.model.dump import validate_items
+from tftui.sources.sim.cluster import DEFAULT_NOW, SimCluster
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parents[1]
+WIDTH, HEIGHT = 160, 45
+NODE = "inf-h100-03"
+EXIT_MARK = "tftui exited with"
+
+
+class Tmux:
+    """One tmux server on its own socket (`-L`), so parallel runs and the user's tmux never meet."""
+
+    def __init__(self, binary: str) -> None:
+        self.binary = binary
+        self.socket = f"tftui-e2e-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self.env = {**os.environ, "TERM": "xterm-256color", "TEXTUAL_ANIMATIONS": "none"}
+        for name in ("TMUX", "COLUMNS", "LINES"):  # COLUMNS/LINES would override the pane size
+            self.env.pop(name, None)
+
+    def __call__(self, *args: str) -> str:
+        done = subprocess.run(
+            [self.binary, "-L", self.socket, *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        )
+        return done.stdout
+
+    def start(self, command: str) -> None:
+        self(
+            "new-session", "-d", "-s", "tftui", "-x", str(WIDTH), "-y", str(HEIGHT),
+            "-c", str(ROOT), "-e", "TERM=xterm-256color", "-e", "TEXTUAL_ANIMATIONS=none",
+            command,
+        )  # fmt: skip
+
+    def screen(self) -> str:
+        return self("capture-pane", "-p", "-t", "tftui")
+
+    def keys(self, *keys: str, literal: bool = False) -> None:
+        self("send-keys", "-t", "tftui", *(["-l"] if literal else []), *keys)
+
+    def wait_for(self, predicate: Callable[[str], bool], what: str, timeout: float = 20.0) -> str:
+        deadline = time.monotonic() + timeout
+        text = ""
+        while time.monotonic() < deadline:
+            text = self.screen()
+            if predicate(text):
+                return text
+            time.sleep(0.1)
+        raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; screen was:\n{text}")
+
+    def wait_text(self, needle: str, timeout: float = 20.0) -> str:
+        return self.wait_for(lambda s: needle in s, repr(needle), timeout)
+
+    def open_prompt(self, sigil: str) -> None:
+        """Type `:` or `/` until the prompt shows (a key sent while Textual still reads the
+        terminal's replies to its start-up queries can be swallowed)."""
+        hint = "pools  nodes  gpus  workloads" if sigil == ":" else "filter rows"
+        for attempt in range(5):
+            if attempt:
+                self.keys("Escape")  # in case the last try opened it late: start from closed
+            self.keys(sigil, literal=True)
+            try:
+                self.wait_text(hint, timeout=2.0)
+                return
+            except AssertionError:
+                continue
+        raise AssertionError(f"the {sigil!r} prompt never opened; screen was:\n{self.screen()}")
+
+    def kill(self) -> None:
+        subprocess.run(
+            [self.binary, "-L", self.socket, "kill-server"], env=self.env, capture_output=True, timeout=10
+        )
+
+
+@pytest.fixture
+def tmux() -> Iterator[Tmux]:
+    binary = shutil.which("tmux")
+    if binary is None:
+        pytest.fail("tmux is required for the end-to-end console test: apt-get install tmux")
+    session = Tmux(binary)
+    try:
+        yield session
+    finally:
+        session.kill()
+
+
+def test_demo_console_in_tmux(tmux: Tmux) -> None:
+    state = ClusterState.build(validate_items(SimCluster(seed=7, nodes=40, now=DEFAULT_NOW).snapshot()))
+    node_gpus = state.nodes[NODE].gpus
+    console = f"{shlex.quote(sys.executable)} -m tftui --demo"
+    # The shell stays after the console exits and prints its status, so the exit can be asserted.
+    tmux.start(f"{console}; echo '{EXIT_MARK}' $?; sleep 60")
+
+    pools = tmux.wait_text("demo-inference")
+    assert "pools (3)" in pools and "demo-training" in pools and "demo-dev" in pools
+    assert "refreshed 12:00:00 UTC" in pools
+
+    tmux.open_prompt(":")
+    tmux.keys("nodes", literal=True)
+    tmux.keys("Enter")
+    nodes = tmux.wait_text(f"nodes ({len(state.nodes)})")
+    assert "dev-4090-01" in nodes and "POOL" in nodes
+
+    tmux.open_prompt("/")
+    tmux.keys("h100-03", literal=True)
+    tmux.keys("Enter")
+    filtered = tmux.wait_text(f"nodes (1/{len(state.nodes)})   /h100-03")
+    assert NODE in filtered and "dev-4090-01" not in filtered
+
+    tmux.keys("Enter")
+    node = tmux.wait_text(f"nodes › {NODE} ({len(node_gpus)} GPUs")
+    for gpu in node_gpus:
+        assert gpu[:8] in node, gpu  # GPU names are cut in the middle to fit the column
+    assert node.count("H100 80GB HBM3") == len(node_gpus)
+    assert "do-not-disrupt" in node  # the node's flag, spelled out in the summary
+
+    tmux.keys("Escape")
+    tmux.wait_text(f"nodes (1/{len(state.nodes)})")
+    tmux.keys("q")
+    tmux.wait_text(f"{EXIT_MARK} 0", timeout=10)

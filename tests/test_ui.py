@@ -1,0 +1,606 @@
+"""Console behaviour driven through Textual's pilot, against the embedded demo cluster.
+
+Covers view switching (with aliases and completion), filter, drill-down and back, help, warnings,
+the refresh worker (thread, typed messages, diff updates) and degraded sources (metrics down,
+cluster down, invalid objects).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+
+os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
+
+import threading
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+from rich.console import RenderableType
+from rich.text import Text
+from textual.message import Message
+from textual.pilot import Pilot
+from textual.widgets import Input, Label
+
+from tftui.engine.state import ClusterState
+from tftui.model.usage import GPUUsage, WorkerUsage
+from tftui.sources.ports import SourceError
+from tftui.sources.sim.cluster import DEFAULT_NOW, SimCluster
+from tftui.sources.sim.usage import SimMetrics
+from tftui.ui.app import DataLoaded, LoadFailed, TfTuiApp
+from tftui.ui.data import load
+from tftui.ui.screens.modals import HelpScreen, WarningsScreen
+from tftui.ui.screens.resource import (
+    GpusScreen,
+    NodeScreen,
+    NodesScreen,
+    PoolsScreen,
+    ResourceScreen,
+    WorkersScreen,
+    WorkloadsScreen,
+)
+from tftui.ui.views import (
+    LAYOUT_MIN_WIDTH,
+    NARROW,
+    NORMAL,
+    WIDE,
+    Gauges,
+    gpus_table,
+    nodes_table,
+    pools_table,
+    workers_table,
+    workloads_table,
+)
+from tftui.ui.widgets.chrome import Breadcrumb, Prompt
+from tftui.ui.widgets.table import ResourceTable
+
+POOLS = ["demo-dev", "demo-inference", "demo-training"]
+
+
+@pytest.fixture(autouse=True)
+def _still_cursor(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(Input, "_toggle_cursor", lambda self: None)
+
+
+@pytest.fixture(scope="module")
+def demo() -> SimCluster:
+    return SimCluster(seed=7, nodes=40, now=DEFAULT_NOW)
+
+
+@pytest.fixture(scope="module")
+def metrics(demo: SimCluster) -> SimMetrics:
+    return SimMetrics(demo.snapshot(), seed=7, now=DEFAULT_NOW)
+
+
+@pytest.fixture(scope="module")
+def state(demo: SimCluster) -> ClusterState:
+    return load(demo, None, DEFAULT_NOW).state
+
+
+class FlakyCluster:
+    """A ClusterPort whose next reads fail (or return other objects) on demand; records threads."""
+
+    def __init__(self, inner: SimCluster) -> None:
+        self.inner = inner
+        self.error: Exception | None = None
+        self.objects: list[dict[str, Any]] | None = None
+        self.threads: list[str] = []
+
+    def describe(self) -> str:
+        return "flaky"
+
+    def snapshot(self) -> list[dict[str, Any]]:
+        self.threads.append(threading.current_thread().name)
+        if self.error is not None:
+            raise self.error
+        return list(self.objects) if self.objects is not None else self.inner.snapshot()
+
+
+class BrokenMetrics:
+    """A MetricsPort that is down."""
+
+    def latest_gpu_usage(
+        self, now: datetime, lookback: timedelta = timedelta(minutes=5)
+    ) -> dict[str, GPUUsage]:
+        raise SourceError("greptime: connection refused")
+
+    def latest_worker_usage(
+        self, now: datetime, lookback: timedelta = timedelta(minutes=5)
+    ) -> dict[tuple[str, str], WorkerUsage]:
+        raise SourceError("greptime: connection refused")
+
+    def rows(self, table: str, start: datetime, end: datetime) -> Any:
+        raise SourceError("greptime: connection refused")
+
+
+def make_app(cluster: Any, metrics: Any) -> TfTuiApp:
+    return TfTuiApp(cluster, metrics, clock=lambda: DEFAULT_NOW, refresh_interval=None)
+
+
+async def settle(pilot: Pilot[None]) -> None:
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+    await pilot.pause()
+
+
+def screen(app: TfTuiApp) -> ResourceScreen:
+    current = app.screen
+    assert isinstance(current, ResourceScreen), current
+    return current
+
+
+def main_table(app: TfTuiApp) -> ResourceTable:
+    return screen(app).query_one("#main", ResourceTable)
+
+
+def crumbs(app: TfTuiApp) -> str:
+    return str(app.screen.query_one(Breadcrumb).render())
+
+
+def header_status(app: TfTuiApp) -> str:
+    label = app.screen.query_one("#header-status", Label)
+    return str(label.render()) if label.display else ""
+
+
+def plain(value: RenderableType) -> str:
+    if isinstance(value, str):
+        return value
+    assert isinstance(value, Text), value
+    return value.plain
+
+
+def cell_text(table: ResourceTable, key: str, column: str) -> str:
+    return plain(table.get_cell(key, column))
+
+
+async def command(pilot: Pilot[None], text: str) -> None:
+    await pilot.press("colon", *text, "enter")
+    await pilot.pause()
+
+
+# -- views and switching -------------------------------------------------------------------------
+
+
+async def test_pools_view_shows_pools_with_gauges(demo: SimCluster, metrics: SimMetrics) -> None:
+    app = make_app(demo, metrics)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        assert isinstance(app.screen, PoolsScreen)
+        table = main_table(app)
+        assert table.row_keys == POOLS
+        assert cell_text(table, "demo-training", "provisioning") == "Provisioned"
+        assert cell_text(table, "demo-dev", "placement") == "LowLoadFirst"
+        gauge = cell_text(table, "demo-inference", "tflops")
+        assert "%/" in gauge and "—" not in gauge  # metrics present: a used figure
+        assert crumbs(app) == "pools (3)"
+        assert "refreshed 12:00:00 UTC" in str(app.screen.query_one("#header-time", Label).render())
+        assert "demo" in str(app.screen.query_one("#header-source", Label).render())
+
+
+ALIASES: list[tuple[str, type[ResourceScreen]]] = [
+    ("nodes", NodesScreen),
+    ("gpu", GpusScreen),
+    ("pool", PoolsScreen),
+    ("no", NodesScreen),
+    ("wl", WorkloadsScreen),
+    ("gpus", GpusScreen),
+    ("workload", WorkloadsScreen),
+    ("node", NodesScreen),
+    ("pools", PoolsScreen),
+    ("workloads", WorkloadsScreen),
+]
+
+
+async def test_colon_switches_views_with_aliases(demo: SimCluster, metrics: SimMetrics) -> None:
+    app = make_app(demo, metrics)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        for typed, expected in ALIASES:
+            await command(pilot, typed)
+            assert type(app.screen) is expected, typed
+            assert len(app.screen_stack) == 2  # default screen + the root view
+            assert main_table(app).row_count > 0
+
+
+async def test_view_rows_match_the_state(demo: SimCluster, metrics: SimMetrics, state: ClusterState) -> None:
+    app = make_app(demo, metrics)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await command(pilot, "nodes")
+        assert main_table(app).row_keys == sorted(state.nodes)
+        await command(pilot, "gpus")
+        assert sorted(main_table(app).row_keys) == sorted(state.gpus)
+        await command(pilot, "wl")
+        assert main_table(app).row_keys == sorted(state.workloads)
+
+
+async def test_command_completion_and_cancel(demo: SimCluster, metrics: SimMetrics) -> None:
+    app = make_app(demo, metrics)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("colon", "w", "o")
+        await pilot.pause()
+        prompt = app.screen.query_one(Prompt)
+        assert prompt.display and prompt.input.has_focus
+        await pilot.press("tab")  # accept the suggestion
+        assert prompt.input.value == "workloads"
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, WorkloadsScreen)
+
+        await pilot.press("colon", "g", "p", "escape")
+        await pilot.pause()
+        assert isinstance(app.screen, WorkloadsScreen)
+        assert not app.screen.query_one(Prompt).display
+        assert main_table(app).has_focus
+
+
+async def test_unknown_view_is_reported_and_nothing_changes(demo: SimCluster, metrics: SimMetrics) -> None:
+    app = make_app(demo, metrics)
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        await settle(pilot)
+        await command(pilot, "pods")
+        assert isinstance(app.screen, PoolsScreen)
+        assert any("unknown view 'pods'" in n.message for n in app._notifications)
+
+
+# -- filter --------------------------------------------------------------------------------------
+
+
+async def test_filter_is_case_insensitive_substring_and_esc_clears(
+    demo: SimCluster, metrics: SimMetrics, state: ClusterState
+) -> None:
+    app = make_app(demo, metrics)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await command(pilot, "nodes")
+        await pilot.press("slash", *"H100", "enter")
+        await pilot.pause()
+        table = main_table(app)
+        h100 = sorted(n for n in state.nodes if "h100" in n)
+        assert table.row_keys == h100
+        assert crumbs(app) == f"nodes ({len(h100)}/{len(state.nodes)})   /H100"
+        assert table.has_focus
+        await pilot.press("escape")  # prompt closed, filter active: esc clears it
+        await pilot.pause()
+        assert table.row_keys == sorted(state.nodes)
+        assert crumbs(app) == f"nodes ({len(state.nodes)})"
+
+
+async def test_filter_matches_gpu_model_and_pool(
+    demo: SimCluster, metrics: SimMetrics, state: ClusterState
+) -> None:
+    app = make_app(demo, metrics)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await command(pilot, "nodes")
+        await pilot.press("slash", *"l40s", "enter")
+        await pilot.pause()
+        expected = sorted(
+            n.name for n in state.nodes.values() if any("L40S" in state.gpus[g].model for g in n.gpus)
+        )
+        assert main_table(app).row_keys == expected
+        await pilot.press("escape", "slash", *"-train")
+        await pilot.pause()  # filtering is live while typing; matches the pool name too
+        assert main_table(app).row_keys == sorted(state.pools["demo-training"].nodes)
+        await pilot.press("escape")  # esc in the filter prompt clears it
+        await pilot.pause()
+        assert len(main_table(app).row_keys) == len(state.nodes)
+
+
+# -- drill-down ----------------------------------------------------------------------------------
+
+
+async def test_drill_down_pool_node_and_back(
+    demo: SimCluster, metrics: SimMetrics, state: ClusterState
+) -> None:
+    app = make_app(demo, metrics)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("down")  # demo-inference
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, NodesScreen) and app.screen.pool == "demo-inference"
+        nodes = sorted(state.pools["demo-inference"].nodes)
+        assert main_table(app).row_keys == nodes
+        assert crumbs(app) == f"pools › demo-inference › nodes ({len(nodes)})"
+
+        await pilot.press("enter")
+        await pilot.pause()
+        node = nodes[0]
+        assert isinstance(app.screen, NodeScreen) and app.screen.node == node
+        gpus = app.screen.query_one("#gpus", ResourceTable)
+        workers = app.screen.query_one("#workers", ResourceTable)
+        assert sorted(gpus.row_keys) == sorted(state.nodes[node].gpus)
+        assert sorted(workers.row_keys) == sorted(state.nodes[node].workers)
+        n_gpus, n_workers = len(state.nodes[node].gpus), len(state.nodes[node].workers)
+        assert crumbs(app) == f"pools › demo-inference › nodes › {node} ({n_gpus} GPUs, {n_workers} workers)"
+        summary = str(app.screen.query_one("#node-summary").render())
+        assert node in summary and "TFLOPS" in summary and "VRAM" in summary
+
+        await pilot.press("escape")
+        await pilot.pause()
+        assert isinstance(app.screen, NodesScreen)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert isinstance(app.screen, PoolsScreen)
+        await pilot.press("escape")  # root view: nothing to go back to
+        await pilot.pause()
+        assert isinstance(app.screen, PoolsScreen)
+
+
+async def test_node_screen_gpu_opens_its_workers(
+    demo: SimCluster, metrics: SimMetrics, state: ClusterState
+) -> None:
+    node = "inf-h100-01"
+    app = make_app(demo, metrics)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await command(pilot, "no")
+        await pilot.press("slash", *"h100-01", "enter", "enter")
+        await pilot.pause()
+        assert isinstance(app.screen, NodeScreen)
+        gpus = app.screen.query_one("#gpus", ResourceTable)
+        assert gpus.has_focus
+        first = gpus.row_keys[0]
+        await pilot.press("tab")
+        assert app.screen.query_one("#workers", ResourceTable).has_focus
+        await pilot.press("shift+tab", "enter")
+        await pilot.pause()
+        assert isinstance(app.screen, WorkersScreen)
+        assert sorted(main_table(app).row_keys) == sorted(state.gpus[first].workers)
+        assert crumbs(app).startswith(f"nodes › {node} › {first} › workers")
+
+
+async def test_gpu_and_workload_drill_down_to_workers(
+    demo: SimCluster, metrics: SimMetrics, state: ClusterState
+) -> None:
+    app = make_app(demo, metrics)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await settle(pilot)
+        await command(pilot, "wl")
+        first = main_table(app).row_keys[0]
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, WorkersScreen)
+        table = main_table(app)
+        assert table.row_keys == sorted(state.workloads[first].workers)
+        worker = state.workers[table.row_keys[0]]
+        assert cell_text(table, worker.key, "node") == worker.node
+        assert cell_text(table, worker.key, "reqlim").count("/") == 2
+        # enter on a worker opens its node
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, NodeScreen) and app.screen.node == worker.node
+        assert crumbs(app).startswith(f"workloads › {first} › workers › {worker.node}")
+
+        await command(pilot, "gpus")  # `:` replaces the whole drill-down stack
+        assert isinstance(app.screen, GpusScreen) and len(app.screen_stack) == 2
+        busy = next(k for k in main_table(app).row_keys if state.gpus[k].workers)
+        await pilot.press("slash", *busy, "enter", "enter")
+        await pilot.pause()
+        assert isinstance(app.screen, WorkersScreen)
+        assert sorted(main_table(app).row_keys) == sorted(state.gpus[busy].workers)
+
+
+# -- help and warnings ---------------------------------------------------------------------------
+
+
+async def test_help_is_generated_from_the_screen_bindings(demo: SimCluster, metrics: SimMetrics) -> None:
+    app = make_app(demo, metrics)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        text = str(app.screen.query_one("#help-keys").render())
+        for key, what in [("⏎", "Open"), (":", "View"), ("/", "Filter"), ("esc", "Back"), ("^r", "Refresh")]:
+            assert key in text and what in text
+        assert "Next" not in text  # only the node screen binds tab
+        await pilot.press("escape")
+        await pilot.pause()
+        assert isinstance(app.screen, PoolsScreen)
+
+        await command(pilot, "nodes")
+        await pilot.press("enter", "question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        assert "Next" in str(app.screen.query_one("#help-keys").render())
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, NodeScreen)
+
+
+async def test_warnings_count_and_list(demo: SimCluster, metrics: SimMetrics) -> None:
+    objects = copy.deepcopy(demo.snapshot())
+    gpu = next(o for o in objects if o["kind"] == "GPU")
+    gpu["status"]["nodeSelector"] = {"kubernetes.io/hostname": "ghost-node"}
+    cluster = FlakyCluster(demo)
+    cluster.objects = objects
+    app = make_app(cluster, metrics)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        warnings = app.screen.query_one("#header-warnings", Label)
+        count = len(load(cluster, None, DEFAULT_NOW).state.warnings)
+        assert count > 1
+        assert warnings.display and str(warnings.render()) == f"⚠ {count} warnings [w]"
+        await pilot.press("w")
+        await pilot.pause()
+        assert isinstance(app.screen, WarningsScreen)
+        assert "ghost-node" in str(app.screen.query_one("#warnings-list").render())
+        await pilot.press("w")
+        await pilot.pause()
+        assert isinstance(app.screen, PoolsScreen)
+
+
+# -- refresh and degraded sources ----------------------------------------------------------------
+
+
+async def test_refresh_runs_in_a_thread_and_posts_typed_messages(
+    demo: SimCluster, metrics: SimMetrics
+) -> None:
+    cluster = FlakyCluster(demo)
+    seen: list[Message] = []
+    app = make_app(cluster, metrics)
+    async with app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
+        await settle(pilot)
+        await pilot.press("ctrl+r")
+        await settle(pilot)
+    assert len([m for m in seen if isinstance(m, DataLoaded)]) == 2
+    assert cluster.threads and threading.main_thread().name not in cluster.threads
+
+
+async def test_unchanged_refresh_touches_no_cell_and_keeps_the_cursor(
+    demo: SimCluster, metrics: SimMetrics
+) -> None:
+    cluster = FlakyCluster(demo)
+    app = make_app(cluster, metrics)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await command(pilot, "nodes")
+        table = main_table(app)
+        await pilot.press("down", "down", "down")
+        key = table.cursor_key
+        await pilot.press("ctrl+r")
+        await settle(pilot)
+        assert table.last_changes == 0
+        assert table.cursor_key == key
+
+        # the node above the cursor disappears: its row goes, the cursor stays on its node
+        objects = [o for o in demo.snapshot() if o["metadata"]["name"] != table.row_keys[0]]
+        removed = table.row_keys[0]
+        cluster.objects = objects
+        await pilot.press("ctrl+r")
+        await settle(pilot)
+        assert removed not in table.row_keys
+        assert table.cursor_key == key
+        assert 0 < table.last_changes < 10
+
+
+async def test_periodic_refresh_never_overlaps_and_backs_off(demo: SimCluster, metrics: SimMetrics) -> None:
+    cluster = FlakyCluster(demo)
+    app = TfTuiApp(cluster, metrics, clock=lambda: DEFAULT_NOW, refresh_interval=0.1)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        assert app._refresh_interval == 2.0  # clamped like k9s
+        calls = len(cluster.threads)
+        app._tick()
+        app._tick()  # the first tick's worker is still running: no second one
+        await settle(pilot)
+        assert len(cluster.threads) == calls + 1
+        cluster.error = SourceError("down")
+        for _ in range(3):  # three failures in a row: skip 3 ticks before the next attempt
+            await pilot.press("ctrl+r")
+            await settle(pilot)
+        calls = len(cluster.threads)
+        for _ in range(3):
+            app._tick()
+        await settle(pilot)
+        assert len(cluster.threads) == calls
+        app._tick()
+        await settle(pilot)
+        assert len(cluster.threads) == calls + 1
+
+
+async def test_metrics_failure_keeps_allocation_and_says_why(demo: SimCluster) -> None:
+    app = make_app(demo, BrokenMetrics())
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        assert "metrics: greptime: connection refused" in header_status(app)
+        table = main_table(app)
+        assert table.row_keys == POOLS
+        gauge = cell_text(table, "demo-training", "tflops")
+        assert gauge.rstrip().endswith("/   —")  # used unknown, not 0
+        assert "▒" in gauge  # allocation still drawn
+
+
+async def test_no_metrics_source_is_stated(demo: SimCluster) -> None:
+    app = make_app(demo, None)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        assert "metrics: none configured" in header_status(app)
+
+
+async def test_cluster_failure_keeps_the_last_state(demo: SimCluster, metrics: SimMetrics) -> None:
+    cluster = FlakyCluster(demo)
+    seen: list[Message] = []
+    app = make_app(cluster, metrics)
+    async with app.run_test(size=(120, 40), message_hook=seen.append) as pilot:
+        await settle(pilot)
+        before = app.data
+        cluster.error = SourceError("apiserver: connection refused")
+        await pilot.press("ctrl+r")
+        await settle(pilot)
+        assert any(isinstance(m, LoadFailed) for m in seen)
+        assert app.data is before
+        status = header_status(app)
+        assert "cluster: apiserver: connection refused (showing 12:00:00 UTC)" in status
+        assert main_table(app).row_keys == POOLS
+        # recovery clears the error
+        cluster.error = None
+        await pilot.press("ctrl+r")
+        await settle(pilot)
+        assert "cluster:" not in header_status(app)
+
+
+async def test_cluster_down_at_start_and_invalid_objects(demo: SimCluster, metrics: SimMetrics) -> None:
+    cluster = FlakyCluster(demo)
+    cluster.error = ConnectionRefusedError(111, "Connection refused")
+    app = make_app(cluster, metrics)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        assert app.data is None
+        assert "cluster: ConnectionRefusedError" in header_status(app)
+        assert "no data" in str(app.screen.query_one("#header-time", Label).render())
+        assert "flaky" in str(app.screen.query_one("#header-source", Label).render())
+        cluster.error = None
+        cluster.objects = [{"kind": "GPU", "apiVersion": "tensor-fusion.ai/v1", "metadata": {}}]
+        await pilot.press("ctrl+r")
+        await settle(pilot)
+        assert app.data is None
+        assert "cluster: flaky: GPU <no name>" in header_status(app)
+
+
+async def test_quit_keys(demo: SimCluster, metrics: SimMetrics) -> None:
+    for key in ("q", "ctrl+c"):
+        app = make_app(demo, metrics)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot)
+            await pilot.press(key)
+            await pilot.pause()
+            assert app.return_code == 0
+    app = make_app(demo, metrics)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("slash", "q")  # typed into the prompt, not a quit
+        await pilot.pause()
+        assert app.return_code is None
+        await pilot.press("escape")
+        await command(pilot, "q")  # k9s `:q`
+        assert app.return_code == 0
+
+
+# -- pure table builders -------------------------------------------------------------------------
+
+
+def test_every_table_fits_its_layout(demo: SimCluster, metrics: SimMetrics) -> None:
+    data = load(demo, metrics, DEFAULT_NOW)
+    node = "inf-h100-01"
+    for layout in (NARROW, NORMAL, WIDE):
+        g = Gauges(layout)
+        tables = [
+            pools_table(data, g),
+            nodes_table(data, g),
+            gpus_table(data, g),
+            gpus_table(data, g, node=node),
+            workloads_table(data, g),
+            workers_table(data, g, data.state.nodes[node].workers),
+        ]
+        for table in tables:
+            total = sum(c.width + 2 for c in table.columns) + 2  # cell padding, vertical scrollbar
+            assert total <= LAYOUT_MIN_WIDTH[layout.name], (layout.name, [c.key for c in table.columns])
+            for row in table.rows:
+                for col in table.columns:
+                    text = plain(row.cells[col.key])
+                    assert len(text) <= col.width, (col.key, text)

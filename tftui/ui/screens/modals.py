@@ -1,0 +1,89 @@
+"""Overlays: `?` help (generated from the bindings of the screen it was opened on) and `w` warnings.
+
+Help is built from the live bindings rather than written by hand, so it cannot drift from the keys
+the footer shows and the app obeys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Label, Static
+
+from tftui.engine.state import StateWarning
+from tftui.ui.views import FLAG_LEGEND
+from tftui.ui.widgets.gauge import ALLOC_CHAR, FREE_CHAR, USED_CHAR
+
+NAVIGATION = "↑/↓ pgup/pgdn home/end  move the cursor"
+
+
+@dataclass(frozen=True, slots=True)
+class HelpEntry:
+    key: str
+    description: str
+    tooltip: str
+
+
+class HelpScreen(ModalScreen[None]):
+    """Keys of the screen it was opened from, then how to read gauges and node flags."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,question_mark", "dismiss", "Close", id="tftui.close_help"),
+    ]
+
+    def __init__(self, title: str, entries: Sequence[HelpEntry]) -> None:
+        super().__init__()
+        self._title = title
+        self._entries = entries
+
+    def compose(self) -> ComposeResult:
+        width = max((len(e.key) for e in self._entries), default=3)
+        keys = Text(no_wrap=True, overflow="ellipsis", end="")
+        for entry in self._entries:
+            keys.append(f"{entry.key:>{width}}", "bold")
+            keys.append(f"  {entry.description:<11} ")
+            keys.append(f"{entry.tooltip}\n", "dim")
+        keys.append(f"{'':>{width}}  {NAVIGATION}")
+        legend = Text(no_wrap=True, overflow="ellipsis", end="")
+        legend.append("gauges ", "bold")
+        legend.append(f"{USED_CHAR} used  {ALLOC_CHAR} allocated (or requested)  {FREE_CHAR} free\n")
+        legend.append("       alloc%/used% of capacity (of limits for workloads); — = no usage data\n")
+        legend.append("flags  ", "bold")
+        legend.append("  ".join(f"{letter} {word}" for letter, word, _ in FLAG_LEGEND))
+        with Vertical(id="help-box"):
+            yield Label(f"Help · {self._title}", id="help-title", markup=False)
+            yield Static(keys, id="help-keys")
+            yield Static(legend, id="help-legend")
+            yield Label("esc or ? to close", id="help-hint", markup=False)
+
+
+class WarningsScreen(ModalScreen[None]):
+    """Inconsistencies found while indexing the snapshot (objects kept, problems listed)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,w", "dismiss", "Close", id="tftui.close_warnings"),
+    ]
+
+    def __init__(self, warnings: Sequence[StateWarning]) -> None:
+        super().__init__()
+        self._warnings = warnings
+
+    def compose(self) -> ComposeResult:
+        text = Text(no_wrap=False)
+        for w in self._warnings:
+            text.append(w.ref, "bold")
+            text.append(f": {w.message}\n")
+        if not self._warnings:
+            text.append("no warnings")
+        with Vertical(id="warnings-box"):
+            yield Label(f"⚠ {len(self._warnings)} warnings", id="warnings-title", markup=False)
+            with VerticalScroll():
+                yield Static(text, id="warnings-list")
+            yield Label("esc or w to close", id="warnings-hint", markup=False)

@@ -1,0 +1,127 @@
+"""Screen furniture shared by every view: the header, the breadcrumb and the `:`/`/` prompt.
+
+The header reads the app's reactive state (`data`, `cluster_error`, `loading`) and re-renders when it
+changes, so every screen in the stack shows the same source, refresh time and warnings.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar, Literal
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.suggester import SuggestFromList
+from textual.widgets import Input, Label
+
+from tftui.ui.format import fmt_time
+
+if TYPE_CHECKING:
+    from tftui.ui.app import TfTuiApp
+
+PromptMode = Literal["command", "filter"]
+
+
+class ConsoleHeader(Vertical):
+    """Source, last refresh, warnings count; a second line for cluster and metrics problems."""
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(id="header-main"):
+            yield Label("tftui", id="header-title", markup=False)
+            yield Label("", id="header-source", markup=False)
+            yield Label("", id="header-time", markup=False)
+            yield Label("", id="header-warnings", markup=False)
+        yield Label("", id="header-status", markup=False)
+
+    def on_mount(self) -> None:
+        app: TfTuiApp = self.app  # type: ignore[assignment]
+        for attribute in ("data", "cluster_error", "loading"):
+            self.watch(app, attribute, self._render_state, init=False)
+        self._render_state()
+
+    def _render_state(self) -> None:
+        app: TfTuiApp = self.app  # type: ignore[assignment]
+        data = app.data
+        source = data.source if data is not None else app.source_hint
+        self.query_one("#header-source", Label).update(f"▸ {source}")
+        if data is None:
+            when = "loading…" if app.cluster_error is None else "no data"
+        else:
+            when = f"refreshed {fmt_time(data.refreshed_at)}" + (" ⟳" if app.loading else "")
+        self.query_one("#header-time", Label).update(when)
+        count = len(data.state.warnings) if data is not None else 0
+        warnings = self.query_one("#header-warnings", Label)
+        warnings.update(f"⚠ {count} warning{'s' if count != 1 else ''} [w]" if count else "")
+        warnings.display = count > 0
+
+        problems: list[str] = []
+        error = False
+        if app.cluster_error is not None:
+            error = True
+            kept = f" (showing {fmt_time(data.refreshed_at)})" if data is not None else ""
+            problems.append(f"cluster: {app.cluster_error}{kept}")
+        if data is not None and data.metrics_error is not None:
+            problems.append(f"metrics: {data.metrics_error} (allocation only)")
+        elif data is not None and not data.metrics_enabled:
+            problems.append("metrics: none configured (allocation only)")
+        status = self.query_one("#header-status", Label)
+        status.update("  ·  ".join(problems))
+        status.display = bool(problems)
+        status.set_class(error, "-error")
+
+
+class Breadcrumb(Label):
+    """Where the operator is (`pools › demo-dev › nodes`), the row count and the active filter."""
+
+    def show(self, trail: tuple[str, ...], count: str, needle: str) -> None:
+        text = " › ".join(trail) + (f" ({count})" if count else "")
+        if needle:
+            text += f"   /{needle}"
+        self.update(text)
+
+
+class PromptInput(Input):
+    """The prompt's input; `tab` accepts the completion like a shell."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("tab", "complete", "Complete", show=False, id="tftui.complete"),
+    ]
+
+    def action_complete(self) -> None:
+        self.action_end()
+        self.action_cursor_right()  # at the end of the text this accepts the suggestion
+
+
+class Prompt(Horizontal):
+    """k9s prompt: `:` switches view (with completion), `/` filters the rows."""
+
+    def __init__(self, commands: list[str], *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.mode: PromptMode = "command"
+        self._suggester = SuggestFromList(commands, case_sensitive=False)
+
+    def compose(self) -> ComposeResult:
+        yield Label(":", id="prompt-sigil")
+        yield PromptInput(id="prompt-input", select_on_focus=False)
+
+    @property
+    def input(self) -> PromptInput:
+        return self.query_one(PromptInput)
+
+    def open(self, mode: PromptMode, value: str = "") -> None:
+        self.mode = mode
+        self.query_one("#prompt-sigil", Label).update(":" if mode == "command" else "/")
+        field = self.input
+        field.suggester = self._suggester if mode == "command" else None
+        field.placeholder = "pools  nodes  gpus  workloads" if mode == "command" else "filter rows"
+        with field.prevent(Input.Changed):
+            field.value = value
+        field.cursor_position = len(value)
+        self.display = True
+        field.focus()
+
+    def close(self) -> None:
+        self.display = False
+        field = self.input
+        with field.prevent(Input.Changed):  # clearing the text must not clear the filter
+            field.value = ""

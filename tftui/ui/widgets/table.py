@@ -1,0 +1,132 @@
+"""`ResourceTable`: a DataTable that diff-updates from a `views.Table` instead of clearing.
+
+`clear()` + `add_rows()` on every refresh resets the cursor and scroll position and throws away the
+render caches (tui guide §4.1). Here rows keep stable keys: stale rows are removed, changed cells
+are updated one by one, new rows are added, and the table is re-ordered only when rows were added.
+The cursor follows its row key, so a refresh never moves the operator's selection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar
+
+from rich.console import RenderableType
+from textual.binding import Binding, BindingType
+from textual.widgets import DataTable
+from textual.widgets.data_table import RowDoesNotExist
+
+from tftui.ui.views import Column, Row, Table
+from tftui.ui.widgets.gauge import COMPONENT_CLASSES, GaugeStyles, gauge_styles_of
+
+
+class ResourceTable(DataTable[RenderableType]):
+    """One resource list; `show(table)` makes it display exactly `table`, changing as little as possible.
+
+    The number of `add_row`/`remove_row`/`update_cell` calls of the last `show` is kept in
+    `last_changes`, so tests can check that an unchanged refresh touches nothing.
+    """
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = DataTable.COMPONENT_CLASSES | set(COMPONENT_CLASSES)
+    DEFAULT_CSS = """
+    ResourceTable > .gauge--ok { color: $success; }
+    ResourceTable > .gauge--warn { color: $warning; }
+    ResourceTable > .gauge--crit { color: $error; text-style: bold; }
+    ResourceTable > .gauge--free { color: $foreground 35%; }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding(
+            "enter",
+            "select_cursor",
+            "Open",
+            id="tftui.open",
+            tooltip="Drill down into the selected row",
+        ),
+    ]
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes, cursor_type="row", cursor_foreground_priority="renderable")
+        self._columns_shown: tuple[Column, ...] = ()
+        self._shown: dict[str, list[RenderableType]] = {}
+        self._order: list[str] = []
+        self._restore: str | None = None  # cursor key to restore after a column rebuild
+        self.last_changes = 0
+
+    def gauge_styles(self) -> GaugeStyles:
+        """The theme's gauge colours (the `gauge--*` component classes of this table)."""
+        return gauge_styles_of(self)
+
+    @property
+    def row_keys(self) -> list[str]:
+        """Keys of the displayed rows, in display order."""
+        return [str(row.key.value) for row in self.ordered_rows]
+
+    @property
+    def cursor_key(self) -> str | None:
+        """Key of the row under the cursor, if any."""
+        if not self.row_count:
+            return None
+        try:
+            return str(self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value)
+        except (RowDoesNotExist, IndexError):
+            return None
+
+    def _set_columns(self, columns: tuple[Column, ...]) -> None:
+        if columns == self._columns_shown:
+            return
+        cursor = self.cursor_key
+        self.clear(columns=True)
+        for col in columns:
+            self.add_column(col.label, width=col.width, key=col.key)
+        self._columns_shown = columns
+        self._shown = {}
+        self._order = []
+        self._restore = cursor
+
+    def show(self, table: Table) -> None:
+        """Display exactly `table`: columns (rebuilt only on a layout change) and rows (diffed)."""
+        with self.app.batch_update():
+            self._set_columns(table.columns)
+            cursor = self._restore or self.cursor_key
+            self._restore = None
+            self._sync(table.columns, table.rows)
+            if cursor is not None and cursor in self._shown:
+                index = self.get_row_index(cursor)
+                if index != self.cursor_row:
+                    self.move_cursor(row=index, animate=False)
+
+    def _sync(self, columns: Sequence[Column], rows: Sequence[Row]) -> None:
+        keys = [c.key for c in columns]
+        wanted = {r.key for r in rows}
+        changes = 0
+        for key in [k for k in self._order if k not in wanted]:
+            self.remove_row(key)
+            del self._shown[key]
+            changes += 1
+        displayed = [k for k in self._order if k in wanted]
+        # Rows keep their place while the display order is a prefix of the wanted order (the usual
+        # case: same rows, or new rows at the end). From the first divergence on, the rows are
+        # removed and re-added in order; DataTable has no insert-at-index.
+        prefix = 0
+        for shown_key, row in zip(displayed, rows, strict=False):
+            if shown_key != row.key:
+                break
+            prefix += 1
+        for key in displayed[prefix:]:
+            self.remove_row(key)
+            del self._shown[key]
+            changes += 1
+        for index, row in enumerate(rows):
+            values = [row.cells.get(k, "") for k in keys]
+            if index >= prefix:
+                self.add_row(*values, key=row.key)
+                changes += 1
+            else:
+                old = self._shown[row.key]
+                for col, new, prev in zip(keys, values, old, strict=True):
+                    if new != prev:
+                        self.update_cell(row.key, col, new)
+                        changes += 1
+            self._shown[row.key] = values
+        self._order = [r.key for r in rows]
+        self.last_changes = changes
