@@ -1,0 +1,444 @@
+"""Placement: where the TensorFusion scheduler would put one worker, for every mode (upstream §4).
+
+Reproduces the scheduler plugin `GPUResourcesFit` with its allocator: the GPU filter chain (§4.3, via
+`fit.reject_reason`), the node score as the average of the node-level GPU scores (§4.5) and the GPU
+choice on the chosen node (§4.6); plus the non-scheduler selector (§4.7) that defrag's dry-run uses.
+Pure functions over a `ClusterState`; availability can be overridden so simulations work on copies.
+
+Deviations from upstream, all deliberate (behaviour P2):
+* ties between nodes and between GPUs are broken by name (upstream: random / unstable sort), so a
+  preview is reproducible;
+* only this plugin's node score ranks nodes; kube-scheduler's other score plugins (weight 5 vs theirs)
+  and namespace quota, isolation policy, partitions and topology are not modelled;
+* cordoned nodes (`spec.unschedulable`) are dropped, as kube-scheduler's NodeUnschedulable filter
+  would; the allocator itself does not look at them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from tftui.engine.fit import (
+    DEFAULT_WEIGHTS,
+    MODES,
+    Mode,
+    Request,
+    Weights,
+    gpu_level_score,
+    node_level_score,
+    reject_reason,
+    resolve_mode,
+)
+from tftui.engine.state import ClusterState, GPUView, Res
+
+DEFAULT_MAX_WORKER_PER_NODE = 256  # scheduler plugin arg `maxWorkerPerNode` (upstream §1.2)
+TOP_NODES = 5
+RUNNING_WORKLOADS_NOTE = (
+    "running workloads stay where they are; only pods scheduled after the change use the new mode"
+)
+
+# filter stages in the order they run; `Placement.rejected` uses these keys
+STAGES = (
+    "excluded",  # caller's exclude_nodes (e.g. defrag's source node)
+    "no-node",  # GPU whose node has no GPUNode
+    "phase",
+    "used-by",
+    "index",
+    "shared-busy",
+    "resource",
+    "model",
+    "vendor",
+    "same-node",
+    "max-workers",
+    "unschedulable",
+)
+
+
+def _avail(gpu: GPUView, available: Mapping[str, Res] | None) -> Res:
+    if available is not None:
+        got = available.get(gpu.name)
+        if got is not None:
+            return got
+    return gpu.available
+
+
+@dataclass(frozen=True, slots=True)
+class Candidates:
+    """Result of the filter stage: valid GPUs per node (names sorted), or why there are none."""
+
+    by_node: dict[str, tuple[str, ...]]
+    rejected: dict[str, int]
+    reason: str | None = None
+
+
+def filter_gpus(
+    state: ClusterState,
+    pool: str,
+    request: Request,
+    *,
+    available: Mapping[str, Res] | None = None,
+    exclude_nodes: Collection[str] = frozenset(),
+    max_worker_per_node: int = DEFAULT_MAX_WORKER_PER_NODE,
+    worker_counts: Mapping[str, int] | None = None,
+    node_filters: bool = True,
+) -> Candidates:
+    """The pool's GPUs that pass upstream §4.3 steps 2–6, grouped by node.
+
+    Error texts are upstream's, except the tftui one for "every node with valid GPUs is at the worker
+    cap or cordoned" (upstream: kube-scheduler's generic "0/N nodes are available"). `worker_counts` overrides a node's worker count (committed plus, in a
+    simulation, assumed); `max_worker_per_node` ≤ 0 disables the cap. `node_filters=False` skips the
+    node-level stages (maxWorkerPerNode, cordon), as the non-scheduler selector does.
+    """
+    rejected: dict[str, int] = {}
+
+    def drop(stage: str, n: int = 1) -> None:
+        if n:
+            rejected[stage] = rejected.get(stage, 0) + n
+
+    gpus = sorted((g for g in state.gpus.values() if g.pool == pool), key=lambda g: g.name)
+    if not gpus:
+        return Candidates({}, rejected, f"no gpu devices in pool {pool}")
+    by_node: dict[str, list[str]] = {}
+    for g in gpus:
+        if g.node in exclude_nodes:
+            drop("excluded")
+        elif g.node is None or g.node not in state.nodes:
+            drop("no-node")
+        elif (why := reject_reason(g, _avail(g, available), request)) is not None:
+            drop(why)
+        else:
+            by_node.setdefault(g.node, []).append(g.name)
+    if not by_node:
+        return Candidates(
+            {}, _ordered(rejected), f"no gpus available or valid in pool {pool} after filtering"
+        )
+    if request.count > 1:
+        for n in [n for n, names in by_node.items() if len(names) < request.count]:
+            drop("same-node", len(by_node.pop(n)))
+        if not by_node:
+            return Candidates({}, _ordered(rejected), f"no node has at least {request.count} available GPUs")
+    if node_filters:
+        for n in sorted(by_node):
+            node = state.nodes[n]
+            count = (
+                worker_counts.get(n, len(node.workers)) if worker_counts is not None else len(node.workers)
+            )
+            if max_worker_per_node > 0 and count >= max_worker_per_node:
+                drop("max-workers", len(by_node.pop(n)))
+            elif node.unschedulable:
+                drop("unschedulable", len(by_node.pop(n)))
+        if not by_node:
+            parts = []
+            if rejected.get("max-workers"):
+                parts.append(f"at maxWorkerPerNode ({max_worker_per_node})")
+            if rejected.get("unschedulable"):
+                parts.append("unschedulable")
+            return Candidates(
+                {},
+                _ordered(rejected),
+                f"no node left in pool {pool}: nodes with valid GPUs are {' or '.join(parts)}",
+            )
+    return Candidates({n: tuple(by_node[n]) for n in sorted(by_node)}, _ordered(rejected))
+
+
+def _ordered(rejected: dict[str, int]) -> dict[str, int]:
+    return {s: rejected[s] for s in STAGES if s in rejected}
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where one request goes under one mode, or why it cannot go anywhere."""
+
+    mode: Mode
+    node: str | None
+    gpus: tuple[str, ...]
+    node_scores: tuple[tuple[str, int], ...]  # top 5, best first
+    reason: str | None
+    rejected: dict[str, int] = field(default_factory=dict)  # GPUs removed per filter stage
+
+    @property
+    def ok(self) -> bool:
+        return self.node is not None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode,
+            "node": self.node,
+            "gpus": list(self.gpus),
+            "node_scores": [{"node": n, "score": s} for n, s in self.node_scores],
+            "reason": self.reason,
+            "rejected": dict(self.rejected),
+        }
+
+
+def pool_mode(state: ClusterState, pool: str) -> Mode:
+    """The pool's effective mode (§4.1): unknown pool, no or missing template, bad value → default."""
+    pv = state.pools.get(pool)
+    return resolve_mode(pv.placement_mode if pv is not None else None)
+
+
+def _pick_gpus(
+    state: ClusterState,
+    names: tuple[str, ...],
+    count: int,
+    mode: Mode,
+    weights: Weights,
+    available: Mapping[str, Res] | None,
+) -> tuple[str, ...]:
+    """§4.6 steps 2–3: best GPU-level score first, ties by name (all of them if count == len)."""
+
+    def key(name: str) -> tuple[int, str]:
+        g = state.gpus[name]
+        return -gpu_level_score(mode, g.capacity, _avail(g, available), weights), name
+
+    return tuple(sorted(names, key=key)[:count])
+
+
+def place(
+    state: ClusterState,
+    pool: str,
+    request: Request,
+    *,
+    mode: Mode | None = None,
+    weights: Weights = DEFAULT_WEIGHTS,
+    available: Mapping[str, Res] | None = None,
+    exclude_nodes: Collection[str] = frozenset(),
+    max_worker_per_node: int = DEFAULT_MAX_WORKER_PER_NODE,
+    worker_counts: Mapping[str, int] | None = None,
+) -> Placement:
+    """The scheduler's choice (§4.3–4.6) of node and GPUs for `request` in `pool`.
+
+    Node score = floor of the mean node-level score over the node's matched GPUs and all its other
+    GPUs (any pool, any phase; a Pending one counts a quarter, integer division), as upstream.
+    """
+    mode = mode if mode is not None else pool_mode(state, pool)
+    cands = filter_gpus(
+        state,
+        pool,
+        request,
+        available=available,
+        exclude_nodes=exclude_nodes,
+        max_worker_per_node=max_worker_per_node,
+        worker_counts=worker_counts,
+    )
+    if cands.reason is not None:
+        return Placement(mode, None, (), (), cands.reason, cands.rejected)
+    scored: list[tuple[str, int]] = []
+    for n, matched in cands.by_node.items():
+        total = 0
+        counted = 0
+        chosen = set(matched)
+        for g in state.gpus_of(n):
+            s = node_level_score(mode, g.capacity, _avail(g, available), weights)
+            if g.name not in chosen and g.phase == "Pending":
+                s //= 4
+            total += s
+            counted += 1
+        scored.append((n, total // counted if counted else 0))
+    scored.sort(key=lambda t: (-t[1], t[0]))
+    best = scored[0][0]
+    gpus = _pick_gpus(state, cands.by_node[best], request.count, mode, weights, available)
+    return Placement(mode, best, gpus, tuple(scored[:TOP_NODES]), None, cands.rejected)
+
+
+def select_from_store(
+    state: ClusterState,
+    pool: str,
+    request: Request,
+    *,
+    mode: Mode | None = None,
+    weights: Weights = DEFAULT_WEIGHTS,
+    available: Mapping[str, Res] | None = None,
+    exclude_nodes: Collection[str] = frozenset(),
+) -> Placement:
+    """Upstream's non-scheduler selector (§4.7, `DefaultGPUSelector`), used by `Alloc` and defrag.
+
+    Differs from `place` on purpose, as upstream does: the node score is the **sum** (not the mean) of
+    node-level scores over all GPUs of the node, so nodes with more GPUs rank higher; Pending GPUs are
+    not discounted; no maxWorkerPerNode or cordon check. A GPU of a candidate node without a
+    capacity in its status fails the whole call (upstream: nil available/capacity).
+    """
+    mode = mode if mode is not None else pool_mode(state, pool)
+    cands = filter_gpus(
+        state, pool, request, available=available, exclude_nodes=exclude_nodes, node_filters=False
+    )
+    if cands.reason is not None:
+        return Placement(mode, None, (), (), cands.reason, cands.rejected)
+    scored: list[tuple[str, int]] = []
+    for n in cands.by_node:
+        total = 0
+        for g in state.gpus_of(n):
+            cap = (g.obj.get("status") or {}).get("capacity") or {}
+            if cap.get("tflops") in (None, "") or cap.get("vram") in (None, ""):
+                return Placement(
+                    mode, None, (), (), f"gpu {g.name} on node {n} has no status.capacity", cands.rejected
+                )
+            total += node_level_score(mode, g.capacity, _avail(g, available), weights)
+        scored.append((n, total))
+    scored.sort(key=lambda t: (-t[1], t[0]))
+    for n, _ in scored:
+        if len(cands.by_node[n]) >= request.count:
+            gpus = _pick_gpus(state, cands.by_node[n], request.count, mode, weights, available)
+            return Placement(mode, n, gpus, tuple(scored[:TOP_NODES]), None, cands.rejected)
+    return Placement(
+        mode, None, (), tuple(scored[:TOP_NODES]), "not enough gpus in scoring stage", cands.rejected
+    )
+
+
+def apply_placement(
+    available: dict[str, Res], state: ClusterState, placement: Placement, request: Request
+) -> None:
+    """Book `request` on the placement's GPUs in `available` (missing entries start from the state).
+
+    Per device, as upstream: TFLOPS (compute % converted with the GPU's capacity, truncated) and
+    VRAM; `shared` isolation takes the whole GPU.
+    """
+    for name in placement.gpus:
+        g = state.gpus[name]
+        available[name] = _avail(g, available) - request.take(g.capacity)
+
+
+# -- preview (behaviour P3) ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Share:
+    """Allocated share of capacity in percent; 0 when there is no capacity."""
+
+    tflops: float
+    vram: float
+
+    @classmethod
+    def of(cls, allocated: Res, capacity: Res) -> Share:
+        return cls(
+            allocated.tflops / capacity.tflops * 100 if capacity.tflops > 0 else 0.0,
+            allocated.vram / capacity.vram * 100 if capacity.vram > 0 else 0.0,
+        )
+
+    def to_json(self) -> dict[str, float]:
+        return {"tflops": round(self.tflops, 2), "vram": round(self.vram, 2)}
+
+
+@dataclass(frozen=True, slots=True)
+class ModePreview:
+    placement: Placement
+    pool_after: Share
+    node_before: Share | None
+    node_after: Share | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            **self.placement.to_json(),
+            "pool_after": self.pool_after.to_json(),
+            "node_before": self.node_before.to_json() if self.node_before else None,
+            "node_after": self.node_after.to_json() if self.node_after else None,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Preview:
+    """The request placed under every mode, with the pool's and the chosen node's allocation."""
+
+    pool: str
+    request: Request
+    mode: Mode  # the pool's current mode
+    pool_before: Share
+    modes: tuple[ModePreview, ...]  # in `MODES` order
+
+    def for_mode(self, mode: Mode) -> ModePreview:
+        return next(m for m in self.modes if m.placement.mode == mode)
+
+    def to_json(self) -> dict[str, Any]:
+        r = self.request
+        return {
+            "pool": self.pool,
+            "request": {
+                "tflops": None if r.tflops is None else float(r.tflops),
+                "compute_percent": None if r.compute_percent is None else float(r.compute_percent),
+                "vram": float(r.vram),
+                "count": r.count,
+                "model": r.model,
+                "vendor": r.vendor,
+                "isolation": r.isolation,
+                "indices": list(r.indices),
+            },
+            "mode": self.mode,
+            "pool_before": self.pool_before.to_json(),
+            "modes": {m.placement.mode: m.to_json() for m in self.modes},
+        }
+
+    def dumps(self) -> str:
+        """Canonical text: stable key order, two-space indent, trailing newline."""
+        return json.dumps(self.to_json(), indent=2, ensure_ascii=False) + "\n"
+
+
+def _booked(state: ClusterState, placement: Placement, request: Request) -> Res:
+    total = Res()
+    for name in placement.gpus:
+        total.add(request.take(state.gpus[name].capacity))
+    return total
+
+
+def preview(
+    state: ClusterState, pool: str, request: Request, *, weights: Weights = DEFAULT_WEIGHTS
+) -> Preview:
+    """`place` under each mode, and the allocation before → after (behaviour P3)."""
+    pv = state.pools.get(pool)
+    pool_alloc = pv.allocated if pv is not None else Res()
+    pool_cap = pv.capacity if pv is not None else Res()
+    out: list[ModePreview] = []
+    for mode in MODES:
+        p = place(state, pool, request, mode=mode, weights=weights)
+        booked = _booked(state, p, request)
+        node_before = node_after = None
+        if p.node is not None:
+            nv = state.nodes[p.node]
+            node_before = Share.of(nv.allocated, nv.capacity)
+            node_after = Share.of(nv.allocated + booked, nv.capacity)
+        out.append(ModePreview(p, Share.of(pool_alloc + booked, pool_cap), node_before, node_after))
+    return Preview(pool, request, pool_mode(state, pool), Share.of(pool_alloc, pool_cap), tuple(out))
+
+
+# -- mode change (behaviour P4) ------------------------------------------------------------------
+
+
+def template_patch(state: ClusterState, pool: str, mode: str) -> tuple[str, dict[str, Any]]:
+    """The SchedulingConfigTemplate to patch and the JSON merge patch that sets `mode` for `pool`.
+
+    The mode lives in the cluster-scoped template, not the pool, so every pool referencing the same
+    template changes too (`mode_change_message` names them). Raises ValueError naming the pool and
+    the field when there is nothing valid to patch.
+    """
+    if mode not in MODES:
+        raise ValueError(
+            f"pool {pool}: unknown placement mode {mode!r} for spec.placement.mode "
+            f"(one of {', '.join(MODES)})"
+        )
+    pv = state.pools.get(pool)
+    if pv is None:
+        raise ValueError(f"pool {pool}: no such GPUPool")
+    if not pv.template:
+        raise ValueError(
+            f"pool {pool}: spec.schedulingConfigTemplate is not set, so there is no template to patch "
+            f"(the pool uses the default mode {pool_mode(state, pool)})"
+        )
+    if pv.template not in state.templates:
+        raise ValueError(
+            f"pool {pool}: spec.schedulingConfigTemplate names {pv.template!r}, "
+            "but no such SchedulingConfigTemplate exists"
+        )
+    return pv.template, {"spec": {"placement": {"mode": mode}}}
+
+
+def mode_change_message(state: ClusterState, pool: str, mode: str) -> str:
+    """What the change does, for the confirmation dialog and the journal (behaviour P4)."""
+    name, _ = template_patch(state, pool, mode)
+    others = sorted(p for p, v in state.pools.items() if v.template == name and p != pool)
+    also = f"; it also applies to pool{'s' if len(others) > 1 else ''} {', '.join(others)}" if others else ""
+    return (
+        f"pool {pool}: placement mode {pool_mode(state, pool)} → {mode} in SchedulingConfigTemplate "
+        f"{name}{also}; {RUNNING_WORKLOADS_NOTE}"
+    )
