@@ -129,7 +129,9 @@ def reject_reason(gpu: GPUView, available: Res, req: Request) -> str | None:
         return "used-by"
     if req.indices and (gpu.index is None or gpu.index not in req.indices):
         return "index"
-    if req.isolation == "shared" and (available.tflops < gpu.capacity.tflops or available.vram < gpu.capacity.vram):
+    if req.isolation == "shared" and (
+        available.tflops < gpu.capacity.tflops or available.vram < gpu.capacity.vram
+    ):
         return "shared-busy"
     if available.tflops < req.tflops_on(gpu.capacity.tflops) or available.vram < req.vram:
         return "resource"

@@ -54,7 +54,12 @@ class LabelPod:
     kind: Literal["label-pod"] = "label-pod"
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "namespace": self.namespace, "name": self.name, "labels": dict(self.labels)}
+        return {
+            "kind": self.kind,
+            "namespace": self.namespace,
+            "name": self.name,
+            "labels": dict(self.labels),
+        }
 
 
 @dataclass(frozen=True, slots=True)
