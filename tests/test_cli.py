@@ -93,3 +93,35 @@ def test_no_cluster_suggests_demo(tmp_path: Path) -> None:
 def test_conflicting_sources() -> None:
     out = tftui("--demo", "--from", "x.json", "dump")
     assert out.returncode == 2 and "mutually exclusive" in out.stderr
+
+
+def test_place_previews_every_mode_and_json_is_reproducible() -> None:
+    args = ("place", "--demo", "--tflops", "100", "--vram", "20Gi", "--pool", "demo-inference")
+    text = tftui(*args)
+    assert text.returncode == 0, text.stderr
+    lines = text.stdout.splitlines()
+    assert lines[0].startswith("Request: 1 × (100 TFLOPS, 20Gi VRAM) in pool demo-inference")
+    assert any(line.startswith("CompactFirst ") and "inf-h100-04" in line for line in lines)
+    assert any(line.startswith("NodeCompactGPULowLoad *") for line in lines)
+    a, b = tftui(*args, "--json"), tftui(*args, "--json")
+    assert a.returncode == 0 and a.stdout == b.stdout
+    doc = json.loads(a.stdout)
+    assert set(doc["modes"]) == {"CompactFirst", "LowLoadFirst", "NodeCompactGPULowLoad"}
+    assert doc["modes"]["LowLoadFirst"]["node"] == "inf-l40s-06"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--tflops", "12Gx", "--vram", "1Gi"), "tftui: --tflops: invalid quantity '12Gx'"),
+        (
+            ("--tflops", "1", "--vram", "1Gi", "--count", "0"),
+            "tftui: request: gpu count must be 1..128, got 0",
+        ),
+        (("--tflops", "1", "--vram", "1Gi", "--pool", "nope"), "tftui: --pool: no GPUPool named 'nope'"),
+    ],
+)
+def test_place_rejects_bad_input(args: tuple[str, ...], message: str) -> None:
+    out = tftui("place", "--demo", *args)
+    assert out.returncode == 2
+    assert out.stderr.startswith(message) and "Traceback" not in out.stderr

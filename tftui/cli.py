@@ -17,6 +17,7 @@ from tftui.model.dump import DumpError, dumps, validate_items
 from tftui.sources.ports import SourceError
 
 if TYPE_CHECKING:
+    from tftui.engine.state import ClusterState
     from tftui.sources.ports import ClusterPort, MetricsPort
 
 EXIT_USAGE = 2
@@ -66,6 +67,19 @@ def build_parser() -> argparse.ArgumentParser:
     dump = sub.add_parser("dump", help="write the source's objects as a kubectl-style JSON List")
     _add_source_args(dump, sub=True)
     dump.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of standard output")
+
+    place = sub.add_parser("place", help="preview where a request would land under every placement mode")
+    _add_source_args(place, sub=True)
+    amount = place.add_mutually_exclusive_group(required=True)
+    amount.add_argument("--tflops", metavar="N", help="TFLOPS per GPU (a quantity, e.g. 100 or 312500m)")
+    amount.add_argument("--compute", metavar="PCT", type=float, help="compute percent per GPU (0-100)")
+    place.add_argument("--vram", metavar="Q", required=True, help="VRAM per GPU (a quantity, e.g. 20Gi)")
+    place.add_argument("--count", metavar="N", type=int, default=1, help="GPUs per worker (default 1)")
+    place.add_argument("--model", metavar="M", help="GPU model (e.g. H100 or the full NVML name)")
+    place.add_argument("--vendor", metavar="V", help="GPU vendor (e.g. NVIDIA)")
+    place.add_argument("--isolation", default="soft", choices=["shared", "soft", "hard", "partitioned"])
+    place.add_argument("--pool", metavar="P", help="GPUPool name (default: the default pool)")
+    place.add_argument("--json", action="store_true", help="print the canonical JSON preview")
     return parser
 
 
@@ -133,6 +147,60 @@ def cmd_dump(args: argparse.Namespace) -> int:
     return 0
 
 
+def _state(cluster: ClusterPort) -> ClusterState:
+    from tftui.engine.state import ClusterState
+
+    return ClusterState.build(validate_items(cluster.snapshot(), cluster.describe()))
+
+
+def default_pool(state: ClusterState, wanted: str | None) -> str:
+    """The pool the user named, else the one annotated as default, else the only/first one."""
+    from tftui.model import keys
+
+    if wanted is not None:
+        if wanted not in state.pools:
+            known = ", ".join(sorted(state.pools)) or "none"
+            raise UserError(f"--pool: no GPUPool named {wanted!r} (pools: {known})")
+        return wanted
+    if not state.pools:
+        raise UserError("the cluster has no GPUPool")
+    for name in sorted(state.pools):
+        ann = state.pools[name].obj["metadata"].get("annotations") or {}
+        if ann.get(keys.IS_DEFAULT_POOL) == keys.TRUE:
+            return name
+    return sorted(state.pools)[0]
+
+
+def cmd_place(args: argparse.Namespace) -> int:
+    from tftui.engine.fit import Request, RequestError
+    from tftui.engine.placement import preview
+    from tftui.model.quantity import QuantityError, quantity_float
+    from tftui.textout import render_preview
+
+    def qty(flag: str, value: str) -> float:
+        try:
+            return quantity_float(value)
+        except QuantityError as exc:
+            raise UserError(f"{flag}: {exc}") from None
+
+    try:
+        request = Request(
+            vram=qty("--vram", args.vram),
+            tflops=qty("--tflops", args.tflops) if args.tflops is not None else None,
+            compute_percent=args.compute,
+            count=args.count,
+            model=args.model,
+            vendor=args.vendor,
+            isolation=args.isolation,
+        )
+    except RequestError as exc:
+        raise UserError(f"request: {exc}") from None
+    state = _state(open_cluster(args))
+    pv = preview(state, default_pool(state, args.pool), request)
+    sys.stdout.write(pv.dumps() if args.json else render_preview(pv))
+    return 0
+
+
 def cmd_console(args: argparse.Namespace) -> int:
     cluster = open_cluster(args)
     metrics = open_metrics(args, cluster)
@@ -149,6 +217,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "dump":
             return cmd_dump(args)
+        if args.command == "place":
+            return cmd_place(args)
         return cmd_console(args)
     except (UserError, DumpError, SourceError) as exc:
         print(f"tftui: {exc}", file=sys.stderr)
