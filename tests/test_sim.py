@@ -24,7 +24,7 @@ from tftui.sources.sim.cluster import (
     format_tflops,
     generate_objects,
 )
-from tftui.sources.sim.gpuinfo import by_full_name, by_short_name, lookup
+from tftui.model.gpuinfo import by_full_name, by_short_name, lookup
 from tftui.sources.sim.scenarios import PROFILE_ANNOTATION, PROFILES, local_hour, pool_timezone
 from tftui.sources.sim.usage import GPU_DRIVER_OVERHEAD_BYTES, SimMetrics
 

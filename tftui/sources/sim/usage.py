@@ -47,7 +47,7 @@ from zoneinfo import ZoneInfo
 from tftui.model.quantity import quantity_float
 from tftui.sources.ports import GPUUsage, MetricsTable, WorkerUsage
 from tftui.sources.sim.cluster import DEFAULT_NOW, as_utc
-from tftui.sources.sim.gpuinfo import GPUInfo, lookup
+from tftui.model.gpuinfo import GPUInfo, lookup
 from tftui.sources.sim.scenarios import (
     PROFILE_ANNOTATION,
     ProfileParams,

@@ -90,3 +90,8 @@ def by_short_name(name: str) -> GPUInfo | None:
 def lookup(name: str) -> GPUInfo | None:
     """Model by full name first, then by short or family name."""
     return by_full_name(name) or by_short_name(name)
+
+
+def price_table() -> dict[str, float]:
+    """Full NVML name → hourly price: what compaction uses to release the dearest nodes first."""
+    return {row.full_name: row.price_per_hour for row in _table().rows}
