@@ -80,6 +80,14 @@ def build_parser() -> argparse.ArgumentParser:
     place.add_argument("--isolation", default="soft", choices=["shared", "soft", "hard", "partitioned"])
     place.add_argument("--pool", metavar="P", help="GPUPool name (default: the default pool)")
     place.add_argument("--json", action="store_true", help="print the canonical JSON preview")
+
+    plan = sub.add_parser("plan", help="what compaction and defrag would do now, per pool")
+    _add_source_args(plan, sub=True)
+    plan.add_argument(
+        "--now", metavar="RFC3339", help="decide as of this time (default: now; demo: its clock)"
+    )
+    plan.add_argument("--pool", metavar="P", help="only this GPUPool")
+    plan.add_argument("--json", action="store_true", help="print the canonical JSON plan")
     return parser
 
 
@@ -201,6 +209,32 @@ def cmd_place(args: argparse.Namespace) -> int:
     return 0
 
 
+def parse_now(value: str | None, demo: bool) -> datetime:
+    """`--now`: an RFC3339 time with an offset; default the demo's clock or the real one."""
+    if value is None:
+        return _demo_now() if demo else datetime.now(UTC)
+    from tftui.engine.compaction import parse_rfc3339
+
+    try:
+        return parse_rfc3339(value)
+    except ValueError:
+        raise UserError(
+            f"--now: not an RFC 3339 time with offset: {value!r} (e.g. 2026-12-01T08:30:00Z)"
+        ) from None
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from tftui.engine.planning import plan_cluster
+    from tftui.textout import render_plan
+
+    now = parse_now(args.now, args.demo)
+    state = _state(open_cluster(args))
+    pools = [default_pool(state, args.pool)] if args.pool else None
+    plan = plan_cluster(state, now, pools=pools)
+    sys.stdout.write(plan.dumps() if args.json else render_plan(plan))
+    return 0
+
+
 def cmd_console(args: argparse.Namespace) -> int:
     cluster = open_cluster(args)
     metrics = open_metrics(args, cluster)
@@ -219,6 +253,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_dump(args)
         if args.command == "place":
             return cmd_place(args)
+        if args.command == "plan":
+            return cmd_plan(args)
         return cmd_console(args)
     except (UserError, DumpError, SourceError) as exc:
         print(f"tftui: {exc}", file=sys.stderr)

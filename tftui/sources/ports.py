@@ -8,17 +8,37 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import datetime, timedelta
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from tftui.model.usage import GPUUsage, WorkerUsage
 
-__all__ = ["ClusterPort", "GPUUsage", "MetricsPort", "MetricsTable", "SourceError", "WorkerUsage"]
+if TYPE_CHECKING:
+    from tftui.engine.plan import Action
+
+__all__ = [
+    "ActionError",
+    "ClusterPort",
+    "GPUUsage",
+    "MetricsPort",
+    "MetricsTable",
+    "SourceError",
+    "WorkerUsage",
+    "WritableClusterPort",
+]
 
 MetricsTable = Literal["tf_gpu_usage", "tf_worker_usage", "tf_node_metrics", "tf_worker_resources"]
 
 
 class SourceError(RuntimeError):
     """A source could not deliver (unreachable, refused, malformed); the message is for the user."""
+
+
+class ActionError(SourceError):
+    """The cluster refused an action; `status` is the HTTP-like code (429 = PDB refusal, 404 = gone)."""
+
+    def __init__(self, message: str, status: int = 500) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class ClusterPort(Protocol):
@@ -48,4 +68,16 @@ class MetricsPort(Protocol):
 
     def rows(self, table: MetricsTable, start: datetime, end: datetime) -> Iterator[dict[str, Any]]:
         """Raw rows of `table` with `start <= ts < end`, ordered by ts, columns as in GreptimeDB."""
+        ...
+
+
+class WritableClusterPort(ClusterPort, Protocol):
+    """A cluster that can carry out Plan actions (the embedded simulator; the live adapter later)."""
+
+    def apply(self, action: Action) -> None:
+        """Carry out one action idempotently; raise ActionError when the cluster refuses it."""
+        ...
+
+    def events(self) -> list[dict[str, Any]]:
+        """Recorded events, oldest first (events.k8s.io/v1 shape: reason, note, type, regarding, eventTime)."""
         ...
