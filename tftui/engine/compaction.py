@@ -40,7 +40,6 @@ to once per period instead of once per loop.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -62,7 +61,8 @@ from tftui.engine.plan import (
 from tftui.engine.state import ClusterState, NodeView, PoolView
 from tftui.model import keys
 from tftui.model.duration import DurationError, format_duration, parse_duration
-from tftui.model.quantity import QuantityError, format_quantity, parse_quantity
+from tftui.model.gcpause import without_gc
+from tftui.model.quantity import QuantityError, format_quantity, quantity_value
 
 __all__ = [
     "AUTO_SELECT",
@@ -199,23 +199,11 @@ def is_due(pool_obj: Mapping[str, Any], now: datetime, last_run: datetime | None
 # -- the round -----------------------------------------------------------------------------------
 
 
-def _value(x: float) -> int:
-    """`Quantity.Value()` of a float figure: rounds away from zero, ignoring float noise.
-
-    State keeps figures as floats (sums of exact quantities); a sum like 99.99999999999 is the
-    exact integer 100 and must not round up to 101.
-    """
-    r = round(x)
-    if abs(x - r) <= 1e-9 * max(1.0, abs(x)):
-        return int(r)
-    return int(math.copysign(math.ceil(abs(x)), x))
-
-
 def _qvalue(raw: Any) -> int:
     """`.Value()` of a quantity field; absent → 0. Raises QuantityError/TypeError when invalid."""
     if raw is None or raw == "":
         return 0
-    return parse_quantity(raw).value()
+    return quantity_value(raw)
 
 
 def _tf(n: int) -> str:
@@ -285,24 +273,18 @@ def _released_detail(state: ClusterState, node: NodeView) -> str | None:
 
 
 def _pool_totals(state: ClusterState, pool: str, released: set[str]) -> _Totals:
-    """Upstream §2.3 step 3 over the GPUs of `pool`, leaving out already-released nodes once."""
+    """Upstream §2.3 step 3 over the GPUs labelled with `pool`, leaving out already-released nodes.
+
+    The per-node sums are indexed by `ClusterState.build` (`compaction_sums`), so this is O(nodes).
+    """
     t = _Totals()
-    for gpu in state.gpus.values():
-        meta = gpu.obj.get("metadata") or {}
-        status = gpu.obj.get("status") or {}
-        if meta.get("deletionTimestamp"):
+    for node, (avail_t, avail_v, total_t, total_v) in state.compaction_sums.get(pool, {}).items():
+        if node in released:
             continue
-        if (meta.get("labels") or {}).get(keys.GPUPOOL) != pool:
-            continue
-        if gpu.used_by != USED_BY_TF or not status.get("nodeSelector"):
-            continue
-        if gpu.node in released:
-            continue
-        avail = gpu.available
-        t.avail_t += _value(avail.tflops)
-        t.avail_v += _value(avail.vram)
-        t.total_t += _value(gpu.capacity.tflops)
-        t.total_v += _value(gpu.capacity.vram)
+        t.avail_t += avail_t
+        t.avail_v += avail_v
+        t.total_t += total_t
+        t.total_v += total_v
     return t
 
 
@@ -382,6 +364,7 @@ def _node_totals(node: NodeView) -> tuple[int, int]:
     return out[0], out[1]
 
 
+@without_gc
 def plan_compaction(
     state: ClusterState,
     pool: str,
@@ -409,7 +392,10 @@ def plan_compaction(
 
     candidates = _candidates(state, pv, prices)
     released_before: dict[str, str] = {}
-    for node in state.nodes.values():
+    for name in set(pv.nodes).union(state.compaction_sums.get(pool, ())):
+        node = state.nodes.get(name)
+        if node is None:
+            continue
         detail = _released_detail(state, node)
         if detail is not None:
             released_before[node.name] = detail

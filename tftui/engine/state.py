@@ -11,6 +11,7 @@ cluster most needs to see it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -223,6 +224,11 @@ class ClusterState:
     claims: dict[str, dict[str, Any]] = field(default_factory=dict)
     pdbs: list[dict[str, Any]] = field(default_factory=list)
     profiles: dict[str, dict[str, Any]] = field(default_factory=dict)
+    gpus_by_pool_label: dict[str, list[str]] = field(default_factory=dict)  # `gpupool` label → GPUs
+    # Upstream compaction's capacity view (upstream-engine §2.3 step 3): per `gpupool` label and node,
+    # Σ Value() of available and capacity (TFLOPS, VRAM) over GPUs used by TensorFusion with a
+    # nodeSelector and no deletionTimestamp. Built here so a compaction round costs O(nodes).
+    compaction_sums: dict[str, dict[str, list[int]]] = field(default_factory=dict)
     warnings: list[StateWarning] = field(default_factory=list)
     snapshot: Snapshot = field(default_factory=Snapshot, repr=False)
 
@@ -375,6 +381,9 @@ class ClusterState:
             obj=gpu,
         )
         self.gpus[name] = view
+        label_pool = (gpu["metadata"].get("labels") or {}).get(keys.GPUPOOL)
+        if label_pool:
+            self.gpus_by_pool_label.setdefault(label_pool, []).append(name)
         if node is not None:
             node.gpus.append(name)
             node.capacity.add(view.capacity)
@@ -534,6 +543,20 @@ class ClusterState:
                 pool.virtual.add(node.virtual)
                 pool.gpu_count += len(node.gpus)
                 pool.worker_count += len(node.workers)
+        for pool_label, names in self.gpus_by_pool_label.items():
+            per_node = self.compaction_sums.setdefault(pool_label, {})
+            for name in names:
+                gpu = self.gpus[name]
+                if gpu.used_by != "tensor-fusion" or gpu.node is None:
+                    continue
+                if gpu.obj["metadata"].get("deletionTimestamp"):
+                    continue
+                avail, cap = gpu.available, gpu.capacity
+                acc = per_node.setdefault(gpu.node, [0, 0, 0, 0])
+                acc[0] += go_value(avail.tflops)
+                acc[1] += go_value(avail.vram)
+                acc[2] += go_value(cap.tflops)
+                acc[3] += go_value(cap.vram)
         for gpu in self.gpus.values():
             avail = gpu.available
             if avail.tflops < -1e-6 or avail.vram < -0.5:
@@ -560,6 +583,20 @@ class ClusterState:
     def workers_of_workload(self, key: str) -> list[WorkerView]:
         wv = self.workloads.get(key)
         return [self.workers[w] for w in wv.workers] if wv else []
+
+
+def go_value(x: float) -> int:
+    """`Quantity.Value()` of a derived float figure: rounds away from zero, ignoring float noise.
+
+    Figures are sums of exact quantities kept as floats; 99.99999999999 is the exact integer 100
+    and must not round up to 101.
+    """
+    if x == int(x):
+        return int(x)
+    r = round(x)
+    if abs(x - r) <= 1e-9 * max(1.0, abs(x)):
+        return int(r)
+    return int(math.copysign(math.ceil(abs(x)), x))
 
 
 def _uses_native_gpu(spec: dict[str, Any]) -> bool:

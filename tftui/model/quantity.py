@@ -328,6 +328,12 @@ def quantity_float(s: str | int | float) -> float:
     return float(parse_quantity(s))
 
 
+@lru_cache(maxsize=65536, typed=True)
+def quantity_value(s: str | int | float) -> int:
+    """``parse_quantity(s).value()`` (Go's ``Value()``, rounded up), memoised like ``quantity_float``."""
+    return parse_quantity(s).value()
+
+
 def format_quantity(value: int | Fraction | Decimal, fmt: str = "DecimalSI") -> str:
     """Canonical Kubernetes spelling of ``value`` in ``fmt`` (``21474836480`` as BinarySI is ``20Gi``).
 
