@@ -125,3 +125,32 @@ def test_place_rejects_bad_input(args: tuple[str, ...], message: str) -> None:
     out = tftui("place", "--demo", *args)
     assert out.returncode == 2
     assert out.stderr.startswith(message) and "Traceback" not in out.stderr
+
+
+def test_plan_json_is_byte_identical_for_the_same_now() -> None:
+    args = ("plan", "--demo", "--now", "2026-12-01T08:30:00Z", "--json")
+    a, b = tftui(*args), tftui(*args)
+    assert a.returncode == 0, a.stderr
+    assert a.stdout == b.stdout
+    doc = json.loads(a.stdout)
+    assert doc["now"] == "2026-12-01T08:30:00Z"
+    dev = doc["pools"]["demo-dev"]
+    assert {r["node"] for r in dev["compaction"]["released"]} == {"dev-4090-03", "dev-4090-04", "dev-4090-20"}
+    assert dev["defrag"]["state"] == "evict" and dev["defrag"]["evict"]["node"] == "dev-4090-01"
+    assert doc["pools"]["demo-inference"]["defrag"]["state"] == "disabled"
+    kinds = [a["kind"] for a in doc["actions"]]
+    assert kinds.count("evict-pod") == 1 and kinds.count("delete-gpunodeclaim") == 3
+
+
+def test_plan_table_and_pool_filter() -> None:
+    out = tftui("plan", "--demo", "--now", "2026-12-01T08:30:00Z", "--pool", "demo-dev")
+    assert out.returncode == 0, out.stderr
+    assert "== pool demo-dev" in out.stdout and "== pool demo-inference" not in out.stdout
+    assert "dev-4090-03  release" in out.stdout
+    assert "defrag: evict window 2026-12-01T08:00:00Z → 2026-12-01T10:00:00Z" in out.stdout
+
+
+def test_plan_rejects_bad_now() -> None:
+    out = tftui("plan", "--demo", "--now", "yesterday")
+    assert out.returncode == 2
+    assert out.stderr.startswith("tftui: --now: not an RFC 3339 time with offset: 'yesterday'")
