@@ -6,10 +6,11 @@ a live cluster and GreptimeDB are interchangeable.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from tftui.model.metrics import AlertRow, NoData, Step1
 from tftui.model.usage import GPUUsage, WorkerUsage
 
 if TYPE_CHECKING:
@@ -21,7 +22,9 @@ __all__ = [
     "GPUUsage",
     "MetricsPort",
     "MetricsTable",
+    "NoData",
     "SourceError",
+    "Step1Port",
     "WorkerUsage",
     "WritableClusterPort",
 ]
@@ -80,4 +83,29 @@ class WritableClusterPort(ClusterPort, Protocol):
 
     def events(self) -> list[dict[str, Any]]:
         """Recorded events, oldest first (events.k8s.io/v1 shape: reason, note, type, regarding, eventTime)."""
+        ...
+
+
+class Step1Port(Protocol):
+    """The step-1 and alert queries (issue 4); implemented by the simulator and GreptimeDB sources."""
+
+    def describe(self) -> str:
+        """Where the metrics come from, for headers and errors (`demo`, `greptime host:4003/public`)."""
+        ...
+
+    def step1(
+        self, window: timedelta, now: datetime, gpu_capacity: Mapping[str, tuple[float, float]]
+    ) -> Step1:
+        """The four reference-page aggregates over [now − window, now).
+
+        `gpu_capacity` maps GPU name → (TFLOPS, VRAM bytes), used to derive TFLOPS from compute %
+        and VRAM % from bytes where the tables lack them. Raises SourceError with a clear message.
+        """
+        ...
+
+    def alert_rows(self, rule: str, now: datetime) -> list[AlertRow]:
+        """Rows that fire `rule` (a name from ALERT_RULES) in its evaluation window ending at `now`.
+
+        Raises NoData when the rule reads a table or column that is absent or never written.
+        """
         ...
