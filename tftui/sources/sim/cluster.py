@@ -25,8 +25,8 @@ from fractions import Fraction
 from random import Random
 from typing import Any, Final
 
-from tftui.model.quantity import format_quantity
 from tftui.model.gpuinfo import GPUInfo, by_short_name
+from tftui.model.quantity import format_quantity
 from tftui.sources.sim.scenarios import PROFILE_ANNOTATION
 
 DEFAULT_NOW: Final = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)

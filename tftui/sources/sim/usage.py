@@ -44,10 +44,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 from zoneinfo import ZoneInfo
 
+from tftui.model.gpuinfo import GPUInfo, lookup
 from tftui.model.quantity import quantity_float
 from tftui.sources.ports import GPUUsage, MetricsTable, WorkerUsage
 from tftui.sources.sim.cluster import DEFAULT_NOW, as_utc
-from tftui.model.gpuinfo import GPUInfo, lookup
 from tftui.sources.sim.scenarios import (
     PROFILE_ANNOTATION,
     ProfileParams,

@@ -1,0 +1,299 @@
+"""The runtime loop both front ends share: reconcile each pool the way the upstream controller does.
+
+A *reconcile* of a pool is one compaction decision (a round when `nodeCompaction.period` elapsed, on
+the first reconcile, or on a fresh manual trigger) plus one defrag step, planned by
+`engine.planning.plan_cluster` from a fresh snapshot at the runtime's clock and carried out by the
+`Actuator`. Pacing follows upstream (upstream-engine §2.1, §3.3): the next reconcile of a pool comes
+after min(period, defrag requeue), the requeue being 10 s after an eviction, a refused eviction or a
+blocked step, 60 s while idle inside a campaign window, else the period. `tick_due()` runs the pools
+whose time came; `run_for()` drives the embedded cluster's clock through that schedule.
+
+The journal gets one line per decision: every release and a summary of every due round; every kept
+node the first time and whenever its reason changes (a 5-minute period would otherwise repeat twenty
+identical lines); every defrag step whose outcome differs from the pool's previous one; plus the
+actuator's line for each action and event.
+
+D7 (events "when the state changes, not on every loop") is done here, as the engine leaves it to the
+runtime: an event identical to one the pool emitted in its previous reconcile is dropped, e.g.
+`DefragBlockedByEvictedPod` while an evicted pod terminates. In dry-run nothing changes between
+reconciles, so repeated actions are dropped the same way instead of being journaled every 10 s.
+
+`last_compaction` (upstream's in-memory `jobStarted`) and the pacing live in memory, as upstream's do:
+a restarted runtime compacts at once. Everything else that must survive a restart is in the cluster.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from datetime import datetime, timedelta
+from typing import Protocol, runtime_checkable
+
+from tftui.engine.compaction import compaction_period, plan_manual_compaction
+from tftui.engine.plan import Action, CompactionResult, DefragResult, Event, EvictPod, Plan, rfc3339
+from tftui.engine.planning import plan_cluster
+from tftui.engine.state import ClusterState
+from tftui.model.gpuinfo import price_table
+from tftui.runtime.actuator import ActionResult, Actuator
+from tftui.runtime.journal import Journal
+from tftui.sources.ports import WritableClusterPort
+
+__all__ = ["DEFRAG_ACTIVE_REQUEUE", "DEFRAG_IDLE_REQUEUE", "Runtime", "SimulatedCluster"]
+
+DEFRAG_ACTIVE_REQUEUE = timedelta(seconds=10)  # after an eviction, a refusal or a blocked step
+DEFRAG_IDLE_REQUEUE = timedelta(seconds=60)  # idle inside a campaign window
+
+
+@runtime_checkable
+class SimulatedCluster(WritableClusterPort, Protocol):
+    """A cluster whose time the runtime may move (the embedded demo)."""
+
+    def now(self) -> datetime: ...
+
+    def advance(self, dt: timedelta) -> None: ...
+
+
+def _identity(action: Action) -> str:
+    return json.dumps(action.to_json(), sort_keys=True)
+
+
+class Runtime:
+    """Reconciles pools on a cluster: plans, actuates (or only journals in dry-run), paces, explains."""
+
+    def __init__(
+        self,
+        cluster: WritableClusterPort,
+        *,
+        clock: Callable[[], datetime],
+        dry_run: bool = False,
+        journal: Journal | None = None,
+        embedded: bool | None = None,
+    ) -> None:
+        """`embedded` (default: the cluster is a `SimulatedCluster`) makes the manual trigger run the round
+        at once; on a live cluster it only writes the annotation and the controller runs it (C5)."""
+        self.cluster = cluster
+        self.clock = clock
+        self.dry_run = dry_run
+        self.journal = journal if journal is not None else Journal()
+        self.actuator = Actuator(cluster, self.journal, dry_run=dry_run)
+        self.embedded = isinstance(cluster, SimulatedCluster) if embedded is None else embedded
+        self.last_compaction: dict[str, datetime] = {}
+        self.next_reconcile: dict[str, datetime] = {}
+        self.last_results: list[ActionResult] = []
+        self._previous: dict[str, set[str]] = {}  # pool → identities of last reconcile's repeatables
+        self._kept: dict[tuple[str, str], str] = {}  # (pool, node) → last journaled compaction outcome
+        self._defrag_line: dict[str, str] = {}
+
+    # -- reconciles ---------------------------------------------------------------------------------
+
+    def state(self) -> ClusterState:
+        """A fresh `ClusterState` of the cluster."""
+        return ClusterState.build(self.cluster.snapshot())
+
+    def tick(self, pools: Iterable[str] | None = None) -> Plan:
+        """Reconcile every pool (or `pools`) now; returns the plan as executed (repeated events dropped).
+
+        Raises KeyError for a pool the cluster does not have.
+        """
+        return self._tick(self.state(), self.clock(), pools)
+
+    def due_pools(self, state: ClusterState | None = None, now: datetime | None = None) -> list[str]:
+        """Pools whose next reconcile time has come (never reconciled: at once)."""
+        state = state if state is not None else self.state()
+        now = now if now is not None else self.clock()
+        return [p for p in sorted(state.pools) if self.next_reconcile.get(p, now) <= now]
+
+    def tick_due(self) -> Plan | None:
+        """Reconcile the pools that are due (what a timer-driven front end calls); None if none is."""
+        state, now = self.state(), self.clock()
+        due = self.due_pools(state, now)
+        return self._tick(state, now, due) if due else None
+
+    def next_due(self) -> datetime | None:
+        """The earliest scheduled reconcile (None before the first)."""
+        return min(self.next_reconcile.values(), default=None)
+
+    def run_for(self, duration: timedelta, step: timedelta = timedelta(seconds=10)) -> list[Plan]:
+        """Drive a simulated cluster for `duration`: reconcile what is due, advance its clock, repeat.
+
+        The clock moves by `step` at most, and lands exactly on each scheduled reconcile. Returns the
+        executed plans. Raises TypeError for a cluster without `advance()`.
+        """
+        sim = self.cluster
+        if not isinstance(sim, SimulatedCluster):
+            raise TypeError("run_for needs a simulated cluster (one with now() and advance())")
+        if step <= timedelta(0):
+            raise ValueError("step must be positive")
+        end = self.clock() + duration
+        plans: list[Plan] = []
+        while True:
+            plan = self.tick_due()
+            if plan is not None:
+                plans.append(plan)
+            now = self.clock()
+            if now >= end:
+                return plans
+            target = min([now + step, end, *(t for t in self.next_reconcile.values() if t > now)])
+            sim.advance(target - now)
+            if self.clock() <= now:
+                raise RuntimeError("the runtime's clock does not follow the simulated cluster's")
+
+    def _tick(self, state: ClusterState, now: datetime, pools: Iterable[str] | None) -> Plan:
+        names = sorted(state.pools) if pools is None else sorted(set(pools))
+        for name in names:
+            if name not in state.pools:
+                raise KeyError(f"GPUPool {name!r} not found")
+        total = Plan(now)
+        self.last_results = []
+        for name in names:
+            plan = plan_cluster(state, now, pools=[name], last_compaction=self.last_compaction)
+            pp = plan.pool(name)
+            if pp.compaction is not None and pp.compaction.due:
+                self.last_compaction[name] = now
+            plan.actions = self._drop_repeats(name, plan.actions)
+            self._journal_compaction(name, pp.compaction, now)
+            self._journal_defrag(name, pp.defrag, now)
+            results = self.actuator.execute(plan, state)
+            self.last_results += results
+            self._schedule(name, state, pp.defrag, results, now)
+            total.merge(plan)
+        return total
+
+    # -- manual compaction (C5) ----------------------------------------------------------------------
+
+    def preview_manual_compaction(self, pool: str) -> Plan:
+        """What a manual round would do now (the confirm dialog's list); no side effects."""
+        state = self.state()
+        if pool not in state.pools:
+            raise KeyError(f"GPUPool {pool!r} not found")
+        plan, _ = plan_manual_compaction(state, pool, self.clock(), prices=price_table())
+        return plan
+
+    def manual_compaction(self, pool: str) -> Plan:
+        """Stamp `manual-compaction` on the pool and, on the embedded cluster, run its forced round now.
+
+        Returns the executed plan: the annotation first, then the round's actions (on a live cluster
+        only the annotation; the controller runs the round when it sees the stamp).
+        """
+        state, now = self.state(), self.clock()
+        if pool not in state.pools:
+            raise KeyError(f"GPUPool {pool!r} not found")
+        plan, stamp = plan_manual_compaction(state, pool, now, prices=price_table())
+        if not self.embedded:
+            self.journal.record(
+                now, pool, "compaction", "manual compaction requested; the controller runs the round"
+            )
+            executed = Plan(now, actions=[stamp])
+            executed.pool(pool)
+            self.last_results = self.actuator.execute(executed, state)
+            return executed
+        self.journal.record(now, pool, "compaction", "manual compaction: running the round now")
+        executed = Plan(now, pools=dict(plan.pools), actions=[stamp, *plan.actions])
+        self.last_compaction[pool] = now
+        self._journal_compaction(pool, plan.pool(pool).compaction, now)
+        self.last_results = self.actuator.execute(executed, state)
+        period, _ = compaction_period(state.pools[pool].obj)
+        self.next_reconcile[pool] = min(self.next_reconcile.get(pool, now + period), now + period)
+        return executed
+
+    # -- helpers -----------------------------------------------------------------------------------
+
+    def _drop_repeats(self, pool: str, actions: list[Action]) -> list[Action]:
+        """D7: drop what this pool's previous reconcile already emitted (events; everything in dry-run)."""
+
+        def repeatable(a: Action) -> bool:
+            return self.dry_run or isinstance(a, Event)
+
+        before = self._previous.get(pool, set())
+        self._previous[pool] = {_identity(a) for a in actions if repeatable(a)}
+        return [a for a in actions if not (repeatable(a) and _identity(a) in before)]
+
+    def _schedule(
+        self,
+        pool: str,
+        state: ClusterState,
+        defrag: DefragResult | None,
+        results: list[ActionResult],
+        now: datetime,
+    ) -> None:
+        """Upstream §3.3 pacing: min(period, defrag requeue), and never past the next compaction round."""
+        period, _ = compaction_period(state.pools[pool].obj)
+        refused = any(isinstance(r.action, EvictPod) and r.status == "failed" for r in results)
+        if defrag is not None and (defrag.state in ("evict", "blocked") or refused):
+            requeue = DEFRAG_ACTIVE_REQUEUE
+        elif (
+            defrag is not None
+            and defrag.state == "idle"
+            and defrag.window is not None
+            and defrag.window[0] <= now < defrag.window[1]
+        ):
+            requeue = DEFRAG_IDLE_REQUEUE
+        else:
+            requeue = period
+        nxt = now + min(requeue, period)
+        last = self.last_compaction.get(pool)
+        if last is not None and last + period > now:
+            nxt = min(nxt, last + period)
+        self.next_reconcile[pool] = nxt
+
+    def _journal_compaction(self, pool: str, res: CompactionResult | None, now: datetime) -> None:
+        if res is None or not res.due:
+            return
+        self.journal.record(
+            now, pool, "compaction", f"round: {len(res.released)} node(s) released, {len(res.kept)} kept"
+        )
+        for r in res.released:
+            self._kept[(pool, r.node)] = "released"
+            self.journal.record(
+                now,
+                pool,
+                "compaction",
+                f"release {r.node} ({r.action}): no TensorFusion worker, Running for 5m+, "
+                "and the pool keeps its warm and min resources without it",
+            )
+        for k in res.kept:
+            if self._kept.get((pool, k.node)) == k.reason:
+                continue
+            self._kept[(pool, k.node)] = k.reason
+            detail = f" ({k.detail})" if k.detail else ""
+            self.journal.record(now, pool, "compaction", f"keep {k.node}: {k.reason}{detail}")
+
+    def _journal_defrag(self, pool: str, res: DefragResult | None, now: datetime) -> None:
+        line = _defrag_line(res, now)
+        if (
+            line is None or self._defrag_line.get(pool) == line
+        ):  # unchanged (only dry-run repeats an eviction)
+            return
+        self._defrag_line[pool] = line
+        self.journal.record(now, pool, "defrag", line)
+
+
+def _defrag_line(res: DefragResult | None, now: datetime) -> str | None:
+    """The defrag step's outcome and why, in one line (None: defrag is off for the pool)."""
+    if res is None or res.state == "disabled":
+        return None
+    window = f"{rfc3339(res.window[0])}–{rfc3339(res.window[1])}" if res.window else ""
+    if res.state == "invalid":
+        return "configuration invalid; defrag is off until it is fixed (see the DefragConfigInvalid event)"
+    if res.state == "not-due":
+        return f"not due; next window {window}" if window else "not due; the schedule fires no more"
+    if res.state == "skip-missed":
+        return f"window missed; lastDefragTime moved to now (next window {window or 'none'})"
+    if res.state == "blocked":
+        if res.skipped:
+            return f"paused: {res.skipped[-1].detail}"
+        return "paused: the last evicted pod is still terminating or waiting for its replacement"
+    if res.state == "evict" and res.evict is not None:
+        ev = res.evict
+        util = next((c.utilization for c in res.candidates if c.node == ev.node), None)
+        at = f" (utilization {util:.0f}%)" if util is not None else ""
+        return f"evict {ev.pod} from {ev.node}{at}; it fits on {ev.target} in the simulation"
+    if res.window is not None and now >= res.window[1]:
+        return f"campaign {window} is over; lastDefragTime advanced"
+    counts: dict[str, int] = {}
+    for s in res.skipped:
+        counts[s.reason] = counts.get(s.reason, 0) + 1
+    skipped = ", ".join(f"{r} {n}" for r, n in sorted(counts.items()))
+    return f"idle: {len(res.candidates)} candidate(s), none can be drained now" + (
+        f"; skipped: {skipped}" if skipped else ""
+    )
