@@ -92,10 +92,42 @@ class Tmux:
                 continue
         raise AssertionError(f"the {sigil!r} prompt never opened; screen was:\n{self.screen()}")
 
+    def press_until(
+        self, keys: tuple[str, ...], needle: str, *, literal: bool = False, tries: int = 5
+    ) -> str:
+        """Send `keys` until `needle` shows: a key sent right after a screen change can be swallowed
+        while Textual reads the terminal's replies to its queries (as at start-up)."""
+        for _ in range(tries):
+            self.keys(*keys, literal=literal)
+            try:
+                return self.wait_text(needle, timeout=2.0)
+            except AssertionError:
+                continue
+        raise AssertionError(f"{needle!r} never showed after {keys}; screen was:\n{self.screen()}")
+
     def kill(self) -> None:
         subprocess.run(
             [self.binary, "-L", self.socket, "kill-server"], env=self.env, capture_output=True, timeout=10
         )
+
+
+LAUNCHER = (
+    "from tftui.cli import _demo_now; from tftui.sources.sim.acting import ActingSimCluster; "
+    "from tftui.sources.sim.usage import SimMetrics; from tftui.ui.app import run; "
+    "c = ActingSimCluster(seed=7, nodes=40, now=_demo_now()); "
+    "run(c, SimMetrics(c.snapshot(), seed=7, now=_demo_now()), clock=c.clock)"
+)
+
+
+def demo_console() -> str:
+    """`tftui --demo`; while the CLI still opens the read-only demo, the same console over the
+    writable demo cluster (the manual compaction needs a runtime)."""
+    from tftui.cli import build_parser, open_cluster
+
+    cluster = open_cluster(build_parser().parse_args(["--demo"]))
+    if callable(getattr(cluster, "apply", None)):
+        return f"{shlex.quote(sys.executable)} -m tftui --demo"
+    return f"{shlex.quote(sys.executable)} -c {shlex.quote(LAUNCHER)}"
 
 
 @pytest.fixture
@@ -113,7 +145,7 @@ def tmux() -> Iterator[Tmux]:
 def test_demo_console_in_tmux(tmux: Tmux) -> None:
     state = ClusterState.build(validate_items(SimCluster(seed=7, nodes=40, now=DEFAULT_NOW).snapshot()))
     node_gpus = state.nodes[NODE].gpus
-    console = f"{shlex.quote(sys.executable)} -m tftui --demo"
+    console = demo_console()
     # The shell stays after the console exits and prints its status, so the exit can be asserted.
     tmux.start(f"{console}; echo '{EXIT_MARK}' $?; sleep 60")
 
@@ -142,5 +174,50 @@ def test_demo_console_in_tmux(tmux: Tmux) -> None:
 
     tmux.keys("Escape")
     tmux.wait_text(f"nodes (1/{len(state.nodes)})")
+
+    # a pool, its placement preview, a submitted request
+    tmux.open_prompt(":")
+    tmux.keys("pools", literal=True)
+    tmux.keys("Enter")
+    tmux.wait_text("pools (3)")
+    tmux.press_until(("p",), "pools › demo-dev › place")  # the cursor is on demo-dev
+    tmux.wait_text("1 × (10 TFLOPS, 8Gi VRAM) in pool demo-dev")
+    # the compute field has the focus: 10 → 105 TFLOPS (one key, retried if it was swallowed)
+    tmux.press_until(("5",), "compute 105")
+    tmux.keys("Enter")
+    place = tmux.wait_text("1 × (105 TFLOPS, 8Gi VRAM) in pool demo-dev")
+    for mode in ("CompactFirst", "LowLoadFirst", "NodeCompactGPULowLoad"):
+        assert mode in place
+    assert "▶ LowLoadFirst" in place  # demo-dev's current mode
+
+    # manual compaction: c, the dialog (Cancel focused), tab to Compact, enter
+    tmux.keys("Escape")
+    tmux.wait_text("pools (3)")
+    released = "released dev-4090-03"  # the notification (it may wrap after the first node)
+    for _ in range(3):
+        dialog = tmux.press_until(("c",), "Manual compaction · pool demo-dev")
+        assert "dev-4090-03" in dialog and "dev-4090-04" in dialog and "warm ≥" in dialog
+        time.sleep(0.3)  # let the dialog settle so tab is not swallowed (enter alone would cancel)
+        tmux.keys("Tab")
+        time.sleep(0.2)
+        tmux.keys("Enter")
+        try:
+            tmux.wait_text(released, timeout=5.0)
+            break
+        except AssertionError:
+            if "Manual compaction" in tmux.screen():
+                tmux.keys("Escape")
+    else:
+        raise AssertionError(f"the manual compaction never ran; screen was:\n{tmux.screen()}")
+    tmux.open_prompt(":")
+    tmux.keys("events", literal=True)
+    tmux.keys("Enter")
+    events = tmux.wait_text("runtime journal, newest first")
+    assert "Compaction" in events and "GPUPool/demo-dev" in events
+    tmux.open_prompt("/")
+    tmux.keys("release dev", literal=True)
+    tmux.keys("Enter")
+    tmux.wait_text("release dev-4090-03")  # the journal line of the released node
+
     tmux.keys("q")
     tmux.wait_text(f"{EXIT_MARK} 0", timeout=10)

@@ -19,6 +19,7 @@ import pytest
 from pytest_textual_snapshot import SVGImageExtension
 from textual.widgets import Input
 
+from tftui.sources.sim.acting import ActingSimCluster
 from tftui.sources.sim.cluster import DEFAULT_NOW, SimCluster
 from tftui.sources.sim.usage import SimMetrics
 from tftui.ui.app import TfTuiApp
@@ -63,18 +64,21 @@ def fixed_clock() -> datetime:
 
 
 @pytest.fixture
-def make_app(demo_cluster: SimCluster, demo_metrics: SimMetrics) -> Iterator[Callable[[], TfTuiApp]]:
+def make_app(demo_metrics: SimMetrics) -> Iterator[Callable[[], TfTuiApp]]:
+    """The console as `tftui --demo` opens it: a fresh writable demo cluster (runtime attached)."""
+
     def make() -> TfTuiApp:
-        return TfTuiApp(demo_cluster, demo_metrics, clock=fixed_clock, refresh_interval=None)
+        cluster = ActingSimCluster(seed=7, nodes=40, now=DEFAULT_NOW)
+        return TfTuiApp(cluster, demo_metrics, clock=fixed_clock, refresh_interval=None)
 
     yield make
 
 
 async def settle(pilot: Pilot[Any]) -> None:
-    """Let the refresh worker finish and its message render."""
-    await pilot.app.workers.wait_for_complete()
-    await pilot.pause()
-    await pilot.pause()
+    """Let the workers finish (a refresh, a preview, a write and the refresh after it) and render."""
+    for _ in range(3):
+        await pilot.app.workers.wait_for_complete()
+        await pilot.pause()
 
 
 def view(name: str, *presses: str, node: str | None = None) -> Callable[[Pilot[Any]], Awaitable[None]]:

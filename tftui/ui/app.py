@@ -1,17 +1,23 @@
-"""The console application: refresh loop, typed messages, view switching, help and warnings.
+"""The console application: refresh loop, typed messages, view switching, help, warnings, writes.
 
 Loading never blocks the UI: a thread worker reads the ports and builds `ConsoleData` (`data.load`),
 then posts `DataLoaded` or `LoadFailed`; the handlers only assign reactives, and every screen
 re-renders from `TfTuiApp.data`. A failed cluster read keeps the last good state on screen and says
 so in the header; a failed metrics read keeps allocation and shows `metrics: <error>`.
+
+Writes have one door, `TfTuiApp.perform`: it refuses everything when the console is read-only
+(`--read-only`, a source that cannot write, or no runtime), and runs the write in a thread worker
+through the runtime. Keys that lead to a write are listed in `WRITE_ACTIONS`; `allows` hides them
+from every screen's footer and help (`check_action`) when read-only, so they are not even offered.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar, cast
 
 from textual import work
 from textual.app import App
@@ -22,16 +28,35 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.worker import Worker, WorkerState, get_current_worker
 
-from tftui.sources.ports import ClusterPort, MetricsPort
+from tftui.engine.compaction import plan_manual_compaction
+from tftui.engine.plan import Plan
+from tftui.engine.state import ClusterState
+from tftui.model.gpuinfo import price_table
+from tftui.sources.ports import ClusterPort, MetricsPort, WritableClusterPort
 from tftui.ui.data import ClusterLoadError, ConsoleData, describe_error, load
-from tftui.ui.screens.modals import HelpEntry, HelpScreen, WarningsScreen
-from tftui.ui.screens.resource import ROOT_VIEWS, VIEW_ALIASES, PoolsScreen, ResourceScreen
+from tftui.ui.ops import CapacityFigures, ConsoleRuntime, compaction_capacity
+from tftui.ui.opsviews import confirm_compaction_body
+from tftui.ui.screens.modals import ConfirmScreen, HelpEntry, HelpScreen, WarningsScreen
+from tftui.ui.screens.placement import PlacementScreen
+from tftui.ui.screens.registry import ROOT_VIEWS
+from tftui.ui.screens.resource import VIEW_ALIASES, PoolsScreen, ResourceScreen
 
 MIN_REFRESH_INTERVAL = 2.0
 """Shortest automatic refresh period in seconds (k9s clamps the same way)."""
 MAX_BACKOFF_TICKS = 31
 """After repeated cluster failures, skip up to this many ticks between attempts."""
 REFRESH_GROUP = "refresh"
+WRITE_GROUP = "write"
+CONFIRM_GROUP = "confirm"
+
+WRITE_ACTIONS: dict[str, str] = {
+    "manual_compaction": "manual compaction",
+}
+"""Actions that write to the cluster (binding action and `perform` name → words for messages).
+
+Their bindings carry ids `tftui.write.<action>`; when the console is read-only they are hidden
+from footer and help and refused by `perform`.
+"""
 
 
 def utc_now() -> datetime:
@@ -54,6 +79,62 @@ class LoadFailed(Message):
         self.error = error
         self.at = at
         self.source = source
+
+
+class CompactionPreviewReady(Message):
+    """The forced round a manual compaction would run, ready for the confirm dialog."""
+
+    def __init__(self, pool: str, plan: Plan, before: CapacityFigures, after: CapacityFigures) -> None:
+        super().__init__()
+        self.pool = pool
+        self.plan = plan
+        self.before = before
+        self.after = after
+
+
+class ActionDone(Message):
+    """A write finished; `plan` is what the runtime did."""
+
+    def __init__(self, action: str, pool: str, plan: Plan) -> None:
+        super().__init__()
+        self.action = action
+        self.pool = pool
+        self.plan = plan
+
+
+class ActionFailed(Message):
+    """A write (or its preview) failed; `error` is for a notification."""
+
+    def __init__(self, action: str, pool: str, error: str) -> None:
+        super().__init__()
+        self.action = action
+        self.pool = pool
+        self.error = error
+
+
+def writable(cluster: ClusterPort) -> bool:
+    """Whether the source can carry out actions (the `WritableClusterPort` methods)."""
+    return callable(getattr(cluster, "apply", None)) and callable(getattr(cluster, "events", None))
+
+
+def make_runtime(cluster: ClusterPort, clock: Callable[[], datetime]) -> ConsoleRuntime | None:
+    """The runtime over a writable cluster, or None (read-only source, or no runtime package)."""
+    if not writable(cluster):
+        return None
+    try:
+        from tftui.runtime.loops import Runtime
+    except ImportError:
+        return None
+    runtime: ConsoleRuntime = Runtime(cast(WritableClusterPort, cluster), clock=clock)
+    return runtime
+
+
+def released_words(plan: Plan, pool: str) -> str:
+    pp = plan.pools.get(pool)
+    released = pp.compaction.released if pp is not None and pp.compaction is not None else []
+    if not released:
+        return "nothing released"
+    return "released " + ", ".join(r.node for r in released)
 
 
 class TfTuiApp(App[None]):
@@ -104,11 +185,22 @@ class TfTuiApp(App[None]):
         *,
         clock: Callable[[], datetime] | None = None,
         refresh_interval: float | None = 10.0,
+        read_only: bool = False,
+        runtime: ConsoleRuntime | None = None,
     ) -> None:
         super().__init__()
         self._cluster = cluster
         self._metrics = metrics
         self._clock = clock or utc_now
+        if read_only:
+            runtime = None
+        elif runtime is None:
+            runtime = make_runtime(cluster, self._clock)
+        self.runtime: ConsoleRuntime | None = runtime
+        self.read_only = runtime is None
+        """True with `--read-only`, a source that cannot write, or no runtime: no write is offered."""
+        self._cluster_lock = threading.Lock()  # one reader or writer of the source at a time
+        self._writing: set[str] = set()  # pools with a write in flight
         self._refresh_interval = (
             None if refresh_interval is None else max(MIN_REFRESH_INTERVAL, refresh_interval)
         )
@@ -151,7 +243,8 @@ class TfTuiApp(App[None]):
         worker = get_current_worker()
         now = self._clock()
         try:
-            data = load(self._cluster, self._metrics, now)
+            with self._cluster_lock:
+                data = load(self._cluster, self._metrics, now, self.runtime)
         except ClusterLoadError as exc:
             if not worker.is_cancelled:
                 self.post_message(LoadFailed(str(exc), now, exc.source))
@@ -175,12 +268,118 @@ class TfTuiApp(App[None]):
         self.cluster_error = message.error
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        """A bug in loading must not kill the console: report it like a failed read."""
-        if event.worker.group == REFRESH_GROUP and event.state == WorkerState.ERROR:
-            error = event.worker.error
-            self.on_load_failed(
-                LoadFailed(describe_error(error) if error else "refresh failed", self._clock())
-            )
+        """A bug in loading or writing must not kill the console: report it."""
+        if event.state != WorkerState.ERROR:
+            return
+        error = event.worker.error
+        text = describe_error(error) if error else "failed"
+        if event.worker.group == REFRESH_GROUP:
+            self.on_load_failed(LoadFailed(text, self._clock()))
+        elif event.worker.group in (WRITE_GROUP, CONFIRM_GROUP):
+            self._writing.clear()
+            self.notify(f"{event.worker.description}: {text}", severity="error", timeout=10)
+
+    # -- writes: one door ------------------------------------------------------------------------
+
+    def allows(self, action: str) -> bool:
+        """Whether `action` is offered at all: write actions are not when read-only."""
+        return not (self.read_only and action in WRITE_ACTIONS)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return self.allows(action)
+
+    def start_manual_compaction(self, pool: str) -> None:
+        """`c`: preview the forced round (worker), then ask; nothing is written before the answer."""
+        if not self.allows("manual_compaction"):
+            self._refuse("manual_compaction")
+            return
+        if pool in self._writing:
+            self.notify(f"manual compaction of {pool} is already running", severity="warning")
+            return
+        self._compaction_preview_worker(pool)
+
+    @work(
+        thread=True,
+        exclusive=True,
+        group=CONFIRM_GROUP,
+        exit_on_error=False,
+        description="compaction preview",
+    )
+    def _compaction_preview_worker(self, pool: str) -> None:
+        data = self.data
+        with self._cluster_lock:
+            if self.runtime is not None:
+                plan = self.runtime.preview_manual_compaction(pool)
+            elif data is not None:
+                plan = plan_manual_compaction(data.state, pool, self._clock(), prices=price_table())[0]
+            else:
+                return
+        state: ClusterState | None = data.state if data is not None else None
+        if state is None or pool not in state.pools:
+            self.post_message(ActionFailed("manual_compaction", pool, f"pool {pool} is not in the cluster"))
+            return
+        pp = plan.pools.get(pool)
+        released = [r.node for r in pp.compaction.released] if pp is not None and pp.compaction else []
+        before, after = compaction_capacity(state, pool, released)
+        if not get_current_worker().is_cancelled:
+            self.post_message(CompactionPreviewReady(pool, plan, before, after))
+
+    def on_compaction_preview_ready(self, message: CompactionPreviewReady) -> None:
+        pool = message.pool
+
+        def answered(confirmed: bool | None) -> None:
+            if confirmed:
+                self.perform("manual_compaction", pool=pool)
+
+        body = confirm_compaction_body(pool, message.plan, message.before, message.after)
+        self.push_screen(ConfirmScreen(f"Manual compaction · pool {pool}", body, "Compact"), answered)
+
+    def perform(self, action: str, *, pool: str) -> bool:
+        """The only way the console writes: refused when read-only, else run in a thread worker.
+
+        Returns whether the write was started.
+        """
+        if action not in WRITE_ACTIONS:
+            raise ValueError(f"unknown write action {action!r}")
+        if self.read_only or self.runtime is None:
+            self._refuse(action)
+            return False
+        if pool in self._writing:
+            self.notify(f"{WRITE_ACTIONS[action]} of {pool} is already running", severity="warning")
+            return False
+        self._writing.add(pool)
+        self._write_worker(action, pool)
+        return True
+
+    def _refuse(self, action: str) -> None:
+        self.notify(
+            f"read-only console: {WRITE_ACTIONS.get(action, action)} is not allowed", severity="error"
+        )
+
+    @work(thread=True, group=WRITE_GROUP, exit_on_error=False, description="write")
+    def _write_worker(self, action: str, pool: str) -> None:
+        runtime = self.runtime
+        if runtime is None:  # perform checked; a runtime never goes away
+            return
+        try:
+            with self._cluster_lock:
+                plan = runtime.manual_compaction(pool)
+        except Exception as exc:
+            self.post_message(ActionFailed(action, pool, describe_error(exc)))
+            return
+        self.post_message(ActionDone(action, pool, plan))
+
+    def on_action_done(self, message: ActionDone) -> None:
+        self._writing.discard(message.pool)
+        words = WRITE_ACTIONS.get(message.action, message.action)
+        self.notify(f"{words} of {message.pool}: {released_words(message.plan, message.pool)}", timeout=8)
+        self.action_refresh()
+
+    def on_action_failed(self, message: ActionFailed) -> None:
+        self._writing.discard(message.pool)
+        words = WRITE_ACTIONS.get(message.action, message.action)
+        self.notify(f"{words} of {message.pool} failed: {message.error}", severity="error", timeout=10)
+        self.action_refresh()
 
     # -- navigation ----------------------------------------------------------------------------
 
@@ -194,7 +393,12 @@ class TfTuiApp(App[None]):
         self.switch_screen(ROOT_VIEWS[view]())
         return True
 
-    def help_entries(self, screen: Screen[object]) -> list[HelpEntry]:
+    def open_placement(self, pool: str | None, trail: tuple[str, ...] = ()) -> None:
+        """`p`: the placement preview for `pool`, as a drill-down of the current view."""
+        base = trail or ("pools",)
+        self.push_screen(PlacementScreen(pool, trail=(*base, "place")))
+
+    def help_entries(self, screen: Screen[Any]) -> list[HelpEntry]:
         """The console's own bindings active on `screen`, in the order a key press searches them."""
         entries: list[HelpEntry] = []
         seen: set[str] = set()
@@ -213,7 +417,7 @@ class TfTuiApp(App[None]):
         screen = self.screen
         if isinstance(screen, HelpScreen):
             return
-        title = " › ".join(screen.trail) if isinstance(screen, ResourceScreen) else "tftui"
+        title = " › ".join(screen.crumb_trail()) if isinstance(screen, ResourceScreen) else "tftui"
         self.push_screen(HelpScreen(title, self.help_entries(screen)))
 
     def action_warnings(self) -> None:
@@ -229,6 +433,19 @@ def run(
     *,
     clock: Callable[[], datetime] | None = None,
     refresh_interval: float | None = 10.0,
+    read_only: bool = False,
+    runtime: ConsoleRuntime | None = None,
 ) -> None:
-    """Open the console in the terminal until the operator quits."""
-    TfTuiApp(cluster, metrics, clock=clock, refresh_interval=refresh_interval).run()
+    """Open the console in the terminal until the operator quits.
+
+    `read_only` offers no write at all; otherwise writes go through `runtime` (default: a runtime
+    over `cluster` when it is writable, else the console is read-only anyway).
+    """
+    TfTuiApp(
+        cluster,
+        metrics,
+        clock=clock,
+        refresh_interval=refresh_interval,
+        read_only=read_only,
+        runtime=runtime,
+    ).run()

@@ -6,7 +6,8 @@ thread only ever receives a finished, immutable `ConsoleData` and renders it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -15,6 +16,7 @@ from tftui.engine.usage import UsageIndex
 from tftui.model.dump import validate_items
 from tftui.model.usage import GPUUsage, WorkerUsage
 from tftui.sources.ports import ClusterPort, MetricsPort
+from tftui.ui.ops import ConsoleRuntime, OpsData, build_ops, event_rows, journal_rows
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +29,7 @@ class ConsoleData:
     refreshed_at: datetime
     metrics_error: str | None = None  # metrics failed: allocation only
     metrics_enabled: bool = True  # False: no metrics source configured at all
+    ops: OpsData = field(default_factory=OpsData)  # engine plan per pool, events, journal
 
 
 class ClusterLoadError(Exception):
@@ -45,12 +48,34 @@ def describe_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def load(cluster: ClusterPort, metrics: MetricsPort | None, now: datetime) -> ConsoleData:
+def cluster_events(cluster: ClusterPort) -> list[dict[str, Any]] | None:
+    """The events a writable source recorded (oldest first), or None when it records none."""
+    events = getattr(cluster, "events", None)
+    if not callable(events):
+        return None
+    return list(events())
+
+
+def runtime_last_compaction(runtime: ConsoleRuntime | None) -> Mapping[str, datetime]:
+    """When the runtime last ran each pool's compaction round (empty: never, or no runtime)."""
+    last = getattr(runtime, "last_compaction", None) if runtime is not None else None
+    if callable(last):
+        last = last()
+    return dict(last) if isinstance(last, Mapping) else {}
+
+
+def load(
+    cluster: ClusterPort,
+    metrics: MetricsPort | None,
+    now: datetime,
+    runtime: ConsoleRuntime | None = None,
+) -> ConsoleData:
     """Read, validate and index one snapshot, then join the latest usage onto it.
 
     Cluster problems raise `ClusterLoadError` (the caller keeps the last good state). Metrics
     problems never fail the refresh: allocation still renders and `metrics_error` says why used
-    figures are missing.
+    figures are missing. The engine's plan, the recorded events and the runtime journal are read
+    here too; a failure there only blanks the operation screens (`ops.plan_error`).
     """
     source: str | None = None
     try:
@@ -70,6 +95,7 @@ def load(cluster: ClusterPort, metrics: MetricsPort | None, now: datetime) -> Co
             metrics_error = describe_error(exc)
             gpu_usage, worker_usage = {}, {}
     usage = UsageIndex.build(state, gpu_usage, worker_usage)
+    ops = load_ops(cluster, state, now, runtime)
     return ConsoleData(
         source=source,
         state=state,
@@ -77,4 +103,26 @@ def load(cluster: ClusterPort, metrics: MetricsPort | None, now: datetime) -> Co
         refreshed_at=now,
         metrics_error=metrics_error,
         metrics_enabled=metrics is not None,
+        ops=ops,
     )
+
+
+def load_ops(
+    cluster: ClusterPort, state: ClusterState, now: datetime, runtime: ConsoleRuntime | None
+) -> OpsData:
+    """The operation screens' data; never raises (an engine or source bug becomes `plan_error`)."""
+    try:
+        raw_events = cluster_events(cluster)
+        events = event_rows(raw_events or [])
+        journal = journal_rows(runtime.journal.entries()) if runtime is not None else ()
+        return build_ops(
+            state,
+            now,
+            last_compaction=runtime_last_compaction(runtime),
+            events=events,
+            journal=journal,
+            events_enabled=raw_events is not None,
+            journal_enabled=runtime is not None,
+        )
+    except Exception as exc:
+        return OpsData(plan_error=describe_error(exc))

@@ -1,4 +1,5 @@
-"""Overlays: `?` help (generated from the bindings of the screen it was opened on) and `w` warnings.
+"""Overlays: `?` help (generated from the bindings of the screen it was opened on), `w` warnings,
+and the confirmation of dangerous actions (Cancel focused by default).
 
 Help is built from the live bindings rather than written by hand, so it cannot drift from the keys
 the footer shows and the app obeys.
@@ -10,12 +11,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
+from rich.console import RenderableType
 from rich.text import Text
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Vertical, VerticalScroll
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Label, Static
+from textual.widgets import Button, Label, Static
 
 from tftui.engine.state import StateWarning
 from tftui.ui.views import FLAG_LEGEND
@@ -87,3 +90,41 @@ class WarningsScreen(ModalScreen[None]):
             with VerticalScroll():
                 yield Static(text, id="warnings-list")
             yield Label("esc or w to close", id="warnings-hint", markup=False)
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    """A dangerous action's confirmation: what it will do, then Cancel (focused) and the action.
+
+    `enter` on the focused Cancel closes; `tab` then `enter` confirms; `esc` cancels. The dialog
+    only answers yes or no: the caller performs the action (through `TfTuiApp.perform`).
+    """
+
+    AUTO_FOCUS = "#confirm-cancel"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "cancel", "Cancel", key_display="esc", id="tftui.confirm_cancel"),
+        Binding("tab", "app.focus_next", "Next", show=False, id="tftui.confirm_next"),
+    ]
+
+    def __init__(self, title: str, body: RenderableType, action_label: str) -> None:
+        super().__init__()
+        self._title = title
+        self._body = body
+        self._action_label = action_label
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="confirm-box"):
+            yield Label(self._title, id="confirm-title", markup=False)
+            with VerticalScroll(id="confirm-scroll", can_focus=False):
+                yield Static(self._body, id="confirm-body")
+            with Horizontal(id="confirm-buttons"):
+                yield Button("Cancel", id="confirm-cancel", compact=True)
+                yield Button(self._action_label, id="confirm-ok", variant="error", compact=True)
+            yield Label("⏎ on Cancel closes · tab, ⏎ confirms · esc cancels", id="confirm-hint", markup=False)
+
+    def action_cancel(self) -> None:
+        self.dismiss(False)
+
+    @on(Button.Pressed)
+    def _pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        self.dismiss(event.button.id == "confirm-ok")

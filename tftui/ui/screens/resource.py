@@ -8,7 +8,6 @@ screen with a longer breadcrumb; `esc` pops it (k9s).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, ClassVar
 
 from textual import on
@@ -38,6 +37,8 @@ from tftui.ui.widgets.table import ResourceTable
 if TYPE_CHECKING:
     from tftui.ui.app import TfTuiApp
 
+VIEWS = ("pools", "nodes", "gpus", "workloads", "place", "compaction", "defrag", "events")
+"""The root views, in the order the prompt and the unknown-view hint list them."""
 VIEW_ALIASES: dict[str, str] = {
     "pools": "pools",
     "pool": "pools",
@@ -49,18 +50,21 @@ VIEW_ALIASES: dict[str, str] = {
     "workloads": "workloads",
     "workload": "workloads",
     "wl": "workloads",
+    "place": "place",
+    "placement": "place",
+    "compaction": "compaction",
+    "compact": "compaction",
+    "defrag": "defrag",
+    "events": "events",
+    "event": "events",
+    "ev": "events",
+    "journal": "events",
 }
 """`:` command → root view (k9s aliases)."""
 QUIT_COMMANDS = ("quit", "q")
-COMMANDS = [
-    "pools",
-    "nodes",
-    "gpus",
-    "workloads",
-    *(a for a in VIEW_ALIASES if a not in {"pools", "nodes", "gpus", "workloads"}),
-    "quit",
-]
+COMMANDS = [*VIEWS, *(a for a in VIEW_ALIASES if a not in VIEWS), "quit"]
 """Completion candidates, canonical names first so they win the prefix match."""
+PROMPT_HINT = "  ".join(VIEWS)
 
 
 class ResourceScreen(Screen[None]):
@@ -74,7 +78,7 @@ class ResourceScreen(Screen[None]):
             "View",
             key_display=":",
             id="tftui.command",
-            tooltip="Switch view: pools, nodes, gpus, workloads (tab completes)",
+            tooltip="Switch view: pools nodes gpus workloads place compaction…",
         ),
         Binding(
             "slash",
@@ -96,6 +100,8 @@ class ResourceScreen(Screen[None]):
 
     COUNT_LABELS: ClassVar[dict[str, str]] = {}
     """What the breadcrumb calls each table's row count (empty: the bare number)."""
+    FILTERED: ClassVar[frozenset[str] | None] = None
+    """Ids of the tables `/` filters (None: all of them)."""
 
     def __init__(self, trail: tuple[str, ...]) -> None:
         super().__init__()
@@ -113,13 +119,25 @@ class ResourceScreen(Screen[None]):
     def tui(self) -> TfTuiApp:
         return self.app  # type: ignore[return-value]
 
+    def crumb_trail(self) -> tuple[str, ...]:
+        """The breadcrumb (screens with a selection add it to their trail)."""
+        return self.trail
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Every screen asks the app: write actions vanish when the console is read-only."""
+        return self.tui.allows(action)
+
+    def default_focus(self) -> Widget | None:
+        """Where focus goes when the prompt closes and nothing was focused before."""
+        return self.query(ResourceTable).first() if self.query(ResourceTable) else None
+
     # -- composition ---------------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
         yield ConsoleHeader()
         yield Breadcrumb("", id="crumbs", markup=False)
         yield from self.compose_body()
-        yield Prompt(COMMANDS, id="prompt")
+        yield Prompt(COMMANDS, hint=PROMPT_HINT, id="prompt")
         yield Footer(compact=True)
 
     def compose_body(self) -> ComposeResult:
@@ -146,19 +164,22 @@ class ResourceScreen(Screen[None]):
     def render_data(self) -> None:
         data = self.tui.data
         if data is None:
-            self.query_one(Breadcrumb).show(self.trail, "loading…", self.needle)
+            self.query_one(Breadcrumb).show(self.crumb_trail(), "loading…", self.needle)
             return
         layout = self._layout = layout_for(self.size.width or self.app.size.width)
+        for name in ("narrow", "normal", "wide"):
+            self.set_class(layout.name == name, f"-{name}")
         counts: list[str] = []
         for table in self.query(ResourceTable):
             full = self.build(table.id or "", data, Gauges(layout, table.gauge_styles()))
-            shown = full.filtered(self.needle)
+            filtered = self.FILTERED is None or (table.id or "") in self.FILTERED
+            shown = full.filtered(self.needle) if filtered else full
             table.show(shown)
             n, total = len(shown.rows), len(full.rows)
             label = self.COUNT_LABELS.get(table.id or "", "")
             counts.append((str(n) if n == total else f"{n}/{total}") + (f" {label}" if label else ""))
         self.render_extra(data, layout)
-        self.query_one(Breadcrumb).show(self.trail, ", ".join(counts), self.needle)
+        self.query_one(Breadcrumb).show(self.crumb_trail(), ", ".join(counts), self.needle)
 
     def render_extra(self, data: ConsoleData, layout: Layout) -> None:
         """Hook for screens with more than tables (the node summary)."""
@@ -182,9 +203,10 @@ class ResourceScreen(Screen[None]):
 
     def _close_prompt(self) -> None:
         self.query_one(Prompt).close()
-        target = self._before_prompt if self._before_prompt is not None else self.query(ResourceTable).first()
+        target = self._before_prompt if self._before_prompt is not None else self.default_focus()
         self._before_prompt = None
-        target.focus()
+        if target is not None:
+            target.focus()
 
     def _set_needle(self, needle: str) -> None:
         if needle != self.needle:
@@ -222,7 +244,7 @@ class ResourceScreen(Screen[None]):
         if command in QUIT_COMMANDS:
             self.app.exit()
         elif not self.tui.switch_view(command):
-            self.notify(f"unknown view {command!r}: try pools, nodes, gpus, workloads", severity="warning")
+            self.notify(f"unknown view {command!r}: try {', '.join(VIEWS)}", severity="warning")
 
     @on(DataTable.RowSelected)
     def _row_selected(self, event: DataTable.RowSelected) -> None:
@@ -230,11 +252,54 @@ class ResourceScreen(Screen[None]):
         self.open(event.data_table.id or "", str(event.row_key.value))
 
 
-class PoolsScreen(ResourceScreen):
+POOL_BINDINGS: list[BindingType] = [
+    Binding(
+        "p",
+        "place",
+        "Place",
+        id="tftui.place",
+        tooltip="Where a new worker would land in this pool, under every mode",
+    ),
+    Binding(
+        "c",
+        "manual_compaction",
+        "Compact",
+        id="tftui.write.manual_compaction",
+        tooltip="Manual compaction of this pool: lists what it releases, asks",
+    ),
+]
+"""Keys acting on the selected pool; `tftui.write.*` ids are write actions (hidden when read-only)."""
+
+
+class PoolActions:
+    """`p` and `c` on whichever pool the screen has selected."""
+
+    def selected_pool(self) -> str | None:
+        raise NotImplementedError
+
+    def action_place(self) -> None:
+        screen: ResourceScreen = self  # type: ignore[assignment]
+        screen.tui.open_placement(self.selected_pool(), screen.trail)
+
+    def action_manual_compaction(self) -> None:
+        screen: ResourceScreen = self  # type: ignore[assignment]
+        pool = self.selected_pool()
+        if pool is None:
+            screen.notify("no pool selected", severity="warning")
+            return
+        screen.tui.start_manual_compaction(pool)
+
+
+class PoolsScreen(PoolActions, ResourceScreen):
     """Pools with provisioning and placement modes and pool-wide gauges; enter lists the pool's nodes."""
+
+    BINDINGS: ClassVar[list[BindingType]] = POOL_BINDINGS
 
     def __init__(self) -> None:
         super().__init__(("pools",))
+
+    def selected_pool(self) -> str | None:
+        return self.query_one("#main", ResourceTable).cursor_key
 
     def build(self, table_id: str, data: ConsoleData, gauges: Gauges) -> Table:
         return pools_table(data, gauges)
@@ -346,11 +411,3 @@ class WorkersScreen(ResourceScreen):
         node = worker.node if worker is not None else None
         if data is not None and node is not None and node in data.state.nodes:
             self.app.push_screen(NodeScreen(node, trail=(*self.trail, node)))
-
-
-ROOT_VIEWS: dict[str, Callable[[], ResourceScreen]] = {
-    "pools": PoolsScreen,
-    "nodes": NodesScreen,
-    "gpus": GpusScreen,
-    "workloads": WorkloadsScreen,
-}

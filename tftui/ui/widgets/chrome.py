@@ -31,6 +31,7 @@ class ConsoleHeader(Vertical):
             yield Label("", id="header-source", markup=False)
             yield Label("", id="header-time", markup=False)
             yield Label("", id="header-warnings", markup=False)
+            yield Label("read-only", id="header-readonly", markup=False)
         yield Label("", id="header-status", markup=False)
 
     def on_mount(self) -> None:
@@ -44,6 +45,7 @@ class ConsoleHeader(Vertical):
         data = app.data
         source = data.source if data is not None else app.source_hint
         self.query_one("#header-source", Label).update(f"▸ {source}")
+        self.query_one("#header-readonly", Label).display = app.read_only
         if data is None:
             when = "loading…" if app.cluster_error is None else "no data"
         else:
@@ -95,9 +97,10 @@ class PromptInput(Input):
 class Prompt(Horizontal):
     """k9s prompt: `:` switches view (with completion), `/` filters the rows."""
 
-    def __init__(self, commands: list[str], *, id: str | None = None) -> None:
+    def __init__(self, commands: list[str], *, hint: str = "", id: str | None = None) -> None:
         super().__init__(id=id)
         self.mode: PromptMode = "command"
+        self._hint = hint
         self._suggester = SuggestFromList(commands, case_sensitive=False)
 
     def compose(self) -> ComposeResult:
@@ -113,7 +116,7 @@ class Prompt(Horizontal):
         self.query_one("#prompt-sigil", Label).update(":" if mode == "command" else "/")
         field = self.input
         field.suggester = self._suggester if mode == "command" else None
-        field.placeholder = "pools  nodes  gpus  workloads" if mode == "command" else "filter rows"
+        field.placeholder = self._hint if mode == "command" else "filter rows"
         with field.prevent(Input.Changed):
             field.value = value
         field.cursor_position = len(value)

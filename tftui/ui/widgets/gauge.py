@@ -145,3 +145,31 @@ def render_gauge(
 def gauge_width(bar: int, value_width: int = 0) -> int:
     """Total characters of a gauge cell with a `bar`-cell bar (and optional figures)."""
     return bar + 1 + PCT_WIDTH + (1 + value_width if value_width else 0)
+
+
+SHIFT_WIDTH = 10
+"""Width of the `bbb%→aaa%` figure printed after a before/after bar."""
+
+
+def render_shift(before: float, after: float, width: int, *, styles: GaugeStyles = DEFAULT_STYLES) -> Text:
+    """A before → after allocation bar (percent of capacity): `███▒······  40%→ 52%`.
+
+    `█` is what is allocated now, `▒` what the change adds, `·` what stays free; a change that frees
+    capacity shows the freed cells as `▒` in the free colour. The bar's colour follows the level after.
+    """
+    n_before = _cells(before, 100.0, width)
+    n_after = _cells(after, 100.0, width)
+    style = styles.level(level_of(after))
+    text = Text(no_wrap=True, overflow="crop", end="")
+    low, high = min(n_before, n_after), max(n_before, n_after)
+    if low:
+        text.append(USED_CHAR * low, style)
+    if high > low:
+        text.append(ALLOC_CHAR * (high - low), style if n_after > n_before else styles.free)
+    if width > high:
+        text.append(FREE_CHAR * (width - high), styles.free)
+    text.append(" ")
+    text.append(format_percent(before), styles.level(level_of(before)))
+    text.append("→", styles.free)
+    text.append(format_percent(after), style)
+    return text

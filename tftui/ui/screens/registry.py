@@ -1,0 +1,26 @@
+"""The root views `:` switches to, by canonical name (aliases live in `resource.VIEW_ALIASES`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from tftui.ui.screens.ops import CompactionScreen, DefragScreen, EventsScreen
+from tftui.ui.screens.placement import PlacementScreen
+from tftui.ui.screens.resource import (
+    GpusScreen,
+    NodesScreen,
+    PoolsScreen,
+    ResourceScreen,
+    WorkloadsScreen,
+)
+
+ROOT_VIEWS: dict[str, Callable[[], ResourceScreen]] = {
+    "pools": PoolsScreen,
+    "nodes": NodesScreen,
+    "gpus": GpusScreen,
+    "workloads": WorkloadsScreen,
+    "place": PlacementScreen,
+    "compaction": CompactionScreen,
+    "defrag": DefragScreen,
+    "events": EventsScreen,
+}
