@@ -154,3 +154,21 @@ def test_plan_rejects_bad_now() -> None:
     out = tftui("plan", "--demo", "--now", "yesterday")
     assert out.returncode == 2
     assert out.stderr.startswith("tftui: --now: not an RFC 3339 time with offset: 'yesterday'")
+
+
+def test_read_only_flag_reaches_the_console(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--read-only` is passed to the console; the demo source is the writable (acting) cluster."""
+    import tftui.ui.app
+    from tftui.cli import main
+
+    seen: dict[str, object] = {}
+
+    def fake_run(cluster: object, metrics: object, **kwargs: object) -> None:
+        seen.update(kwargs, cluster=cluster)
+
+    monkeypatch.setattr(tftui.ui.app, "run", fake_run)
+    assert main(["--demo", "--read-only"]) == 0
+    assert seen["read_only"] is True
+    assert callable(getattr(seen["cluster"], "apply", None))
+    assert main(["--demo"]) == 0
+    assert seen["read_only"] is False

@@ -111,23 +111,9 @@ class Tmux:
         )
 
 
-LAUNCHER = (
-    "from tftui.cli import _demo_now; from tftui.sources.sim.acting import ActingSimCluster; "
-    "from tftui.sources.sim.usage import SimMetrics; from tftui.ui.app import run; "
-    "c = ActingSimCluster(seed=7, nodes=40, now=_demo_now()); "
-    "run(c, SimMetrics(c.snapshot(), seed=7, now=_demo_now()), clock=c.clock)"
-)
-
-
 def demo_console() -> str:
-    """`tftui --demo`; while the CLI still opens the read-only demo, the same console over the
-    writable demo cluster (the manual compaction needs a runtime)."""
-    from tftui.cli import build_parser, open_cluster
-
-    cluster = open_cluster(build_parser().parse_args(["--demo"]))
-    if callable(getattr(cluster, "apply", None)):
-        return f"{shlex.quote(sys.executable)} -m tftui --demo"
-    return f"{shlex.quote(sys.executable)} -c {shlex.quote(LAUNCHER)}"
+    """The real `tftui --demo` command line."""
+    return f"{shlex.quote(sys.executable)} -m tftui --demo"
 
 
 @pytest.fixture

@@ -50,6 +50,12 @@ def _add_source_args(p: argparse.ArgumentParser, *, sub: bool = False) -> None:
     )
     src.add_argument("--context", default=d(None), help="kubeconfig context to use")
     src.add_argument("--kubeconfig", default=d(None), help="path to a kubeconfig file")
+    src.add_argument(
+        "--read-only",
+        action="store_true",
+        default=d(False),
+        help="never write to the cluster: the console offers no action that changes anything",
+    )
     demo = p.add_argument_group("embedded demo cluster")
     demo.add_argument(
         "--nodes", type=int, default=d(40), help="number of nodes of the demo cluster (default 40)"
@@ -88,6 +94,32 @@ def build_parser() -> argparse.ArgumentParser:
     )
     plan.add_argument("--pool", metavar="P", help="only this GPUPool")
     plan.add_argument("--json", action="store_true", help="print the canonical JSON plan")
+
+    report = sub.add_parser(
+        "report",
+        help="step 1 of the page: allocation vs usage, waste diagnosis, alerts (--compare: verify)",
+        conflict_handler="resolve",  # --metrics-dsn may also come with the shared source flags
+    )
+    _add_source_args(report, sub=True)
+    report.add_argument(
+        "--metrics-dsn",
+        metavar="DSN",
+        default=argparse.SUPPRESS,
+        help="GreptimeDB PostgreSQL DSN (default: env TFTUI_METRICS_DSN; --demo: its simulator)",
+    )
+    report.add_argument(
+        "--window",
+        metavar="DURATION",
+        default="1d",
+        help="look-back: a Go duration (12h, 90m, 1h30m) or whole days with d (1d, 7d, 1d12h); default 1d",
+    )
+    report_fmt = report.add_mutually_exclusive_group()
+    report_fmt.add_argument("--json", action="store_true", help="print the canonical JSON report")
+    report_fmt.add_argument("--csv", action="store_true", help="print CSV tables (one per section)")
+    report.add_argument("--save", metavar="FILE", help="also write the JSON report to FILE (for --compare)")
+    report.add_argument(
+        "--compare", metavar="FILE", help="verify against a report saved earlier: before (FILE) → now"
+    )
     return parser
 
 
@@ -102,9 +134,9 @@ def open_cluster(args: argparse.Namespace) -> ClusterPort:
     if args.nodes < 1:
         raise UserError(f"--nodes: must be at least 1, got {args.nodes}")
     if args.demo:
-        from tftui.sources.sim.cluster import SimCluster
+        from tftui.sources.sim.acting import ActingSimCluster
 
-        return SimCluster(seed=args.seed, nodes=args.nodes, now=_demo_now())
+        return ActingSimCluster(seed=args.seed, nodes=args.nodes, now=_demo_now())
     if args.from_file:
         from tftui.sources.dumpfile import DumpCluster
 
@@ -235,13 +267,89 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    """`tftui report`: the page's step 1 (and, with --compare, its verify step) as text, JSON or CSV."""
+    import json
+    import os
+
+    from tftui.engine.report import (
+        ReportError,
+        build_report,
+        compare,
+        dumps,
+        load,
+        parse_window,
+        save,
+        to_json,
+    )
+    from tftui.reportout import render_csv, render_report, render_verification
+    from tftui.sources.ports import Step1Port
+
+    try:
+        window = parse_window(args.window)
+    except ValueError as exc:
+        raise UserError(f"--window: {exc}") from None
+    before = None
+    if args.compare:
+        try:
+            with open(args.compare, encoding="utf-8") as fh:
+                before = load(fh.read())
+        except OSError as exc:
+            raise UserError(f"--compare {args.compare}: cannot read: {exc.strerror or exc}") from None
+        except (ReportError, UnicodeDecodeError) as exc:
+            raise UserError(f"--compare {args.compare}: {exc}") from None
+    cluster = open_cluster(args)
+    state = _state(cluster)
+    # --demo reads its simulator unless a DSN is given explicitly (a global TFTUI_METRICS_DSN must not
+    # turn the demo into a report on another cluster's metrics).
+    dsn = getattr(args, "metrics_dsn", None) or (None if args.demo else os.environ.get("TFTUI_METRICS_DSN"))
+    port: Step1Port
+    if dsn:
+        from tftui.sources.greptime import GreptimeMetrics
+
+        port = GreptimeMetrics(dsn)
+    elif args.demo:
+        from tftui.sources.sim.step1 import SimStep1
+        from tftui.sources.sim.usage import SimMetrics
+
+        port = SimStep1(SimMetrics(cluster.snapshot(), seed=args.seed, now=_demo_now()))
+    else:
+        raise UserError("no metrics source: give --metrics-dsn DSN or set TFTUI_METRICS_DSN (or use --demo)")
+    now = _demo_now() if args.demo else datetime.now(UTC)
+    try:
+        report = build_report(port, state, window=window, now=now, cluster=cluster.describe())
+    finally:
+        close = getattr(port, "close", None)
+        if callable(close):
+            close()
+    if args.save:
+        try:
+            with open(args.save, "w", encoding="utf-8") as fh:
+                fh.write(save(report))
+        except OSError as exc:
+            raise UserError(f"--save {args.save}: cannot write: {exc.strerror or exc}") from None
+    verification = compare(before, report) if before is not None else None
+    if args.json:
+        text = save(report)
+        if verification is not None:
+            text = dumps({"report": json.loads(text), "verify": to_json(verification)})
+    elif args.csv:
+        text = render_csv(report, verification)
+    else:
+        text = render_report(report)
+        if verification is not None:
+            text += "\n" + render_verification(verification)
+    sys.stdout.write(text)
+    return 0
+
+
 def cmd_console(args: argparse.Namespace) -> int:
     cluster = open_cluster(args)
     metrics = open_metrics(args, cluster)
     from tftui.ui.app import run
 
-    clock = _demo_now if args.demo else None
-    run(cluster, metrics, clock=clock)
+    clock = getattr(cluster, "clock", None) if args.demo else None
+    run(cluster, metrics, clock=clock, read_only=args.read_only)
     return 0
 
 
@@ -255,6 +363,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_place(args)
         if args.command == "plan":
             return cmd_plan(args)
+        if args.command == "report":
+            return cmd_report(args)
         return cmd_console(args)
     except (UserError, DumpError, SourceError) as exc:
         print(f"tftui: {exc}", file=sys.stderr)
