@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tftui.model.gpuinfo import by_full_name, by_short_name, lookup
 from tftui.sources.ports import ClusterPort, MetricsPort
 from tftui.sources.sim.cluster import (
     DEFAULT_NOW,
@@ -24,7 +25,6 @@ from tftui.sources.sim.cluster import (
     format_tflops,
     generate_objects,
 )
-from tftui.model.gpuinfo import by_full_name, by_short_name, lookup
 from tftui.sources.sim.scenarios import PROFILE_ANNOTATION, PROFILES, local_hour, pool_timezone
 from tftui.sources.sim.usage import GPU_DRIVER_OVERHEAD_BYTES, SimMetrics
 
