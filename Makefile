@@ -21,11 +21,15 @@ $(STAMP): pyproject.toml | $(BIN)/python
 
 install: $(STAMP)
 
-# System tools the tests drive for real (tmux for the end-to-end console test).
+# System tools the tests drive for real (tmux for the end-to-end console test; a PostgreSQL 15
+# server, started by the metrics tests themselves, standing in for GreptimeDB).
 tools:
 	@command -v tmux >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq tmux >/dev/null; \
 	  else echo "tmux is required for the end-to-end tests: sudo apt-get install tmux" >&2; exit 1; fi; }
+	@test -x /usr/lib/postgresql/15/bin/initdb || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq postgresql-15 >/dev/null; \
+	  else echo "PostgreSQL 15 is required for the metrics tests: sudo apt-get install postgresql-15" >&2; exit 1; fi; }
 
 demo: install
 	$(BIN)/tftui --demo
@@ -38,7 +42,7 @@ lint: install
 test: lint tools
 	$(BIN)/pytest -n 2 -q $(PYTEST_ARGS)
 
-bench: install
+bench: install tools
 	$(BIN)/python bench/run.py
 
 snapshot-update: install

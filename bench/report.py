@@ -1,0 +1,251 @@
+"""Benchmark: step-1 report on a day of 1-minute metrics, as a ratio of a count(*) scan (issue 4).
+
+Loads 24 h × 1 min for 1,000 GPUs (125 nodes × 8) and 3,000 workers into a throwaway PostgreSQL
+(the tests' server, tests/pg.py) with GreptimeDB-shaped tables, then prints
+
+    RATIO report/count_scan = X (goal <= 3)
+
+where report = `GreptimeMetrics.step1(1d)` and count_scan = `SELECT count(*)` over the same four
+tables (best of `--repeat` each, warm cache). Peak memory (VmHWM) is reset before each report and
+read after it, for a 1-hour and a 1-day window: the process streams aggregates, not rows, so the
+peak must not grow with the 24× more rows.
+
+The rows come from a synthetic generator (deterministic, shaped like the simulator's) written to
+COPY in per-minute text chunks: the simulator would need minutes for 10 M rows. Issue 4 counts
+"about 5.8 M rows" (1,000 GPU + 3,000 worker series × 1,440); step 1 also reads tf_worker_resources
+(another 4.3 M) and tf_node_metrics, so 10.3 M rows are loaded and counted.
+
+PostgreSQL stands in for GreptimeDB, with two settings of the stand-in (not of the adapter): JIT off
+(tests/pg.py) and `ndistinct` statistics on the tag columns after loading — without them the planner
+assumes independent tags, expects ~400 k groups instead of 3 k and gives up parallel aggregation.
+A count(*) reads no column at all, so a second ratio is printed against count(*) with the same
+time filter (the cheapest way to find the window's rows).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tests.pg import PgServer, create_tables, start_server
+from tftui.sources.greptime import GreptimeMetrics
+
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+GIB = 1 << 30
+CAP_TFLOPS, CAP_VRAM = 312.0, 80 * GIB
+
+
+def vm_hwm_kib() -> int:
+    """Peak resident set size of this process (VmHWM), KiB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return -1
+
+
+def reset_hwm() -> bool:
+    """Reset VmHWM to the current RSS (Linux: write 5 to clear_refs); False where not permitted."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        return False
+    return True
+
+
+def best(fn: Callable[[], object], repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return min(times)
+
+
+class Synthetic:
+    """1,000 GPUs and 3,000 workers (three per GPU), deterministic per-minute values."""
+
+    def __init__(self, nodes: int, gpus_per_node: int, workers: int, minutes: int) -> None:
+        self.minutes = minutes
+        self.gpus = [(f"gpu-{i:05d}", f"node-{i // gpus_per_node:04d}") for i in range(nodes * gpus_per_node)]
+        self.nodes = [f"node-{n:04d}" for n in range(nodes)]
+        self.workers = []
+        for w in range(workers):
+            uuid, node = self.gpus[w % len(self.gpus)]
+            wl = f"wl-{w // 3:04d}"
+            ns = f"ns-{(w // 3) % 20:02d}"
+            self.workers.append((w, f"{wl}-pod-{w % 3}", f"uid-{w:06d}", wl, ns, node, uuid))
+        self.curve = [0.55 + 0.45 * math.sin(2 * math.pi * m / 1440) for m in range(1440)]
+        start = NOW - timedelta(minutes=minutes)
+        self.stamps = [(start + timedelta(minutes=m)).strftime("%Y-%m-%d %H:%M:%S") for m in range(minutes)]
+
+    def _pct(self, w: int, m: int) -> float:
+        return round((5 + (w * 37) % 60) * self.curve[(m + w * 7) % 1440], 3)
+
+    def gpu_usage(self) -> Iterator[str]:
+        per_gpu = len(self.workers) // len(self.gpus)
+        for m, ts in enumerate(self.stamps):
+            lines = []
+            for g, (uuid, node) in enumerate(self.gpus):
+                pct = min(100.0, sum(self._pct(g + k * len(self.gpus), m) for k in range(per_gpu)))
+                mem = int(pct / 100 * CAP_VRAM * 0.9)
+                lines.append(
+                    f"{node}\tbench\t{uuid}\t{pct:.3f}\t0\t{mem}\t0\t{40 + pct / 2:.1f}\t{100 + pct * 3:.1f}\t{ts}\n"
+                )
+            yield "".join(lines)
+
+    def worker_usage(self) -> Iterator[str]:
+        for m, ts in enumerate(self.stamps):
+            lines = []
+            for w, pod, uid, wl, ns, node, uuid in self.workers:
+                pct = self._pct(w, m)
+                mem = int(pct / 100 * CAP_VRAM * 0.3)
+                lines.append(
+                    f"{wl}\t{uid}\t{pod}\t{ns}\tbench\t{node}\t{uuid}\t0\t{pct}\t{mem}\t{pct:.1f}\t{ts}\n"
+                )
+            yield "".join(lines)
+
+    def worker_resources(self) -> Iterator[str]:
+        for ts in self.stamps:
+            lines = [
+                f"{pod}\t{wl}\tbench\t{ns}\tmedium\t{20 + w % 5 * 10}\t{100}\t{8 * GIB}\t{16 * GIB}\t1\t0.001\tt\t{ts}\n"
+                for w, pod, _uid, wl, ns, _node, _uuid in self.workers
+            ]
+            yield "".join(lines)
+
+    def node_metrics(self) -> Iterator[str]:
+        total_t = CAP_TFLOPS * 8
+        for ts in self.stamps:
+            lines = []
+            for n, node in enumerate(self.nodes):
+                alloc = 24 * (20 + n % 5 * 10)
+                pct = alloc / total_t * 100
+                lines.append(
+                    f"{node}\tbench\tRunning\t{alloc}\t{pct:.3f}\t{24 * 8 * GIB}\t30.0\t{pct / 3:.3f}\t10.0\t0.5\t8\t{ts}\n"
+                )
+            yield "".join(lines)
+
+
+COLUMNS = {
+    "tf_gpu_usage": "node, pool, uuid, compute_percentage, memory_percentage, memory_bytes, compute_tflops, "
+    "temperature, power_usage, ts",
+    "tf_worker_usage": "workload, worker, pod_name, namespace, pool, node, uuid, compute_tflops, "
+    "compute_percentage, memory_bytes, memory_percentage, ts",
+    "tf_worker_resources": "worker, workload, pool, namespace, qos, tflops_request, tflops_limit, "
+    "vram_bytes_request, vram_bytes_limit, gpu_count, raw_cost, ready, ts",
+    "tf_node_metrics": "node, pool, phase, allocated_tflops, allocated_tflops_percent, allocated_vram_bytes, "
+    "allocated_vram_percent, allocated_tflops_percent_virtual, allocated_vram_percent_virtual, raw_cost, "
+    "gpu_count, ts",
+}
+
+GROUP_KEYS = {
+    "tf_gpu_usage": "node, uuid",
+    "tf_worker_usage": "namespace, workload, uuid",
+    "tf_worker_resources": "namespace, workload, worker",
+    "tf_node_metrics": "node, pool",
+}
+
+
+def load(server: PgServer, db: str, data: Synthetic) -> dict[str, int]:
+    server.create_database(db)
+    counts: dict[str, int] = {}
+    with server.connect(db, user="tftui") as conn:
+        create_tables(conn, "ts", COLUMNS)
+        for table, chunks in (
+            ("tf_gpu_usage", data.gpu_usage()),
+            ("tf_worker_usage", data.worker_usage()),
+            ("tf_worker_resources", data.worker_resources()),
+            ("tf_node_metrics", data.node_metrics()),
+        ):
+            with conn.cursor() as cur, cur.copy(f"COPY {table} ({COLUMNS[table]}) FROM STDIN") as copy:
+                for chunk in chunks:
+                    copy.write(chunk)
+        # The stand-in needs to know the group counts (tags are correlated, the planner assumes
+        # independence and then plans a serial aggregation); GreptimeDB always aggregates in parallel.
+        for table, keys in GROUP_KEYS.items():
+            conn.execute(f"CREATE STATISTICS {table}_groups (ndistinct) ON {keys} FROM {table}")
+        for table in COLUMNS:
+            conn.execute(f"VACUUM ANALYZE {table}")
+            row = conn.execute(f"SELECT count(*) FROM {table}").fetchone()
+            counts[table] = int(row[0]) if row else 0
+    return counts
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--nodes", type=int, default=125)
+    parser.add_argument("--gpus-per-node", type=int, default=8)
+    parser.add_argument("--workers", type=int, default=3000)
+    parser.add_argument("--minutes", type=int, default=1440)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+
+    server = start_server()
+    try:
+        t = time.perf_counter()
+        data = Synthetic(args.nodes, args.gpus_per_node, args.workers, args.minutes)
+        counts = load(server, "bench", data)
+        total = sum(counts.values())
+        print(f"loaded {total:,} rows in {time.perf_counter() - t:.1f} s: "
+              + ", ".join(f"{k} {v:,}" for k, v in counts.items()))  # fmt: skip
+
+        capacity = {uuid: (CAP_TFLOPS, float(CAP_VRAM)) for uuid, _node in data.gpus}
+        del data
+        metrics = GreptimeMetrics(server.dsn("bench"), pool_size=2)
+
+        def count_scan(where: str = "") -> None:
+            with server.connect("bench", user="tftui") as conn:
+                for table in COLUMNS:
+                    conn.execute(f"SELECT count(*) FROM {table} {where}").fetchone()
+
+        def count_window() -> None:  # the rows step1(1d) has to find, counted
+            count_scan(f"WHERE ts >= '{NOW - timedelta(days=1):%Y-%m-%d %H:%M:%S}'::timestamp "
+                       f"AND ts < '{NOW:%Y-%m-%d %H:%M:%S}'::timestamp")  # fmt: skip
+
+        metrics.step1(timedelta(hours=1), NOW, capacity)  # connect, detect, warm up
+        count_scan()
+        can_reset = reset_hwm()
+        before = vm_hwm_kib()
+        small = metrics.step1(timedelta(hours=1), NOW, capacity)
+        after_hour = vm_hwm_kib()
+        if can_reset:
+            reset_hwm()
+        report_s = best(lambda: metrics.step1(timedelta(days=1), NOW, capacity), args.repeat)
+        after_day = vm_hwm_kib()
+        day = metrics.step1(timedelta(days=1), NOW, capacity)
+        scan_s = best(count_scan, args.repeat)
+        window_s = best(count_window, args.repeat)
+        metrics.close()
+
+        rows_hour = sum(n.samples for n in small.nodes) + sum(g.samples for g in small.gpus)
+        rows_hour += sum(r.samples for r in small.workload_requests) + sum(
+            u.samples for u in small.workload_usage
+        )
+        rows_day = sum(n.samples for n in day.nodes) + sum(g.samples for g in day.gpus)
+        rows_day += sum(r.samples for r in day.workload_requests) + sum(u.samples for u in day.workload_usage)
+        print(f"step1(1d): {report_s:.3f} s over {rows_day:,} rows "
+              f"({len(day.nodes)} nodes, {len(day.gpus)} GPUs, {len(day.workload_usage)} workloads); "
+              f"count(*) scan: {scan_s:.3f} s; count(*) of the window's rows: {window_s:.3f} s")  # fmt: skip
+        note = "" if can_reset else " (VmHWM could not be reset: figures include loading)"
+        print(f"peak memory (VmHWM): {before / 1024:.1f} MiB before the report; "
+              f"{after_hour / 1024:.1f} MiB after step1(1h) over {rows_hour:,} rows; "
+              f"{after_day / 1024:.1f} MiB after step1(1d) over {rows_day:,} rows{note}")  # fmt: skip
+        print(f"RATIO report/count_scan = {report_s / scan_s:.2f} (goal <= 3)")
+        print(
+            f"RATIO report/count_scan_window = {report_s / window_s:.2f} (count(*) with the same ts filter)"
+        )
+        print(
+            f"RATIO peak_memory_1d/1h = {after_day / after_hour:.2f} (goal ~ 1: memory independent of rows)"
+        )
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()

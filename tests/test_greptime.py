@@ -1,0 +1,401 @@
+"""GreptimeMetrics against a real PostgreSQL server (tests/pg.py) standing in for GreptimeDB.
+
+Every database exists twice, once per time-column name (`ts`, `greptime_timestamp`: behaviour M1).
+Figures are exact on hand-made rows (the same rows and numbers as tests/test_sim_step1.py), and the
+simulator's history loaded with COPY gives the same Step1 and alert rows as sim/step1.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from tests.pg import (
+    CAPACITY,
+    EXPECTED_ALERTS,
+    INJECTION,
+    NOW,
+    PASSWORD,
+    SIM_TABLES,
+    DictRows,
+    PgServer,
+    alert_rows_data,
+    check_step1,
+    database,
+    free_port,
+    full_rows,
+    load_rows,
+    load_sim,
+    rounded,
+    step1_rows,
+)
+from tftui.model.metrics import ALERT_RULES, NoData, Step1
+from tftui.model.quantity import quantity_float
+from tftui.sources.greptime import DSN_ENV, GreptimeMetrics, dsn_from_env
+from tftui.sources.ports import SourceError
+from tftui.sources.sim.cluster import generate_objects
+from tftui.sources.sim.step1 import SimStep1
+from tftui.sources.sim.usage import SimMetrics
+
+VARIANTS = ("ts", "greptime_timestamp")
+
+
+def _metrics(dsn: str, **kw: Any) -> GreptimeMetrics:
+    """Closed by `with` (or the fixture): the pool's connections must not outlive the test."""
+    return GreptimeMetrics(dsn, connect_timeout=3, **kw)
+
+
+@pytest.fixture(scope="module", params=VARIANTS)
+def tiny(request: pytest.FixtureRequest, pg_server: PgServer) -> Iterator[GreptimeMetrics]:
+    col = request.param
+    with database(pg_server, f"tiny_{col}", col) as conn:
+        load_rows(conn, step1_rows(), col)
+    with _metrics(pg_server.dsn(f"tiny_{col}")) as metrics:
+        yield metrics
+
+
+@pytest.fixture(scope="module", params=VARIANTS)
+def alerts(request: pytest.FixtureRequest, pg_server: PgServer) -> Iterator[GreptimeMetrics]:
+    col = request.param
+    with database(pg_server, f"alerts_{col}", col) as conn:
+        load_rows(conn, alert_rows_data(), col)
+    with _metrics(pg_server.dsn(f"alerts_{col}")) as metrics:
+        yield metrics
+
+
+@dataclasses.dataclass
+class Sim:
+    metrics: SimMetrics
+    capacity: dict[str, tuple[float, float]]
+    dsn: dict[str, str]
+
+
+@pytest.fixture(scope="module")
+def sim(pg_server: PgServer) -> Sim:
+    """12 nodes, 3 h of the simulator's rows, COPY'd into both variants (no tf_system_metrics)."""
+    objects = generate_objects(nodes=12)
+    capacity = {
+        o["metadata"]["name"]: (
+            quantity_float(o["status"]["capacity"]["tflops"]),
+            quantity_float(o["status"]["capacity"]["vram"]),
+        )
+        for o in objects
+        if o["kind"] == "GPU"
+    }
+    metrics = SimMetrics(objects, history=timedelta(hours=3))
+    dsn = {}
+    for col in VARIANTS:
+        with database(pg_server, f"sim_{col}", col, tables=(*SIM_TABLES, "tf_gpu_metrics")) as conn:
+            loaded = load_sim(
+                conn, metrics, metrics.now - timedelta(hours=4), metrics.now + timedelta(minutes=1), col
+            )
+            assert all(loaded.values())
+        dsn[col] = pg_server.dsn(f"sim_{col}")
+    return Sim(metrics, capacity, dsn)
+
+
+# -- step 1: exact figures ----------------------------------------------------------------------------
+
+
+def test_step1_exact_figures(tiny: GreptimeMetrics) -> None:
+    check_step1(tiny.step1(timedelta(hours=1), NOW, CAPACITY))
+
+
+def test_describe_names_store_and_time_column(tiny: GreptimeMetrics) -> None:
+    tiny.tables()
+    text = tiny.describe()
+    assert text.startswith("greptime 127.0.0.1:") and "/tiny_" in text
+    col = "greptime_timestamp" if "greptime_timestamp" in text else "ts"
+    assert text.endswith(f"(time column {col})")
+    assert PASSWORD not in text
+
+
+def test_step1_window_is_bound_and_half_open(tiny: GreptimeMetrics) -> None:
+    # [NOW − 2 h, NOW + 1 min) now includes the rows at NOW − 2 h and at NOW
+    result = tiny.step1(timedelta(hours=2, minutes=1), NOW + timedelta(minutes=1), CAPACITY)
+    h100 = next(n for n in result.nodes if n.node == "gpu-h100-1")
+    assert h100.samples == 3 and h100.tflops_allocated_pct == pytest.approx((40.44 + 99.0 + 0.0) / 3)
+    empty = tiny.step1(timedelta(hours=1), NOW + timedelta(days=3), CAPACITY)
+    assert empty.nodes == () and "tf_node_metrics" in empty.missing
+
+
+# -- alerts ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("rule", ALERT_RULES)
+def test_alert_rules_fire_on_crafted_rows_only(alerts: GreptimeMetrics, rule: str) -> None:
+    assert rounded(alerts.alert_rows(rule, NOW)) == EXPECTED_ALERTS[rule]
+
+
+def test_alerts_empty_window_is_no_data(alerts: GreptimeMetrics) -> None:
+    with pytest.raises(NoData, match="no rows in tf_worker_usage"):
+        alerts.alert_rows("WorkerTFlopsThrottled", NOW + timedelta(seconds=30))
+    assert alerts.alert_rows("WorkerTFlopsThrottled", NOW + timedelta(seconds=10)) == []
+
+
+def test_alerts_never_written_columns_are_no_data(pg_server: PgServer, sim: Sim) -> None:
+    with _metrics(sim.dsn["ts"]) as metrics:
+        for rule, pattern in (
+            ("WorkerTFlopsThrottled", r"tf_worker_usage\.compute_throttled_cnt is never written"),
+            ("WorkerVRAMSwitchCountIncreasing", r"tf_worker_usage\.vram_resumed_cnt is never written"),
+            ("GPUVRAMFull", r"tf_gpu_usage\.memory_percentage is never written"),
+            ("WorkerAllocationFailed", "table tf_system_metrics does not exist"),
+        ):
+            with pytest.raises(NoData, match=pattern):
+                metrics.alert_rows(rule, sim.metrics.now)
+    with database(
+        pg_server, "alerts_nocol", "ts", overrides={"tf_worker_usage": {"compute_throttled_cnt": None}}
+    ):
+        pass
+    with (
+        _metrics(pg_server.dsn("alerts_nocol")) as metrics,
+        pytest.raises(NoData, match=r"column tf_worker_usage\.compute_throttled_cnt does not exist"),
+    ):
+        metrics.alert_rows("WorkerTFlopsThrottled", NOW)
+
+
+# -- same data, same report ------------------------------------------------------------------------------
+
+
+def _same(a: Any, b: Any, path: str = "") -> None:
+    """Equal, floats within 1e-9 relative (SQL and Python add in different orders)."""
+    if isinstance(a, float) or isinstance(b, float):
+        assert isinstance(a, int | float) and isinstance(b, int | float), path
+        assert math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9), f"{path}: {a} != {b}"
+    elif dataclasses.is_dataclass(a) and not isinstance(a, type):
+        assert type(a) is type(b), path
+        for f in dataclasses.fields(a):
+            _same(getattr(a, f.name), getattr(b, f.name), f"{path}.{f.name}")
+    elif isinstance(a, tuple | list):
+        assert len(a) == len(b), f"{path}: {len(a)} != {len(b)}"
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            _same(x, y, f"{path}[{i}]")
+    elif isinstance(a, dict):
+        assert a.keys() == b.keys(), path
+        for k in a:
+            _same(a[k], b[k], f"{path}.{k}")
+    else:
+        assert a == b, f"{path}: {a!r} != {b!r}"
+
+
+def _keyed(s: Step1) -> dict[str, Any]:
+    """Step1 with its tuples keyed (near-equal averages may sort differently in SQL and Python)."""
+    return {
+        "nodes": {(n.node, n.pool): n for n in s.nodes},
+        "gpus": {(g.node, g.uuid): g for g in s.gpus},
+        "requests": {(r.namespace, r.workload): r for r in s.workload_requests},
+        "usage": {(u.namespace, u.workload): u for u in s.workload_usage},
+        "missing": s.missing,
+        "now": s.now,
+        "window": s.window,
+    }
+
+
+@pytest.mark.parametrize("col", VARIANTS)
+def test_same_step1_as_simulator(sim: Sim, col: str) -> None:
+    port = SimStep1(sim.metrics)
+    with _metrics(sim.dsn[col]) as metrics:
+        for window, now in (
+            (timedelta(hours=2), sim.metrics.now),
+            (timedelta(minutes=37), sim.metrics.now - timedelta(minutes=50)),
+        ):
+            sql_result = metrics.step1(window, now, sim.capacity)
+            sim_result = port.step1(window, now, sim.capacity)
+            assert len(sql_result.workload_usage) > 20 and len(sql_result.gpus) > 50
+            _same(_keyed(sql_result), _keyed(sim_result))
+        assert metrics.describe().endswith(f"(time column {col})")
+
+
+def test_same_alert_rows_as_simulator(sim: Sim) -> None:
+    port = SimStep1(sim.metrics)
+    with _metrics(sim.dsn["greptime_timestamp"]) as metrics:
+        for now in (sim.metrics.now, sim.metrics.now - timedelta(minutes=7, seconds=30)):
+            for rule in ALERT_RULES:
+                try:
+                    expected: Any = port.alert_rows(rule, now)
+                except NoData:
+                    expected = NoData
+                try:
+                    got: Any = metrics.alert_rows(rule, now)
+                except NoData:
+                    got = NoData
+                if expected is NoData or got is NoData:
+                    assert got is expected, rule
+                else:
+                    _same(got, expected, rule)
+
+
+def test_latest_usage_and_rows_as_simulator(sim: Sim) -> None:
+    with _metrics(sim.dsn["ts"], gpu_capacity=sim.capacity) as metrics:
+        now = sim.metrics.now - timedelta(seconds=30)
+        _same(metrics.latest_gpu_usage(now), sim.metrics.latest_gpu_usage(now))
+        _same(metrics.latest_worker_usage(now), sim.metrics.latest_worker_usage(now))
+        assert metrics.latest_gpu_usage(now + timedelta(days=1)) == {}
+        start, end = now - timedelta(minutes=3), now
+        got = list(metrics.rows("tf_node_metrics", start, end))
+        want = list(sim.metrics.rows("tf_node_metrics", start, end))
+        key = lambda r: (r["ts"], r["node"])  # noqa: E731
+        assert [r["ts"] for r in got] == sorted(r["ts"] for r in got)  # ordered by time
+        _same(sorted(({k: r[k] for k in want[0]} for r in got), key=key), sorted(want, key=key))
+
+
+# -- errors: one line, the store named, never the password, never a traceback -----------------------------
+
+
+def _one_line_error(fn: Any, *needles: str) -> str:
+    with pytest.raises(SourceError) as info:
+        fn()
+    text = str(info.value)
+    assert "\n" not in text and "Traceback" not in text
+    assert PASSWORD not in text and "wrong-pw-123" not in text
+    for needle in needles:
+        assert needle in text, text
+    return text
+
+
+def test_wrong_password(pg_server: PgServer) -> None:
+    pg_server.create_database("pw_db")
+    with _metrics(pg_server.dsn("pw_db", password="wrong-pw-123")) as metrics:
+        _one_line_error(
+            lambda: metrics.step1(timedelta(hours=1), NOW, CAPACITY),
+            f"127.0.0.1:{pg_server.port}/pw_db",
+            'password authentication failed for user "tftui"',
+            DSN_ENV,
+        )
+
+
+def test_unreachable_port() -> None:
+    port = free_port()
+    with _metrics(f"host=127.0.0.1 port={port} dbname=public user=u password=wrong-pw-123") as metrics:
+        text = _one_line_error(lambda: metrics.alert_rows("EmptyGPU", NOW), f"127.0.0.1:{port}/public")
+        assert "connection refused" in text and "4003" in text
+
+
+def test_missing_database(pg_server: PgServer) -> None:
+    with _metrics(pg_server.dsn("no_such_db")) as metrics:
+        _one_line_error(lambda: metrics.tables(), 'database "no_such_db" does not exist', "public")
+
+
+def test_missing_table(pg_server: PgServer) -> None:
+    with database(
+        pg_server, "missing_table", "ts", tables=("tf_node_metrics", "tf_gpu_usage", "tf_worker_resources")
+    ):
+        pass
+    with _metrics(pg_server.dsn("missing_table")) as metrics:
+        _one_line_error(
+            lambda: metrics.step1(timedelta(hours=1), NOW, CAPACITY),
+            "table tf_worker_usage not found",
+            "hypervisor",
+        )
+        with pytest.raises(NoData, match="tf_system_metrics does not exist"):
+            metrics.alert_rows("WorkerAllocationFailed", NOW)
+
+
+def test_missing_column(pg_server: PgServer) -> None:
+    with database(
+        pg_server, "missing_col", "ts", overrides={"tf_node_metrics": {"allocated_tflops_percent": None}}
+    ):
+        pass
+    with _metrics(pg_server.dsn("missing_col")) as metrics:
+        _one_line_error(
+            lambda: metrics.step1(timedelta(hours=1), NOW, CAPACITY),
+            "table tf_node_metrics has no column allocated_tflops_percent",
+        )
+
+
+def test_missing_time_column(pg_server: PgServer) -> None:
+    with database(pg_server, "no_time", "timestamp"):
+        pass
+    with _metrics(pg_server.dsn("no_time")) as metrics:
+        _one_line_error(
+            lambda: metrics.step1(timedelta(hours=1), NOW, CAPACITY),
+            "table tf_node_metrics has no time column (ts or greptime_timestamp)",
+        )
+
+
+def test_malformed_values(pg_server: PgServer) -> None:
+    with database(
+        pg_server, "malformed", "ts", overrides={"tf_gpu_usage": {"compute_percentage": "text"}}
+    ) as conn:
+        conn.execute(
+            "INSERT INTO tf_gpu_usage (node, uuid, compute_percentage, ts) VALUES ('n', 'g', 'abc', now())"
+        )
+    with _metrics(pg_server.dsn("malformed")) as metrics:
+        _one_line_error(
+            lambda: metrics.step1(timedelta(hours=1), NOW, CAPACITY),
+            "tf_gpu_usage.compute_percentage holds text, not numbers",
+        )
+        _one_line_error(lambda: metrics.alert_rows("GPUTFlopsFull", NOW), "tf_gpu_usage.compute_percentage")
+
+
+def test_table_dropped_after_detection(pg_server: PgServer) -> None:
+    with database(pg_server, "dropped", "ts") as conn:
+        load_rows(conn, step1_rows(), "ts")
+    with _metrics(pg_server.dsn("dropped")) as metrics:
+        metrics.step1(timedelta(hours=1), NOW, CAPACITY)
+        with pg_server.connect("dropped", user="tftui") as conn:
+            conn.execute("DROP TABLE tf_gpu_usage")
+        _one_line_error(lambda: metrics.step1(timedelta(hours=1), NOW, CAPACITY), "tf_gpu_usage", "retry")
+        _one_line_error(
+            lambda: metrics.step1(timedelta(hours=1), NOW, CAPACITY), "table tf_gpu_usage not found"
+        )
+
+
+def test_pool_recovers_from_killed_connections(pg_server: PgServer, tiny: GreptimeMetrics) -> None:
+    tiny.step1(timedelta(hours=1), NOW, CAPACITY)
+    with pg_server.connect() as conn:
+        conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'tftui'")
+        for _ in range(100):  # termination is asynchronous: wait until the backends are gone
+            row = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE usename = 'tftui'").fetchone()
+            if row == (0,):
+                break
+            time.sleep(0.02)
+    check_step1(tiny.step1(timedelta(hours=1), NOW, CAPACITY))
+
+
+def test_dsn_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert dsn_from_env({DSN_ENV: "  host=h dbname=public "}) == "host=h dbname=public"
+    assert dsn_from_env({DSN_ENV: " "}) is None
+    monkeypatch.delenv(DSN_ENV, raising=False)
+    with pytest.raises(SourceError, match=f"pass --metrics-dsn or set {DSN_ENV}"):
+        GreptimeMetrics()
+    monkeypatch.setenv(DSN_ENV, "host=example.invalid port=4003 dbname=public")
+    assert GreptimeMetrics().describe() == "greptime example.invalid:4003/public"
+    with pytest.raises(SourceError, match="invalid metrics DSN"):
+        GreptimeMetrics("host=h port")
+
+
+# -- injection ------------------------------------------------------------------------------------------
+
+
+def test_sql_injection_in_names_is_harmless(pg_server: PgServer) -> None:
+    data = step1_rows()
+    for table in ("tf_worker_usage", "tf_worker_resources"):
+        data[table] += full_rows(table, [{**data[table][0], "workload": INJECTION, "namespace": INJECTION,
+                                           "worker": INJECTION, "pod_name": INJECTION}])  # fmt: skip
+    with database(pg_server, "inject", "ts") as conn:
+        load_rows(conn, data, "ts")
+    with _metrics(pg_server.dsn("inject"), gpu_capacity=CAPACITY) as metrics:
+        result = metrics.step1(timedelta(hours=1), NOW, CAPACITY)
+        assert (INJECTION, INJECTION) in {(u.namespace, u.workload) for u in result.workload_usage}
+        assert (INJECTION, INJECTION) in {(r.namespace, r.workload) for r in result.workload_requests}
+        _same(_keyed(result), _keyed(SimStep1(DictRows(data)).step1(timedelta(hours=1), NOW, CAPACITY)))
+        for rule in ALERT_RULES:
+            with contextlib.suppress(NoData):
+                metrics.alert_rows(rule, NOW - timedelta(minutes=25))
+        assert (INJECTION, INJECTION) in metrics.latest_worker_usage(NOW - timedelta(minutes=29))
+        assert any(
+            r["workload"] == INJECTION for r in metrics.rows("tf_worker_usage", NOW - timedelta(hours=1), NOW)
+        )
+    with pg_server.connect("inject", user="tftui") as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM tf_worker_usage WHERE workload = %s", (INJECTION,)
+        ).fetchone()
+        assert row == (1,)
