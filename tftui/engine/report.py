@@ -1,0 +1,550 @@
+"""The step-1 report (measure, diagnose, alerts), its canonical JSON, and the page's verify step (M6).
+
+`assemble` joins the four reference-page aggregates, the diagnosis and the alert replay into one
+value; `save`/`load` turn it into canonical JSON and back (same inputs → byte-identical text, so a
+report can be kept and diffed); `compare(before, after)` is the reference page's "验证" section: after
+a compaction period (and a defrag run) the allocation ratio of the remaining nodes should be up, the
+node count down, and `WorkerTFlopsThrottled` not firing — judged overall, pool by pool and node by node.
+
+Figures are rounded to 4 decimals when the report is assembled, so that two metrics sources that
+aggregate in a different order (SQL vs Python) produce the same report, and `load(save(r)) == r`.
+No file I/O here: the CLI reads and writes the text; `build_report` reads metrics only through the
+port it is handed (a `Step1Port`), so the engine never imports a source.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import types
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, fields, is_dataclass, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any, Final, Literal, Protocol, Union, get_args, get_origin, get_type_hints
+
+from tftui.engine.alerts import (
+    RULES,
+    RULES_BY_NAME,
+    AlertHistory,
+    AlertRowSource,
+    evaluate_history,
+    evaluation_times,
+)
+from tftui.engine.state import ClusterState
+from tftui.engine.waste import (
+    CAPACITY_WASTE,
+    REQUEST_WASTE,
+    Diagnosis,
+    Finding,
+    GPURow,
+    NodeRow,
+    Totals,
+    WorkloadRow,
+    diagnose,
+)
+from tftui.model.duration import DurationError, format_duration, parse_duration
+from tftui.model.metrics import Step1
+
+KIND: Final = "tftui.step1-report"
+VERSION: Final = 1
+DIGITS: Final = 4
+ALERT_SPAN: Final = timedelta(hours=1)  # alert history replayed: covers IdleGPU's 30 min "for"
+THROTTLE_RULE: Final = "WorkerTFlopsThrottled"
+
+CheckResult = Literal["pass", "fail", "unknown"]
+NodeChangeKind = Literal["kept", "removed", "added"]
+
+
+class ReportError(ValueError):
+    """A saved report that cannot be read back (not JSON, another kind, a missing or bad field)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PoolRow:
+    """One pool: what the verify step compares (allocation of its remaining nodes, node count)."""
+
+    name: str
+    nodes: int  # GPUNodes now
+    gpus: int
+    placement_mode: str | None
+    tflops_capacity: float
+    vram_capacity_bytes: float
+    tflops_allocated_pct: float | None  # window average over its nodes still present, capacity-weighted
+    vram_allocated_pct: float | None
+    tflops_allocated_now_pct: float | None  # the snapshot's
+    vram_allocated_now_pct: float | None
+    compute_used_pct: float | None  # window average over GPUs that reported, capacity-weighted
+    wasted_gpu_hours: float  # disjoint findings only (see waste.Totals)
+    wasted_money: float
+
+
+@dataclass(frozen=True, slots=True)
+class AlertRecord:
+    """A firing alert as it stands at the report's `now`."""
+
+    rule: str
+    severity: str
+    instance: str
+    node: str | None
+    pool: str | None
+    summary: str
+    description: str
+    runbook_url: str | None
+    starts_at: datetime
+    fired_at: datetime
+    open_start: bool  # already seen at the first replayed evaluation: it may have started earlier
+
+
+@dataclass(frozen=True, slots=True)
+class RuleRecord:
+    rule: str
+    severity: str
+    state: str  # firing | pending | ok | no-data | not-evaluated
+    firing: int
+    pending: int
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    source: str  # the metrics source (`Step1Port.describe()`)
+    cluster: str  # the cluster source (`ClusterPort.describe()`)
+    now: datetime
+    window: timedelta
+    alert_span: timedelta
+    pools: tuple[PoolRow, ...]
+    nodes: tuple[NodeRow, ...]
+    gpus: tuple[GPURow, ...]
+    workloads: tuple[WorkloadRow, ...]
+    findings: tuple[Finding, ...]
+    totals: Totals
+    alerts: tuple[AlertRecord, ...]
+    rules: tuple[RuleRecord, ...]
+    missing: tuple[str, ...]
+
+    def rule(self, name: str) -> RuleRecord | None:
+        return next((r for r in self.rules if r.rule == name), None)
+
+
+def parse_window(text: str) -> timedelta:
+    """A report window: a Go duration (`12h`, `90m`), optionally led by whole days (`1d`, `1d12h`).
+
+    Go durations have no day unit; the reference page writes `'1d'::INTERVAL`, so `d` is accepted
+    here (only as a leading whole number of days). Raises ValueError with a hint.
+    """
+    raw = text.strip()
+    m = re.fullmatch(r"(\d+)d(.*)", raw)
+    try:
+        if m is not None:
+            window = timedelta(days=int(m.group(1)))
+            window += parse_duration(m.group(2)) if m.group(2) else timedelta(0)
+        else:
+            window = parse_duration(raw)
+    except (DurationError, OverflowError) as exc:
+        raise ValueError(f"{exc} (use a Go duration like 12h or 90m, or days like 1d)") from None
+    if window <= timedelta(0):
+        raise ValueError(f"must be positive, got {text!r}")
+    return window
+
+
+# -- assembly ------------------------------------------------------------------------------------
+
+
+def _round(value: Any, tp: Any = None) -> Any:
+    """Round every float of a dataclass tree to DIGITS decimals, by declared type.
+
+    Numbers in `float` fields become floats whatever a source handed over (int, Decimal), so the
+    saved text does not depend on it; -0.0 becomes 0.0.
+    """
+    if tp is not None and get_origin(tp) in (Union, types.UnionType):
+        inner = [a for a in get_args(tp) if a is not type(None)]
+        tp = inner[0] if len(inner) == 1 else None
+    if tp is float and value is not None and not isinstance(value, bool):
+        return round(float(value), DIGITS) + 0.0
+    if isinstance(value, float):
+        return round(value, DIGITS) + 0.0
+    if isinstance(value, tuple):
+        args = get_args(tp) if tp is not None and get_origin(tp) is tuple else ()
+        return tuple(_round(v, args[0] if args else None) for v in value)
+    if is_dataclass(value) and not isinstance(value, type):
+        hints = get_type_hints(type(value))
+        return replace(
+            value, **{f.name: _round(getattr(value, f.name), hints[f.name]) for f in fields(value)}
+        )
+    return value
+
+
+def _weighted(pairs: Iterable[tuple[float | None, float]]) -> float | None:
+    num = den = 0.0
+    for value, weight in pairs:
+        if value is not None and weight > 0:
+            num += value * weight
+            den += weight
+    return num / den if den > 0 else None
+
+
+def _pools(state: ClusterState, diag: Diagnosis) -> list[PoolRow]:
+    names = set(state.pools) | {n.pool for n in diag.nodes if n.pool} | {g.pool for g in diag.gpus if g.pool}
+    rows: list[PoolRow] = []
+    for name in sorted(names):
+        pv = state.pools.get(name)
+        nodes = [n for n in diag.nodes if n.pool == name and n.in_cluster]
+        caps = {n.name: state.nodes[n.name].capacity for n in nodes}
+        gpus = [g for g in diag.gpus if g.pool == name and g.in_cluster]
+        waste = [
+            f
+            for f in diag.findings
+            if f.pool == name
+            and f.wasted_gpu_hours is not None
+            and (
+                (f.level == "workload" and f.cls in REQUEST_WASTE)
+                or (f.level == "node" and f.cls in CAPACITY_WASTE)
+            )
+        ]
+        cap_t = pv.capacity.tflops if pv else sum(c.tflops for c in caps.values())
+        cap_v = pv.capacity.vram if pv else sum(c.vram for c in caps.values())
+        rows.append(
+            PoolRow(
+                name=name,
+                nodes=len(pv.nodes) if pv else len(nodes),
+                gpus=pv.gpu_count if pv else len(gpus),
+                placement_mode=pv.placement_mode if pv else None,
+                tflops_capacity=cap_t,
+                vram_capacity_bytes=cap_v,
+                tflops_allocated_pct=_weighted((n.tflops_allocated_pct, caps[n.name].tflops) for n in nodes),
+                vram_allocated_pct=_weighted((n.vram_allocated_pct, caps[n.name].vram) for n in nodes),
+                tflops_allocated_now_pct=pv.allocated.tflops / cap_t * 100.0 if pv and cap_t else None,
+                vram_allocated_now_pct=pv.allocated.vram / cap_v * 100.0 if pv and cap_v else None,
+                compute_used_pct=_weighted(
+                    (g.compute_used_pct, state.gpus[g.name].capacity.tflops) for g in gpus
+                ),
+                wasted_gpu_hours=sum(f.wasted_gpu_hours or 0.0 for f in waste),
+                wasted_money=sum(f.wasted_money or 0.0 for f in waste),
+            )
+        )
+    return rows
+
+
+def assemble(
+    step1: Step1, state: ClusterState, alerts: AlertHistory | None, *, source: str, cluster: str
+) -> Report:
+    """The report of `step1` on `state`, with `alerts` replayed up to the same `now` (None: not evaluated)."""
+    diag = diagnose(step1, state)
+    node_pool = {n.name: n.pool for n in diag.nodes}
+    records: list[AlertRecord] = []
+    rules: list[RuleRecord] = []
+    if alerts is not None:
+        for a in alerts.firing:
+            assert a.fired_at is not None
+            node = a.row.get("node")
+            node = str(node) if node is not None else None
+            pool = a.row.get("pool")
+            pool = str(pool) if pool is not None else node_pool.get(node or "")
+            first = evaluation_times(RULES_BY_NAME[a.rule], alerts.now, alerts.span)[0]
+            records.append(
+                AlertRecord(
+                    a.rule, a.severity, a.instance, node, pool, a.summary, a.description, a.runbook_url,
+                    _seconds(a.starts_at), _seconds(a.fired_at), a.starts_at <= first,
+                )
+            )  # fmt: skip
+        rules = [
+            RuleRecord(s.rule, s.severity, s.state, s.firing, s.pending, s.detail) for s in alerts.statuses
+        ]
+    else:
+        rules = [RuleRecord(r.name, r.severity, "not-evaluated", 0, 0, "") for r in RULES]
+    report = Report(
+        source=source,
+        cluster=cluster,
+        now=_seconds(step1.now),
+        window=step1.window,
+        alert_span=alerts.span if alerts is not None else timedelta(0),
+        pools=tuple(_pools(state, diag)),
+        nodes=diag.nodes,
+        gpus=diag.gpus,
+        workloads=diag.workloads,
+        findings=diag.findings,
+        totals=diag.totals,
+        alerts=tuple(records),
+        rules=tuple(rules),
+        missing=tuple(sorted(set(step1.missing))),
+    )
+    rounded: Report = _round(report)
+    return rounded
+
+
+def _seconds(t: datetime) -> datetime:
+    """UTC at whole seconds: what the JSON keeps, so a loaded report equals the saved one."""
+    return t.astimezone(UTC).replace(microsecond=0)
+
+
+class MetricsReader(AlertRowSource, Protocol):
+    """The part of `Step1Port` the report reads (engine code never imports sources)."""
+
+    def describe(self) -> str: ...
+
+    def step1(
+        self, window: timedelta, now: datetime, gpu_capacity: Mapping[str, tuple[float, float]]
+    ) -> Step1: ...
+
+
+def build_report(
+    port: MetricsReader,
+    state: ClusterState,
+    *,
+    window: timedelta,
+    now: datetime,
+    cluster: str,
+    alert_span: timedelta = ALERT_SPAN,
+) -> Report:
+    """Run the four queries and the alert replay through `port`, then `assemble`."""
+    capacity = {name: (g.capacity.tflops, g.capacity.vram) for name, g in state.gpus.items()}
+    step1 = port.step1(window, now, capacity)
+    history = evaluate_history(port, RULES, now=now, span=alert_span)
+    return assemble(step1, state, history, source=port.describe(), cluster=cluster)
+
+
+# -- JSON ----------------------------------------------------------------------------------------
+
+
+def _encode(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    if isinstance(value, timedelta):
+        return format_duration(value)
+    if isinstance(value, tuple):
+        return [_encode(v) for v in value]
+    if is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _encode(getattr(value, f.name)) for f in fields(value)}
+    return value
+
+
+def to_json(value: Any) -> Any:
+    """Plain JSON data of a report value (dataclasses → objects, times → RFC 3339, durations → Go)."""
+    return _encode(value)
+
+
+def dumps(data: Any) -> str:
+    """Canonical text: sorted keys, two-space indent, UTF-8 kept, final newline."""
+    return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def save(report: Report) -> str:
+    """The report as canonical JSON, tagged with its kind and format version."""
+    return dumps({"kind": KIND, "version": VERSION, **to_json(report)})
+
+
+def _decode(tp: Any, value: Any, path: str) -> Any:
+    origin = get_origin(tp)
+    if origin in (Union, types.UnionType):
+        if value is None:
+            return None
+        (inner,) = [a for a in get_args(tp) if a is not type(None)]
+        return _decode(inner, value, path)
+    if origin is Literal:
+        if value not in get_args(tp):
+            raise ReportError(f"{path}: {value!r} is not one of {', '.join(map(str, get_args(tp)))}")
+        return value
+    if origin is tuple:
+        if not isinstance(value, list):
+            raise ReportError(f"{path}: expected a list")
+        (inner, _ellipsis) = get_args(tp)
+        return tuple(_decode(inner, v, f"{path}[{i}]") for i, v in enumerate(value))
+    if isinstance(tp, type) and is_dataclass(tp):
+        if not isinstance(value, dict):
+            raise ReportError(f"{path}: expected an object")
+        hints = get_type_hints(tp)
+        kwargs: dict[str, Any] = {}
+        for f in fields(tp):
+            if f.name not in value:
+                raise ReportError(f"{path}.{f.name}: required field is missing")
+            kwargs[f.name] = _decode(hints[f.name], value[f.name], f"{path}.{f.name}")
+        return tp(**kwargs)
+    if tp is datetime:
+        try:
+            return datetime.fromisoformat(str(value).replace("Z", "+00:00")).astimezone(UTC)
+        except ValueError:
+            raise ReportError(f"{path}: not an RFC 3339 time: {value!r}") from None
+    if tp is timedelta:
+        try:
+            return parse_duration(str(value))
+        except DurationError as exc:
+            raise ReportError(f"{path}: {exc}") from None
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ReportError(f"{path}: expected a number, got {value!r}")
+        return float(value)
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ReportError(f"{path}: expected an integer, got {value!r}")
+        return value
+    if tp is bool or tp is str:
+        if not isinstance(value, tp):
+            raise ReportError(f"{path}: expected {'true/false' if tp is bool else 'a string'}, got {value!r}")
+        return value
+    raise ReportError(f"{path}: cannot read type {tp!r}")  # pragma: no cover - a type this module added
+
+
+def load(text: str) -> Report:
+    """Read `save`'s output back; raises ReportError naming the first bad field."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ReportError(f"not JSON ({exc.msg} at line {exc.lineno})") from None
+    if not isinstance(data, dict) or data.get("kind") != KIND:
+        raise ReportError(f"not a tftui report (expected kind {KIND!r}; save one with `tftui report --save`)")
+    if data.get("version") != VERSION:
+        raise ReportError(
+            f"report format version {data.get('version')!r} is not supported (expected {VERSION})"
+        )
+    report: Report = _decode(Report, data, "report")
+    return report
+
+
+# -- verify (M6) ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    name: str
+    result: CheckResult
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class PoolChange:
+    pool: str
+    nodes_before: int | None  # None: the pool is absent from that report
+    nodes_after: int | None
+    tflops_before: float | None
+    tflops_after: float | None
+    vram_before: float | None
+    vram_after: float | None
+    throttled_before: int | None  # WorkerTFlopsThrottled alerts firing in the pool; None: no data
+    throttled_after: int | None
+    wasted_before: float | None
+    wasted_after: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class NodeChange:
+    node: str
+    pool: str | None
+    change: NodeChangeKind
+    tflops_before: float | None
+    tflops_after: float | None
+    vram_before: float | None
+    vram_after: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Verification:
+    before_now: datetime
+    after_now: datetime
+    before_window: timedelta
+    after_window: timedelta
+    checks: tuple[Check, ...]
+    pools: tuple[PoolChange, ...]
+    nodes: tuple[NodeChange, ...]
+
+
+def _pct(x: float | None) -> str:
+    return "no data" if x is None else f"{x:.1f}%"
+
+
+def _overall(report: Report) -> tuple[float | None, float | None]:
+    t = _weighted((p.tflops_allocated_pct, p.tflops_capacity) for p in report.pools)
+    v = _weighted((p.vram_allocated_pct, p.vram_capacity_bytes) for p in report.pools)
+    return t, v
+
+
+def _throttled(report: Report, pool: str | None) -> int | None:
+    rule = report.rule(THROTTLE_RULE)
+    if rule is None or rule.state in ("no-data", "not-evaluated"):
+        return None
+    return sum(1 for a in report.alerts if a.rule == THROTTLE_RULE and (pool is None or a.pool == pool))
+
+
+def _ratio_check(before: Report, after: Report) -> Check:
+    tb, vb = _overall(before)
+    ta, va = _overall(after)
+    detail = f"TFLOPS {_pct(tb)} → {_pct(ta)}, VRAM {_pct(vb)} → {_pct(va)}"
+    if tb is None or ta is None or vb is None or va is None:
+        return Check("allocation ratio of remaining nodes up", "unknown", detail)
+    up = (ta > tb and va >= vb) or (va > vb and ta >= tb)
+    return Check("allocation ratio of remaining nodes up", "pass" if up else "fail", detail)
+
+
+def _throttle_check(after: Report) -> Check:
+    name = f"{THROTTLE_RULE} not firing"
+    rule = after.rule(THROTTLE_RULE)
+    if rule is None or rule.state == "not-evaluated":
+        return Check(name, "unknown", "alerts were not evaluated")
+    if rule.state == "no-data":
+        return Check(name, "unknown", f"no data: {rule.detail or 'the rule reads nothing'}")
+    if rule.firing:
+        workers = sorted({a.instance for a in after.alerts if a.rule == THROTTLE_RULE})
+        return Check(
+            name,
+            "fail",
+            f"firing for {len(workers)} worker(s) ({', '.join(workers[:3])}): requests or limits were lowered too far",
+        )
+    return Check(name, "pass", "not firing" + (f" ({rule.pending} pending)" if rule.pending else ""))
+
+
+def compare(before: Report, after: Report) -> Verification:
+    """The reference page's verify step: `before` and `after` are step-1 reports of the same cluster."""
+    nb = sum(p.nodes for p in before.pools)
+    na = sum(p.nodes for p in after.pools)
+    checks = (
+        _ratio_check(before, after),
+        Check("node count down", "pass" if na < nb else "fail", f"{nb} → {na} GPU nodes"),
+        _throttle_check(after),
+    )
+    pb = {p.name: p for p in before.pools}
+    pa = {p.name: p for p in after.pools}
+    pools = []
+    for name in sorted(set(pb) | set(pa)):
+        b, a = pb.get(name), pa.get(name)
+        pools.append(
+            PoolChange(
+                pool=name,
+                nodes_before=b.nodes if b else None,
+                nodes_after=a.nodes if a else None,
+                tflops_before=b.tflops_allocated_pct if b else None,
+                tflops_after=a.tflops_allocated_pct if a else None,
+                vram_before=b.vram_allocated_pct if b else None,
+                vram_after=a.vram_allocated_pct if a else None,
+                throttled_before=_throttled(before, name) if b else None,
+                throttled_after=_throttled(after, name) if a else None,
+                wasted_before=b.wasted_gpu_hours if b else None,
+                wasted_after=a.wasted_gpu_hours if a else None,
+            )
+        )
+    nb_rows = {n.name: n for n in before.nodes if n.in_cluster}
+    na_rows = {n.name: n for n in after.nodes if n.in_cluster}
+    nodes = []
+    for name in sorted(set(nb_rows) | set(na_rows)):
+        b_row, a_row = nb_rows.get(name), na_rows.get(name)
+        change: NodeChangeKind = "kept" if b_row and a_row else ("removed" if b_row else "added")
+        either = a_row or b_row
+        assert either is not None
+        nodes.append(
+            NodeChange(
+                node=name,
+                pool=either.pool,
+                change=change,
+                tflops_before=b_row.tflops_allocated_pct if b_row else None,
+                tflops_after=a_row.tflops_allocated_pct if a_row else None,
+                vram_before=b_row.vram_allocated_pct if b_row else None,
+                vram_after=a_row.vram_allocated_pct if a_row else None,
+            )
+        )
+    return Verification(
+        before_now=before.now,
+        after_now=after.now,
+        before_window=before.window,
+        after_window=after.window,
+        checks=checks,
+        pools=tuple(pools),
+        nodes=tuple(nodes),
+    )

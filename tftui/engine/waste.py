@@ -1,0 +1,889 @@
+"""Step-1 diagnosis (behaviour M4): classify every node, GPU and workload, name the fix, price the waste.
+
+Input is the reference page's four aggregates over a window (`Step1`) and the cluster as it is now
+(`ClusterState`: capacities, which GPUs a node has and which workers a workload runs, the pool's
+template and settings the fixes refer to). The patterns and levers are upstream-model §4; its
+thresholds are console heuristics and live below as named constants with the anchor they come from.
+
+Rules that keep the diagnosis honest:
+
+- Missing data is never a decision. An object without the figures a pattern needs is not classified
+  by that pattern; if nothing could be decided it is `no-data`, distinct from `ok`. A node's usage is
+  only used when every one of its GPUs reported (a silent GPU could be the busy one).
+- Allocation per node and requests per workload are window averages (queries 1 and 3); the four
+  queries have no per-GPU allocation, so a GPU's allocation is the current snapshot's.
+- Waste is "(allocated − used) share of a GPU × hours": the share is the larger of the TFLOPS and
+  VRAM fractions, because a GPU is full when either is; compute counts at its window average, VRAM at
+  its peak (it cannot be taken back from a running process). Hours are the rows the window holds at
+  upstream's one row per object per minute, capped at the window. Money is GPU-hours × the GPU's
+  hourly price (`GPUNode.spec.costPerHour` ÷ GPUs when set, else the public GPU table).
+- Findings at different levels describe the same capacity (a node's over-request is the sum of its
+  workloads'); `Totals` adds only disjoint ones: requests above usage (workload over-request and
+  idle reservation) and capacity nobody requested (empty and fragmented nodes).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from datetime import timedelta
+from typing import Final, Literal, TypeVar
+
+from tftui.engine.state import ClusterState, NodeView, PoolView, WorkerView, WorkloadView
+from tftui.model import gpuinfo, keys
+from tftui.model.metrics import GPUUsageSummary, NodeAllocation, Step1, WorkloadRequest, WorkloadUsage
+
+# -- thresholds (upstream-model §4; upstream anchors: alerts at 90/95 % allocated, IdleGPU at < 1 %
+#    compute and < 5 % VRAM, defrag at ≤ 40 % of GPUs occupied, autoscaler margin 0.15) ------------
+
+HIGH_ALLOC_PCT: Final = 70.0  # over-request / saturation: allocated TFLOPS % at or above
+LOW_USED_PCT: Final = 20.0  # over-request: used compute % at or below
+HIGH_USED_PCT: Final = 70.0  # saturation: used compute % at or above
+LOW_ALLOC_PCT: Final = 40.0  # fragmentation: node allocation (larger of TFLOPS/VRAM %) at or below
+FRAGMENTED_MIN_NODES: Final = 2  # ... on at least this many partly used nodes of one pool
+EMPTY_ALLOC_PCT: Final = 0.0  # empty node: allocation at or below (and no worker on it now)
+IDLE_COMPUTE_PCT: Final = 1.0  # idle reservation: compute below, % of the GPU (IdleGPU: `compute < 1`)
+IDLE_VRAM_PCT: Final = 5.0  # idle GPU: VRAM peak below (IdleGPU threshold)
+IDLE_REQUEST_RATIO: Final = 0.05  # idle workload: average TFLOPS below this share of its request
+VRAM_BOUND_MIN_PCT: Final = 70.0  # VRAM-bound: VRAM allocated at or above ...
+VRAM_BOUND_GAP_PCT: Final = 30.0  # ... and this many points above TFLOPS allocated (demo H100: 87.9 vs 40.4)
+OVER_REQUEST_RATIO: Final = 0.3  # workload over-request: average TFLOPS (or VRAM peak) / request below
+UNDER_REQUEST_MARGIN_PCT: Final = 5.0  # node/GPU under-request: used compute % above allocated % + margin
+LIMIT_NEAR_RATIO: Final = 0.95  # workload under-request: TFLOPS peak at or above this share of its limit
+HEADROOM: Final = 1.15  # suggested request = peak × (1 + autoscaler's default marginFraction 0.15)
+SAMPLE_INTERVAL: Final = timedelta(minutes=1)  # upstream writes one row per object per minute
+
+GI: Final = 1024**3
+_EPS: Final = 1e-9
+
+Level = Literal["node", "gpu", "workload"]
+Cls = Literal[
+    "over-request",
+    "fragmentation",
+    "empty-node",
+    "idle-reservation",
+    "saturation",
+    "vram-bound",
+    "under-request",
+    "ok",
+    "no-data",
+]
+LEVELS: Final[tuple[Level, ...]] = ("workload", "node", "gpu")
+#: classes whose waste `Totals` adds (disjoint: requested-but-unused, and unrequested capacity)
+REQUEST_WASTE: Final = frozenset({"over-request", "idle-reservation"})
+CAPACITY_WASTE: Final = frozenset({"empty-node", "fragmentation"})
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One pattern found on one object, the evidence in figures, the settings that fix it, its cost."""
+
+    level: Level
+    name: str  # node name, GPU name, or "namespace/workload"
+    pool: str | None
+    cls: Cls
+    detail: str
+    fixes: tuple[str, ...]  # first = the main lever; each names the field, annotation or command
+    wasted_gpu_hours: float | None  # None: capacity unknown; 0.0 for risks (saturation, under-request)
+    wasted_money: float | None  # USD; None: no price known
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRow:
+    """Query 1 joined with query 2 over the node's GPUs: allocated vs used, and the verdict."""
+
+    name: str
+    pool: str | None
+    gpus: int
+    in_cluster: bool  # False: rows in the window, but the GPUNode is gone
+    tflops_allocated_pct: float | None
+    vram_allocated_pct: float | None
+    compute_used_pct: float | None  # capacity-weighted average over its GPUs; None unless all reported
+    vram_peak_pct: float | None  # highest GPU VRAM peak
+    gpus_reporting: int
+    hours: float  # hours of allocation rows in the window
+    price_per_gpu_hour: float | None
+    classes: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class GPURow:
+    """Query 2 for one GPU, with its current allocation from the snapshot."""
+
+    name: str
+    node: str | None
+    pool: str | None
+    model: str
+    in_cluster: bool
+    tflops_allocated_pct: float | None  # now (snapshot)
+    vram_allocated_pct: float | None  # now (snapshot)
+    compute_used_pct: float | None  # window average
+    vram_peak_pct: float | None  # window peak
+    hours: float  # hours of usage rows in the window (0: none, figures based on them unknown)
+    price_per_hour: float | None
+    classes: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadRow:
+    """Queries 3 and 4 for one workload: request per device vs average and peak use per device."""
+
+    namespace: str
+    name: str
+    pool: str | None
+    in_cluster: bool
+    workers: int | None
+    gpu_count: int | None
+    tflops_request: float | None
+    tflops_limit: float | None  # current, from the snapshot
+    tflops_avg: float | None
+    tflops_peak: float | None
+    vram_request_bytes: float | None
+    vram_peak_bytes: float | None
+    device_tflops: float | None  # capacity of the GPUs it runs on (mean), for shares
+    device_vram_bytes: float | None
+    device_hours: float
+    autoscale: bool
+    classes: tuple[str, ...]
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def tflops_use_ratio(self) -> float | None:
+        if self.tflops_avg is None or not self.tflops_request:
+            return None
+        return self.tflops_avg / self.tflops_request
+
+
+@dataclass(frozen=True, slots=True)
+class Totals:
+    """Disjoint waste over the window: requests above usage, and capacity nobody requested."""
+
+    requests_gpu_hours: float
+    requests_money: float
+    capacity_gpu_hours: float
+    capacity_money: float
+    unpriced: int  # findings counted in GPU-hours whose money is unknown
+
+    @property
+    def gpu_hours(self) -> float:
+        return self.requests_gpu_hours + self.capacity_gpu_hours
+
+    @property
+    def money(self) -> float:
+        return self.requests_money + self.capacity_money
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnosis:
+    window: timedelta
+    nodes: tuple[NodeRow, ...]
+    gpus: tuple[GPURow, ...]
+    workloads: tuple[WorkloadRow, ...]
+    findings: tuple[Finding, ...]  # by wasted GPU-hours, largest first
+    totals: Totals
+
+
+# -- helpers -------------------------------------------------------------------------------------
+
+
+def num(x: float, digits: int = 1) -> str:
+    """A figure for fix and detail text: `digits` decimals (one more below 1), trailing zeros dropped."""
+    text = f"{x:.{digits + 1 if abs(x) < 1 else digits}f}"
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return "0" if text == "-0" else text
+
+
+def gib(x: float) -> str:
+    return f"{num(x / GI)}Gi"
+
+
+def _ceil_gi(x: float) -> int:
+    return max(1, math.ceil(x / GI - _EPS))
+
+
+def _ceil_tflops(x: float) -> int:
+    return max(1, math.ceil(x - _EPS))
+
+
+def _hours(samples: int, window: timedelta, objects: int = 1) -> float:
+    covered = min(SAMPLE_INTERVAL * samples, window * max(objects, 1))
+    return covered / timedelta(hours=1)
+
+
+def _gpu_price(state: ClusterState, gpu: str) -> float | None:
+    gv = state.gpus.get(gpu)
+    if gv is None:
+        return None
+    node = state.nodes.get(gv.node) if gv.node else None
+    if node is not None and node.cost_per_hour is not None and node.gpus:
+        return node.cost_per_hour / len(node.gpus)
+    info = gpuinfo.lookup(gv.model) if gv.model else None
+    return info.price_per_hour if info else None
+
+
+def _money(gpu_hours: float | None, price: float | None) -> float | None:
+    if gpu_hours is None or price is None:
+        return None
+    return gpu_hours * price
+
+
+def _pool_path(state: ClusterState, pool: str | None, path: str) -> str:
+    """Where a pool setting is edited: the TensorFusionCluster's specTemplate (the controller copies it)."""
+    pv = state.pools.get(pool) if pool else None
+    if pv is None:
+        return f"GPUPool {pool or '<pool>'} spec.{path}"
+    if pv.cluster and pv.name.startswith(pv.cluster + "-"):
+        short = pv.name[len(pv.cluster) + 1 :]
+        return f"TensorFusionCluster {pv.cluster} spec.gpuPools[{short}].specTemplate.{path}"
+    return f"GPUPool {pv.name} spec.{path}"
+
+
+def _pool_spec(pv: PoolView | None) -> dict[str, object]:
+    return (pv.obj.get("spec") or {}) if pv is not None else {}
+
+
+def _capacity_text(spec: dict[str, object], key: str) -> str | None:
+    cap = spec.get("capacityConfig")
+    unit = cap.get(key) if isinstance(cap, dict) else None
+    if not isinstance(unit, dict):
+        return None
+    parts = [f"{unit[k]} {label}" for k, label in (("tflops", "TFLOPS"), ("vram", "VRAM")) if unit.get(k)]
+    return ", ".join(parts) or None
+
+
+def _compaction(spec: dict[str, object]) -> dict[str, object]:
+    nmc = spec.get("nodeManagerConfig")
+    nc = nmc.get("nodeCompaction") if isinstance(nmc, dict) else None
+    return nc if isinstance(nc, dict) else {}
+
+
+def _template_name(pv: PoolView | None) -> str:
+    return pv.template if pv is not None and pv.template else "<the pool's SchedulingConfigTemplate>"
+
+
+# -- figures -------------------------------------------------------------------------------------
+
+
+def _gpu_usage_index(step1: Step1) -> dict[str, GPUUsageSummary]:
+    return {g.uuid.lower(): g for g in step1.gpus}
+
+
+def _vram_pct(g: GPUUsageSummary, cap_vram: float | None) -> float | None:
+    if g.vram_peak_pct is not None:
+        return g.vram_peak_pct
+    if cap_vram:
+        return g.vram_peak_bytes / cap_vram * 100.0
+    return None
+
+
+def _gpu_rows(step1: Step1, state: ClusterState, usage: dict[str, GPUUsageSummary]) -> list[GPURow]:
+    def order(name: str) -> tuple[str, int, str]:
+        gv = state.gpus.get(name)
+        node = (gv.node if gv else None) or (usage[name].node if name in usage else "")
+        return (node or "", gv.index if gv and gv.index is not None else -1, name)
+
+    rows: list[GPURow] = []
+    for name in sorted(set(state.gpus) | set(usage), key=order):
+        gv = state.gpus.get(name)
+        u = usage.get(name)
+        cap_t = gv.capacity.tflops if gv else 0.0
+        cap_v = gv.capacity.vram if gv else 0.0
+        info = gpuinfo.lookup(gv.model) if gv and gv.model else None
+        rows.append(
+            GPURow(
+                name=name,
+                node=gv.node if gv else (u.node if u else None),
+                pool=gv.pool if gv else None,
+                model=gv.model if gv else "",
+                in_cluster=gv is not None,
+                tflops_allocated_pct=gv.allocated.tflops / cap_t * 100.0 if gv and cap_t else None,
+                vram_allocated_pct=gv.allocated.vram / cap_v * 100.0 if gv and cap_v else None,
+                compute_used_pct=u.compute_used_pct if u and u.samples else None,
+                vram_peak_pct=_vram_pct(u, cap_v or None) if u and u.samples else None,
+                hours=_hours(u.samples, step1.window) if u else 0.0,
+                price_per_hour=_gpu_price(state, name) if gv else (info.price_per_hour if info else None),
+                classes=(),
+            )
+        )
+    return rows
+
+
+def _node_rows(step1: Step1, state: ClusterState, gpu_rows: dict[str, GPURow]) -> list[NodeRow]:
+    alloc: dict[str, NodeAllocation] = {n.node: n for n in step1.nodes}
+    rows: list[NodeRow] = []
+    for name in sorted(set(state.nodes) | set(alloc)):
+        nv = state.nodes.get(name)
+        a = alloc.get(name) if alloc.get(name) and alloc[name].samples else None
+        gpus = nv.gpus if nv else []
+        reporting = [gpu_rows[g] for g in gpus if g in gpu_rows and gpu_rows[g].compute_used_pct is not None]
+        used: float | None = None
+        if gpus and len(reporting) == len(gpus):
+            weights = [state.gpus[g.name].capacity.tflops for g in reporting]
+            total = sum(weights)
+            if total > 0:
+                used = (
+                    sum(w * (g.compute_used_pct or 0.0) for w, g in zip(weights, reporting, strict=True))
+                    / total
+                )
+        peaks = [g.vram_peak_pct for g in reporting if g.vram_peak_pct is not None]
+        prices = [gpu_rows[g].price_per_hour for g in gpus if g in gpu_rows]
+        price = None
+        if nv is not None and nv.cost_per_hour is not None and gpus:
+            price = nv.cost_per_hour / len(gpus)
+        elif prices and all(p is not None for p in prices):
+            price = sum(p for p in prices if p is not None) / len(prices)
+        rows.append(
+            NodeRow(
+                name=name,
+                pool=(nv.pool if nv else None) or (alloc[name].pool if name in alloc else None),
+                gpus=len(gpus),
+                in_cluster=nv is not None,
+                tflops_allocated_pct=a.tflops_allocated_pct if a else None,
+                vram_allocated_pct=a.vram_allocated_pct if a else None,
+                compute_used_pct=used,
+                vram_peak_pct=max(peaks) if peaks else None,
+                gpus_reporting=len(reporting),
+                hours=_hours(a.samples, step1.window) if a else 0.0,
+                price_per_gpu_hour=price,
+                classes=(),
+            )
+        )
+    return rows
+
+
+def _workload_rows(step1: Step1, state: ClusterState) -> tuple[list[WorkloadRow], dict[str, float | None]]:
+    """Rows per workload and the mean hourly price of the GPUs each runs on."""
+    req: dict[str, WorkloadRequest] = {f"{r.namespace}/{r.workload}": r for r in step1.workload_requests}
+    use: dict[str, WorkloadUsage] = {f"{u.namespace}/{u.workload}": u for u in step1.workload_usage}
+    rows: list[WorkloadRow] = []
+    prices: dict[str, float | None] = {}
+    for key in sorted(set(state.workloads) | set(req) | set(use)):
+        wv = state.workloads.get(key)
+        r = req.get(key) if req.get(key) and req[key].samples else None
+        u = use.get(key) if use.get(key) and use[key].samples else None
+        ns, _, name = key.partition("/")
+        devices = [
+            g for w in (state.workers_of_workload(key) if wv else []) for g in w.gpu_ids if g in state.gpus
+        ]
+        cap_t = sum(state.gpus[g].capacity.tflops for g in devices) / len(devices) if devices else None
+        cap_v = sum(state.gpus[g].capacity.vram for g in devices) / len(devices) if devices else None
+        dev_prices = [_gpu_price(state, g) for g in devices]
+        prices[key] = (
+            sum(p for p in dev_prices if p is not None) / len(dev_prices)
+            if dev_prices and all(p is not None for p in dev_prices)
+            else None
+        )
+        gpu_count = max(1, round(r.gpu_count)) if r else (wv.gpu_count if wv else None)
+        limit = None
+        if wv is not None:
+            workers = state.workers_of_workload(key)
+            limit = workers[0].limit.tflops if workers else wv.limit.tflops
+        rows.append(
+            WorkloadRow(
+                namespace=ns,
+                name=name,
+                pool=wv.pool if wv else None,
+                in_cluster=wv is not None,
+                workers=r.workers if r else (len(wv.workers) if wv else None),
+                gpu_count=gpu_count,
+                tflops_request=r.tflops_request if r else None,
+                tflops_limit=limit or None,
+                tflops_avg=u.tflops_avg if u else None,
+                tflops_peak=u.tflops_peak if u else None,
+                vram_request_bytes=r.vram_request_bytes if r else None,
+                vram_peak_bytes=u.vram_peak_bytes if u else None,
+                device_tflops=cap_t or None,
+                device_vram_bytes=cap_v or None,
+                device_hours=_hours(r.samples, step1.window, r.workers) * (gpu_count or 1) if r else 0.0,
+                autoscale=wv.autoscale if wv else False,
+                classes=(),
+            )
+        )
+    return rows, prices
+
+
+# -- classification ------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Ctx:
+    """The classification pass: the cluster the fixes refer to, and the findings collected so far."""
+
+    state: ClusterState
+    findings: list[Finding]
+
+    def add(
+        self,
+        level: Level,
+        name: str,
+        pool: str | None,
+        cls: Cls,
+        detail: str,
+        fixes: Iterable[str],
+        gpu_hours: float | None,
+        price: float | None,
+    ) -> str:
+        hours = None if gpu_hours is None else max(0.0, gpu_hours)
+        self.findings.append(
+            Finding(level, name, pool, cls, detail, tuple(fixes), hours, _money(hours, price))
+        )
+        return cls
+
+
+def _verdict(found: list[str], decidable: bool) -> tuple[str, ...]:
+    if found:
+        return tuple(found)
+    return ("ok",) if decidable else ("no-data",)
+
+
+def _classify_node(ctx: _Ctx, row: NodeRow, fragmented_in_pool: int) -> tuple[str, ...]:
+    st = ctx.state
+    nv = st.nodes.get(row.name)
+    if nv is None or row.tflops_allocated_pct is None or row.vram_allocated_pct is None:
+        return ("no-data",)
+    pv = st.pools.get(row.pool) if row.pool else None
+    t, v, used = row.tflops_allocated_pct, row.vram_allocated_pct, row.compute_used_pct
+    held = max(t, v)
+    gpu_h = row.gpus * row.hours
+    price = row.price_per_gpu_hour
+    found: list[str] = []
+    if held <= EMPTY_ALLOC_PCT + _EPS and not nv.workers:
+        found.append(
+            ctx.add(
+                "node", row.name, row.pool, "empty-node",
+                f"nothing allocated over the window on {row.gpus} GPU(s) and no worker now",
+                _empty_node_fixes(st, nv, pv), gpu_h, price,
+            )
+        )  # fmt: skip
+        return tuple(found)
+    if used is not None and t >= HIGH_ALLOC_PCT and used >= HIGH_USED_PCT:
+        found.append(
+            ctx.add(
+                "node", row.name, row.pool, "saturation",
+                f"TFLOPS {num(t)}% allocated and compute {num(used)}% used",
+                _saturation_fixes(st, pv), 0.0, price,
+            )
+        )  # fmt: skip
+    if used is not None and t >= HIGH_ALLOC_PCT and used <= LOW_USED_PCT:
+        found.append(
+            ctx.add(
+                "node", row.name, row.pool, "over-request",
+                f"TFLOPS {num(t)}% allocated but compute only {num(used)}% used",
+                _node_over_request_fixes(st, nv), (t - used) / 100.0 * gpu_h, price,
+            )
+        )  # fmt: skip
+    if held <= LOW_ALLOC_PCT and fragmented_in_pool >= FRAGMENTED_MIN_NODES:
+        found.append(
+            ctx.add(
+                "node", row.name, row.pool, "fragmentation",
+                f"only {num(held)}% allocated (TFLOPS {num(t)}%, VRAM {num(v)}%), one of "
+                f"{fragmented_in_pool} partly used nodes in pool {row.pool}",
+                _fragmentation_fixes(st, nv, pv), (100.0 - held) / 100.0 * gpu_h, price,
+            )
+        )  # fmt: skip
+    if v >= VRAM_BOUND_MIN_PCT and v - t >= VRAM_BOUND_GAP_PCT:
+        found.append(
+            ctx.add(
+                "node", row.name, row.pool, "vram-bound",
+                f"VRAM {num(v)}% allocated vs TFLOPS {num(t)}%: {num(v - t)} points of compute "
+                "stranded behind full memory",
+                _vram_bound_fixes(st, st.workers_of_node(nv.name), pv), (v - t) / 100.0 * gpu_h, price,
+            )
+        )  # fmt: skip
+    if used is not None and used > t + UNDER_REQUEST_MARGIN_PCT:
+        found.append(
+            ctx.add(
+                "node", row.name, row.pool, "under-request",
+                f"compute {num(used)}% used but only {num(t)}% of TFLOPS allocated",
+                _node_under_request_fixes(st, nv), 0.0, price,
+            )
+        )  # fmt: skip
+    return _verdict(found, used is not None)
+
+
+def _classify_gpu(ctx: _Ctx, row: GPURow) -> tuple[str, ...]:
+    st = ctx.state
+    gv = st.gpus.get(row.name)
+    if gv is None or row.tflops_allocated_pct is None or row.vram_allocated_pct is None:
+        return ("no-data",)
+    t, v, used, peak = (
+        row.tflops_allocated_pct,
+        row.vram_allocated_pct,
+        row.compute_used_pct,
+        row.vram_peak_pct,
+    )
+    held = max(t, v)
+    pv = st.pools.get(row.pool) if row.pool else None
+    workers = st.workers_of_gpu(gv.name)
+    found: list[str] = []
+    if (
+        held > _EPS
+        and used is not None
+        and peak is not None
+        and used < IDLE_COMPUTE_PCT
+        and peak < IDLE_VRAM_PCT
+    ):
+        found.append(
+            ctx.add(
+                "gpu", row.name, row.pool, "idle-reservation",
+                f"{num(held)}% reserved by {_names(w.key for w in workers)} but compute {num(used, 2)}% "
+                f"and VRAM peak {num(peak)}%",
+                _idle_fixes(st, pv, sorted({w.qos for w in workers}), [w.workload or w.name for w in workers]),
+                held / 100.0 * row.hours, row.price_per_hour,
+            )
+        )  # fmt: skip
+    elif used is not None and t >= HIGH_ALLOC_PCT and used <= LOW_USED_PCT:
+        found.append(
+            ctx.add(
+                "gpu", row.name, row.pool, "over-request",
+                f"TFLOPS {num(t)}% allocated but compute only {num(used)}% used",
+                _workers_over_request_fixes(workers), (t - used) / 100.0 * row.hours, row.price_per_hour,
+            )
+        )  # fmt: skip
+    if used is not None and t >= HIGH_ALLOC_PCT and used >= HIGH_USED_PCT:
+        found.append(
+            ctx.add(
+                "gpu", row.name, row.pool, "saturation",
+                f"TFLOPS {num(t)}% allocated and compute {num(used)}% used",
+                _saturation_fixes(st, pv), 0.0, row.price_per_hour,
+            )
+        )  # fmt: skip
+    if v >= VRAM_BOUND_MIN_PCT and v - t >= VRAM_BOUND_GAP_PCT:
+        found.append(
+            ctx.add(
+                "gpu", row.name, row.pool, "vram-bound",
+                f"VRAM {num(v)}% allocated vs TFLOPS {num(t)}%",
+                _vram_bound_fixes(st, workers, pv), (v - t) / 100.0 * row.hours if row.hours else None,
+                row.price_per_hour,
+            )
+        )  # fmt: skip
+    if used is not None and used > t + UNDER_REQUEST_MARGIN_PCT:
+        found.append(
+            ctx.add(
+                "gpu", row.name, row.pool, "under-request",
+                f"compute {num(used)}% used but only {num(t)}% of TFLOPS allocated",
+                _workers_under_request_fixes(workers), 0.0, row.price_per_hour,
+            )
+        )  # fmt: skip
+    return _verdict(found, used is not None)
+
+
+def _classify_workload(ctx: _Ctx, row: WorkloadRow, price: float | None) -> tuple[str, ...]:
+    st = ctx.state
+    wv = st.workloads.get(row.key)
+    if (
+        wv is None
+        or row.tflops_request is None
+        or row.vram_request_bytes is None
+        or row.tflops_avg is None
+        or row.tflops_peak is None
+        or row.vram_peak_bytes is None
+    ):
+        return ("no-data",)
+    req, avg, peak = row.tflops_request, row.tflops_avg, row.tflops_peak
+    vreq, vpeak = row.vram_request_bytes, row.vram_peak_bytes
+    pv = st.pools.get(row.pool) if row.pool else None
+    waste = _request_waste(row)
+    found: list[str] = []
+    share = avg / row.device_tflops * 100.0 if row.device_tflops else None
+    idle = req > 0 and avg < IDLE_REQUEST_RATIO * req and (share is None or share < IDLE_COMPUTE_PCT)
+    tf_over = req > 0 and avg / req < OVER_REQUEST_RATIO
+    vram_over = vreq > 0 and vpeak / vreq < OVER_REQUEST_RATIO
+    use_text = (
+        f"uses {num(avg)} of {num(req)} TFLOPS requested per GPU on average ({num(avg / req * 100.0 if req else 0.0)}%), "
+        f"peak {num(peak)}; VRAM peak {gib(vpeak)} of {gib(vreq)}"
+    )
+    if idle:
+        found.append(
+            ctx.add(
+                "workload", row.key, row.pool, "idle-reservation", use_text,
+                _idle_fixes(st, pv, [wv.qos], [row.key]), waste, price,
+            )
+        )  # fmt: skip
+    elif tf_over or vram_over:
+        found.append(
+            ctx.add(
+                "workload", row.key, row.pool, "over-request", use_text,
+                _over_request_fixes(row, wv, tf_over, vram_over), waste, price,
+            )
+        )  # fmt: skip
+    limit = row.tflops_limit
+    near_limit = limit is not None and limit > 0 and peak >= LIMIT_NEAR_RATIO * limit
+    if (req > 0 and avg > req) or vpeak > vreq or near_limit:
+        found.append(
+            ctx.add(
+                "workload", row.key, row.pool, "under-request", use_text
+                + (f"; peak at {num(peak / limit * 100.0)}% of its {num(limit)} TFLOPS limit" if near_limit and limit else ""),
+                _under_request_fixes(row, avg > req > 0, vpeak > vreq, near_limit), 0.0, price,
+            )
+        )  # fmt: skip
+    return _verdict(found, True)
+
+
+def _request_waste(row: WorkloadRow) -> float | None:
+    """(held − needed) share of a device × device-hours; None without the device's capacity."""
+    if not row.device_tflops or not row.device_vram_bytes:
+        return None
+    assert row.tflops_request is not None and row.vram_request_bytes is not None
+    assert row.tflops_avg is not None and row.vram_peak_bytes is not None
+    held = max(row.tflops_request / row.device_tflops, row.vram_request_bytes / row.device_vram_bytes)
+    needed = max(row.tflops_avg / row.device_tflops, row.vram_peak_bytes / row.device_vram_bytes)
+    return max(0.0, held - needed) * row.device_hours
+
+
+# -- fix texts -----------------------------------------------------------------------------------
+
+
+def _names(items: Iterable[str], limit: int = 3) -> str:
+    names = sorted(set(items))
+    if not names:
+        return "no worker"
+    more = f" and {len(names) - limit} more" if len(names) > limit else ""
+    return ", ".join(names[:limit]) + more
+
+
+def _kubectl_workload(ns: str, name: str) -> str:
+    return f"kubectl get tensorfusionworkload {name} -n {ns} -o jsonpath='{{.status.recommendation}}'"
+
+
+def _over_request_fixes(row: WorkloadRow, wv: WorkloadView, tf_over: bool, vram_over: bool) -> list[str]:
+    target = "all" if tf_over and vram_over else ("compute" if tf_over else "vram")
+    fixes: list[str] = []
+    if wv.autoscale:
+        fixes.append(
+            f"autoscaling is on: check its recommendation with `{_kubectl_workload(row.namespace, row.name)}`"
+        )
+    else:
+        fixes.append(
+            f'turn on autoscaling: pod-template annotations tensor-fusion.ai/autoscale: "true" and '
+            f"tensor-fusion.ai/autoscale-target: {target} (or TensorFusionWorkload {row.key} "
+            f"spec.autoScalingConfig.autoSetResources.enable: true, targetResource: {target})"
+        )
+    assert row.tflops_peak is not None and row.vram_peak_bytes is not None
+    if tf_over:
+        limit = f", keep {keys.TFLOPS_LIMIT} {num(row.tflops_limit)}" if row.tflops_limit else ""
+        fixes.append(
+            f"or lower {keys.TFLOPS_REQUEST} to {_ceil_tflops(row.tflops_peak * HEADROOM)} "
+            f"(peak {num(row.tflops_peak)} × {HEADROOM}{limit})"
+        )
+    if vram_over:
+        fixes.append(
+            f"or lower {keys.VRAM_REQUEST} to {_ceil_gi(row.vram_peak_bytes * HEADROOM)}Gi "
+            f"(peak {gib(row.vram_peak_bytes)} × {HEADROOM})"
+        )
+    return fixes
+
+
+def _under_request_fixes(row: WorkloadRow, avg_over: bool, vram_over: bool, near_limit: bool) -> list[str]:
+    assert row.tflops_avg is not None and row.tflops_peak is not None and row.vram_peak_bytes is not None
+    fixes: list[str] = []
+    if avg_over:
+        fixes.append(
+            f"raise {keys.TFLOPS_REQUEST} to {_ceil_tflops(row.tflops_avg * HEADROOM)} "
+            f"(average {num(row.tflops_avg)} > request {num(row.tflops_request or 0.0)} TFLOPS per GPU)"
+        )
+    if near_limit and row.tflops_limit:
+        fixes.append(
+            f"raise {keys.TFLOPS_LIMIT} to {_ceil_tflops(max(row.tflops_peak, row.tflops_limit) * HEADROOM)} "
+            f"(peak {num(row.tflops_peak)} vs limit {num(row.tflops_limit)})"
+        )
+    if vram_over:
+        fixes.append(
+            f"raise {keys.VRAM_REQUEST} to {_ceil_gi(row.vram_peak_bytes * HEADROOM)}Gi "
+            f"(peak {gib(row.vram_peak_bytes)} > request {gib(row.vram_request_bytes or 0.0)})"
+        )
+    fixes.append(
+        f"with autoscaling, let it grow: TensorFusionWorkload {row.key} "
+        "spec.autoScalingConfig.autoSetResources.maxComputeResourcesRatio (default 10.0)"
+    )
+    fixes.append(f"latency-sensitive: {keys.QOS}: high or critical")
+    return fixes
+
+
+def _idle_fixes(st: ClusterState, pv: PoolView | None, qos: list[str], workloads: list[str]) -> list[str]:
+    q = qos[0] if len(qos) == 1 else "|".join(qos) or "low"
+    names = _names(workloads)
+    return [
+        f"freeze it while idle: SchedulingConfigTemplate {_template_name(pv)} "
+        f"spec.hypervisor.autoFreezeAndResume.autoFreeze: [{{qos: {q}, enable: true}}]",
+        f"or scale {names} to zero when unused: TensorFusionWorkload spec.replicas: 0",
+        "or schedule it: TensorFusionWorkload spec.autoScalingConfig.cronScalingRules",
+    ]
+
+
+def _workers_over_request_fixes(workers: list[WorkerView]) -> list[str]:
+    names = _names(f"{w.namespace}/{w.workload or w.name}" for w in workers)
+    return [
+        f'turn on autoscaling for {names}: pod-template annotation tensor-fusion.ai/autoscale: "true" '
+        "(or spec.autoScalingConfig.autoSetResources.enable: true)",
+        f"or lower {keys.TFLOPS_REQUEST} of {names} (see the workload findings)",
+    ]
+
+
+def _workers_under_request_fixes(workers: list[WorkerView]) -> list[str]:
+    names = _names(f"{w.namespace}/{w.workload or w.name}" for w in workers)
+    return [f"raise {keys.TFLOPS_REQUEST} or {keys.TFLOPS_LIMIT} of {names} (see the workload findings)"]
+
+
+def _node_over_request_fixes(st: ClusterState, nv: NodeView) -> list[str]:
+    return _workers_over_request_fixes(st.workers_of_node(nv.name))
+
+
+def _node_under_request_fixes(st: ClusterState, nv: NodeView) -> list[str]:
+    return _workers_under_request_fixes(st.workers_of_node(nv.name))
+
+
+def _empty_node_fixes(st: ClusterState, nv: NodeView, pv: PoolView | None) -> list[str]:
+    spec = _pool_spec(pv)
+    pool = pv.name if pv else (nv.pool or "<pool>")
+    fixes: list[str] = []
+    if nv.do_not_disrupt:
+        fixes.append(
+            f"remove label {keys.DO_NOT_DISRUPT}=true from GPUNode/Node {nv.name}: compaction skips it"
+        )
+    period = _compaction(spec).get("period") or "5m"
+    bounds = [f"{k} ({t})" for k, t in (("minResources", _capacity_text(spec, "minResources")),
+                                          ("warmResources", _capacity_text(spec, "warmResources"))) if t]  # fmt: skip
+    keep = f" if the pool stays at or above {' and '.join(bounds)}" if bounds else ""
+    fixes.append(
+        f"node compaction releases it every {_pool_path(st, pool, 'nodeManagerConfig.nodeCompaction.period')} "
+        f"(now {period}){keep}"
+    )
+    fixes.append(
+        f'now: kubectl annotate gpupool {pool} --overwrite {keys.MANUAL_COMPACTION}="$(date -u +%Y-%m-%dT%H:%M:%SZ)"'
+    )
+    if pv is not None and pv.provisioning_mode == "AutoSelect":
+        fixes.append(
+            f"AutoSelect pool: compaction only labels the Node {keys.SHOULD_DELETE}=true; "
+            "a node autoscaler must remove it"
+        )
+    return fixes
+
+
+def _fragmentation_fixes(st: ClusterState, nv: NodeView, pv: PoolView | None) -> list[str]:
+    spec = _pool_spec(pv)
+    fixes: list[str] = []
+    mode = pv.placement_mode if pv else "NodeCompactGPULowLoad"
+    if mode != "CompactFirst":
+        if pv is not None and pv.template:
+            fixes.append(
+                f"SchedulingConfigTemplate {pv.template} spec.placement.mode: CompactFirst (now {mode}): "
+                f"kubectl patch schedulingconfigtemplate {pv.template} --type=merge "
+                """-p '{"spec":{"placement":{"mode":"CompactFirst"}}}'"""
+            )
+        else:
+            fixes.append(
+                f"give {_pool_path(st, pv.name if pv else nv.pool, 'schedulingConfigTemplate')} a "
+                "SchedulingConfigTemplate with spec.placement.mode: CompactFirst"
+            )
+    defrag = _compaction(spec).get("defrag")
+    defrag = defrag if isinstance(defrag, dict) else {}
+    path = _pool_path(st, pv.name if pv else nv.pool, "nodeManagerConfig.nodeCompaction.defrag")
+    if defrag.get("enabled") is True:
+        fixes.append(
+            f"defrag is on ({path}: schedule {defrag.get('schedule', '0 3 * * *')!r}, "
+            f"utilizationThresholdPercent {defrag.get('utilizationThresholdPercent', 40)}): "
+            f"check PodDisruptionBudgets cover the workers on {nv.name} (else DefragSkipMissingPDB)"
+        )
+    else:
+        fixes.append(
+            f"{path}.enabled: true (with schedule, timezone, utilizationThresholdPercent: 40) and "
+            f"PodDisruptionBudgets for the workers on {nv.name}"
+        )
+    if nv.do_not_disrupt:
+        fixes.append(f"remove label {keys.DO_NOT_DISRUPT}=true from {nv.name} where safe")
+    fixes.append("then node compaction releases the emptied nodes (within minResources/warmResources)")
+    return fixes
+
+
+def _saturation_fixes(st: ClusterState, pv: PoolView | None) -> list[str]:
+    spec = _pool_spec(pv)
+    pool = pv.name if pv else None
+    cur = _capacity_text(spec, "maxResources")
+    fixes = [
+        f"raise {_pool_path(st, pool, 'capacityConfig.maxResources')}"
+        + (f" (now {cur})" if cur else "")
+        + " and warmResources"
+    ]
+    if pv is not None and pv.provisioning_mode in ("Provisioned", "Karpenter"):
+        fixes.append(f"{pv.provisioning_mode} pool: the controller adds nodes once maxResources allows")
+    else:
+        fixes.append(
+            f"AutoSelect pool: label more GPU nodes to match {_pool_path(st, pool, 'nodeManagerConfig.nodeSelector')}"
+        )
+    return fixes
+
+
+def _vram_bound_fixes(st: ClusterState, workers: list[WorkerView], pv: PoolView | None) -> list[str]:
+    top = sorted(workers, key=lambda w: (-w.request.vram * w.gpu_count, w.key))[:3]
+    listing = ", ".join(f"{w.namespace}/{w.workload or w.name} {gib(w.request.vram)}" for w in top)
+    over = f"{pv.vram_expand_mem}/{pv.vram_expand_disk}" if pv else "?"
+    return [
+        f"review {keys.VRAM_REQUEST}" + (f" of {listing}" if listing else "") + " (per GPU)",
+        f"{_pool_path(st, pv.name if pv else None, 'capacityConfig.oversubscription')}.vramExpandToHostMem/"
+        f"vramExpandToHostDisk (now {over}) to back VRAM with host memory",
+        "route compute-light models to other GPU models: TensorFusionWorkload spec.gpuModel",
+    ]
+
+
+_Row = TypeVar("_Row", NodeRow, GPURow, WorkloadRow)
+
+
+# -- entry point ---------------------------------------------------------------------------------
+
+
+def _sort_key(f: Finding) -> tuple[float, int, str, str]:
+    w = -1.0 if f.wasted_gpu_hours is None else f.wasted_gpu_hours
+    return (-w, LEVELS.index(f.level), f.name, f.cls)
+
+
+def diagnose(step1: Step1, state: ClusterState) -> Diagnosis:
+    """Classify every node, GPU and workload of `state` and `step1`; findings by wasted GPU-hours."""
+    ctx = _Ctx(state, [])
+    usage = _gpu_usage_index(step1)
+    gpu_rows = _gpu_rows(step1, state, usage)
+    gpu_index = {g.name: g for g in gpu_rows}
+    node_rows = _node_rows(step1, state, gpu_index)
+    wl_rows, wl_prices = _workload_rows(step1, state)
+
+    partly: dict[str | None, int] = defaultdict(int)
+    for n in node_rows:
+        if n.in_cluster and n.tflops_allocated_pct is not None and n.vram_allocated_pct is not None:
+            held = max(n.tflops_allocated_pct, n.vram_allocated_pct)
+            if EMPTY_ALLOC_PCT + _EPS < held <= LOW_ALLOC_PCT:
+                partly[n.pool] += 1
+
+    nodes = tuple(_with(n, _classify_node(ctx, n, partly[n.pool])) for n in node_rows)
+    gpus = tuple(_with(g, _classify_gpu(ctx, g)) for g in gpu_rows)
+    workloads = tuple(_with(w, _classify_workload(ctx, w, wl_prices.get(w.key))) for w in wl_rows)
+    findings = tuple(sorted(ctx.findings, key=_sort_key))
+    return Diagnosis(step1.window, nodes, gpus, workloads, findings, _totals(findings))
+
+
+def _with(row: _Row, classes: tuple[str, ...]) -> _Row:
+    return replace(row, classes=classes)
+
+
+def _totals(findings: Iterable[Finding]) -> Totals:
+    req_h = req_m = cap_h = cap_m = 0.0
+    unpriced = 0
+    for f in findings:
+        if f.wasted_gpu_hours is None:
+            continue
+        if f.level == "workload" and f.cls in REQUEST_WASTE:
+            req_h += f.wasted_gpu_hours
+            req_m += f.wasted_money or 0.0
+        elif f.level == "node" and f.cls in CAPACITY_WASTE:
+            cap_h += f.wasted_gpu_hours
+            cap_m += f.wasted_money or 0.0
+        else:
+            continue
+        if f.wasted_money is None and f.wasted_gpu_hours > 0:
+            unpriced += 1
+    return Totals(req_h, req_m, cap_h, cap_m, unpriced)
