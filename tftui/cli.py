@@ -8,6 +8,7 @@ JSON List. User errors exit with status 2 and one line on stderr, never a traceb
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -50,6 +51,12 @@ def _add_source_args(p: argparse.ArgumentParser, *, sub: bool = False) -> None:
     )
     src.add_argument("--context", default=d(None), help="kubeconfig context to use")
     src.add_argument("--kubeconfig", default=d(None), help="path to a kubeconfig file")
+    src.add_argument(
+        "--metrics-dsn",
+        metavar="DSN",
+        default=d(None),
+        help="GreptimeDB PostgreSQL DSN (default: env TFTUI_METRICS_DSN; --demo: its simulator)",
+    )
     src.add_argument(
         "--read-only",
         action="store_true",
@@ -98,15 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
     report = sub.add_parser(
         "report",
         help="step 1 of the page: allocation vs usage, waste diagnosis, alerts (--compare: verify)",
-        conflict_handler="resolve",  # --metrics-dsn may also come with the shared source flags
     )
     _add_source_args(report, sub=True)
-    report.add_argument(
-        "--metrics-dsn",
-        metavar="DSN",
-        default=argparse.SUPPRESS,
-        help="GreptimeDB PostgreSQL DSN (default: env TFTUI_METRICS_DSN; --demo: its simulator)",
-    )
     report.add_argument(
         "--window",
         metavar="DURATION",
@@ -164,7 +164,18 @@ def _live_cluster(args: argparse.Namespace) -> ClusterPort:
     )
 
 
+def metrics_dsn(args: argparse.Namespace) -> str | None:
+    """`--metrics-dsn`, else env TFTUI_METRICS_DSN — except for `--demo`, which reads its simulator
+    unless a DSN is given explicitly (a global env DSN must not mix another cluster's metrics in)."""
+    return args.metrics_dsn or (None if args.demo else os.environ.get("TFTUI_METRICS_DSN")) or None
+
+
 def open_metrics(args: argparse.Namespace, cluster: ClusterPort) -> MetricsPort | None:
+    dsn = metrics_dsn(args)
+    if dsn:
+        from tftui.sources.greptime import GreptimeMetrics
+
+        return GreptimeMetrics(dsn)
     if args.demo:
         from tftui.sources.sim.usage import SimMetrics
 
@@ -270,7 +281,6 @@ def cmd_plan(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     """`tftui report`: the page's step 1 (and, with --compare, its verify step) as text, JSON or CSV."""
     import json
-    import os
 
     from tftui.engine.report import (
         ReportError,
@@ -302,7 +312,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     state = _state(cluster)
     # --demo reads its simulator unless a DSN is given explicitly (a global TFTUI_METRICS_DSN must not
     # turn the demo into a report on another cluster's metrics).
-    dsn = getattr(args, "metrics_dsn", None) or (None if args.demo else os.environ.get("TFTUI_METRICS_DSN"))
+    dsn = metrics_dsn(args)
     port: Step1Port
     if dsn:
         from tftui.sources.greptime import GreptimeMetrics
