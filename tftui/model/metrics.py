@@ -107,3 +107,35 @@ class Step1:
 
 
 AlertRow = dict[str, Any]
+
+
+def assemble_step1(
+    now: datetime,
+    window: timedelta,
+    nodes: list[NodeAllocation],
+    gpus: list[GPUUsageSummary],
+    requests: list[WorkloadRequest],
+    usage: list[WorkloadUsage],
+    missing: set[str],
+) -> Step1:
+    """One Step1 from the four query results, in the canonical order both sources must share.
+
+    A table that produced no row is named in `missing`, so an empty table never reads as "no waste".
+    """
+    for name, part in (
+        ("tf_node_metrics", nodes),
+        ("tf_gpu_usage", gpus),
+        ("tf_worker_resources", requests),
+        ("tf_worker_usage", usage),
+    ):
+        if not part:
+            missing.add(name)
+    return Step1(
+        now=now,
+        window=window,
+        nodes=tuple(sorted(nodes, key=lambda n: (n.tflops_allocated_pct, n.node, n.pool))),
+        gpus=tuple(sorted(gpus, key=lambda g: (g.compute_used_pct, g.node, g.uuid))),
+        workload_requests=tuple(sorted(requests, key=lambda r: (r.namespace, r.workload))),
+        workload_usage=tuple(sorted(usage, key=lambda u: (u.namespace, u.workload))),
+        missing=tuple(sorted(missing)),
+    )

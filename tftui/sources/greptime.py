@@ -70,6 +70,7 @@ from tftui.model.metrics import (
     Step1,
     WorkloadRequest,
     WorkloadUsage,
+    assemble_step1,
 )
 from tftui.sources.ports import GPUUsage, MetricsTable, SourceError, WorkerUsage
 
@@ -525,23 +526,7 @@ class GreptimeMetrics:
             gpus = self._gpus(gpus_t, params, gpu_capacity, missing)
             requests = self._requests(req_t, params, missing)
             usage = self._usage(use_t, params, gpu_capacity, missing)
-        for name, part in (
-            ("tf_node_metrics", nodes),
-            ("tf_gpu_usage", gpus),
-            ("tf_worker_resources", requests),
-            ("tf_worker_usage", usage),
-        ):
-            if not part:
-                missing.add(name)
-        return Step1(
-            now=now,
-            window=window,
-            nodes=tuple(sorted(nodes, key=lambda n: (n.tflops_allocated_pct, n.node, n.pool))),
-            gpus=tuple(sorted(gpus, key=lambda g: (g.compute_used_pct, g.node, g.uuid))),
-            workload_requests=tuple(sorted(requests, key=lambda r: (r.namespace, r.workload))),
-            workload_usage=tuple(sorted(usage, key=lambda u: (u.namespace, u.workload))),
-            missing=tuple(sorted(missing)),
-        )
+        return assemble_step1(now, window, nodes, gpus, requests, usage, missing)
 
     def _nodes(self, t: TableInfo, params: Mapping[str, Any]) -> list[NodeAllocation]:
         """Query 1: average allocation % per node (page: `GROUP BY node, pool`)."""

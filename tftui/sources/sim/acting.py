@@ -71,7 +71,14 @@ from tftui.engine.state import ClusterState, Res
 from tftui.model import keys
 from tftui.model.quantity import QuantityError, parse_quantity
 from tftui.sources.ports import ActionError
-from tftui.sources.sim.cluster import DEFAULT_NOW, as_utc, format_bytes, format_tflops, generate_objects
+from tftui.sources.sim.cluster import (
+    DEFAULT_NOW,
+    as_utc,
+    capacity_status,
+    format_bytes,
+    format_tflops,
+    generate_objects,
+)
 
 __all__ = [
     "AUTOSCALER_DELAY",
@@ -962,7 +969,7 @@ class ActingSimCluster:
                 "pods": node_pods.get(name, 0),
             }
             status = dict(old)
-            status.update(_capacity(sums))
+            status.update(capacity_status(sums))
             status["totalGPUs"] = status["managedGPUs"] = len(names)
             status["managedGPUDeviceIDs"] = list(names)
             status["totalGPUPods"] = sums["pods"]
@@ -979,7 +986,7 @@ class ActingSimCluster:
         for k in by_kind.get("GPUPool", []):
             sums = pool_sums.get(k[2]) or dict.fromkeys(_SUM_FIELDS, 0)
             status = dict(self._objs[k].get("status") or {})
-            status.update(_capacity(sums))
+            status.update(capacity_status(sums))
             status["totalNodes"] = status["readyNodes"] = sums["nodes"]
             status["notReadyNodes"] = 0
             status["totalGPUs"] = sums["gpus"]
@@ -990,7 +997,7 @@ class ActingSimCluster:
         for k in by_kind.get("TensorFusionCluster", []):
             status = dict(self._objs[k].get("status") or {})
             if grand:
-                status.update(_capacity(grand))
+                status.update(capacity_status(grand))
             status["totalNodes"] = grand.get("nodes", 0)
             status["totalGPUs"] = grand.get("gpus", 0)
             self._set_status(k, status)
@@ -1057,17 +1064,3 @@ def _pool_of_gpunode(gn: Mapping[str, Any]) -> str | None:
         if k.startswith(keys.POOL_LABEL_PREFIX) and v == keys.TRUE:
             return k[len(keys.POOL_LABEL_PREFIX) :]
     return labels.get(keys.MANAGED_BY)
-
-
-def _capacity(s: Mapping[str, int]) -> JSON:
-    """The capacity block of GPUNode, GPUPool and TensorFusionCluster status (generator's format)."""
-    return {
-        "totalTFlops": format_tflops(s["total_t"]),
-        "totalVRAM": format_bytes(s["total_v"]),
-        "availableTFlops": format_tflops(s["avail_t"]),
-        "availableVRAM": format_bytes(s["avail_v"]),
-        "virtualTFlops": format_tflops(s["virt_t"]),
-        "virtualVRAM": str(s["virt_v"]),
-        "virtualAvailableTFlops": format_tflops(s["vavail_t"]),
-        "virtualAvailableVRAM": str(s["vavail_v"]),
-    }

@@ -993,7 +993,7 @@ class _Emitter:
                 "totalPools": len(_POOLS),
                 "totalNodes": total["nodes"],
                 "totalGPUs": total["gpus"],
-                **_capacity_status(total),
+                **capacity_status(total),
                 "readyGPUPools": [self.pool_name(p.name) for p in _POOLS],
                 "notReadyGPUPools": [],
                 "retryCount": 0,
@@ -1011,7 +1011,7 @@ class _Emitter:
             "totalGPUs": sums["gpus"],
             "readyNodes": sums["nodes"],
             "notReadyNodes": 0,
-            **_capacity_status(sums),
+            **capacity_status(sums),
             "runningAppsCnt": sums["pods"],
             "componentStatus": {
                 "worker": TF_VERSION,
@@ -1231,7 +1231,7 @@ class _Emitter:
             "status": {
                 "phase": "Running",
                 "conditions": [_ready(_ts(created), "NodeReady")],
-                **_capacity_status(sums),
+                **capacity_status(sums),
                 "totalGPUs": n,
                 "managedGPUs": n,
                 "managedGPUDeviceIDs": [g.name for g in node.gpus],
@@ -1555,7 +1555,7 @@ _SUM_KEYS: Final = (
 )  # fmt: skip
 
 
-def _capacity_status(s: dict[str, int]) -> JSON:
+def capacity_status(s: dict[str, int]) -> JSON:
     """The capacity block shared by GPUNode, GPUPool and TensorFusionCluster status."""
     return {
         "totalTFlops": format_tflops(s["total_t"]),

@@ -23,6 +23,7 @@ from tftui.model.metrics import (
     Step1,
     WorkloadRequest,
     WorkloadUsage,
+    assemble_step1,
 )
 from tftui.sources.greptime import RULES, alert_row_key
 
@@ -93,23 +94,7 @@ class SimStep1:
         gpus = self._gpus(self.metrics.rows("tf_gpu_usage", start, now), gpu_capacity, missing)
         requests = self._requests(self.metrics.rows("tf_worker_resources", start, now), missing)
         usage = self._usage(self.metrics.rows("tf_worker_usage", start, now), gpu_capacity, missing)
-        for name, part in (
-            ("tf_node_metrics", nodes),
-            ("tf_gpu_usage", gpus),
-            ("tf_worker_resources", requests),
-            ("tf_worker_usage", usage),
-        ):
-            if not part:
-                missing.add(name)
-        return Step1(
-            now=now,
-            window=window,
-            nodes=tuple(sorted(nodes, key=lambda n: (n.tflops_allocated_pct, n.node, n.pool))),
-            gpus=tuple(sorted(gpus, key=lambda g: (g.compute_used_pct, g.node, g.uuid))),
-            workload_requests=tuple(sorted(requests, key=lambda r: (r.namespace, r.workload))),
-            workload_usage=tuple(sorted(usage, key=lambda u: (u.namespace, u.workload))),
-            missing=tuple(sorted(missing)),
-        )
+        return assemble_step1(now, window, nodes, gpus, requests, usage, missing)
 
     @staticmethod
     def _nodes(rows: Iterable[dict[str, Any]]) -> list[NodeAllocation]:
