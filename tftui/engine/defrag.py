@@ -67,6 +67,7 @@ from tftui.engine.state import ClusterState, GPUView, NodeView, Res, WorkerView,
 from tftui.model import keys
 from tftui.model.duration import DurationError, format_duration, parse_duration
 from tftui.model.gcpause import gc_paused
+from tftui.model.selectors import selector_matches
 
 __all__ = [
     "DEFAULT_MAX_DURATION",
@@ -265,32 +266,8 @@ def _stale(since_raw: str | None, ttl: timedelta | None, now: datetime) -> bool:
 
 
 def _selector_matches(selector: Any, labels: dict[str, str]) -> bool:
-    """A PDB label selector; empty or malformed selectors match nothing (upstream §3.9)."""
-    if not isinstance(selector, dict):
-        return False
-    ml = selector.get("matchLabels") or {}
-    exprs = selector.get("matchExpressions") or []
-    if not ml and not exprs:
-        return False
-    if any(labels.get(k) != v for k, v in ml.items()):
-        return False
-    for e in exprs:
-        if not isinstance(e, dict):
-            return False
-        key, op, values = e.get("key"), e.get("operator"), e.get("values") or []
-        if op == "In":
-            ok = key in labels and labels[key] in values
-        elif op == "NotIn":
-            ok = key not in labels or labels[key] not in values
-        elif op == "Exists":
-            ok = key in labels
-        elif op == "DoesNotExist":
-            ok = key not in labels
-        else:
-            return False  # upstream: a parse error; here it simply covers nothing
-        if not ok:
-            return False
-    return True
+    """upstream §3.9: empty selectors cover nothing."""
+    return selector_matches(selector, labels, empty_matches_all=False)
 
 
 def _disruptions_allowed(pdb: dict[str, Any]) -> int:

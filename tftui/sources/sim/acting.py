@@ -70,6 +70,7 @@ from tftui.engine.plan import (
 from tftui.engine.state import ClusterState, Res
 from tftui.model import keys
 from tftui.model.quantity import QuantityError, parse_quantity
+from tftui.model.selectors import selector_matches
 from tftui.sources.ports import ActionError
 from tftui.sources.sim.cluster import (
     DEFAULT_NOW,
@@ -192,26 +193,8 @@ def _patch_changes(current: Mapping[str, Any], patch: Mapping[str, Any]) -> bool
 
 
 def _selector_matches(selector: Any, labels: Mapping[str, str]) -> bool:
-    """A policy/v1 label selector: `{}` selects every pod, null selects none (unlike upstream defrag)."""
-    if not isinstance(selector, dict):
-        return False
-    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
-        return False
-    for e in selector.get("matchExpressions") or []:
-        key, op, values = e.get("key"), e.get("operator"), e.get("values") or []
-        if op == "In":
-            ok = key in labels and labels[key] in values
-        elif op == "NotIn":
-            ok = key not in labels or labels[key] not in values
-        elif op == "Exists":
-            ok = key in labels
-        elif op == "DoesNotExist":
-            ok = key not in labels
-        else:
-            ok = False
-        if not ok:
-            return False
-    return True
+    """policy/v1: `{}` selects every pod."""
+    return selector_matches(selector, labels, empty_matches_all=True)
 
 
 def _is_pending_worker(key: Key, obj: Mapping[str, Any]) -> bool:
