@@ -102,6 +102,16 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--pool", metavar="P", help="only this GPUPool")
     plan.add_argument("--json", action="store_true", help="print the canonical JSON plan")
 
+    rec = sub.add_parser(
+        "recommend", help="autoscale: usage percentiles, recommended requests, would it apply and why not"
+    )
+    _add_source_args(rec, sub=True)
+    rec.add_argument("--workload", metavar="NS/NAME", help="only this TensorFusionWorkload")
+    rec.add_argument(
+        "--now", metavar="RFC3339", help="decide as of this time (default: now; demo: its clock)"
+    )
+    rec.add_argument("--json", action="store_true", help="print the canonical JSON recommendations")
+
     report = sub.add_parser(
         "report",
         help="step 1 of the page: allocation vs usage, waste diagnosis, alerts (--compare: verify)",
@@ -145,23 +155,20 @@ def open_cluster(args: argparse.Namespace) -> ClusterPort:
 
 
 def _live_cluster(args: argparse.Namespace) -> ClusterPort:
-    from kubernetes import config
+    """The kubeconfig context (or in-cluster config) as a list+watch cache, synced before use."""
+    from tftui.sources.kube import KubeCluster
 
+    hint = "try `tftui --demo` for the embedded demo cluster or `tftui --from dump.json` for a dump"
     try:
-        config.load_kube_config(config_file=args.kubeconfig, context=args.context)
-    except Exception as exc:  # the client raises several unrelated types for a missing/bad kubeconfig
-        try:
-            config.load_incluster_config()
-        except config.ConfigException:
-            raise UserError(
-                f"no Kubernetes cluster reachable ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__}); "
-                "try `tftui --demo` for the embedded demo cluster or `tftui --from dump.json` for a dump"
-            ) from None
-    raise UserError(
-        "live clusters are not supported by this build yet (the Kubernetes adapter is pending); "
-        "use `kubectl get gpupools,gpunodes,gpus,tensorfusionworkloads,nodes,pods -A -o json > d.json` "
-        "and `tftui --from d.json`, or `tftui --demo`"
-    )
+        cluster = KubeCluster(context=args.context, kubeconfig=args.kubeconfig)
+    except SourceError as exc:
+        raise UserError(f"no Kubernetes cluster reachable ({exc}); {hint}") from None
+    try:
+        cluster.wait_synced(timeout=30)
+    except SourceError as exc:
+        cluster.close()
+        raise UserError(f"no Kubernetes cluster reachable ({exc}); {hint}") from None
+    return cluster
 
 
 def metrics_dsn(args: argparse.Namespace) -> str | None:
@@ -353,6 +360,51 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_recommend(args: argparse.Namespace) -> int:
+    """`tftui recommend`: the autoscaler's view of every workload, from the usage history window."""
+    from datetime import timedelta
+
+    from tftui.engine.autoscale import (
+        AutoConfig,
+        AutoscaleState,
+        effective_autoscaling,
+        recommend,
+        render_text,
+    )
+
+    now = parse_now(args.now, args.demo)
+    cluster = open_cluster(args)
+    state = _state(cluster)
+    if args.workload is not None and args.workload not in state.workloads:
+        raise UserError(f"--workload: no workload {args.workload!r} (give NAMESPACE/NAME)")
+    dsn = metrics_dsn(args)
+    if not dsn and not args.demo:
+        raise UserError("no metrics source: give --metrics-dsn DSN or set TFTUI_METRICS_DSN (or use --demo)")
+    metrics = open_metrics(args, cluster)
+    assert metrics is not None
+    window = timedelta(hours=2)
+    for wv in state.workloads.values():
+        cfg = AutoConfig.parse(effective_autoscaling(state, wv).get("autoSetResources"))
+        window = max(window, min(cfg.history, timedelta(days=30)))
+    astate = AutoscaleState()
+    astate.configure(state)
+    try:
+        rows = metrics.rows("tf_worker_usage", now - window, now)
+        if args.workload is not None:
+            ns, _, name = args.workload.partition("/")
+            rows = (r for r in rows if r.get("namespace") == ns and r.get("workload") == name)
+        astate.add_samples(rows)
+    finally:
+        close = getattr(metrics, "close", None)
+        if callable(close):
+            close()
+    result = recommend(state, astate, now)
+    if args.workload is not None:
+        result.workloads = {args.workload: result.workloads[args.workload]}
+    sys.stdout.write(result.dumps() if args.json else render_text(result))
+    return 0
+
+
 def cmd_console(args: argparse.Namespace) -> int:
     cluster = open_cluster(args)
     metrics = open_metrics(args, cluster)
@@ -375,6 +427,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_plan(args)
         if args.command == "report":
             return cmd_report(args)
+        if args.command == "recommend":
+            return cmd_recommend(args)
         return cmd_console(args)
     except (UserError, DumpError, SourceError) as exc:
         print(f"tftui: {exc}", file=sys.stderr)

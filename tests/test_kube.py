@@ -1,0 +1,452 @@
+"""The live adapter (`tftui.sources.kube`) against the in-process API server, through the real client."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.kubeapi import Fault, KubeApiServer, write_kubeconfig
+from tests.kubeapi.server import CRD_DIR
+from tftui.engine.plan import (
+    AnnotateNode,
+    AnnotatePod,
+    DeleteGPUNodeClaim,
+    Event,
+    EvictPod,
+    LabelNode,
+    LabelPod,
+    PatchPoolStatus,
+)
+from tftui.engine.planning import plan_cluster
+from tftui.engine.state import ClusterState
+from tftui.model.dump import load, validate_items
+from tftui.sources.kube import KubeCluster
+from tftui.sources.ports import ActionError, SourceError
+from tftui.sources.sim.cluster import DEFAULT_NOW, generate_objects
+
+ROOT = Path(__file__).resolve().parent.parent
+NOW = DEFAULT_NOW + timedelta(hours=15)  # 03:00 next day: inside the demo's defrag window
+DEMO = generate_objects()
+
+
+@pytest.fixture
+def server() -> Iterator[KubeApiServer]:
+    srv = KubeApiServer(bookmark_interval=0.2).start()
+    srv.seed(DEMO)
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+@pytest.fixture
+def kubeconfig(server: KubeApiServer, tmp_path: Path) -> Path:
+    return write_kubeconfig(tmp_path / "kubeconfig", server.url)
+
+
+@pytest.fixture
+def kube(kubeconfig: Path) -> Iterator[KubeCluster]:
+    k = KubeCluster(kubeconfig=str(kubeconfig), backoff=0.01, max_backoff=0.05)
+    k.wait_synced(10)
+    try:
+        yield k
+    finally:
+        k.close()
+
+
+def eventually(check: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached in time")
+        time.sleep(0.02)
+
+
+def cache_matches_server(kube: KubeCluster, server: KubeApiServer) -> bool:
+    def index(objs: list[dict[str, Any]]) -> dict[tuple[str, str, str], str]:
+        return {
+            (o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"]): o["metadata"][
+                "resourceVersion"
+            ]
+            for o in objs
+            if o["kind"] not in ("Event", "Lease")
+        }
+
+    return index(kube.snapshot()) == index(server.objects())
+
+
+def request(
+    server: KubeApiServer, method: str, path: str, body: Any = None, ctype: str = "application/json"
+) -> tuple[int, Any]:
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(server.url + path, data=data, method=method, headers={"Content-Type": ctype})
+    try:
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def strip_server_fields(objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for o in objs:
+        o = json.loads(json.dumps(o))
+        o["metadata"].pop("resourceVersion", None)
+        out.append(o)
+    return sorted(out, key=lambda o: (o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"]))
+
+
+# -- sync --------------------------------------------------------------------------------------------
+
+
+def test_initial_sync_equals_the_seeded_demo(kube: KubeCluster, server: KubeApiServer) -> None:
+    assert kube.describe() == "kubeapi-test"
+    snap = kube.snapshot()
+    assert all(o.get("apiVersion") and o.get("kind") for o in snap)
+    live = strip_server_fields(validate_items(snap).objects)
+    demo = strip_server_fields(validate_items(DEMO).objects)
+    assert [(o["kind"], o["metadata"]["name"]) for o in live] == [
+        (o["kind"], o["metadata"]["name"]) for o in demo
+    ]
+    # identical, except CRD schema defaults the API server fills in (four fields of the pools/cluster)
+    differ = {(a["kind"], a["metadata"]["name"]) for a, b in zip(live, demo, strict=True) if a != b}
+    assert differ == {
+        ("GPUPool", "demo-dev"),
+        ("GPUPool", "demo-inference"),
+        ("GPUPool", "demo-training"),
+        ("TensorFusionCluster", "demo"),
+    }
+    pool = next(o for o in live if o["kind"] == "GPUPool")
+    assert pool["spec"]["nodeManagerConfig"]["nodeCompaction"]["defrag"]["sourceNodeMarkerTTL"] == "30m"
+    assert live == strip_server_fields(validate_items(server.objects()).objects)
+
+
+def test_plan_from_the_live_cache_equals_the_plan_from_a_dump(kube: KubeCluster, tmp_path: Path) -> None:
+    dump = tmp_path / "dump.json"
+    dump.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": DEMO}))
+    from_dump = plan_cluster(ClusterState.build(load(dump)), NOW)
+    live = plan_cluster(ClusterState.build(validate_items(kube.snapshot())), NOW)
+    assert live.dumps() == from_dump.dumps()
+    assert from_dump.actions  # the comparison is not vacuous
+
+
+def test_cli_plan_against_the_server(kubeconfig: Path, tmp_path: Path) -> None:
+    dump = tmp_path / "dump.json"
+    dump.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": DEMO}))
+    env = {**os.environ, "TFTUI_METRICS_DSN": ""}
+    now = NOW.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    def run(*src: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "tftui", "plan", *src, "--now", now, "--json"],
+            capture_output=True, text=True, env=env, cwd=ROOT, timeout=60,
+        )  # fmt: skip
+
+    live, offline = run("--kubeconfig", str(kubeconfig)), run("--from", str(dump))
+    assert live.returncode == 0, live.stderr
+    assert live.stdout == offline.stdout and json.loads(live.stdout)["actions"]
+
+
+def test_unreachable_cluster_is_one_clear_source_error(tmp_path: Path) -> None:
+    kc = write_kubeconfig(tmp_path / "kc", "http://127.0.0.1:9")  # discard port: refused
+    k = KubeCluster(kubeconfig=str(kc), request_timeout=2)
+    try:
+        with pytest.raises(SourceError) as err:
+            k.wait_synced(5)
+        assert "\n" not in str(err.value) and "kubeapi-test" in str(err.value)
+    finally:
+        k.close()
+    with pytest.raises(SourceError, match="no usable kubeconfig"):
+        KubeCluster(kubeconfig=str(tmp_path / "missing"), in_cluster=False)
+
+
+# -- watch ---------------------------------------------------------------------------------------------
+
+
+def pod(name: str, ns: str = "churn", node: str = "") -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns, "labels": {"app": "churn"}},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "busybox"}]},
+    }
+
+
+def test_churn_with_dropped_watches_and_410_ends_identical_to_a_list(
+    kube: KubeCluster, server: KubeApiServer
+) -> None:
+    n = 1000
+    for i in range(n):
+        status, _ = request(server, "POST", "/api/v1/namespaces/churn/pods", pod(f"p{i:04d}"))
+        assert status == 201
+        if i % 3 == 0 and i >= 3:
+            status, _ = request(server, "DELETE", f"/api/v1/namespaces/churn/pods/p{i - 3:04d}")
+            assert status == 200
+        if i == n // 3:
+            server.drop_watches()  # resume from the last resourceVersion
+        if i == 2 * n // 3:
+            server.compact()  # history gone: the resumed watch gets 410 and relists
+            server.drop_watches()
+    eventually(lambda: cache_matches_server(kube, server))
+    assert kube.relists >= 1
+    pods = {
+        o["metadata"]["name"]
+        for o in kube.snapshot()
+        if o["kind"] == "Pod" and o["metadata"]["namespace"] == "churn"
+    }
+    assert len(pods) == n - len(range(3, n, 3))
+
+
+def test_bookmarks_advance_the_resource_version(kube: KubeCluster, server: KubeApiServer) -> None:
+    request(server, "POST", "/api/v1/namespaces/churn/pods", pod("bm"))  # a Pod change; Nodes see none
+    head = server.resource_version
+    eventually(lambda: int(kube._rv["Node"]) >= head, timeout=5)
+
+
+def test_watch_faults_are_recovered(kube: KubeCluster, server: KubeApiServer) -> None:
+    server.inject(Fault(drop=True, path="/pods"), Fault(status=500, method="GET", path="/pods"))
+    server.drop_watches()
+    request(server, "POST", "/api/v1/namespaces/churn/pods", pod("after-faults"))
+    eventually(lambda: cache_matches_server(kube, server))
+    assert server.pending_faults() == 0
+
+
+# -- actions ---------------------------------------------------------------------------------------------
+
+
+def first(kind: str, pred: Callable[[dict[str, Any]], bool] = lambda o: True) -> dict[str, Any]:
+    return next(o for o in DEMO if o["kind"] == kind and pred(o))
+
+
+def test_every_action_reaches_the_api(kube: KubeCluster, server: KubeApiServer) -> None:
+    node = first("Node")["metadata"]["name"]
+    p = first("Pod")["metadata"]
+    pool = first("GPUPool")["metadata"]["name"]
+    claim = first("GPUNodeClaim")["metadata"]["name"]
+    template = first("SchedulingConfigTemplate")["metadata"]["name"]
+    kube.apply(LabelNode(node, {"tensor-fusion.ai/x": "1"}))
+    kube.apply(AnnotateNode(node, {"tensor-fusion.ai/y": "2"}))
+    kube.apply(LabelPod(p["namespace"], p["name"], {"l": "v"}))
+    kube.apply(AnnotatePod(p["namespace"], p["name"], {"a": "v"}))
+    kube.annotate_pool(pool, {"tensor-fusion.ai/manual-compaction": "2026-11-30T12:00:00Z"})
+    kube.apply(PatchPoolStatus(pool, {"lastCompactionTime": "2026-11-30T12:00:00Z"}))
+    kube.apply(DeleteGPUNodeClaim(claim))
+    kube.patch_template_mode(template, "LowLoadFirst")
+    for _ in range(3):
+        kube.apply(Event(f"GPUPool/{pool}", "Normal", "Compaction", "released 1 node"))
+    n = server.get("Node", node)
+    assert n and n["metadata"]["labels"]["tensor-fusion.ai/x"] == "1"
+    assert n["metadata"]["annotations"]["tensor-fusion.ai/y"] == "2"
+    po = server.get("Pod", p["name"], p["namespace"])
+    assert po and po["metadata"]["labels"]["l"] == "v" and po["metadata"]["annotations"]["a"] == "v"
+    gp = server.get("GPUPool", pool)
+    assert gp and gp["metadata"]["annotations"]["tensor-fusion.ai/manual-compaction"]
+    assert gp["status"]["lastCompactionTime"] == "2026-11-30T12:00:00Z"
+    assert server.get("GPUNodeClaim", claim) is None
+    tpl = server.get("SchedulingConfigTemplate", template)
+    assert tpl and tpl["spec"]["placement"]["mode"] == "LowLoadFirst"
+    (ev,) = kube.events()
+    assert ev["regarding"]["name"] == pool and ev["series"]["count"] == 3 and ev["reason"] == "Compaction"
+    eventually(lambda: cache_matches_server(kube, server))
+
+
+def patches(server: KubeApiServer, path: str) -> int:
+    return server.stats.requests.get(f"PATCH {path}", 0)
+
+
+def test_5xx_and_429_are_retried_and_applied_once(kube: KubeCluster, server: KubeApiServer) -> None:
+    node = first("Node")["metadata"]["name"]
+    path = f"/api/v1/nodes/{node}"
+    server.inject(Fault(status=500, method="PATCH", path=path), Fault(status=429, method="PATCH", path=path))
+    server.inject(Fault(status=503, method="PATCH", path=path))
+    before = server.resource_version
+    kube.apply(LabelNode(node, {"k": "v"}))
+    assert patches(server, path) == 4
+    assert server.resource_version == before + 1  # one write
+    n = server.get("Node", node)
+    assert n and n["metadata"]["labels"]["k"] == "v"
+
+
+def test_409_rereads_then_retries(kube: KubeCluster, server: KubeApiServer) -> None:
+    pool = first("GPUPool")["metadata"]["name"]
+    path = f"/apis/tensor-fusion.ai/v1/gpupools/{pool}"
+    server.inject(Fault(status=409, method="PATCH", path=path))
+    kube.annotate_pool(pool, {"a": "b"})
+    assert server.stats.requests.get(f"GET {path}") == 1
+    assert patches(server, path) == 2
+
+
+def test_validation_error_is_reported_once_and_not_retried(kube: KubeCluster, server: KubeApiServer) -> None:
+    node = first("Node")["metadata"]["name"]
+    with pytest.raises(ActionError) as err:
+        kube.apply(LabelNode(node, {"k": "not a valid value!"}))
+    assert err.value.status == 422 and "Invalid value" in str(err.value)
+    assert patches(server, f"/api/v1/nodes/{node}") == 1
+
+
+def test_lost_answer_does_not_create_an_event_twice(kube: KubeCluster, server: KubeApiServer) -> None:
+    kube.request_timeout = 0.3
+    server.inject(Fault(delay=0.6, method="POST", path="/events"))
+    kube.apply(Event("GPUPool/demo-dev", "Warning", "DefragBlocked", "pdb"))
+    eventually(
+        lambda: server.stats.requests.get("POST /apis/events.k8s.io/v1/namespaces/default/events") == 2
+    )
+    time.sleep(0.5)
+    assert len(server.objects("Event")) == 1
+
+
+def test_eviction_respects_the_pdb(kube: KubeCluster, server: KubeApiServer) -> None:
+    pdb = first("PodDisruptionBudget")
+    ns = pdb["metadata"]["namespace"]
+    labels = pdb["spec"]["selector"].get("matchLabels") or {}
+    running = next(
+        o for o in server.objects("Pod")
+        if o["metadata"].get("namespace") == ns
+        and all(o["metadata"].get("labels", {}).get(k) == v for k, v in labels.items())
+        and o.get("status", {}).get("phase") == "Running"
+    )  # fmt: skip
+    name = running["metadata"]["name"]
+    pdb_path = f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets/{pdb['metadata']['name']}/status"
+    request(server, "PATCH", pdb_path, {"status": {"disruptionsAllowed": 0}}, "application/merge-patch+json")
+    with pytest.raises(ActionError) as err:
+        kube.apply(EvictPod(ns, name))
+    assert err.value.status == 429 and "disruption budget" in str(err.value)
+    assert server.stats.requests.get(f"POST /api/v1/namespaces/{ns}/pods/{name}/eviction") == 1
+    request(server, "PATCH", pdb_path, {"status": {"disruptionsAllowed": 1}}, "application/merge-patch+json")
+    kube.apply(EvictPod(ns, name))
+    assert server.get("Pod", name, ns) is None
+    assert (server.get("PodDisruptionBudget", pdb["metadata"]["name"], ns) or {})["status"][
+        "disruptionsAllowed"
+    ] == 0
+    with pytest.raises(ActionError) as gone:
+        kube.apply(EvictPod(ns, name))
+    assert gone.value.status == 404
+
+
+# -- the server's CRD semantics -------------------------------------------------------------------------
+
+
+def test_crd_pruning_defaults_and_status_subresource(server: KubeApiServer) -> None:
+    pool = {
+        "apiVersion": "tensor-fusion.ai/v1",
+        "kind": "GPUPool",
+        "metadata": {"name": "p"},
+        "spec": {
+            "bogus": 1,
+            "capacityConfig": {"oversubscription": {}},
+            "nodeManagerConfig": {"nodeCompaction": {}},
+        },
+        "status": {"phase": "Running"},
+    }
+    status, obj = request(server, "POST", "/apis/tensor-fusion.ai/v1/gpupools", pool)
+    assert status == 201, obj
+    assert "bogus" not in obj["spec"] and "status" not in obj  # pruned; status ignored on create
+    assert obj["spec"]["capacityConfig"]["oversubscription"]["tflopsOversellRatio"] == 500
+    assert obj["spec"]["nodeManagerConfig"]["nodeCompaction"]["period"] == "5m"
+    mp = "application/merge-patch+json"
+    _, obj = request(
+        server,
+        "PATCH",
+        "/apis/tensor-fusion.ai/v1/gpupools/p",
+        {"status": {"phase": "X"}, "metadata": {"labels": {"a": "b"}}},
+        mp,
+    )
+    assert "status" not in obj and obj["metadata"]["labels"] == {"a": "b"}
+    _, obj = request(
+        server,
+        "PATCH",
+        "/apis/tensor-fusion.ai/v1/gpupools/p/status",
+        {"status": {"phase": "Running"}, "metadata": {"labels": {"a": "c"}}},
+        mp,
+    )
+    assert obj["status"]["phase"] == "Running" and obj["metadata"]["labels"] == {"a": "b"}
+    stale = dict(obj, metadata={**obj["metadata"], "resourceVersion": "1"})
+    status, err = request(server, "PUT", "/apis/tensor-fusion.ai/v1/gpupools/p", stale)
+    assert status == 409 and "the object has been modified" in err["message"]
+
+
+def test_discovery_selectors_and_410(server: KubeApiServer) -> None:
+    _, apis = request(server, "GET", "/apis")
+    assert "tensor-fusion.ai" in {g["name"] for g in apis["groups"]}
+    _, res = request(server, "GET", "/apis/tensor-fusion.ai/v1")
+    scopes = {r["name"]: r["namespaced"] for r in res["resources"]}
+    assert scopes["gpupools"] is False and scopes["tensorfusionworkloads"] is True and "gpus/status" in scopes
+    node = first("Pod", lambda o: bool(o["spec"].get("nodeName")))["spec"]["nodeName"]
+    _, pods = request(server, "GET", f"/api/v1/pods?fieldSelector=spec.nodeName%3D{node}")
+    assert pods["items"] and all(p["spec"]["nodeName"] == node for p in pods["items"])
+    assert "kind" not in pods["items"][0]  # as the real API: list items carry no kind
+    _, sel = request(server, "GET", "/api/v1/pods?labelSelector=tensor-fusion.ai/component%3Dworker")
+    assert sel["items"] and len(sel["items"]) < len(server.objects("Pod"))
+    server.compact()
+    with urllib.request.urlopen(server.url + "/api/v1/nodes?watch=1&resourceVersion=2", timeout=5) as resp:
+        line = json.loads(resp.readline())
+    assert line["type"] == "ERROR" and line["object"]["code"] == 410
+
+
+def test_missing_crd_fails_fast_naming_the_resource(tmp_path: Path) -> None:
+    crds = tmp_path / "crds"
+    crds.mkdir()
+    for f in CRD_DIR.glob("*.yaml"):
+        if "gpunodeclaims" not in f.name:
+            (crds / f.name).write_text(f.read_text())
+    with KubeApiServer(crd_dir=crds) as srv:
+        k = KubeCluster(kubeconfig=str(write_kubeconfig(tmp_path / "kc", srv.url)), backoff=0.01)
+        try:
+            t = time.monotonic()
+            with pytest.raises(SourceError, match=r"cannot list gpunodeclaims: 404"):
+                k.wait_synced(20)
+            assert time.monotonic() - t < 5
+        finally:
+            k.close()
+
+
+def test_lost_eviction_answer_evicts_once(kube: KubeCluster, server: KubeApiServer) -> None:
+    pdb = first("PodDisruptionBudget")
+    ns, pdb_name = pdb["metadata"]["namespace"], pdb["metadata"]["name"]
+    labels = pdb["spec"]["selector"].get("matchLabels") or {}
+    name = next(
+        o["metadata"]["name"] for o in server.objects("Pod")
+        if o["metadata"].get("namespace") == ns and o.get("status", {}).get("phase") == "Running"
+        and all(o["metadata"].get("labels", {}).get(k) == v for k, v in labels.items())
+    )  # fmt: skip
+    pdb_path = f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets/{pdb_name}/status"
+    request(server, "PATCH", pdb_path, {"status": {"disruptionsAllowed": 5}}, "application/merge-patch+json")
+    kube.request_timeout = 0.3
+    server.inject(Fault(delay=0.6, method="POST", path="/eviction"))
+    kube.apply(EvictPod(ns, name))  # the first answer is lost; the retry (or its 404) succeeds
+    eventually(lambda: server.stats.requests.get(f"POST /api/v1/namespaces/{ns}/pods/{name}/eviction") == 2)
+    time.sleep(0.5)
+    assert server.get("Pod", name, ns) is None
+    assert (server.get("PodDisruptionBudget", pdb_name, ns) or {})["status"]["disruptionsAllowed"] == 4
+
+
+def test_leases_and_events_are_served(server: KubeApiServer) -> None:
+    lease = {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": "tftui-leader"},
+        "spec": {"holderIdentity": "a", "leaseDurationSeconds": 15},
+    }
+    path = "/apis/coordination.k8s.io/v1/namespaces/tftui/leases"
+    status, created = request(server, "POST", path, lease)
+    assert status == 201 and created["metadata"]["namespace"] == "tftui"
+    status, _ = request(server, "POST", path, lease)
+    assert status == 409
+    mine = dict(created, spec={"holderIdentity": "b", "leaseDurationSeconds": 15})
+    status, updated = request(server, "PUT", f"{path}/tftui-leader", mine)
+    assert status == 200 and updated["spec"]["holderIdentity"] == "b"
+    status, err = request(server, "PUT", f"{path}/tftui-leader", mine)  # stale resourceVersion
+    assert status == 409 and err["reason"] == "Conflict"
+    _, lst = request(server, "GET", "/apis/events.k8s.io/v1/events")
+    assert lst["kind"] == "EventList" and lst["items"] == []

@@ -1,0 +1,1156 @@
+"""Workload autoscaling: usage histograms → percentile/cron recommendation → safe in-place resize.
+
+A port of upstream's autoscaler (upstream-autoscale §3–§8, §10) with the decisions A1–A6 of
+behaviour.md. Pure: no I/O and no clock; the caller feeds `tf_worker_usage` rows into an
+`AutoscaleState` (once for history, then incrementally) and asks `recommend(state, now)`.
+
+Deviations from upstream, each deliberate:
+
+- A2: every workload with data gets a recommendation (upstream: only `enable=true` ones, because the
+  loader is registered only then); only enabled workloads produce actions.
+- A1: a missing or empty `targetResource` means `all` (upstream: "" = recommend without applying);
+  an invalid target is a Warning event and no change (upstream copies it unvalidated and applies
+  nothing, silently); the target is compared case-insensitively.
+- A4/§11.1–2: a VRAM daily peak is added **and** removed with the weight at its window's end (VPA's
+  rule). Upstream removes at the window end but adds at the sample time, which empties whole buckets
+  and, on long-running workloads, the entire VRAM histogram.
+- A4/§11.3: per-worker sampler state is keyed by pod name (`pod_name`, falling back to `worker`).
+- A4/§11.5: `interval` ≤ 0 and `historyDataPeriod` ≤ 0 are config errors (`invalid-config`), not a
+  crash or NaN weights.
+- A4/§11.6: the untargeted resource is left at its current value in the applied recommendation, the
+  status and the threshold test, so `compute`/`vram` targets converge instead of retrying forever.
+- A5: no data, or history shorter than `initialDelayPeriod` → the recommendation is provisional and
+  a decrease from it is never applied (upstream: LowConfidence by workload age, nothing at all).
+- A6/§6.2: the scale-up cap skips workers without an allocation instead of failing the whole tick;
+  limits are still not capped (upstream).
+- Cron rules from a matching pool rule are appended only if no rule of the same name exists (the
+  workload spec usually already holds the webhook's merged copy; appending again would make two
+  identical active rules, an error upstream).
+- One `ResourceScaledUp/Down` event per workload (on `TensorFusionWorkload/<ns>/<name>`), not per
+  worker; the invalid-target Warning uses our own reason `InvalidAutoscaleTarget`.
+- Compute-percent workers (no `tflops-*` annotations) never get TFLOPS annotations.
+- Rows without `compute_tflops` (the simulator, percent-isolated workers) count
+  `compute_percentage` × the GPU's TFLOPS capacity. A multi-GPU worker's rows (one per GPU) are
+  separate TFLOPS samples (requests are per device) and share one VRAM peak (the max over its GPUs).
+- A new VRAM window starts with peak = the opening sample, as scenario §12.7 requires.
+- Upstream's LowConfidence by workload *age* is replaced by A5's history-length test; the
+  percentile and cron recommenders otherwise run as upstream, on the same `current`
+  (`status.recommendation`, else `spec.resources`). `interval` is validated only: the caller owns
+  the loop. Status patches carry `status.conditions` as a one-element `ResourceUpdate` list.
+- The external scaler (§9) is not implemented.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from fractions import Fraction
+from functools import lru_cache
+from typing import Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from tftui.engine import cron
+from tftui.engine.histogram import (
+    TFLOPS_OPTIONS,
+    VRAM_OPTIONS,
+    DecayingHistogram,
+    go_seconds,
+    unix_to_go,
+)
+from tftui.engine.plan import AnnotatePod, Event, Plan, rfc3339
+from tftui.engine.state import ClusterState, WorkerView, WorkloadView
+from tftui.model import keys
+from tftui.model.duration import DurationError, format_duration, parse_duration
+from tftui.model.gcpause import without_gc
+from tftui.model.quantity import Quantity, QuantityError, parse_quantity
+
+Reason = Literal[
+    "no-data",
+    "invalid-config",
+    "invalid-target",
+    "disabled",
+    "provisional",
+    "below-threshold",
+    "no-change",
+    "scale-down-locked",
+    "capped",
+    "applied",
+]
+
+TFLOPS_SAMPLE_WEIGHT = 0.1  # upstream metrics_sampler.go
+VRAM_SAMPLE_WEIGHT = 1.0
+VRAM_WINDOW = 86400.0  # seconds: one daily peak per worker
+MAX_ESTIMATE = 1e14
+DEFAULT_PERIOD = timedelta(hours=2)
+DEFAULT_DELAY = timedelta(minutes=30)
+DEFAULT_INTERVAL = timedelta(seconds=30)
+TARGETS = ("all", "compute", "vram")
+CONTROLLER_TZ = ZoneInfo("UTC")  # the controller container's local zone (§5)
+
+
+# -- quantities ----------------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=65536)
+def tf(n: int | Fraction) -> Quantity:
+    """A TFLOPS quantity (DecimalSI); memoised, as recommendations repeat the same few values."""
+    return Quantity(Fraction(n), "DecimalSI")
+
+
+@lru_cache(maxsize=65536)
+def vr(n: int | Fraction) -> Quantity:
+    """A VRAM quantity in bytes (BinarySI)."""
+    return Quantity(Fraction(n), "BinarySI")
+
+
+ZERO_TF, ZERO_VR = tf(0), vr(0)
+MIN_TF, MIN_VR = tf(1), vr(1024**3)
+
+
+def _q(value: Any, fmt: Literal["DecimalSI", "BinarySI"]) -> Quantity:
+    """A spec/annotation quantity; absent or invalid is zero (upstream's zero Quantity)."""
+    if isinstance(value, str | int | float) and not isinstance(value, bool):
+        return _q_cached(value, fmt)
+    return tf(0) if fmt == "DecimalSI" else vr(0)
+
+
+@lru_cache(maxsize=65536, typed=True)
+def _q_cached(value: str | int | float, fmt: Literal["DecimalSI", "BinarySI"]) -> Quantity:
+    if value == "":
+        return tf(0) if fmt == "DecimalSI" else vr(0)
+    try:
+        return parse_quantity(value)
+    except (QuantityError, TypeError, ValueError):
+        return tf(0) if fmt == "DecimalSI" else vr(0)
+
+
+@dataclass(frozen=True, slots=True)
+class Resources:
+    """Requests and limits of TFLOPS and VRAM; equality is numeric (upstream `Resources.Equal`)."""
+
+    tf_req: Quantity = ZERO_TF
+    tf_lim: Quantity = ZERO_TF
+    vram_req: Quantity = ZERO_VR
+    vram_lim: Quantity = ZERO_VR
+
+    @classmethod
+    def parse(cls, res: Mapping[str, Any] | None) -> Resources:
+        res = res or {}
+        req, lim = res.get("requests") or {}, res.get("limits") or {}
+        return cls(
+            _q(req.get("tflops"), "DecimalSI"),
+            _q(lim.get("tflops"), "DecimalSI"),
+            _q(req.get("vram"), "BinarySI"),
+            _q(lim.get("vram"), "BinarySI"),
+        )
+
+    def is_zero(self) -> bool:
+        return all(x.amount == 0 for x in (self.tf_req, self.tf_lim, self.vram_req, self.vram_lim))
+
+    def to_json(self) -> dict[str, Any]:
+        """Upstream's JSON (compute is a struct, so Go still writes `"compute":"0"`)."""
+        return {
+            "requests": {"tflops": str(self.tf_req), "compute": "0", "vram": str(self.vram_req)},
+            "limits": {"tflops": str(self.tf_lim), "compute": "0", "vram": str(self.vram_lim)},
+        }
+
+
+# -- configuration -------------------------------------------------------------------------------
+
+
+def _go_float(value: Any, default: float) -> float:
+    """`strconv.ParseFloat` or the default, silently (upstream §0)."""
+    if isinstance(value, bool):
+        return default
+    if isinstance(value, int | float):
+        return float(value)
+    if not isinstance(value, str) or not value or value != value.strip() or "_" in value:
+        return default
+    try:
+        return float(value)
+    except ValueError:
+        return default
+
+
+def _duration(value: Any, default: timedelta) -> timedelta:
+    if not isinstance(value, str) or not value:
+        return default
+    try:
+        return parse_duration(value)
+    except DurationError:
+        return default
+
+
+@dataclass(frozen=True, slots=True)
+class AutoConfig:
+    """`autoSetResources` with upstream's code defaults (§1.2), plus A1/A4 validation results."""
+
+    present: bool = False
+    enable: bool = False
+    target: str = "all"  # normalised; "" never (A1)
+    target_raw: str = ""
+    target_valid: bool = True
+    tf_lower: float = 0.5
+    tf_target: float = 0.95
+    tf_upper: float = 0.99
+    vram_lower: float = 0.5
+    vram_target: float = 0.98
+    vram_upper: float = 0.99
+    margin: float = 0.15
+    threshold: float = 0.1
+    history: timedelta = DEFAULT_PERIOD
+    min_vram: float = 0.2
+    max_vram: float = 5.0
+    min_compute: float = 0.1
+    max_compute: float = 10.0
+    initial_delay: timedelta = DEFAULT_DELAY
+    interval: timedelta = DEFAULT_INTERVAL
+    errors: tuple[str, ...] = ()
+
+    @classmethod
+    def parse(cls, asr: Mapping[str, Any] | None) -> AutoConfig:
+        if asr is None:
+            return cls()
+        raw_target = asr.get("targetResource")
+        target_raw = raw_target if isinstance(raw_target, str) else ""
+        target = target_raw.strip().lower() or "all"
+        errors: list[str] = []
+        history = _duration(asr.get("historyDataPeriod"), DEFAULT_PERIOD)
+        if history <= timedelta(0):
+            errors.append(f"historyDataPeriod must be positive, got {asr.get('historyDataPeriod')!r}")
+        interval = _duration(asr.get("interval"), DEFAULT_INTERVAL)
+        if interval <= timedelta(0):
+            errors.append(f"interval must be positive, got {asr.get('interval')!r}")
+        d = cls()
+        return cls(
+            present=True,
+            enable=asr.get("enable") is True,
+            target=target,
+            target_raw=target_raw,
+            target_valid=target in TARGETS,
+            tf_lower=_go_float(asr.get("lowerBoundComputePercentile"), d.tf_lower),
+            tf_target=_go_float(asr.get("targetComputePercentile"), d.tf_target),
+            tf_upper=_go_float(asr.get("upperBoundComputePercentile"), d.tf_upper),
+            vram_lower=_go_float(asr.get("lowerBoundVRAMPercentile"), d.vram_lower),
+            vram_target=_go_float(asr.get("targetVRAMPercentile"), d.vram_target),
+            vram_upper=_go_float(asr.get("upperBoundVRAMPercentile"), d.vram_upper),
+            margin=_go_float(asr.get("marginFraction"), d.margin),
+            threshold=_go_float(asr.get("updateThreshold"), d.threshold),
+            history=history,
+            min_vram=_go_float(asr.get("minVRAMResourcesRatio"), d.min_vram),
+            max_vram=_go_float(asr.get("maxVRAMResourcesRatio"), d.max_vram),
+            min_compute=_go_float(asr.get("minComputeResourcesRatio"), d.min_compute),
+            max_compute=_go_float(asr.get("maxComputeResourcesRatio"), d.max_compute),
+            initial_delay=_duration(asr.get("initialDelayPeriod"), DEFAULT_DELAY),
+            interval=interval,
+            errors=tuple(errors),
+        )
+
+
+def label_selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool | None:
+    """Kubernetes LabelSelector semantics; None for an invalid selector (upstream skips the rule)."""
+    if selector is None:
+        return False  # a nil selector matches nothing (metav1.LabelSelectorAsSelector)
+    for k, v in (selector.get("matchLabels") or {}).items():
+        if labels.get(k) != v:
+            return False
+    for expr in selector.get("matchExpressions") or ():
+        key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
+        if op == "In":
+            if not values:
+                return None
+            if labels.get(key) not in values:
+                return False
+        elif op == "NotIn":
+            if not values:
+                return None
+            if key in labels and labels[key] in values:
+                return False
+        elif op == "Exists":
+            if key not in labels:
+                return False
+        elif op == "DoesNotExist":
+            if key in labels:
+                return False
+        else:
+            return None
+    return True
+
+
+def _merge_asr(base: dict[str, Any], over: Mapping[str, Any], *, pool_rule: bool) -> None:
+    """Field merge of autoSetResources; a pool rule overwrites with non-empty strings and `true` only."""
+    for k, v in over.items():
+        if pool_rule and (v is False or v == "" or v is None):
+            continue
+        base[k] = v
+
+
+def effective_autoscaling(state: ClusterState, wv: WorkloadView) -> dict[str, Any]:
+    """The workload's `autoScalingConfig` after upstream's admission order (§1.1, §10).
+
+    WorkloadProfile base → the workload's own spec → autoscale pod annotations → first matching pool
+    rule. On a real cluster the workload spec already holds the webhook's merge, so re-applying the
+    annotations and the pool rule is idempotent; for workloads without an object (local-GPU mode) this
+    is the only source.
+    """
+    workers = sorted((state.workers[k] for k in wv.workers if k in state.workers), key=lambda w: w.name)
+    first: WorkerView | None = workers[0] if workers else None
+    pod_ann: Mapping[str, str] = (first.obj.get("metadata", {}).get("annotations") or {}) if first else {}
+    pod_labels: Mapping[str, str] = (first.obj.get("metadata", {}).get("labels") or {}) if first else {}
+    spec = (wv.obj or {}).get("spec") or {}
+    asc: dict[str, Any] = {}
+    profile_name = pod_ann.get(keys.WORKLOAD_PROFILE) or spec.get("workloadProfile")
+    if isinstance(profile_name, str) and profile_name:
+        prof = state.profiles.get(f"{wv.namespace}/{profile_name}")
+        pasc = ((prof or {}).get("spec") or {}).get("autoScalingConfig") or {}
+        asc = json.loads(json.dumps(pasc))
+    own = spec.get("autoScalingConfig") or {}
+    if own.get("autoSetResources") is not None:
+        merged = dict(asc.get("autoSetResources") or {})
+        merged.update(own["autoSetResources"])
+        asc["autoSetResources"] = merged
+    for k in ("cronScalingRules", "externalScaler"):
+        if own.get(k) is not None:
+            asc[k] = own[k]
+    if pod_ann.get(keys.AUTOSCALE) == keys.TRUE:
+        asr = dict(asc.get("autoSetResources") or {})
+        asr["enable"] = True
+        asr["targetResource"] = pod_ann.get(keys.AUTOSCALE_TARGET, "all")
+        asc["autoSetResources"] = asr
+    pool = state.pools.get(wv.pool) if wv.pool else None
+    tpl = state.templates.get(pool.template) if pool and pool.template else None
+    labels = pod_labels or ((wv.obj or {}).get("metadata", {}).get("labels") or {})
+    for rule in ((tpl or {}).get("spec") or {}).get("verticalScalingRules") or ():
+        rule_asc = rule.get("autoScaling")
+        if rule_asc is None or not label_selector_matches(rule.get("selector"), labels):
+            continue
+        if rule_asc.get("autoSetResources") is not None:
+            asr = dict(asc.get("autoSetResources") or {})
+            _merge_asr(asr, rule_asc["autoSetResources"], pool_rule=True)
+            asc["autoSetResources"] = asr
+        names = {r.get("name") for r in asc.get("cronScalingRules") or ()}
+        extra = [r for r in rule_asc.get("cronScalingRules") or () if r.get("name") not in names]
+        if extra:
+            asc["cronScalingRules"] = [*(asc.get("cronScalingRules") or ()), *extra]
+        if rule_asc.get("externalScaler") is not None:
+            asc["externalScaler"] = rule_asc["externalScaler"]
+        break
+    return asc
+
+
+# -- usage state ---------------------------------------------------------------------------------
+
+
+class _Sampler:
+    """Per-worker sampler state (§3.3): last timestamps and the open VRAM window."""
+
+    __slots__ = ("last_tf", "last_vram", "peak", "window_end")
+
+    def __init__(self) -> None:
+        self.last_tf = -math.inf
+        self.last_vram = -math.inf
+        self.window_end = -math.inf
+        self.peak = 0.0
+
+
+class WorkloadHistory:
+    """The workload-level aggregator: one TFLOPS and one VRAM histogram over all its workers."""
+
+    __slots__ = ("first", "period", "samplers", "samples", "tf", "vram")
+
+    def __init__(self, period: timedelta) -> None:
+        hl = period.total_seconds() / 2
+        self.period = period
+        self.tf = DecayingHistogram(TFLOPS_OPTIONS, hl)
+        self.vram = DecayingHistogram(VRAM_OPTIONS, hl)
+        self.samplers: dict[str, _Sampler] = {}
+        self.first = math.inf  # go seconds of the first sample
+        self.samples = 0
+
+    def is_empty(self) -> bool:
+        return self.tf.is_empty() and self.vram.is_empty()
+
+    def add_vram(self, s: _Sampler, t: float, mem: float) -> None:
+        """Daily peak per worker, added and removed at the window's end (A4 fix of §11.1-2)."""
+        if t < s.last_vram:
+            return
+        s.last_vram = t
+        if t < s.window_end:
+            if mem > s.peak:
+                self.vram.subtract(s.peak, VRAM_SAMPLE_WEIGHT, s.window_end)
+                self.vram.add(mem, VRAM_SAMPLE_WEIGHT, s.window_end)
+                s.peak = mem
+            return
+        if s.window_end == -math.inf:
+            s.window_end = t
+        s.window_end += (math.floor((t - s.window_end) / VRAM_WINDOW) + 1) * VRAM_WINDOW
+        s.peak = mem
+        self.vram.add(mem, VRAM_SAMPLE_WEIGHT, s.window_end)
+
+
+class AutoscaleState:
+    """Histograms per workload, fed from `tf_worker_usage` rows; rebuildable from the TSDB alone.
+
+    Call `configure(state)` before loading so half-lives and GPU capacities are known; then
+    `add_samples` once with the history window and again with each new interval's rows.
+    """
+
+    def __init__(self) -> None:
+        self.workloads: dict[str, WorkloadHistory] = {}
+        self.periods: dict[str, timedelta] = {}
+        self.gpu_tflops: dict[str, float] = {}
+
+    def configure(self, state: ClusterState) -> None:
+        """Adopt the cluster's GPU capacities and each workload's `historyDataPeriod`.
+
+        A changed period replaces the workload's histograms (upstream §3.4); per-worker samplers of
+        pods that no longer exist are pruned by pod name (A4).
+        """
+        self.gpu_tflops = {name: g.capacity.tflops for name, g in state.gpus.items()}
+        for key, wv in state.workloads.items():
+            cfg = AutoConfig.parse(effective_autoscaling(state, wv).get("autoSetResources"))
+            period = cfg.history if cfg.history > timedelta(0) else DEFAULT_PERIOD
+            self.periods[key] = period
+            hist = self.workloads.get(key)
+            if hist is not None:
+                if hist.period != period:
+                    self.workloads[key] = WorkloadHistory(period)
+                else:
+                    live = {state.workers[w].name for w in wv.workers if w in state.workers}
+                    for pod in [p for p in hist.samplers if p not in live]:
+                        del hist.samplers[pod]
+
+    @without_gc
+    def add_samples(self, rows: Iterable[Mapping[str, Any]]) -> int:
+        """Feed rows in ts order (a history load or an incremental one); returns rows read.
+
+        TFLOPS is `compute_tflops`, or `compute_percentage` × the GPU's capacity when the writer
+        leaves TFLOPS at zero (the simulator and percent-isolated workers). TFLOPS samples are
+        buffered per workload and added in one pass per histogram: this loop is the load's hot path.
+        """
+        pending: list[tuple[WorkloadHistory, list[tuple[float, float]]]] = []
+        by_wl: dict[str, list[tuple[float, float]]] = {}
+        cache: dict[tuple[str, str], tuple[list[tuple[float, float]], _Sampler, WorkloadHistory]] = {}
+        caps = self.gpu_tflops
+        last_ts: object = None
+        t = 0.0
+        n = 0
+        for r in rows:
+            n += 1
+            ts = r["ts"]
+            if ts is not last_ts:
+                last_ts = ts
+                t = go_seconds(ts) if isinstance(ts, datetime) else unix_to_go(float(ts) / 1000.0)
+            ck = (r["namespace"], r.get("pod_name") or r.get("worker") or "")
+            ent = cache.get(ck)
+            if ent is None:
+                ent = cache[ck] = self._entry(r["namespace"], r["workload"], ck[1], by_wl, pending)
+                if t < ent[2].first:
+                    ent[2].first = t
+            buf, smp, hist = ent
+            tfl = r.get("compute_tflops")
+            if not tfl:
+                pct = r.get("compute_percentage")
+                tfl = pct / 100.0 * caps.get(r.get("uuid") or "", 0.0) if pct else 0.0
+            if t >= smp.last_tf and tfl >= 0:
+                smp.last_tf = t
+                buf.append((t, tfl))
+            if t >= smp.last_vram:
+                mem = r.get("memory_bytes") or 0
+                if mem > smp.peak or t >= smp.window_end:
+                    hist.add_vram(smp, t, float(mem))
+                else:
+                    smp.last_vram = t
+        for hist, samples in pending:
+            hist.samples += len(samples)
+            hist.tf.add_many(samples, TFLOPS_SAMPLE_WEIGHT)
+        return n
+
+    def _entry(
+        self,
+        ns: str,
+        workload: str,
+        pod: str,
+        by_wl: dict[str, list[tuple[float, float]]],
+        pending: list[tuple[WorkloadHistory, list[tuple[float, float]]]],
+    ) -> tuple[list[tuple[float, float]], _Sampler, WorkloadHistory]:
+        wkey = f"{ns}/{workload}"
+        hist = self.workloads.get(wkey)
+        if hist is None:
+            hist = self.workloads[wkey] = WorkloadHistory(self.periods.get(wkey, DEFAULT_PERIOD))
+        buf = by_wl.get(wkey)
+        if buf is None:
+            buf = by_wl[wkey] = []
+            pending.append((hist, buf))
+        smp = hist.samplers.get(pod)
+        if smp is None:
+            smp = hist.samplers[pod] = _Sampler()
+        return buf, smp, hist
+
+
+# -- recommenders --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Estimates:
+    """Bucket-end usage percentiles and the margin-added integer estimates (§4.3)."""
+
+    tf_usage: tuple[float, float, float]  # lower, target, upper
+    vram_usage: tuple[float, float, float]
+    tf: tuple[int, int, int]
+    vram: tuple[int, int, int]
+
+
+def _estimate(p: float, margin: float) -> int:
+    p = min(max(p, 0.0), MAX_ESTIMATE)
+    return int(p + p * margin)
+
+
+def estimate(hist: WorkloadHistory, cfg: AutoConfig) -> Estimates:
+    tu = tuple(hist.tf.percentile(p) for p in (cfg.tf_lower, cfg.tf_target, cfg.tf_upper))
+    vu = tuple(hist.vram.percentile(p) for p in (cfg.vram_lower, cfg.vram_target, cfg.vram_upper))
+    return Estimates(
+        (tu[0], tu[1], tu[2]),
+        (vu[0], vu[1], vu[2]),
+        (_estimate(tu[0], cfg.margin), _estimate(tu[1], cfg.margin), _estimate(tu[2], cfg.margin)),
+        (_estimate(vu[0], cfg.margin), _estimate(vu[1], cfg.margin), _estimate(vu[2], cfg.margin)),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Partial:
+    """One recommender's result (upstream `RecommendResult`) and the condition it upserts."""
+
+    resources: Resources
+    has_applied: bool
+    locking: bool = False
+    condition: tuple[str, str] | None = None  # (reason, message)
+    capped: bool = False
+
+
+def _scale(
+    name: str,
+    est: tuple[int, int, int],
+    qos: str,
+    cur: tuple[Quantity, Quantity],
+    orig: tuple[Quantity, Quantity],
+    ratios: tuple[float, float],
+) -> tuple[Quantity, Quantity, str]:
+    """`handleResourceScaling` (§4.4): QoS pick → floor → ratio clamp → compute-limit floor."""
+    mk, floor = (tf, MIN_TF) if name == "Compute" else (vr, MIN_VR)
+    lower, target, upper = est
+    request = mk(upper if qos == "critical" else target if qos == "high" else lower)
+    limit = mk(upper)
+    request, limit = max(request, floor), max(limit, floor)
+    lo_r, hi_r = ratios
+
+    def clamp(x: Quantity, o: Quantity) -> Quantity:
+        lo, hi = int(float(o) * lo_r), int(float(o) * hi_r)
+        if lo != 0 and x.amount < lo:
+            return mk(lo)
+        if hi != 0 and x.amount > hi:
+            return mk(hi)
+        return x
+
+    request, limit = clamp(request, orig[0]), clamp(limit, orig[1])
+    if name == "Compute" and limit < orig[1]:
+        limit = mk(int(float(orig[1])))
+    if request == cur[0] and limit == cur[1]:
+        return cur[0], cur[1], ""
+    return request, limit, f"{name} scaled: request {cur[0]} -> {request}, limit {cur[1]} -> {limit}"
+
+
+def process(rec: Resources, current: Resources, allowed: tuple[int, int] | None) -> tuple[Resources, str]:
+    """The recommendation processor (§6.2): cap increasing requests at the per-worker maximum."""
+    if (rec.tf_req <= current.tf_req and rec.vram_req <= current.vram_req) or allowed is None:
+        return rec, ""
+    msgs: list[str] = []
+    tf_req, vram_req = rec.tf_req, rec.vram_req
+    if tf_req > current.tf_req and tf_req.amount > allowed[0]:
+        tf_req = tf(allowed[0])
+        msgs.append(f"TFlops request set to max allowed: ({tf_req})")
+    if vram_req > current.vram_req and vram_req.amount > allowed[1]:
+        vram_req = vr(allowed[1])
+        msgs.append(f"VRAM request set to max allowed: ({vram_req})")
+    return Resources(tf_req, rec.tf_lim, vram_req, rec.vram_lim), ", ".join(msgs)
+
+
+def percentile_recommend(
+    est: Estimates,
+    cfg: AutoConfig,
+    qos: str,
+    current: Resources,
+    original: Resources,
+    allowed: tuple[int, int] | None,
+) -> Partial | None:
+    """The percentile recommender (§4.4–4.8) from estimates; None = nothing to recommend."""
+    tr, tl, tmsg = _scale(
+        "Compute",
+        est.tf,
+        qos,
+        (current.tf_req, current.tf_lim),
+        (original.tf_req, original.tf_lim),
+        (cfg.min_compute, cfg.max_compute),
+    )
+    vq, vl, vmsg = _scale(
+        "VRAM",
+        est.vram,
+        qos,
+        (current.vram_req, current.vram_lim),
+        (original.vram_req, original.vram_lim),
+        (cfg.min_vram, cfg.max_vram),
+    )
+    rec = Resources(tr, tl, vq, vl)
+    if not rec.is_zero():
+        within: list[str] = []
+        should = False
+        for name, cur, new, mk in (
+            ("Compute", current.tf_req, tr, tf),
+            ("VRAM", current.vram_req, vq, vr),
+        ):
+            if cur.amount == 0 or new.amount == 0:
+                continue
+            diff = abs(cur.value() - new.value())
+            thr = int(cur.value() * cfg.threshold)
+            if diff > thr:
+                should = True
+            else:
+                within.append(f"{name} change ({diff}) within threshold ({mk(thr)}), ")
+        if not should and within:
+            return Partial(
+                rec, True, condition=("InsideUpdateThreshold", "".join(within) + "no update performed")
+            )
+    if rec.is_zero():
+        return None
+    rec, pmsg = process(rec, current, allowed)
+    message = ", ".join(m for m in (tmsg, vmsg) if m)
+    if pmsg:
+        message += ", " + pmsg
+    applied = rec == current
+    return Partial(rec, applied, condition=None if applied else ("Updated", message), capped=bool(pmsg))
+
+
+class CronRuleError(ValueError):
+    """A cron rule problem that aborts the tick upstream (§5)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CronRule:
+    name: str
+    start: str
+    end: str
+    desired: Resources
+    raw: Mapping[str, Any]
+
+
+def _split_tz(expr: str, default: ZoneInfo) -> tuple[str, ZoneInfo]:
+    """robfig's `CRON_TZ=<zone> ` / `TZ=<zone> ` prefix."""
+    if expr.startswith(("TZ=", "CRON_TZ=")):
+        sp = expr.find(" ")
+        if sp < 0:
+            raise CronRuleError(f"provided bad location {expr}: missing schedule")
+        zone = expr[expr.index("=") + 1 : sp]
+        try:
+            return expr[sp:].strip(), ZoneInfo(zone)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise CronRuleError(f"provided bad location {zone}") from None
+    return expr, default
+
+
+def active_cron_rule(rules: Iterable[Mapping[str, Any]], now: datetime, tz: ZoneInfo) -> CronRule | None:
+    """The one rule whose window [start firing, next end firing) holds `now` (§5)."""
+    active: list[CronRule] = []
+    for r in rules:
+        if not (r.get("enable") is True and r.get("name") and r.get("start") and r.get("end")):
+            continue
+        start, end = str(r["start"]), str(r["end"])
+        if start == end:
+            raise CronRuleError("start and end can not same")
+        try:
+            s_expr, s_tz = _split_tz(start, tz)
+            e_expr, e_tz = _split_tz(end, tz)
+            next_start = cron.parse(s_expr, s_tz).next_after(now)
+            next_end = cron.parse(e_expr, e_tz).next_after(now)
+        except cron.CronError as exc:
+            raise CronRuleError(f"failed to parse cron rule {r['name']!r}: {exc}") from None
+        if next_end is not None and (next_start is None or next_end <= next_start):
+            active.append(CronRule(str(r["name"]), start, end, Resources.parse(r.get("desiredResources")), r))
+    if len(active) > 1:
+        raise CronRuleError("only one active cron scaling rule is permitted at any given time")
+    return active[0] if active else None
+
+
+def cron_recommend(
+    active: CronRule | None,
+    status_rule: Mapping[str, Any] | None,
+    original: Resources,
+    current: Resources,
+    allowed: tuple[int, int] | None,
+) -> Partial | None:
+    """The cron recommender (§5): desired resources while a rule is active, the spec after it ends."""
+    if active is None and status_rule is None:
+        return None
+    if active is None:
+        assert status_rule is not None
+        msg = f'Cron scaling rule "{status_rule.get("name", "")}" is inactive'
+        return Partial(original, False, True, ("RuleInactive", msg))
+    prev = Resources.parse(status_rule.get("desiredResources")) if status_rule is not None else None
+    if prev is None or prev != active.desired:
+        rec, pmsg = process(active.desired, current, allowed)
+        msg = f'Cron scaling rule "{active.name}" is active' + (f", {pmsg}" if pmsg else "")
+        return Partial(rec, False, True, ("RuleActive", msg), capped=bool(pmsg))
+    return Partial(active.desired, True, True)
+
+
+def merge(results: Iterable[Partial], current: Resources) -> Resources | None:
+    """`GetRecommendation` (§6.1): larger request wins per resource; locking results veto; zero-fill."""
+    rs = list(results)
+    tq, tl, vq, vl = ZERO_TF, ZERO_TF, ZERO_VR, ZERO_VR
+    mt, mv = ZERO_TF, ZERO_VR
+    for r in rs:
+        x = r.resources
+        if not r.has_applied:
+            if x.tf_req > tq:
+                tq, tl = x.tf_req, x.tf_lim
+            if x.vram_req > vq:
+                vq, vl = x.vram_req, x.vram_lim
+        if r.locking:
+            mt, mv = max(mt, x.tf_req), max(mv, x.vram_req)
+    rec = Resources(tq, tl, vq, vl)
+    if rec.is_zero() or tq < mt or vq < mv:
+        return None
+    if tq.amount == 0 or tl.amount == 0:
+        tq, tl = current.tf_req, current.tf_lim
+    if vq.amount == 0 or vl.amount == 0:
+        vq, vl = current.vram_req, current.vram_lim
+    return Resources(tq, tl, vq, vl)
+
+
+def max_allowed(state: ClusterState, wv: WorkloadView) -> tuple[int, int] | None:
+    """Per-worker request ceiling (§6.2): min over its GPUs of (free + own share) / own workers.
+
+    Workers without GPUs are skipped (A6; upstream fails the tick), no workers → no cap.
+    """
+    per_gpu: dict[str, list[WorkerView]] = {}
+    for key in wv.workers:
+        w = state.workers.get(key)
+        if w is None or w.terminating:
+            continue
+        for g in w.gpu_ids:
+            if g in state.gpus:
+                per_gpu.setdefault(g, []).append(w)
+    if not per_gpu:
+        return None
+    best: tuple[int, int] | None = None
+    for g, ws in per_gpu.items():
+        gv = state.gpus[g]
+        avail = gv.available
+        own_tf = sum(w.request.tflops for w in ws)
+        own_v = sum(w.request.vram for w in ws)
+        t = int(avail.tflops + own_tf) // len(ws)
+        v = int(avail.vram + own_v) // len(ws)
+        best = (t, v) if best is None else (min(best[0], t), min(best[1], v))
+    return best
+
+
+# -- per-workload result -------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class WorkloadRecommendation:
+    """What the autoscaler thinks of one workload, and whether (and why not) it would act."""
+
+    key: str
+    enabled: bool
+    target: str
+    qos: str
+    reason: Reason
+    detail: str = ""
+    current: Resources = field(default_factory=Resources)
+    original: Resources = field(default_factory=Resources)
+    estimates: Estimates | None = None
+    recommendation: Resources | None = None
+    provisional: bool = False
+    history: timedelta = timedelta(0)
+    samples: int = 0
+    cron_rule: CronRule | None = None
+    cron_changed: bool = False
+    condition: tuple[str, str] | None = None
+    would_apply: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        est = self.estimates
+        return {
+            "workload": self.key,
+            "enabled": self.enabled,
+            "target": self.target,
+            "qos": self.qos,
+            "current": self.current.to_json(),
+            "usage": None
+            if est is None
+            else {
+                "tflops": {
+                    k: round(v, 3) for k, v in zip(("lower", "target", "upper"), est.tf_usage, strict=True)
+                },
+                "vram": {
+                    k: round(v) for k, v in zip(("lower", "target", "upper"), est.vram_usage, strict=True)
+                },
+            },
+            "bounds": None
+            if est is None
+            else {
+                "tflops": dict(zip(("lower", "target", "upper"), (str(tf(x)) for x in est.tf), strict=True)),
+                "vram": dict(zip(("lower", "target", "upper"), (str(vr(x)) for x in est.vram), strict=True)),
+            },
+            "recommendation": self.recommendation.to_json() if self.recommendation else None,
+            "provisional": self.provisional,
+            "history": format_duration(self.history),
+            "samples": self.samples,
+            "cronRule": self.cron_rule.name if self.cron_rule else None,
+            "condition": {"reason": self.condition[0], "message": self.condition[1]}
+            if self.condition
+            else None,
+            "wouldApply": self.would_apply,
+            "reason": self.reason,
+            "detail": self.detail,
+        }
+
+
+@dataclass(slots=True)
+class AutoscaleResult:
+    now: datetime
+    workloads: dict[str, WorkloadRecommendation] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "now": rfc3339(self.now),
+            "workloads": [self.workloads[k].to_json() for k in sorted(self.workloads)],
+        }
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_json(), indent=2, ensure_ascii=False) + "\n"
+
+
+def _original(state: ClusterState, wv: WorkloadView) -> Resources:
+    if wv.obj is not None:
+        return Resources.parse((wv.obj.get("spec") or {}).get("resources"))
+    for key in sorted(wv.workers):
+        w = state.workers.get(key)
+        if w is not None:
+            ann = w.obj.get("metadata", {}).get("annotations") or {}
+            return Resources(
+                _q(ann.get(keys.TFLOPS_REQUEST), "DecimalSI"),
+                _q(ann.get(keys.TFLOPS_LIMIT), "DecimalSI"),
+                _q(ann.get(keys.VRAM_REQUEST), "BinarySI"),
+                _q(ann.get(keys.VRAM_LIMIT), "BinarySI"),
+            )
+    return Resources()
+
+
+def _targeted(rec: Resources, current: Resources, target: str) -> Resources:
+    """A4: the untargeted resource keeps its current values."""
+    if target == "compute":
+        return Resources(rec.tf_req, rec.tf_lim, current.vram_req, current.vram_lim)
+    if target == "vram":
+        return Resources(current.tf_req, current.tf_lim, rec.vram_req, rec.vram_lim)
+    return rec
+
+
+def _hold_decreases(rec: Resources, current: Resources, data: Resources | None) -> Resources:
+    """A5: a decrease that comes from provisional usage data (`data`) is held at current, per resource.
+
+    Cron results are not usage data, so a rule ending still reverts to the spec.
+    """
+    tq, tl, vq, vl = rec.tf_req, rec.tf_lim, rec.vram_req, rec.vram_lim
+    if data is not None and tq < current.tf_req and (tq, tl) == (data.tf_req, data.tf_lim):
+        tq, tl = current.tf_req, current.tf_lim
+    if data is not None and vq < current.vram_req and (vq, vl) == (data.vram_req, data.vram_lim):
+        vq, vl = current.vram_req, current.vram_lim
+    return Resources(tq, tl, vq, vl)
+
+
+def recommend_workload(
+    state: ClusterState,
+    wv: WorkloadView,
+    hist: WorkloadHistory | None,
+    now: datetime,
+    tz: ZoneInfo = CONTROLLER_TZ,
+) -> WorkloadRecommendation:
+    """One workload's recommendation; an enabled workload with an invalid target never acts (A1)."""
+    asc = effective_autoscaling(state, wv)
+    cfg = AutoConfig.parse(asc.get("autoSetResources"))
+    out = _evaluate(state, wv, hist, now, tz, asc, cfg)
+    if cfg.enable and not cfg.target_valid and out.reason != "invalid-config":
+        out.reason, out.would_apply = "invalid-target", False
+        out.detail = f"{keys.AUTOSCALE_TARGET} {cfg.target_raw!r}: must be all, compute or vram"
+    return out
+
+
+def _evaluate(
+    state: ClusterState,
+    wv: WorkloadView,
+    hist: WorkloadHistory | None,
+    now: datetime,
+    tz: ZoneInfo,
+    asc: Mapping[str, Any],
+    cfg: AutoConfig,
+) -> WorkloadRecommendation:
+    status = (wv.obj or {}).get("status") or {}
+    original = _original(state, wv)
+    current = Resources.parse(status["recommendation"]) if status.get("recommendation") else original
+    out = WorkloadRecommendation(
+        key=wv.key,
+        enabled=cfg.enable,
+        target=cfg.target if cfg.target_valid else cfg.target_raw,
+        qos=wv.qos,
+        reason="no-data",
+        current=current,
+        original=original,
+    )
+    if cfg.errors:
+        out.reason, out.detail = "invalid-config", "; ".join(cfg.errors)
+        return out
+    has_data = hist is not None and not hist.is_empty()
+    if hist is not None and hist.samples:
+        out.samples = hist.samples
+        out.history = timedelta(seconds=max(0.0, go_seconds(now) - hist.first))
+    out.provisional = not has_data or out.history < cfg.initial_delay
+    allowed = max_allowed(state, wv)
+    results: list[Partial] = []
+    pct: Partial | None = None
+    if has_data:
+        assert hist is not None
+        out.estimates = estimate(hist, cfg)
+        pct = percentile_recommend(out.estimates, cfg, wv.qos, current, original, allowed)
+        if pct is not None:
+            results.append(pct)
+    try:
+        active = active_cron_rule(asc.get("cronScalingRules") or (), now, tz)
+    except CronRuleError as exc:
+        out.reason, out.detail = "invalid-config", str(exc)
+        return out
+    cron_part = cron_recommend(active, status.get("activeCronScalingRule"), original, current, allowed)
+    out.cron_rule = active
+    if cron_part is not None:
+        results.append(cron_part)
+        out.cron_changed = cron_part.condition is not None
+    out.condition = next(
+        (r.condition for r in results if r.condition and r.condition[0] != "RuleActive"), None
+    )
+    if out.condition is None:
+        out.condition = next((r.condition for r in results if r.condition), None)
+    if not results:
+        out.reason = "no-data" if not has_data else "no-change"
+        return out
+    merged = merge(results, current)
+    if merged is None:
+        if cron_part is not None and any(not r.has_applied for r in results):
+            out.reason = "scale-down-locked"
+        elif pct is not None and pct.condition and pct.condition[0] == "InsideUpdateThreshold":
+            out.reason = "below-threshold"
+        else:
+            out.reason = "no-change"
+        return out
+    final = _targeted(merged, current, cfg.target) if cfg.target_valid else merged
+    out.recommendation = final
+    held = final
+    if out.provisional:
+        held = _hold_decreases(final, current, pct.resources if pct is not None else None)
+    if held == current:
+        out.reason = "provisional" if final != current else "no-change"
+        if out.reason == "provisional":
+            out.detail = f"history {format_duration(out.history)} < initialDelayPeriod {format_duration(cfg.initial_delay)}"
+        return out
+    out.recommendation = held
+    if not cfg.enable:
+        out.reason = "disabled"
+        return out
+    out.would_apply = True
+    out.reason = "capped" if any(r.capped for r in results) else "applied"
+    return out
+
+
+@without_gc
+def recommend(
+    state: ClusterState, astate: AutoscaleState, now: datetime, tz: ZoneInfo = CONTROLLER_TZ
+) -> AutoscaleResult:
+    """A recommendation for every workload (A2); `tz` is the controller's zone for cron rules."""
+    res = AutoscaleResult(now)
+    for key in sorted(state.workloads):
+        wv = state.workloads[key]
+        res.workloads[key] = recommend_workload(state, wv, astate.workloads.get(key), now, tz)
+    return res
+
+
+# -- actions -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PatchWorkloadStatus:
+    """Merge patch of a TensorFusionWorkload's `status` (recommendation, cron rule, condition)."""
+
+    namespace: str
+    name: str
+    fields: dict[str, Any]
+    kind: Literal["patch-workload-status"] = "patch-workload-status"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "namespace": self.namespace,
+            "name": self.name,
+            "fields": dict(self.fields),
+        }
+
+
+@dataclass(slots=True)
+class AutoscalePlan:
+    """Pod annotation patches and events (in `plan`) plus workload status patches.
+
+    Status patches live beside the plan because `plan.Action` does not include them yet.
+    """
+
+    plan: Plan
+    status: list[PatchWorkloadStatus] = field(default_factory=list)
+    result: AutoscaleResult | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out = self.plan.to_json()
+        out["workloadStatus"] = [s.to_json() for s in self.status]
+        return out
+
+
+def _worker_q(ann: Mapping[str, str], key: str) -> Quantity | None:
+    raw = ann.get(key)
+    if not raw:
+        return None
+    try:
+        return parse_quantity(raw)
+    except QuantityError:
+        return None
+
+
+def plan_autoscale(
+    state: ClusterState, astate: AutoscaleState, now: datetime, tz: ZoneInfo = CONTROLLER_TZ
+) -> AutoscalePlan:
+    """A6: annotate non-dedicated workers in place, patch status, emit upstream's events."""
+    result = recommend(state, astate, now, tz)
+    out = AutoscalePlan(Plan(now), result=result)
+    for key, rec in result.workloads.items():
+        wv = state.workloads[key]
+        obj = f"TensorFusionWorkload/{key}"
+        if rec.enabled and rec.reason == "invalid-target":
+            out.plan.actions.append(Event(obj, "Warning", "InvalidAutoscaleTarget", rec.detail))
+            continue
+        if not rec.enabled:
+            continue
+        fields: dict[str, Any] = {}
+        if rec.condition is not None:
+            fields["conditions"] = [
+                {
+                    "type": "ResourceUpdate",
+                    "status": "True",
+                    "reason": rec.condition[0],
+                    "message": rec.condition[1],
+                }
+            ]
+        if rec.would_apply and rec.recommendation is not None:
+            new, cur = rec.recommendation, rec.current
+            applied = 0
+            for wkey in sorted(wv.workers):
+                w = state.workers.get(wkey)
+                if w is None or w.terminating:
+                    continue
+                ann = w.obj.get("metadata", {}).get("annotations") or {}
+                if ann.get(keys.DEDICATED_GPU) == keys.TRUE:
+                    continue
+                patch: dict[str, str | None] = {}
+                pairs: list[tuple[str, Quantity]] = []
+                if rec.target in ("all", "compute") and (
+                    ann.get(keys.TFLOPS_REQUEST) or not ann.get(keys.COMPUTE_PERCENT_REQUEST)
+                ):
+                    pairs += [(keys.TFLOPS_REQUEST, new.tf_req), (keys.TFLOPS_LIMIT, new.tf_lim)]
+                if rec.target in ("all", "vram"):
+                    pairs += [(keys.VRAM_REQUEST, new.vram_req), (keys.VRAM_LIMIT, new.vram_lim)]
+                for k, q in pairs:
+                    if _worker_q(ann, k) != q:
+                        patch[k] = str(q)
+                applied += 1
+                if patch:
+                    out.plan.actions.append(AnnotatePod(w.namespace, w.name, patch))
+            up = new.tf_req > cur.tf_req or new.vram_req > cur.vram_req
+            out.plan.actions.append(
+                Event(
+                    obj,
+                    "Normal",
+                    "ResourceScaledUp" if up else "ResourceScaledDown",
+                    f"Resources scaled {'up' if up else 'down'}: Compute {cur.tf_req}->{new.tf_req}, "
+                    f"VRAM {cur.vram_req}->{new.vram_req}",
+                )
+            )
+            fields["recommendation"] = new.to_json()
+            fields["appliedRecommendedReplicas"] = applied
+        if rec.cron_changed or (rec.would_apply and rec.cron_rule is not None):
+            fields["activeCronScalingRule"] = dict(rec.cron_rule.raw) if rec.cron_rule else None
+        if fields:
+            out.status.append(PatchWorkloadStatus(wv.namespace, wv.name, fields))
+    return out
+
+
+__all__ = [
+    "AutoConfig",
+    "AutoscalePlan",
+    "AutoscaleResult",
+    "AutoscaleState",
+    "CronRuleError",
+    "Estimates",
+    "PatchWorkloadStatus",
+    "Resources",
+    "WorkloadRecommendation",
+    "active_cron_rule",
+    "cron_recommend",
+    "effective_autoscaling",
+    "estimate",
+    "max_allowed",
+    "merge",
+    "percentile_recommend",
+    "plan_autoscale",
+    "process",
+    "recommend",
+]
+
+
+def _rq(r: Resources, which: str) -> str:
+    return f"{r.tf_req}/{r.tf_lim}" if which == "tf" else f"{r.vram_req}/{r.vram_lim}"
+
+
+def render_text(result: AutoscaleResult) -> str:
+    """`tftui recommend` as text: one block per workload, requests → recommendation and why."""
+    lines = [f"autoscale recommendations at {rfc3339(result.now)} ({len(result.workloads)} workloads)"]
+    for key in sorted(result.workloads):
+        w = result.workloads[key]
+        state = "on" if w.enabled else "off"
+        lines.append("")
+        lines.append(
+            f"{key}  autoscale {state}, target {w.target}, qos {w.qos}, "
+            f"history {format_duration(w.history)}{' (provisional)' if w.provisional else ''}"
+        )
+        est = w.estimates
+        for which, label in (("tf", "TFLOPS"), ("vram", "VRAM")):
+            cur = _rq(w.current, which)
+            rec = _rq(w.recommendation, which) if w.recommendation else "-"
+            if est is None:
+                used = "no data"
+            elif which == "tf":
+                used = f"lower/target/upper {est.tf_usage[0]:.1f}/{est.tf_usage[1]:.1f}/{est.tf_usage[2]:.1f}"
+            else:
+                used = "lower/target/upper " + "/".join(f"{x / 2**30:.2f}Gi" for x in est.vram_usage)
+            lines.append(f"  {label:<6} req/lim {cur:<22} used {used:<44} -> {rec}")
+        verdict = "would apply" if w.would_apply else "not applied"
+        lines.append(f"  {verdict}: {w.reason}{(' - ' + w.detail) if w.detail else ''}")
+        if w.condition:
+            lines.append(f"  condition {w.condition[0]}: {w.condition[1]}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,197 @@
+"""VPA's exponential decaying histogram (upstream-autoscale §3.4), ported bucket for bucket.
+
+The recommender's numbers (scenario tables of §12) depend on the exact bucket edges, the epsilon that
+decides "empty", the clamp in `subtract`, end-of-bucket percentiles and the reference-time shift, so
+this is a literal port rather than a generic quantile sketch. Times are float seconds since Go's zero
+time (0001-01-01 UTC) so `Time.Round(halfLife)` rounds to the same instants as the controller.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+GO_ZERO = datetime(1, 1, 1, tzinfo=UTC)
+_UNIX_FROM_GO_ZERO = 62135596800.0  # seconds from 0001-01-01 to 1970-01-01
+MAX_DECAY_EXPONENT = 100  # VPA: shift the reference when a sample is 100 half-lives past it
+RATIO = 1.05
+EPSILON = 1e-4  # 0.001 × 0.1 (upstream §3.4)
+
+
+def go_seconds(t: datetime) -> float:
+    """Seconds since Go's zero time: the clock the histogram's reference lives on."""
+    return t.timestamp() + _UNIX_FROM_GO_ZERO
+
+
+def unix_to_go(ts: float) -> float:
+    return ts + _UNIX_FROM_GO_ZERO
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    """Exponential bucket layout: start(n) = first·(ratioⁿ − 1)/(ratio − 1)."""
+
+    max_value: float
+    first: float
+    ratio: float = RATIO
+    epsilon: float = EPSILON
+    num_buckets: int = field(init=False)
+    _starts: tuple[float, ...] = field(init=False, repr=False)
+    _log_ratio: float = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        n = math.ceil(math.log(self.max_value * (self.ratio - 1) / self.first + 1) / math.log(self.ratio)) + 1
+        object.__setattr__(self, "num_buckets", n)
+        object.__setattr__(
+            self, "_starts", tuple(self.first * (self.ratio**b - 1) / (self.ratio - 1) for b in range(n))
+        )
+        object.__setattr__(self, "_log_ratio", math.log(self.ratio))
+
+    def find_bucket(self, value: float) -> int:
+        if value < self.first:
+            return 0
+        b = int(math.log(value * (self.ratio - 1) / self.first + 1) / self._log_ratio)
+        return b if b < self.num_buckets else self.num_buckets - 1
+
+    def bucket_start(self, b: int) -> float:
+        return self._starts[b]
+
+
+TFLOPS_OPTIONS = Options(max_value=10000.0, first=0.1)
+VRAM_OPTIONS = Options(max_value=1e12, first=1e7)
+
+
+class DecayingHistogram:
+    """VPA `DecayingHistogram`: weight w at time t counts w·2^((t − ref)/halfLife)."""
+
+    __slots__ = ("half_life", "max_bucket", "min_bucket", "options", "ref", "total", "weights")
+
+    def __init__(self, options: Options, half_life: float) -> None:
+        if not half_life > 0:
+            raise ValueError("half-life must be positive")
+        self.options = options
+        self.half_life = half_life  # seconds
+        self.ref = 0.0  # Go zero time
+        self.weights = [0.0] * options.num_buckets
+        self.total = 0.0
+        self.min_bucket = options.num_buckets - 1
+        self.max_bucket = 0
+
+    # -- decay --------------------------------------------------------------------------------
+
+    def _factor(self, t: float) -> float:
+        if t > self.ref + MAX_DECAY_EXPONENT * self.half_life:
+            self._shift(t)
+        return 2.0 ** ((t - self.ref) / self.half_life)
+
+    def _shift(self, t: float) -> None:
+        hl = self.half_life
+        # Go's Time.Round: halfway values round up (away from zero for positive durations)
+        new_ref = math.floor(t / hl + 0.5) * hl
+        exponent = round((self.ref - new_ref) / hl)
+        self._scale(2.0**exponent)
+        self.ref = new_ref
+
+    def _scale(self, factor: float) -> None:
+        self.weights = [w * factor for w in self.weights]
+        self.total *= factor
+        self._update_min_max()
+
+    def _update_min_max(self) -> None:
+        eps, last, w = self.options.epsilon, self.options.num_buckets - 1, self.weights
+        while w[self.min_bucket] < eps and self.min_bucket < last:
+            self.min_bucket += 1
+        while w[self.max_bucket] < eps and self.max_bucket > 0:
+            self.max_bucket -= 1
+
+    # -- samples ------------------------------------------------------------------------------
+
+    def add(self, value: float, weight: float, t: float) -> None:
+        self._add_raw(self.options.find_bucket(value), weight * self._factor(t))
+
+    def _add_raw(self, b: int, weight: float) -> None:
+        w = self.weights
+        w[b] += weight
+        self.total += weight
+        eps = self.options.epsilon
+        if b < self.min_bucket and w[b] >= eps:
+            self.min_bucket = b
+        if b > self.max_bucket and w[b] >= eps:
+            self.max_bucket = b
+
+    def subtract(self, value: float, weight: float, t: float) -> None:
+        weight *= self._factor(t)
+        b = self.options.find_bucket(value)
+        w = self.weights
+        if w[b] < weight + self.options.epsilon:
+            weight = w[b]  # VPA's clamp: the whole bucket goes
+        w[b] -= weight
+        self.total -= weight
+        self._update_min_max()
+
+    def add_many(self, samples: list[tuple[float, float]], weight: float) -> None:
+        """`add` for (t, value) pairs in time order; the hot path of history loads."""
+        if not samples:
+            return
+        opts = self.options
+        first, ratio1, log_ratio, last = opts.first, opts.ratio - 1, opts._log_ratio, opts.num_buckets - 1
+        hl = self.half_life
+        limit = self.ref + MAX_DECAY_EXPONENT * hl
+        w = self.weights
+        log, pow2 = math.log, (2.0).__pow__
+        total = 0.0
+        lo, hi = self.min_bucket, self.max_bucket
+        ref = self.ref
+        eps = opts.epsilon
+        prev_t = math.nan
+        x = 0.0
+        for t, value in samples:
+            if t != prev_t:
+                prev_t = t
+                if t > limit:
+                    self.total += total
+                    total = 0.0
+                    self.min_bucket, self.max_bucket = lo, hi
+                    self._shift(t)
+                    w = self.weights
+                    lo, hi, ref = self.min_bucket, self.max_bucket, self.ref
+                    limit = ref + MAX_DECAY_EXPONENT * hl
+                x = weight * pow2((t - ref) / hl)
+            if value < first:
+                b = 0
+            else:
+                b = int(log(value * ratio1 / first + 1) / log_ratio)
+                if b > last:
+                    b = last
+            w[b] += x
+            total += x
+            if w[b] >= eps:
+                if b < lo:
+                    lo = b
+                if b > hi:
+                    hi = b
+        self.total += total
+        self.min_bucket, self.max_bucket = lo, hi
+
+    # -- queries ------------------------------------------------------------------------------
+
+    def is_empty(self) -> bool:
+        return self.weights[self.min_bucket] < self.options.epsilon
+
+    def percentile(self, p: float) -> float:
+        """End of the first bucket whose running sum reaches p·total (start of the last bucket)."""
+        if self.is_empty():
+            return 0.0
+        threshold = p * self.total
+        partial = 0.0
+        b = self.min_bucket
+        w = self.weights
+        while b < self.max_bucket:
+            partial += w[b]
+            if partial >= threshold:
+                break
+            b += 1
+        if b < self.options.num_buckets - 1:
+            return self.options.bucket_start(b + 1)
+        return self.options.bucket_start(b)

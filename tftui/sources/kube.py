@@ -1,0 +1,612 @@
+"""The live-cluster `WritableClusterPort`: the official `kubernetes` client, a list+watch cache, real writes.
+
+Why a cache: the console and the runtime ask for snapshots often; a watch per kind keeps an in-memory
+copy current at the cost of one list per kind at start (and after a 410 Gone), instead of re-listing
+the cluster on every read. Lists are decoded with plain `json` (`_preload_content=False`): the client's
+model classes would cost several times the parse and rename fields to snake_case. Watch streams are read
+line by line the same way (`kubernetes.watch.watch.iter_resp_lines`) rather than through `Watch`:
+its typed mode rejects objects the models consider incomplete and its `deserialize=False` mode
+crashes on the in-stream ERROR that carries 410 Gone.
+
+Consistency: each kind is listed, then watched from the list's resourceVersion; every event replaces
+the stored dict (stored dicts are never mutated), bookmarks advance the resourceVersion, a dropped
+watch resumes from the last one seen, and 410 Gone (history compacted) triggers a relist that
+replaces the kind's objects wholesale. `wait_synced()` waits for the first list of every kind.
+
+Writes are the Plan actions as API calls (JSON merge patches, the status subresource, the policy/v1
+Eviction subresource, events.k8s.io/v1 Events, GPUNodeClaim deletion), retried with exponential
+backoff and jitter on 409 Conflict (after re-reading the object), 429 (except a PDB refusing an
+eviction), 5xx and timeouts; other 4xx are not retried and surface as `ActionError` with the API's
+message. Creations use deterministic names so a retry after a lost response cannot create twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, Final, TypeVar
+
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.watch.watch import iter_resp_lines
+from urllib3.exceptions import HTTPError as Urllib3Error
+
+from tftui.engine.plan import (
+    Action,
+    AnnotateNode,
+    AnnotatePod,
+    AnnotatePool,
+    DeleteGPUNodeClaim,
+    Event,
+    EvictPod,
+    LabelNode,
+    LabelPod,
+    PatchPoolStatus,
+)
+from tftui.model.gcpause import gc_paused
+from tftui.sources.ports import ActionError, SourceError
+
+__all__ = ["KINDS", "Kind", "KubeCluster"]
+
+JSON = dict[str, Any]
+T = TypeVar("T")
+TF_GROUP: Final = "tensor-fusion.ai"
+TF_VERSION: Final = "v1"
+MERGE: Final = "application/merge-patch+json"
+EVENT_NAMESPACE: Final = "default"  # events about cluster-scoped objects live here (as kubectl's)
+SERIES_WINDOW: Final = timedelta(minutes=5)  # client-go's event series window
+WATCH_TIMEOUT: Final = 300  # seconds per watch request; the server ends it, we resume
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    kind: str
+    group: str  # "" = core
+    version: str
+    plural: str
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+
+KINDS: Final = (
+    Kind("TensorFusionCluster", TF_GROUP, TF_VERSION, "tensorfusionclusters"),
+    Kind("GPUPool", TF_GROUP, TF_VERSION, "gpupools"),
+    Kind("GPUNode", TF_GROUP, TF_VERSION, "gpunodes"),
+    Kind("GPU", TF_GROUP, TF_VERSION, "gpus"),
+    Kind("TensorFusionWorkload", TF_GROUP, TF_VERSION, "tensorfusionworkloads"),
+    Kind("WorkloadProfile", TF_GROUP, TF_VERSION, "workloadprofiles"),
+    Kind("SchedulingConfigTemplate", TF_GROUP, TF_VERSION, "schedulingconfigtemplates"),
+    Kind("GPUNodeClaim", TF_GROUP, TF_VERSION, "gpunodeclaims"),
+    Kind("Node", "", "v1", "nodes"),
+    Kind("Pod", "", "v1", "pods"),
+    Kind("PodDisruptionBudget", "policy", "v1", "poddisruptionbudgets"),
+)
+
+
+class _Retryable(Exception):
+    """Internal: this attempt failed in a way worth another try."""
+
+
+def _key(obj: Mapping[str, Any]) -> tuple[str, str]:
+    meta = obj.get("metadata") or {}
+    return str(meta.get("namespace") or ""), str(meta.get("name", ""))
+
+
+def _api_message(exc: ApiException) -> str:
+    try:
+        body = json.loads(exc.body or "")
+        if isinstance(body, dict) and body.get("message"):
+            return str(body["message"])
+    except ValueError:
+        pass
+    return f"{exc.status} {exc.reason}".strip()
+
+
+def _done(resp: Any) -> None:
+    """Read and release a raw (`_preload_content=False`) response so its connection is reused."""
+    if hasattr(resp, "release_conn"):
+        resp.read()
+        resp.release_conn()
+
+
+def _micro(t: datetime) -> str:
+    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class KubeCluster:
+    """`WritableClusterPort` over a live cluster (kubeconfig, `context`, or in-cluster config).
+
+    `in_cluster=None` tries the kubeconfig first and falls back to the pod's service account.
+    `start=False` only connects (no watches), for one-shot writes. Retry timing is tunable for tests.
+    """
+
+    def __init__(
+        self,
+        context: str | None = None,
+        kubeconfig: str | None = None,
+        *,
+        in_cluster: bool | None = None,
+        start: bool = True,
+        retries: int = 5,
+        backoff: float = 0.2,
+        max_backoff: float = 5.0,
+        request_timeout: float = 30.0,
+    ) -> None:
+        self._name = self._load_config(context, kubeconfig, in_cluster)
+        self.api = client.ApiClient(self._cfg)
+        self.core = client.CoreV1Api(self.api)
+        self.custom = client.CustomObjectsApi(self.api)
+        self.policy = client.PolicyV1Api(self.api)
+        self.events_api = client.EventsV1Api(self.api)
+        self.retries = retries
+        self.backoff = backoff
+        self.max_backoff = max_backoff
+        self.request_timeout = request_timeout
+        self._lock = threading.Lock()
+        self._store: dict[str, dict[tuple[str, str], JSON]] = {k.kind: {} for k in KINDS}
+        self._rv: dict[str, str] = {}
+        self._synced: dict[str, threading.Event] = {k.kind: threading.Event() for k in KINDS}
+        self._errors: dict[str, str] = {}  # kind → last list/watch error, for wait_synced
+        self._fatal: set[str] = set()  # kinds whose last error will not heal by waiting (refused, 403, 404)
+        self._stop = threading.Event()
+        self._streams: dict[str, Any] = {}  # kind → the open watch response
+        self._threads: list[threading.Thread] = []
+        self._series: dict[tuple[str, str, str, str, str], tuple[str, int, datetime]] = {}
+        self._event_seq = 0
+        self._rng = random.Random()
+        self.relists = 0  # lists after the first per kind (410 Gone), for tests and the status line
+        self.generation = 0  # bumped on every cache change
+        if start:
+            self.start()
+
+    def _load_config(self, context: str | None, kubeconfig: str | None, in_cluster: bool | None) -> str:
+        self._cfg = client.Configuration()
+        self._cfg.connection_pool_maxsize = len(KINDS) + 8  # one connection per watch, plus writes
+        if in_cluster:
+            try:
+                config.load_incluster_config(client_configuration=self._cfg)
+            except config.ConfigException as exc:
+                raise SourceError(f"in-cluster config unavailable: {exc}") from None
+            return "in-cluster"
+        try:
+            config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=self._cfg)
+            if context:
+                return context
+            _, active = config.list_kube_config_contexts(config_file=kubeconfig)
+            return str(active["name"])
+        except Exception as exc:  # the client raises several unrelated types for a bad kubeconfig
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            if in_cluster is None:
+                try:
+                    config.load_incluster_config(client_configuration=self._cfg)
+                    return "in-cluster"
+                except config.ConfigException:
+                    pass
+            raise SourceError(f"no usable kubeconfig: {first}") from None
+
+    # -- the port --------------------------------------------------------------------------------------
+
+    def describe(self) -> str:
+        """The kubeconfig context name (or `in-cluster`)."""
+        return self._name
+
+    def snapshot(self) -> list[dict[str, Any]]:
+        """The cached objects, every kind, as `kubectl get -o json` items (apiVersion and kind set).
+
+        The list is a copy; the dicts are shared with the cache but never mutated by it (a watch event
+        replaces an object), so treat them as read-only.
+        """
+        with self._lock:
+            out: list[JSON] = []
+            for k in KINDS:
+                out.extend(self._store[k.kind].values())
+            return out
+
+    def wait_synced(self, timeout: float = 30.0) -> None:
+        """Block until every kind has been listed once; SourceError (one line) if that fails."""
+        deadline = time.monotonic() + timeout
+        for k in KINDS:
+            while not self._synced[k.kind].wait(min(0.05, max(0.0, deadline - time.monotonic()))):
+                err = self._errors.get(k.kind)
+                if err and (time.monotonic() >= deadline or k.kind in self._fatal):
+                    raise SourceError(f"cluster {self._name}: cannot list {k.plural}: {err}")
+                if time.monotonic() >= deadline:
+                    raise SourceError(
+                        f"cluster {self._name}: no answer listing {k.plural} within {timeout:g}s"
+                    )
+
+    def synced(self) -> bool:
+        return all(e.is_set() for e in self._synced.values())
+
+    def start(self) -> None:
+        for k in KINDS:
+            t = threading.Thread(target=self._run, args=(k,), name=f"kube-watch-{k.plural}", daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def close(self) -> None:
+        """Stop the watch threads (they end at their next event or timeout) and close the pool."""
+        self._stop.set()
+        deadline = time.monotonic() + 5
+        while any(t.is_alive() for t in self._threads) and time.monotonic() < deadline:
+            for resp in list(self._streams.values()):  # a watch may open while we close: repeat
+                with contextlib.suppress(Exception):  # already closed by its own thread
+                    resp.shutdown()  # interrupts the blocked read (urllib3 ≥ 2.3)
+            for t in self._threads:
+                t.join(timeout=0.01)
+        self.api.close()
+
+    # -- list + watch ----------------------------------------------------------------------------------
+
+    def _list_fn(self, k: Kind) -> Callable[..., Any]:
+        if k.group == TF_GROUP:
+            return self._custom_list(k)
+        if k.kind == "Node":
+            return self.core.list_node
+        if k.kind == "Pod":
+            return self.core.list_pod_for_all_namespaces
+        return self.policy.list_pod_disruption_budget_for_all_namespaces
+
+    def _custom_list(self, k: Kind) -> Callable[..., Any]:
+        api = self.custom
+
+        def list_custom(**kwargs: Any) -> Any:
+            return api.list_cluster_custom_object(k.group, k.version, k.plural, **kwargs)
+
+        return list_custom
+
+    def _list(self, k: Kind) -> None:
+        resp = self._list_fn(k)(_preload_content=False, _request_timeout=self.request_timeout)
+        try:
+            data = resp.data
+        finally:
+            resp.release_conn()
+        with gc_paused():  # a big list allocates millions of containers that all stay alive
+            doc = json.loads(data)
+            items: dict[tuple[str, str], JSON] = {}
+            for obj in doc.get("items") or []:
+                obj["apiVersion"] = k.api_version  # the API omits these on list items
+                obj["kind"] = k.kind
+                items[_key(obj)] = obj
+        with self._lock:
+            self._store[k.kind] = items
+            self._rv[k.kind] = str((doc.get("metadata") or {}).get("resourceVersion") or "")
+            self.generation += 1
+            if self._synced[k.kind].is_set():
+                self.relists += 1
+        self._synced[k.kind].set()
+        self._errors.pop(k.kind, None)
+        self._fatal.discard(k.kind)
+
+    def _run(self, k: Kind) -> None:
+        """One kind's loop: list, watch from the list's rv, resume after drops, relist after 410."""
+        need_list, failures = True, 0
+        while not self._stop.is_set():
+            try:
+                if need_list:
+                    self._list(k)
+                    need_list = False
+                self._watch(k)
+                failures = 0
+            except ApiException as exc:
+                if exc.status == 410:
+                    need_list = True
+                    continue
+                self._errors[k.kind] = f"{exc.status} {_api_message(exc)}"
+                if exc.status in (401, 403, 404):  # wrong credentials, RBAC, CRD not installed
+                    self._fatal.add(k.kind)
+                failures += 1
+            except (Urllib3Error, OSError, ValueError) as exc:  # dropped stream, refused connection
+                self._errors[k.kind] = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                if "connect" in self._errors[k.kind].lower():
+                    self._fatal.add(k.kind)
+                failures += 1
+            if failures and not self._stop.is_set():
+                self._stop.wait(self._delay(failures - 1))
+
+    def _watch(self, k: Kind) -> None:
+        """One watch request from the stored rv until the server ends it (or the stream breaks)."""
+        with self._lock:
+            rv = self._rv.get(k.kind, "")
+        resp = self._list_fn(k)(
+            watch=True,
+            resource_version=rv,
+            allow_watch_bookmarks=True,
+            timeout_seconds=WATCH_TIMEOUT,
+            _preload_content=False,
+            _request_timeout=(self.request_timeout, WATCH_TIMEOUT + 30),
+        )
+        self._streams[k.kind] = resp
+        try:
+            for line in iter_resp_lines(resp):
+                if self._stop.is_set():
+                    return
+                if line:
+                    self._on_event(k, json.loads(line))
+        finally:
+            self._streams.pop(k.kind, None)
+            resp.close()
+            resp.release_conn()
+
+    def _on_event(self, k: Kind, ev: JSON) -> None:
+        etype, obj = ev.get("type"), ev.get("object") or {}
+        if etype == "ERROR":  # 410 Gone arrives in-stream as a Status
+            raise ApiException(
+                status=int(obj.get("code") or 500), reason=obj.get("reason"), body=json.dumps(obj)
+            )
+        new_rv = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+        with self._lock:
+            if etype in ("ADDED", "MODIFIED"):
+                obj["apiVersion"], obj["kind"] = k.api_version, k.kind
+                self._store[k.kind][_key(obj)] = obj
+                self.generation += 1
+            elif etype == "DELETED":
+                self._store[k.kind].pop(_key(obj), None)
+                self.generation += 1
+            if new_rv:
+                self._rv[k.kind] = new_rv
+
+    # -- retries ---------------------------------------------------------------------------------------
+
+    def _delay(self, attempt: int) -> float:
+        """Exponential backoff with full jitter (so many clients do not retry in step)."""
+        cap = min(self.max_backoff, self.backoff * (2**attempt))
+        return cap / 2 + self._rng.uniform(0, cap / 2)
+
+    def _call(
+        self,
+        what: str,
+        fn: Callable[[int], T],
+        *,
+        on_conflict: Callable[[], None] | None = None,
+        no_retry_429: bool = False,
+    ) -> T:
+        """Run `fn(attempt)` with retries; non-retryable API errors become ActionError(message, status)."""
+        last = ""
+        for attempt in range(self.retries + 1):
+            if attempt:
+                time.sleep(self._delay(attempt - 1))
+            try:
+                return fn(attempt)
+            except ApiException as exc:
+                status = int(exc.status or 500)
+                msg = _api_message(exc)
+                if status == 409 and on_conflict is not None:
+                    on_conflict()  # re-read (404 surfaces from here), then retry
+                elif status == 429 and not no_retry_429:
+                    retry_after = (exc.headers or {}).get("Retry-After")
+                    if retry_after and retry_after.isdigit():
+                        time.sleep(min(float(retry_after), self.max_backoff))
+                elif status < 500 or status == 501:
+                    raise ActionError(f"{what}: {msg}", status) from None
+                last = f"{status} {msg}"
+            except (Urllib3Error, OSError) as exc:
+                last = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ActionError(f"{what}: gave up after {self.retries + 1} attempts: {last}", 503)
+
+    # -- actions ---------------------------------------------------------------------------------------
+
+    def apply(self, action: Action) -> None:
+        """Carry out one Plan action (see the module docstring for retries and idempotence)."""
+        if isinstance(action, LabelNode | AnnotateNode):
+            field = "labels" if isinstance(action, LabelNode) else "annotations"
+            values = action.labels if isinstance(action, LabelNode) else action.annotations
+            self._patch_node(action.node, {"metadata": {field: dict(values)}})
+        elif isinstance(action, LabelPod | AnnotatePod):
+            field = "labels" if isinstance(action, LabelPod) else "annotations"
+            values = action.labels if isinstance(action, LabelPod) else action.annotations
+            self._patch_pod(action.namespace, action.name, {"metadata": {field: dict(values)}})
+        elif isinstance(action, AnnotatePool):
+            self.patch_custom(
+                "gpupools", action.pool, {"metadata": {"annotations": dict(action.annotations)}}
+            )
+        elif isinstance(action, PatchPoolStatus):
+            self.patch_custom("gpupools", action.pool, {"status": dict(action.fields)}, status=True)
+        elif isinstance(action, DeleteGPUNodeClaim):
+            self._delete_claim(action.name)
+        elif isinstance(action, EvictPod):
+            self._evict(action.namespace, action.name)
+        elif isinstance(action, Event):
+            self._event(action)
+        else:  # pragma: no cover - the Action union is closed
+            raise ActionError(f"unsupported action {action!r}", 400)
+
+    def patch_template_mode(self, template: str, mode: str) -> None:
+        """Set a SchedulingConfigTemplate's `spec.placement.mode` (the console's placement switch)."""
+        self.patch_custom("schedulingconfigtemplates", template, {"spec": {"placement": {"mode": mode}}})
+
+    def annotate_pool(self, pool: str, annotations: Mapping[str, str | None]) -> None:
+        """Merge annotations into a GPUPool (e.g. `tensor-fusion.ai/manual-compaction`)."""
+        self.apply(AnnotatePool(pool, dict(annotations)))
+
+    def patch_custom(self, plural: str, name: str, body: JSON, *, status: bool = False) -> None:
+        """JSON merge patch of a cluster-scoped TensorFusion object (or its status subresource)."""
+        fn = (
+            self.custom.patch_cluster_custom_object_status
+            if status
+            else self.custom.patch_cluster_custom_object
+        )
+        self._call(
+            f"patch {plural}/{name}{'/status' if status else ''}",
+            lambda _: _done(
+                fn(
+                    TF_GROUP,
+                    TF_VERSION,
+                    plural,
+                    name,
+                    body,
+                    _content_type=MERGE,
+                    _preload_content=False,
+                    _request_timeout=self.request_timeout,
+                )
+            ),
+            on_conflict=lambda: self._reread(
+                lambda: self.custom.get_cluster_custom_object(
+                    TF_GROUP, TF_VERSION, plural, name, _preload_content=False
+                )
+            ),
+        )
+
+    def _patch_node(self, name: str, body: JSON) -> None:
+        self._call(
+            f"patch node/{name}",
+            lambda _: _done(
+                self.core.patch_node(
+                    name,
+                    body,
+                    _content_type=MERGE,
+                    _preload_content=False,
+                    _request_timeout=self.request_timeout,
+                )
+            ),
+            on_conflict=lambda: self._reread(lambda: self.core.read_node(name, _preload_content=False)),
+        )
+
+    def _patch_pod(self, ns: str, name: str, body: JSON) -> None:
+        self._call(
+            f"patch pod {ns}/{name}",
+            lambda _: _done(
+                self.core.patch_namespaced_pod(
+                    name,
+                    ns,
+                    body,
+                    _content_type=MERGE,
+                    _preload_content=False,
+                    _request_timeout=self.request_timeout,
+                )
+            ),
+            on_conflict=lambda: self._reread(
+                lambda: self.core.read_namespaced_pod(name, ns, _preload_content=False)
+            ),
+        )
+
+    def _reread(self, get: Callable[[], Any]) -> None:
+        """After a 409: read the current object (a 404 here is final) before patching again."""
+        _done(get())
+
+    def _delete_claim(self, name: str) -> None:
+        def delete(attempt: int) -> None:
+            try:
+                _done(
+                    self.custom.delete_cluster_custom_object(
+                        TF_GROUP,
+                        TF_VERSION,
+                        "gpunodeclaims",
+                        name,
+                        _preload_content=False,
+                        _request_timeout=self.request_timeout,
+                    )
+                )
+            except ApiException as exc:
+                if exc.status == 404 and attempt > 0:
+                    return  # an earlier attempt went through; its answer was lost
+                raise
+
+        self._call(f"delete gpunodeclaim/{name}", delete)
+
+    def _evict(self, ns: str, name: str) -> None:
+        body = client.V1Eviction(
+            api_version="policy/v1",
+            kind="Eviction",
+            metadata=client.V1ObjectMeta(name=name, namespace=ns),
+        )
+
+        def evict(attempt: int) -> None:
+            try:
+                _done(
+                    self.core.create_namespaced_pod_eviction(
+                        name, ns, body, _preload_content=False, _request_timeout=self.request_timeout
+                    )
+                )
+            except ApiException as exc:
+                if exc.status == 404 and attempt > 0:
+                    return  # evicted by an earlier attempt whose answer was lost
+                raise
+
+        self._call(f"evict pod {ns}/{name}", evict, no_retry_429=True)
+
+    def _event(self, ev: Event) -> None:
+        """events.k8s.io/v1 Event on the object; a repeat within 5 min bumps the existing `series`."""
+        kind, _, name = ev.object.partition("/")
+        now = datetime.now(UTC)
+        ident = (kind, name, ev.type, ev.reason, ev.message)
+        with self._lock:
+            prev = self._series.get(ident)
+        if prev is not None and now - prev[2] <= SERIES_WINDOW:
+            ev_name, count, _ = prev
+            patch = {"series": {"count": count + 1, "lastObservedTime": _micro(now)}}
+            try:
+                self._call(
+                    f"update event {ev_name}",
+                    lambda _: _done(
+                        self.events_api.patch_namespaced_event(
+                            ev_name, EVENT_NAMESPACE, patch, _content_type=MERGE, _preload_content=False
+                        )
+                    ),
+                )
+            except ActionError as exc:
+                if exc.status != 404:
+                    raise
+                # the event expired (events have a TTL): start a new one below
+            else:
+                with self._lock:
+                    self._series[ident] = (ev_name, count + 1, now)
+                return
+        with self._lock:
+            self._event_seq += 1
+            ev_name = f"{name.lower()}.{time.time_ns():x}{self._event_seq:04x}"
+        body: Any = {  # a dict: the client accepts it in place of its EventsV1Event model
+            "apiVersion": "events.k8s.io/v1",
+            "kind": "Event",
+            "metadata": {"name": ev_name, "namespace": EVENT_NAMESPACE},
+            "eventTime": _micro(now),
+            "reportingController": "tensor-fusion.ai/tftui",
+            "reportingInstance": "tftui",
+            "action": ev.reason,
+            "reason": ev.reason,
+            "regarding": {"apiVersion": f"{TF_GROUP}/{TF_VERSION}", "kind": kind, "name": name},
+            "note": ev.message,
+            "type": ev.type,
+        }
+
+        def create(attempt: int) -> None:
+            try:
+                _done(
+                    self.events_api.create_namespaced_event(
+                        EVENT_NAMESPACE, body, _preload_content=False, _request_timeout=self.request_timeout
+                    )
+                )
+            except ApiException as exc:
+                if exc.status == 409 and attempt > 0:
+                    return  # AlreadyExists: an earlier attempt went through
+                raise
+
+        self._call(f"create event {ev_name}", create)
+        with self._lock:
+            if len(self._series) > 1000:  # forget series whose window has passed
+                self._series = {i: v for i, v in self._series.items() if now - v[2] <= SERIES_WINDOW}
+            self._series[ident] = (ev_name, 1, now)
+
+    def events(self) -> list[dict[str, Any]]:
+        """tftui's events, oldest first (read from the API)."""
+        try:
+            resp: Any = self.events_api.list_namespaced_event(EVENT_NAMESPACE, _preload_content=False)
+            data = resp.data
+            resp.release_conn()
+        except (ApiException, Urllib3Error, OSError) as exc:
+            raise SourceError(f"cluster {self._name}: cannot list events: {exc}") from None
+        items = [
+            {"apiVersion": "events.k8s.io/v1", "kind": "Event", **e}
+            for e in json.loads(data).get("items") or []
+            if e.get("reportingController") == "tensor-fusion.ai/tftui"
+        ]
+        items.sort(key=lambda e: str(e.get("eventTime") or ""))
+        return items
