@@ -205,5 +205,17 @@ def test_demo_console_in_tmux(tmux: Tmux) -> None:
     tmux.keys("Enter")
     tmux.wait_text("release dev-4090-03")  # the journal line of the released node
 
+    # the metrics views: computed in the background from the demo's simulated metrics
+    tmux.open_prompt(":")
+    tmux.keys("alerts", literal=True)
+    tmux.keys("Enter")
+    alerts = tmux.wait_text("rules firing", timeout=30)
+    assert "? no-data" in alerts and "✓ ok" in alerts
+    tmux.open_prompt(":")
+    tmux.keys("waste", literal=True)
+    tmux.keys("Enter")
+    waste = tmux.wait_text("findings from demo (simulated metrics)", timeout=60)  # a day of rows
+    assert "wasted" in waste and "GPU-h" in waste and "over 1d" in waste
+
     tmux.keys("q")
     tmux.wait_text(f"{EXIT_MARK} 0", timeout=10)

@@ -28,8 +28,10 @@ from tftui.model.usage import GPUUsage, WorkerUsage
 from tftui.sources.ports import SourceError
 from tftui.sources.sim.cluster import DEFAULT_NOW, SimCluster
 from tftui.sources.sim.usage import SimMetrics
+from tftui.ui.analysis import AnalysisSettings
 from tftui.ui.app import DataLoaded, LoadFailed, TfTuiApp
 from tftui.ui.data import load
+from tftui.ui.screens.metrics import WorkloadScreen
 from tftui.ui.screens.modals import HelpScreen, WarningsScreen
 from tftui.ui.screens.resource import (
     GpusScreen,
@@ -114,8 +116,12 @@ class BrokenMetrics:
         raise SourceError("greptime: connection refused")
 
 
+FAST = AnalysisSettings(waste_window=timedelta(hours=1), history_span=timedelta(hours=1))
+"""Short windows: the workload detail computes its history and the diagnosis as soon as it opens."""
+
+
 def make_app(cluster: Any, metrics: Any) -> TfTuiApp:
-    return TfTuiApp(cluster, metrics, clock=lambda: DEFAULT_NOW, refresh_interval=None)
+    return TfTuiApp(cluster, metrics, clock=lambda: DEFAULT_NOW, refresh_interval=None, analysis=FAST)
 
 
 async def settle(pilot: Pilot[None]) -> None:
@@ -362,9 +368,9 @@ async def test_gpu_and_workload_drill_down_to_workers(
         await command(pilot, "wl")
         first = main_table(app).row_keys[0]
         await pilot.press("enter")
-        await pilot.pause()
-        assert isinstance(app.screen, WorkersScreen)
-        table = main_table(app)
+        await settle(pilot)
+        assert isinstance(app.screen, WorkloadScreen)  # the workload detail lists its workers
+        table = app.screen.query_one("#workers", ResourceTable)
         assert table.row_keys == sorted(state.workloads[first].workers)
         worker = state.workers[table.row_keys[0]]
         assert cell_text(table, worker.key, "node") == worker.node
@@ -373,7 +379,7 @@ async def test_gpu_and_workload_drill_down_to_workers(
         await pilot.press("enter")
         await pilot.pause()
         assert isinstance(app.screen, NodeScreen) and app.screen.node == worker.node
-        assert crumbs(app).startswith(f"workloads › {first} › workers › {worker.node}")
+        assert crumbs(app).startswith(f"workloads › {first} › {worker.node}")
 
         await command(pilot, "gpus")  # `:` replaces the whole drill-down stack
         assert isinstance(app.screen, GpusScreen) and len(app.screen_stack) == 2

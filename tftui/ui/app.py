@@ -3,7 +3,12 @@
 Loading never blocks the UI: a thread worker reads the ports and builds `ConsoleData` (`data.load`),
 then posts `DataLoaded` or `LoadFailed`; the handlers only assign reactives, and every screen
 re-renders from `TfTuiApp.data`. A failed cluster read keeps the last good state on screen and says
-so in the header; a failed metrics read keeps allocation and shows `metrics: <error>`.
+so in the header; a failed metrics read keeps allocation and shows `metrics: <error>` naming the
+store, until the next good refresh.
+
+The slow metrics work (waste diagnosis, alert replay, a workload's 24 h history) is computed on
+demand by the screens that show it (`request_analysis`), in thread workers, once per refresh; the
+finished `Analysis` lands in the reactive `analyses`, which those screens watch.
 
 Writes have one door, `TfTuiApp.perform`: it refuses everything when the console is read-only
 (`--read-only`, a source that cannot write, or no runtime), and runs the write in a thread worker
@@ -16,6 +21,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar, cast
 
@@ -33,19 +39,31 @@ from tftui.engine.plan import Plan
 from tftui.engine.state import ClusterState
 from tftui.model.gpuinfo import price_table
 from tftui.sources.ports import ClusterPort, MetricsPort, WritableClusterPort
+from tftui.ui.analysis import (
+    HISTORY,
+    HISTORY_CACHED,
+    Analysis,
+    AnalysisKey,
+    AnalysisKind,
+    AnalysisSettings,
+    Cancelled,
+    run_analysis,
+)
 from tftui.ui.data import ClusterLoadError, ConsoleData, describe_error, load
 from tftui.ui.ops import CapacityFigures, ConsoleRuntime, compaction_capacity
 from tftui.ui.opsviews import confirm_compaction_body
+from tftui.ui.screens.metrics import WorkloadScreen
 from tftui.ui.screens.modals import ConfirmScreen, HelpEntry, HelpScreen, WarningsScreen
 from tftui.ui.screens.placement import PlacementScreen
 from tftui.ui.screens.registry import ROOT_VIEWS
-from tftui.ui.screens.resource import VIEW_ALIASES, PoolsScreen, ResourceScreen
+from tftui.ui.screens.resource import VIEW_ALIASES, VIEWS, PoolsScreen, ResourceScreen
 
 MIN_REFRESH_INTERVAL = 2.0
 """Shortest automatic refresh period in seconds (k9s clamps the same way)."""
 MAX_BACKOFF_TICKS = 31
 """After repeated cluster failures, skip up to this many ticks between attempts."""
 REFRESH_GROUP = "refresh"
+ANALYSIS_GROUP = "analysis"
 WRITE_GROUP = "write"
 CONFIRM_GROUP = "confirm"
 
@@ -79,6 +97,14 @@ class LoadFailed(Message):
         self.error = error
         self.at = at
         self.source = source
+
+
+class AnalysisReady(Message):
+    """An analysis finished (or failed: `analysis.error`) for the refresh `analysis.seq`."""
+
+    def __init__(self, analysis: Analysis) -> None:
+        super().__init__()
+        self.analysis = analysis
 
 
 class CompactionPreviewReady(Message):
@@ -177,6 +203,8 @@ class TfTuiApp(App[None]):
     cluster_error: reactive[str | None] = reactive(None, init=False)
     """Why the last cluster read failed; None after a good refresh."""
     loading: reactive[bool] = reactive(False, init=False)
+    analyses: reactive[dict[AnalysisKey, Analysis]] = reactive(dict, always_update=True, init=False)
+    """The latest analysis of each kind (and workload history), replaced as a whole on each change."""
 
     def __init__(
         self,
@@ -187,10 +215,15 @@ class TfTuiApp(App[None]):
         refresh_interval: float | None = 10.0,
         read_only: bool = False,
         runtime: ConsoleRuntime | None = None,
+        analysis: AnalysisSettings | None = None,
     ) -> None:
         super().__init__()
         self._cluster = cluster
         self._metrics = metrics
+        self.analysis_settings = analysis or AnalysisSettings()
+        self.data_seq = 0
+        """Number of the refresh on screen (analyses are cached per refresh)."""
+        self._computing: dict[AnalysisKey, Worker[None]] = {}
         self._clock = clock or utc_now
         if read_only:
             runtime = None
@@ -254,6 +287,7 @@ class TfTuiApp(App[None]):
 
     def on_data_loaded(self, message: DataLoaded) -> None:
         self._failures = self._skip_ticks = 0
+        self.data_seq += 1
         self.source_hint = message.data.source
         self.cluster_error = None
         self.loading = False
@@ -269,6 +303,8 @@ class TfTuiApp(App[None]):
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """A bug in loading or writing must not kill the console: report it."""
+        if event.worker.group == ANALYSIS_GROUP and event.worker.is_finished:
+            self._analysis_gone(event.worker)
         if event.state != WorkerState.ERROR:
             return
         error = event.worker.error
@@ -278,6 +314,76 @@ class TfTuiApp(App[None]):
         elif event.worker.group in (WRITE_GROUP, CONFIRM_GROUP):
             self._writing.clear()
             self.notify(f"{event.worker.description}: {text}", severity="error", timeout=10)
+
+    # -- analyses: computed on demand, once per refresh -------------------------------------------
+
+    def analysis(self, kind: AnalysisKind, subject: str = "") -> Analysis | None:
+        """The latest analysis of `kind` (possibly of an earlier refresh), or None."""
+        return self.analyses.get((kind, subject))
+
+    def computing(self, kind: AnalysisKind, subject: str = "") -> bool:
+        """Whether that analysis is being computed right now (for the "computing…" state)."""
+        return (kind, subject) in self._computing
+
+    def request_analysis(self, kind: AnalysisKind, subject: str = "") -> None:
+        """Make sure the analysis for the refresh on screen exists or is being computed.
+
+        Nothing happens before the first refresh, when it is already cached for this refresh, or
+        while one of the same key is running (its result re-renders the screen, which asks again).
+        """
+        key: AnalysisKey = (kind, subject)
+        data = self.data
+        if data is None or key in self._computing:
+            return
+        have = self.analyses.get(key)
+        if have is not None and have.seq == self.data_seq:
+            return
+        worker = self.run_worker(
+            partial(self._analysis_work, key, data, self.data_seq),
+            name=f"{kind}:{subject}" if subject else kind,
+            group=ANALYSIS_GROUP,
+            description=f"{kind} analysis",
+            thread=True,
+            exit_on_error=False,
+        )
+        self._computing[key] = worker
+
+    def _analysis_work(self, key: AnalysisKey, data: ConsoleData, seq: int) -> None:
+        worker = get_current_worker()
+        try:
+            result = run_analysis(
+                key,
+                self._metrics,
+                data,
+                seq,
+                self.analysis_settings,
+                cancelled=lambda: worker.is_cancelled,
+            )
+        except Cancelled:
+            return
+        if not worker.is_cancelled:
+            self.post_message(AnalysisReady(result))
+
+    def on_analysis_ready(self, message: AnalysisReady) -> None:
+        result = message.analysis
+        self._computing.pop(result.key, None)
+        analyses = dict(self.analyses)
+        previous = analyses.pop(result.key, None)  # re-inserted last: the newest history is kept
+        analyses[result.key] = result.keeping(previous)
+        histories = [k for k in analyses if k[0] == HISTORY]
+        for stale in histories[: max(0, len(histories) - HISTORY_CACHED)]:
+            del analyses[stale]
+        self.analyses = analyses
+
+    def _analysis_gone(self, worker: Worker[Any]) -> None:
+        """A finished analysis worker that delivered nothing (a bug, a cancel): forget it, so the
+        next request starts over. One that delivered was already removed by `on_analysis_ready`."""
+        for key, running in list(self._computing.items()):
+            if running is worker:
+                del self._computing[key]
+                if worker.state == WorkerState.ERROR:
+                    error = describe_error(worker.error) if worker.error else "failed"
+                    self.notify(f"{worker.description}: {error}", severity="error", timeout=10)
 
     # -- writes: one door ------------------------------------------------------------------------
 
@@ -398,6 +504,10 @@ class TfTuiApp(App[None]):
         base = trail or ("pools",)
         self.push_screen(PlacementScreen(pool, trail=(*base, "place")))
 
+    def open_workload(self, key: str, trail: tuple[str, ...] = ("workloads",)) -> None:
+        """`enter` on a workload: its detail (request vs use, 24 h sparklines, workers)."""
+        self.push_screen(WorkloadScreen(key, trail=(*trail, key)))
+
     def help_entries(self, screen: Screen[Any]) -> list[HelpEntry]:
         """The console's own bindings active on `screen`, in the order a key press searches them."""
         entries: list[HelpEntry] = []
@@ -418,7 +528,7 @@ class TfTuiApp(App[None]):
         if isinstance(screen, HelpScreen):
             return
         title = " › ".join(screen.crumb_trail()) if isinstance(screen, ResourceScreen) else "tftui"
-        self.push_screen(HelpScreen(title, self.help_entries(screen)))
+        self.push_screen(HelpScreen(title, self.help_entries(screen), views=VIEWS))
 
     def action_warnings(self) -> None:
         if isinstance(self.screen, WarningsScreen):
@@ -435,11 +545,14 @@ def run(
     refresh_interval: float | None = 10.0,
     read_only: bool = False,
     runtime: ConsoleRuntime | None = None,
+    analysis: AnalysisSettings | None = None,
 ) -> None:
     """Open the console in the terminal until the operator quits.
 
     `read_only` offers no write at all; otherwise writes go through `runtime` (default: a runtime
-    over `cluster` when it is writable, else the console is read-only anyway).
+    over `cluster` when it is writable, else the console is read-only anyway). `metrics` is a
+    `MetricsPort`; when it also implements `Step1Port` (`GreptimeMetrics`), or is the simulator's
+    `SimMetrics`, the waste and alerts views are computed from it.
     """
     TfTuiApp(
         cluster,
@@ -448,4 +561,5 @@ def run(
         refresh_interval=refresh_interval,
         read_only=read_only,
         runtime=runtime,
+        analysis=analysis,
     ).run()

@@ -9,13 +9,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from tftui.engine.state import ClusterState
 from tftui.engine.usage import UsageIndex
 from tftui.model.dump import validate_items
 from tftui.model.usage import GPUUsage, WorkerUsage
-from tftui.sources.ports import ClusterPort, MetricsPort
+from tftui.sources.ports import ClusterPort, MetricsPort, Step1Port
 from tftui.ui.ops import ConsoleRuntime, OpsData, build_ops, event_rows, journal_rows
 
 
@@ -27,8 +27,9 @@ class ConsoleData:
     state: ClusterState
     usage: UsageIndex
     refreshed_at: datetime
-    metrics_error: str | None = None  # metrics failed: allocation only
+    metrics_error: str | None = None  # metrics failed: allocation only (names the store)
     metrics_enabled: bool = True  # False: no metrics source configured at all
+    metrics_source: str | None = None  # the store's `describe()`, when it has one
     ops: OpsData = field(default_factory=OpsData)  # engine plan per pool, events, journal
 
 
@@ -46,6 +47,55 @@ def describe_error(exc: BaseException) -> str:
     if isinstance(exc, RuntimeError | ValueError) and text:
         return text
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def step1_port(metrics: object) -> Step1Port | None:
+    """The port that answers step 1 and the alerts for `metrics`, or None.
+
+    Duck-typed like `Step1Port` (the protocol is not runtime-checkable): the metrics port itself
+    when it has `describe`, `step1` and `alert_rows` (`GreptimeMetrics`); `SimStep1` over a
+    `SimMetrics` (the demo); None for any other `MetricsPort`.
+    """
+    if metrics is None:
+        return None
+    if all(callable(getattr(metrics, name, None)) for name in ("describe", "step1", "alert_rows")):
+        return cast(Step1Port, metrics)
+    from tftui.sources.sim.usage import SimMetrics
+
+    if isinstance(metrics, SimMetrics):
+        from tftui.sources.sim.step1 import SimStep1
+
+        return SimStep1(metrics)
+    return None
+
+
+def store_name(metrics: object) -> str | None:
+    """What to call the metrics store in messages: its `describe()` (or the demo's); None if unknown."""
+    describe = getattr(metrics, "describe", None)
+    if callable(describe):
+        try:
+            return str(describe())
+        except Exception:  # a broken describe must not hide the real error
+            return None
+    port = step1_port(metrics)
+    return port.describe() if port is not None else None
+
+
+def metrics_error_text(metrics: object, exc: BaseException) -> str:
+    """One line for the status bar, naming the store unless the message already does.
+
+    `GreptimeMetrics` errors start `metrics store host:port/db: …`; its `describe()` is
+    `greptime host:port/db (time column ts)`: the address alone counts as naming it.
+    """
+    text = describe_error(exc)
+    name = store_name(metrics)
+    if not name:
+        return text
+    where = name.split(" (")[0].strip()
+    address = where.split()[-1] if where else ""
+    if (where and where in text) or (address and address in text):
+        return text
+    return f"{name}: {text}"
 
 
 def cluster_events(cluster: ClusterPort) -> list[dict[str, Any]] | None:
@@ -88,11 +138,12 @@ def load(
     gpu_usage: dict[str, GPUUsage] = {}
     worker_usage: dict[tuple[str, str], WorkerUsage] = {}
     if metrics is not None:
+        share_capacity(metrics, state)
         try:
             gpu_usage = metrics.latest_gpu_usage(now)
             worker_usage = metrics.latest_worker_usage(now)
         except Exception as exc:
-            metrics_error = describe_error(exc)
+            metrics_error = metrics_error_text(metrics, exc)
             gpu_usage, worker_usage = {}, {}
     usage = UsageIndex.build(state, gpu_usage, worker_usage)
     ops = load_ops(cluster, state, now, runtime)
@@ -103,8 +154,20 @@ def load(
         refreshed_at=now,
         metrics_error=metrics_error,
         metrics_enabled=metrics is not None,
+        metrics_source=store_name(metrics) if metrics is not None else None,
         ops=ops,
     )
+
+
+def share_capacity(metrics: MetricsPort, state: ClusterState) -> None:
+    """Hand the GPU capacities to a store that derives used TFLOPS from compute % with them.
+
+    `GreptimeMetrics.gpu_capacity` (GPU name → (TFLOPS, VRAM bytes)) is what its
+    `latest_worker_usage` multiplies compute % by: without it every worker reads 0 TFLOPS.
+    """
+    if isinstance(getattr(metrics, "gpu_capacity", None), Mapping):
+        capacity = {name: (g.capacity.tflops, g.capacity.vram) for name, g in state.gpus.items()}
+        setattr(metrics, "gpu_capacity", capacity)  # noqa: B010 - a duck-typed port attribute
 
 
 def load_ops(

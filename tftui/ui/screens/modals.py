@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from rich.console import RenderableType
+from rich.table import Table as RichTable
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
@@ -41,10 +42,11 @@ class HelpScreen(ModalScreen[None]):
         Binding("escape,question_mark", "dismiss", "Close", id="tftui.close_help"),
     ]
 
-    def __init__(self, title: str, entries: Sequence[HelpEntry]) -> None:
+    def __init__(self, title: str, entries: Sequence[HelpEntry], views: Sequence[str] = ()) -> None:
         super().__init__()
         self._title = title
         self._entries = entries
+        self._views = views
 
     def compose(self) -> ComposeResult:
         width = max((len(e.key) for e in self._entries), default=3)
@@ -54,16 +56,24 @@ class HelpScreen(ModalScreen[None]):
             keys.append(f"  {entry.description:<11} ")
             keys.append(f"{entry.tooltip}\n", "dim")
         keys.append(f"{'':>{width}}  {NAVIGATION}")
+        views = RichTable.grid()
+        views.add_column(width=7, style="bold", no_wrap=True)
+        views.add_column()
+        views.add_row("views", " ".join(f":{v}" for v in self._views))
         legend = Text(no_wrap=True, overflow="ellipsis", end="")
         legend.append("gauges ", "bold")
         legend.append(f"{USED_CHAR} used  {ALLOC_CHAR} allocated (or requested)  {FREE_CHAR} free\n")
         legend.append("       alloc%/used% of capacity (of limits for workloads); — = no usage data\n")
         legend.append("flags  ", "bold")
-        legend.append("  ".join(f"{letter} {word}" for letter, word, _ in FLAG_LEGEND))
+        legend.append("  ".join(f"{letter} {word}" for letter, word, _ in FLAG_LEGEND) + "\n")
+        legend.append("alerts ", "bold")
+        legend.append("● firing  ◐ pending  ? no-data (nothing to read: not healthy)  ✓ ok")
         with Vertical(id="help-box"):
             yield Label(f"Help · {self._title}", id="help-title", markup=False)
             yield Static(keys, id="help-keys")
             yield Static(legend, id="help-legend")
+            if self._views:
+                yield Static(views, id="help-views")
             yield Label("esc or ? to close", id="help-hint", markup=False)
 
 

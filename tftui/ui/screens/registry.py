@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from tftui.ui.screens.metrics import AlertsScreen, WasteScreen
 from tftui.ui.screens.ops import CompactionScreen, DefragScreen, EventsScreen
 from tftui.ui.screens.placement import PlacementScreen
 from tftui.ui.screens.resource import (
@@ -23,4 +24,6 @@ ROOT_VIEWS: dict[str, Callable[[], ResourceScreen]] = {
     "compaction": CompactionScreen,
     "defrag": DefragScreen,
     "events": EventsScreen,
+    "waste": WasteScreen,
+    "alerts": AlertsScreen,
 }

@@ -18,6 +18,7 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import DataTable, Footer, Input, Static
 
+from tftui.ui.analysis import AnalysisKey
 from tftui.ui.data import ConsoleData
 from tftui.ui.views import (
     Gauges,
@@ -37,7 +38,7 @@ from tftui.ui.widgets.table import ResourceTable
 if TYPE_CHECKING:
     from tftui.ui.app import TfTuiApp
 
-VIEWS = ("pools", "nodes", "gpus", "workloads", "place", "compaction", "defrag", "events")
+VIEWS = ("pools", "nodes", "gpus", "workloads", "place", "compaction", "defrag", "events", "waste", "alerts")
 """The root views, in the order the prompt and the unknown-view hint list them."""
 VIEW_ALIASES: dict[str, str] = {
     "pools": "pools",
@@ -59,6 +60,11 @@ VIEW_ALIASES: dict[str, str] = {
     "event": "events",
     "ev": "events",
     "journal": "events",
+    "waste": "waste",
+    "diagnosis": "waste",
+    "diag": "waste",
+    "alerts": "alerts",
+    "alert": "alerts",
 }
 """`:` command → root view (k9s aliases)."""
 QUIT_COMMANDS = ("quit", "q")
@@ -78,7 +84,7 @@ class ResourceScreen(Screen[None]):
             "View",
             key_display=":",
             id="tftui.command",
-            tooltip="Switch view: pools nodes gpus workloads place compaction…",
+            tooltip="Switch view by name (views listed below; tab completes)",
         ),
         Binding(
             "slash",
@@ -150,11 +156,21 @@ class ResourceScreen(Screen[None]):
     def open(self, table_id: str, key: str) -> None:
         """Drill down from the row `key` of table `table_id` (default: nothing below)."""
 
+    def analysis_keys(self) -> tuple[AnalysisKey, ...]:
+        """The slow analyses this screen shows: requested on every render, cached per refresh."""
+        return ()
+
+    def crumb_count(self, counts: list[str]) -> str:
+        """The breadcrumb's count part (screens waiting for an analysis say so)."""
+        return ", ".join(counts)
+
     # -- rendering -----------------------------------------------------------------------------
 
     def on_mount(self) -> None:
         self.query_one(Prompt).display = False
         self.watch(self.app, "data", self.render_data, init=False)
+        if self.analysis_keys():
+            self.watch(self.app, "analyses", self.render_data, init=False)
         self.render_data()
 
     def on_resize(self, event: Resize) -> None:
@@ -166,6 +182,8 @@ class ResourceScreen(Screen[None]):
         if data is None:
             self.query_one(Breadcrumb).show(self.crumb_trail(), "loading…", self.needle)
             return
+        for kind, subject in self.analysis_keys():
+            self.tui.request_analysis(kind, subject)
         layout = self._layout = layout_for(self.size.width or self.app.size.width)
         for name in ("narrow", "normal", "wide"):
             self.set_class(layout.name == name, f"-{name}")
@@ -179,7 +197,7 @@ class ResourceScreen(Screen[None]):
             label = self.COUNT_LABELS.get(table.id or "", "")
             counts.append((str(n) if n == total else f"{n}/{total}") + (f" {label}" if label else ""))
         self.render_extra(data, layout)
-        self.query_one(Breadcrumb).show(self.crumb_trail(), ", ".join(counts), self.needle)
+        self.query_one(Breadcrumb).show(self.crumb_trail(), self.crumb_count(counts), self.needle)
 
     def render_extra(self, data: ConsoleData, layout: Layout) -> None:
         """Hook for screens with more than tables (the node summary)."""
@@ -336,7 +354,7 @@ class GpusScreen(ResourceScreen):
 
 
 class WorkloadsScreen(ResourceScreen):
-    """Workloads with request per device and request/used against limits; enter lists their workers."""
+    """Workloads with request per device and request/used against limits; enter opens the workload."""
 
     def __init__(self) -> None:
         super().__init__(("workloads",))
@@ -345,7 +363,7 @@ class WorkloadsScreen(ResourceScreen):
         return workloads_table(data, gauges)
 
     def open(self, table_id: str, key: str) -> None:
-        self.app.push_screen(WorkersScreen("workload", key, trail=(*self.trail, key, "workers")))
+        self.tui.open_workload(key, self.trail)
 
 
 class NodeScreen(ResourceScreen):

@@ -63,7 +63,9 @@ class ConsoleHeader(Vertical):
             kept = f" (showing {fmt_time(data.refreshed_at)})" if data is not None else ""
             problems.append(f"cluster: {app.cluster_error}{kept}")
         if data is not None and data.metrics_error is not None:
-            problems.append(f"metrics: {data.metrics_error} (allocation only)")
+            error_text = data.metrics_error
+            named = error_text.startswith("metrics")  # `metrics store host:port/db: …` names itself
+            problems.append(f"{'' if named else 'metrics: '}{error_text} (allocation only)")
         elif data is not None and not data.metrics_enabled:
             problems.append("metrics: none configured (allocation only)")
         status = self.query_one("#header-status", Label)

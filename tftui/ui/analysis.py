@@ -1,0 +1,310 @@
+"""The console's slow metrics work: the waste diagnosis, the alert replay and a workload's history.
+
+Each is a blocking function of (ports, one refresh's `ConsoleData`) that the app runs in a thread
+worker and caches per refresh (`TfTuiApp.request_analysis`); screens only render the finished,
+immutable `Analysis`. The decisions come from the engine: `report.assemble` (and through it
+`waste.diagnose`) for findings and totals, `alerts.evaluate_history` for rule states. The only
+arithmetic here is the workload history's bucketing for its sparklines (means and maxima of the
+port's rows), which decides nothing.
+
+Which `Step1Port` answers: the metrics port itself when it implements the step-1 and alert
+queries (`GreptimeMetrics`), else `SimStep1` over the simulator's `SimMetrics` (the demo). Any other
+`MetricsPort` has no step-1 queries, and the waste and alerts views say so.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Any, Final, Literal
+
+from tftui.engine.alerts import RULES, AlertHistory, evaluate_history, evaluation_times
+from tftui.engine.report import ALERT_SPAN, Report, assemble
+from tftui.engine.state import ClusterState
+from tftui.sources.ports import MetricsPort, Step1Port
+from tftui.ui.data import ConsoleData, metrics_error_text, step1_port, store_name
+
+WASTE_WINDOW: Final = timedelta(days=1)
+"""Window of the waste diagnosis (the reference page's `'1d'::INTERVAL`)."""
+HISTORY_SPAN: Final = timedelta(hours=24)
+"""How far back a workload's sparklines reach."""
+HISTORY_BUCKET: Final = timedelta(minutes=15)
+"""One sparkline point: the mean of the per-minute workload totals in it."""
+HISTORY_CACHED: Final = 8
+"""Workload histories kept (the waste and alerts analyses are always kept)."""
+CANCEL_CHECK_ROWS: Final = 5_000
+
+AnalysisKind = Literal["waste", "alerts", "history"]
+WASTE: Final[AnalysisKind] = "waste"
+ALERTS: Final[AnalysisKind] = "alerts"
+HISTORY: Final[AnalysisKind] = "history"
+AnalysisKey = tuple[AnalysisKind, str]
+"""(kind, subject): the subject is the workload key for a history, else empty."""
+
+
+class NoStep1Error(Exception):
+    """The metrics port cannot answer the step-1 and alert queries."""
+
+
+class Cancelled(Exception):
+    """The worker was cancelled (the console is closing or a newer request superseded it)."""
+
+
+# -- helpers -------------------------------------------------------------------------------------
+
+
+def gpu_capacity(state: ClusterState) -> dict[str, tuple[float, float]]:
+    """GPU name → (TFLOPS, VRAM bytes): what the step-1 queries and the history need."""
+    return {name: (g.capacity.tflops, g.capacity.vram) for name, g in state.gpus.items()}
+
+
+# -- results -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class WasteAnalysis:
+    """The step-1 report without alerts: findings by wasted GPU-hours, totals, per-pool waste, rows."""
+
+    report: Report
+
+
+@dataclass(frozen=True, slots=True)
+class AlertsAnalysis:
+    """Every rule replayed over `history.span` up to `history.now`."""
+
+    history: AlertHistory
+    first: Mapping[str, datetime]
+    """Per rule, its first replayed evaluation: an alert seen there may have started earlier."""
+
+    def open_start(self, rule: str, starts_at: datetime) -> bool:
+        first = self.first.get(rule)
+        return first is not None and starts_at <= first
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadHistory:
+    """One workload's `tf_worker_usage` rows over [start, end), bucketed for sparklines.
+
+    Bucket values are workload totals (Σ over its workers' devices), the mean of the per-minute
+    totals in the bucket; None where the bucket has no rows (no data, not idle). The per-device
+    figures are over every row of the span, as the diagnosis computes them (TFLOPS = compute % ×
+    the GPU's capacity; `compute_tflops` is written as 0 upstream).
+    """
+
+    namespace: str
+    name: str
+    start: datetime
+    end: datetime
+    bucket: timedelta
+    tflops: tuple[float | None, ...]
+    vram: tuple[float | None, ...]
+    tflops_avg: float | None
+    tflops_peak: float | None
+    vram_avg: float | None
+    vram_peak: float | None
+    rows: int
+    workers: int
+    unknown_gpus: tuple[str, ...] = ()  # devices without a known capacity (TFLOPS not derived)
+
+    @property
+    def has_data(self) -> bool:
+        return self.rows > 0
+
+
+AnalysisValue = WasteAnalysis | AlertsAnalysis | WorkloadHistory
+
+
+@dataclass(frozen=True, slots=True)
+class Analysis:
+    """The outcome of one analysis for one refresh (`seq`); `value` may be an older good one."""
+
+    kind: AnalysisKind
+    subject: str
+    seq: int  # the refresh it was computed for
+    now: datetime  # that refresh's time, the analysis' `now`
+    source: str  # the metrics store that answered
+    value: AnalysisValue | None
+    value_now: datetime | None  # when `value` was computed for (older than `now` after an error)
+    error: str | None
+    seconds: float
+
+    @property
+    def key(self) -> AnalysisKey:
+        return (self.kind, self.subject)
+
+    @property
+    def stale(self) -> bool:
+        """An error this time; `value` is from an earlier refresh."""
+        return self.error is not None and self.value is not None
+
+    def keeping(self, previous: Analysis | None) -> Analysis:
+        """After an error, keep showing `previous`'s value (marked stale by `error`)."""
+        if self.error is None or previous is None or previous.value is None:
+            return self
+        return replace(self, value=previous.value, value_now=previous.value_now)
+
+
+# -- computations --------------------------------------------------------------------------------
+
+
+def compute_waste(port: Step1Port, data: ConsoleData, window: timedelta = WASTE_WINDOW) -> WasteAnalysis:
+    """Step 1 over `window` ending at the refresh, diagnosed against its cluster state."""
+    step1 = port.step1(window, data.refreshed_at, gpu_capacity(data.state))
+    report = assemble(step1, data.state, None, source=port.describe(), cluster=data.source)
+    return WasteAnalysis(report)
+
+
+def compute_alerts(port: Step1Port, now: datetime, span: timedelta = ALERT_SPAN) -> AlertsAnalysis:
+    """Every built-in rule replayed over `span` up to `now` (as `tftui report` does)."""
+    history = evaluate_history(port, RULES, now=now, span=span)
+    first = {rule.name: evaluation_times(rule, now, span)[0] for rule in RULES}
+    return AlertsAnalysis(history, first)
+
+
+def compute_history(
+    metrics: MetricsPort,
+    data: ConsoleData,
+    workload: str,
+    *,
+    span: timedelta = HISTORY_SPAN,
+    bucket: timedelta = HISTORY_BUCKET,
+    cancelled: Callable[[], bool] = lambda: False,
+) -> WorkloadHistory:
+    """Stream `tf_worker_usage` over the span and keep the rows of `workload` ("namespace/name")."""
+    wl = data.state.workloads.get(workload)
+    namespace, _, name = workload.partition("/")
+    if wl is not None:
+        namespace, name = wl.namespace, wl.name
+    end = data.refreshed_at
+    start = end - span
+    n_buckets = max(1, -(-span // bucket))
+    capacity = gpu_capacity(data.state)
+    minutes: dict[datetime, list[float]] = {}  # ts → [Σ TFLOPS, Σ bytes]
+    t_sum = v_sum = 0.0
+    t_peak: float | None = None
+    v_peak: float | None = None
+    t_rows = v_rows = rows = 0
+    workers: set[str] = set()
+    unknown: set[str] = set()
+    source: Iterator[dict[str, Any]] = metrics.rows("tf_worker_usage", start, end)
+    try:
+        for i, r in enumerate(source):
+            if i % CANCEL_CHECK_ROWS == 0 and cancelled():
+                raise Cancelled
+            if r.get("workload") != name or r.get("namespace") != namespace:
+                continue
+            ts = r["ts"]
+            rows += 1
+            workers.add(str(r.get("worker") or r.get("pod_name") or ""))
+            acc = minutes.setdefault(ts, [0.0, 0.0])
+            pct, mem = r.get("compute_percentage"), r.get("memory_bytes")
+            uuid = str(r.get("uuid") or "")
+            cap = capacity.get(uuid, (0.0, 0.0))[0]
+            if pct is not None and cap > 0:
+                tf = float(pct) / 100.0 * cap
+                acc[0] += tf
+                t_sum += tf
+                t_rows += 1
+                t_peak = tf if t_peak is None or tf > t_peak else t_peak
+            elif pct is not None:
+                unknown.add(uuid)
+            if mem is not None:
+                vb = float(mem)
+                acc[1] += vb
+                v_sum += vb
+                v_rows += 1
+                v_peak = vb if v_peak is None or vb > v_peak else v_peak
+    finally:
+        close = getattr(source, "close", None)
+        if callable(close):  # a generator: stop the store's cursor early (cancel)
+            close()
+
+    sums = [[0.0, 0.0, 0] for _ in range(n_buckets)]
+    for ts, (tf, vb) in minutes.items():
+        index = min(n_buckets - 1, max(0, int((ts - start) // bucket)))
+        sums[index][0] += tf
+        sums[index][1] += vb
+        sums[index][2] += 1
+    return WorkloadHistory(
+        namespace=namespace,
+        name=name,
+        start=start,
+        end=end,
+        bucket=bucket,
+        tflops=tuple(s[0] / s[2] if s[2] else None for s in sums),
+        vram=tuple(s[1] / s[2] if s[2] else None for s in sums),
+        tflops_avg=t_sum / t_rows if t_rows else None,
+        tflops_peak=t_peak,
+        vram_avg=v_sum / v_rows if v_rows else None,
+        vram_peak=v_peak,
+        rows=rows,
+        workers=len(workers - {""}),
+        unknown_gpus=tuple(sorted(unknown)),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class AnalysisSettings:
+    """Windows of the analyses (the snapshot tests shorten the waste window to keep them fast)."""
+
+    waste_window: timedelta = WASTE_WINDOW
+    alert_span: timedelta = ALERT_SPAN
+    history_span: timedelta = HISTORY_SPAN
+    history_bucket: timedelta = HISTORY_BUCKET
+
+
+def run_analysis(
+    key: AnalysisKey,
+    metrics: MetricsPort | None,
+    data: ConsoleData,
+    seq: int,
+    settings: AnalysisSettings = AnalysisSettings(),
+    cancelled: Callable[[], bool] = lambda: False,
+) -> Analysis:
+    """Compute one analysis; never raises except `Cancelled` (errors become `Analysis.error`)."""
+    kind, subject = key
+    started = time.perf_counter()
+    value: AnalysisValue | None = None
+    error: str | None = None
+    source = (store_name(metrics) if metrics is not None else None) or "the metrics source"
+    try:
+        if metrics is None:
+            raise NoStep1Error("no metrics source configured (give --metrics-dsn or set TFTUI_METRICS_DSN)")
+        if kind == HISTORY:
+            value = compute_history(
+                metrics,
+                data,
+                subject,
+                span=settings.history_span,
+                bucket=settings.history_bucket,
+                cancelled=cancelled,
+            )
+        else:
+            port = step1_port(metrics)
+            if port is None:
+                raise NoStep1Error(f"{source} does not answer the step-1 and alert queries")
+            source = port.describe()
+            if kind == WASTE:
+                value = compute_waste(port, data, settings.waste_window)
+            else:
+                value = compute_alerts(port, data.refreshed_at, settings.alert_span)
+            source = port.describe()  # GreptimeDB names its time column once it has looked
+    except Cancelled:
+        raise
+    except NoStep1Error as exc:
+        error = str(exc)
+    except Exception as exc:
+        error = metrics_error_text(metrics, exc)
+    return Analysis(
+        kind=kind,
+        subject=subject,
+        seq=seq,
+        now=data.refreshed_at,
+        source=source,
+        value=value,
+        value_now=data.refreshed_at if value is not None else None,
+        error=error,
+        seconds=time.perf_counter() - started,
+    )

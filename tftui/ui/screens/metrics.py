@@ -1,0 +1,301 @@
+"""Metrics screens: `:waste` (the diagnosis) and its finding detail, `:alerts`, and the workload detail.
+
+What they show is slow to compute (step 1 over a day, the alert replay, a workload's 24 h of rows),
+so they never compute it: each screen names the analyses it needs (`analysis_keys`), the app runs
+them in thread workers once per refresh, and the screen re-renders when `TfTuiApp.analyses`
+changes, showing "computing…" until the first result and the last good one (marked) after an error.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
+from textual.widgets import DataTable, Label, Sparkline, Static
+
+from tftui.ui.analysis import (
+    ALERTS,
+    HISTORY,
+    WASTE,
+    AlertsAnalysis,
+    Analysis,
+    AnalysisKey,
+    WasteAnalysis,
+    WorkloadHistory,
+)
+from tftui.ui.data import ConsoleData
+from tftui.ui.metricsviews import (
+    alerts_summary,
+    analysis_status,
+    find_finding,
+    finding_detail,
+    finding_preview,
+    fixes_text,
+    instances_table,
+    rules_table,
+    spark_axis,
+    spark_label,
+    spark_values,
+    waste_summary,
+    waste_table,
+    workload_figures,
+    workload_summary,
+    workload_verdict,
+)
+from tftui.ui.screens.ops import NEXT_TABLE
+from tftui.ui.screens.resource import NodeScreen, ResourceScreen
+from tftui.ui.views import Gauges, Layout, Table, workers_table
+from tftui.ui.widgets.table import ResourceTable
+
+
+def _waste(analysis: Analysis | None) -> WasteAnalysis | None:
+    value = analysis.value if analysis is not None else None
+    return value if isinstance(value, WasteAnalysis) else None
+
+
+def _alerts(analysis: Analysis | None) -> AlertsAnalysis | None:
+    value = analysis.value if analysis is not None else None
+    return value if isinstance(value, AlertsAnalysis) else None
+
+
+def _history(analysis: Analysis | None) -> WorkloadHistory | None:
+    value = analysis.value if analysis is not None else None
+    return value if isinstance(value, WorkloadHistory) else None
+
+
+class WasteScreen(ResourceScreen):
+    """The diagnosis' findings, largest wasted GPU-hours first; enter opens one with every fix."""
+
+    COUNT_LABELS: ClassVar[dict[str, str]] = {"main": "findings"}
+
+    def __init__(self, trail: tuple[str, ...] = ("waste",)) -> None:
+        super().__init__(trail)
+
+    def analysis_keys(self) -> tuple[AnalysisKey, ...]:
+        return ((WASTE, ""),)
+
+    def compose_body(self) -> ComposeResult:
+        yield Static("", id="waste-summary")
+        yield ResourceTable(id="main")
+        yield Static("", id="waste-preview")
+
+    def build(self, table_id: str, data: ConsoleData, gauges: Gauges) -> Table:
+        return waste_table(_waste(self.tui.analysis(WASTE)), gauges.layout)
+
+    def crumb_count(self, counts: list[str]) -> str:
+        if _waste(self.tui.analysis(WASTE)) is None:
+            return "computing…" if self.tui.computing(WASTE) else "no data"
+        return super().crumb_count(counts)
+
+    def render_extra(self, data: ConsoleData, layout: Layout) -> None:
+        analysis = self.tui.analysis(WASTE)
+        status = analysis_status(analysis, self.tui.computing(WASTE), "the waste diagnosis")
+        summary = self.query_one("#waste-summary", Static)
+        if analysis is not None and analysis.value is not None:
+            text = waste_summary(analysis, layout)
+            if status is not None:
+                text = Text.assemble(status, "\n", text)
+            summary.update(text)
+        else:
+            summary.update(status or "")
+        self._preview()
+
+    def _preview(self) -> None:
+        waste = _waste(self.tui.analysis(WASTE))
+        key = self.query_one("#main", ResourceTable).cursor_key
+        finding = find_finding(waste.report, key) if waste is not None and key else None
+        preview = self.query_one("#waste-preview", Static)
+        preview.update(finding_preview(finding))
+        preview.display = finding is not None
+
+    @on(DataTable.RowHighlighted, "#main")
+    def _moved(self, event: DataTable.RowHighlighted) -> None:
+        event.stop()
+        self._preview()
+
+    def open(self, table_id: str, key: str) -> None:
+        waste = _waste(self.tui.analysis(WASTE))
+        finding = find_finding(waste.report, key) if waste is not None else None
+        if finding is not None:
+            self.app.push_screen(FindingScreen(key, trail=(*self.trail, finding.name)))
+
+
+class FindingScreen(ResourceScreen):
+    """One finding in full: evidence, waste, every fix (selectable; `c` copies them), the figures."""
+
+    AUTO_FOCUS = "#finding-scroll"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding(
+            "c",
+            "copy_fixes",
+            "Copy fixes",
+            id="tftui.copy_fixes",
+            tooltip="Copy every fix of this finding to the clipboard, one per line",
+        ),
+    ]
+
+    def __init__(self, key: str, trail: tuple[str, ...]) -> None:
+        super().__init__(trail)
+        self.key = key
+
+    def analysis_keys(self) -> tuple[AnalysisKey, ...]:
+        return ((WASTE, ""),)
+
+    def compose_body(self) -> ComposeResult:
+        with VerticalScroll(id="finding-scroll"):
+            yield Static("", id="finding-body")
+
+    def default_focus(self) -> VerticalScroll:
+        return self.query_one("#finding-scroll", VerticalScroll)
+
+    def render_extra(self, data: ConsoleData, layout: Layout) -> None:
+        analysis = self.tui.analysis(WASTE)
+        waste = _waste(analysis)
+        body = self.query_one("#finding-body", Static)
+        finding = find_finding(waste.report, self.key) if waste is not None else None
+        if waste is None or finding is None:
+            status = analysis_status(analysis, self.tui.computing(WASTE), "the waste diagnosis")
+            body.update(status or Text(f"the diagnosis no longer reports {self.key}", style="bold"))
+            return
+        body.update(finding_detail(waste.report, finding))
+
+    def action_copy_fixes(self) -> None:
+        waste = _waste(self.tui.analysis(WASTE))
+        finding = find_finding(waste.report, self.key) if waste is not None else None
+        if finding is None or not finding.fixes:
+            self.notify("nothing to copy", severity="warning")
+            return
+        self.app.copy_to_clipboard(fixes_text(finding))
+        n = len(finding.fixes)
+        self.notify(f"copied {n} fix{'es' if n != 1 else ''} to the clipboard")
+
+
+class AlertsScreen(ResourceScreen):
+    """Every built-in rule and its state on top; the selected rule's alerts below."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [NEXT_TABLE]
+    COUNT_LABELS: ClassVar[dict[str, str]] = {"rules": "rules", "instances": "alerts"}
+
+    def __init__(self, trail: tuple[str, ...] = ("alerts",)) -> None:
+        super().__init__(trail)
+
+    def analysis_keys(self) -> tuple[AnalysisKey, ...]:
+        return ((ALERTS, ""),)
+
+    def compose_body(self) -> ComposeResult:
+        yield ResourceTable(id="rules", classes="master")
+        yield Static("", id="alerts-summary")
+        yield ResourceTable(id="instances")
+
+    def selected_rule(self) -> str | None:
+        return self.query_one("#rules", ResourceTable).cursor_key
+
+    def crumb_trail(self) -> tuple[str, ...]:
+        rule = self.selected_rule() if self.is_mounted else None
+        return (*self.trail, rule) if rule else self.trail
+
+    def crumb_count(self, counts: list[str]) -> str:
+        if _alerts(self.tui.analysis(ALERTS)) is None:
+            return "computing…" if self.tui.computing(ALERTS) else "no data"
+        return super().crumb_count(counts)
+
+    def build(self, table_id: str, data: ConsoleData, gauges: Gauges) -> Table:
+        alerts = _alerts(self.tui.analysis(ALERTS))
+        if table_id == "rules":
+            return rules_table(alerts, gauges.layout)
+        return instances_table(alerts, self.selected_rule(), gauges.layout)
+
+    def render_extra(self, data: ConsoleData, layout: Layout) -> None:
+        analysis = self.tui.analysis(ALERTS)
+        status = analysis_status(analysis, self.tui.computing(ALERTS), "the alert rules")
+        summary = self.query_one("#alerts-summary", Static)
+        if analysis is not None and analysis.value is not None:
+            text = alerts_summary(analysis, self.selected_rule())
+            summary.update(Text.assemble(status, "\n", text) if status is not None else text)
+        else:
+            summary.update(status or "")
+
+    @on(DataTable.RowHighlighted, "#rules")
+    def _rule_moved(self, event: DataTable.RowHighlighted) -> None:
+        event.stop()
+        self.render_data()
+
+    def open(self, table_id: str, key: str) -> None:
+        if table_id == "rules":
+            self.query_one("#instances", ResourceTable).focus()
+
+
+class WorkloadScreen(ResourceScreen):
+    """One workload: request vs average and peak use per device, 24 h sparklines, its workers."""
+
+    AUTO_FOCUS = "#workers"
+    COUNT_LABELS: ClassVar[dict[str, str]] = {"workers": "workers"}
+
+    def __init__(self, key: str, trail: tuple[str, ...]) -> None:
+        super().__init__(trail)
+        self.key = key
+
+    def analysis_keys(self) -> tuple[AnalysisKey, ...]:
+        return ((HISTORY, self.key), (WASTE, ""))
+
+    def compose_body(self) -> ComposeResult:
+        yield Static("", id="wl-summary")
+        yield Static("", id="wl-verdict")
+        yield Static("", id="wl-figures")
+        yield Label("", id="spark-tflops-label", classes="spark-label", markup=False)
+        yield Sparkline([], id="spark-tflops")
+        yield Label("", id="spark-vram-label", classes="spark-label", markup=False)
+        yield Sparkline([], id="spark-vram")
+        yield Label("", id="spark-axis", markup=False)
+        yield ResourceTable(id="workers")
+
+    def build(self, table_id: str, data: ConsoleData, gauges: Gauges) -> Table:
+        wl = data.state.workloads.get(self.key)
+        return workers_table(data, gauges, wl.workers if wl is not None else [])
+
+    def render_extra(self, data: ConsoleData, layout: Layout) -> None:
+        waste = _waste(self.tui.analysis(WASTE))
+        self.query_one("#wl-summary", Static).update(workload_summary(data, self.key))
+        verdict = self.query_one("#wl-verdict", Static)
+        verdict.update(workload_verdict(self.key, waste))
+        verdict.display = waste is not None
+        analysis = self.tui.analysis(HISTORY, self.key)
+        history = _history(analysis)
+        self.query_one("#wl-figures", Static).update(workload_figures(data, self.key, history))
+        status = analysis_status(analysis, self.tui.computing(HISTORY, self.key), "the 24 h history")
+        tf_label = self.query_one("#spark-tflops-label", Label)
+        vram_label = self.query_one("#spark-vram-label", Label)
+        axis = self.query_one("#spark-axis", Label)
+        sparks = (self.query_one("#spark-tflops", Sparkline), self.query_one("#spark-vram", Sparkline))
+        shown = history is not None and history.has_data
+        for spark in sparks:
+            spark.display = shown
+        vram_label.display = axis.display = shown
+        if history is None or not history.has_data:
+            if status is None and history is not None:
+                status = Text(
+                    f"no usage rows for {self.key} in tf_worker_usage over the last 24 h", style="bold"
+                )
+            tf_label.update(status or "")
+            return
+        tf_label.update(
+            Text.assemble(status, "  ", spark_label(history, "tflops"))
+            if status
+            else spark_label(history, "tflops")
+        )
+        vram_label.update(spark_label(history, "vram"))
+        sparks[0].data = spark_values(history.tflops)[0]
+        sparks[1].data = spark_values(history.vram)[0]
+        width = (self.size.width or self.app.size.width) - 2
+        axis.update(spark_axis(history, width))
+
+    def open(self, table_id: str, key: str) -> None:
+        data = self.tui.data
+        worker = data.state.workers.get(key) if data is not None else None
+        node = worker.node if worker is not None else None
+        if data is not None and node is not None and node in data.state.nodes:
+            self.app.push_screen(NodeScreen(node, trail=(*self.trail, node)))
