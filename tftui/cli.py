@@ -411,7 +411,13 @@ def cmd_console(args: argparse.Namespace) -> int:
     from tftui.ui.app import run
 
     clock = getattr(cluster, "clock", None) if args.demo else None
-    run(cluster, metrics, clock=clock, read_only=args.read_only)
+    try:
+        run(cluster, metrics, clock=clock, read_only=args.read_only)
+    finally:
+        for source in (metrics, cluster):
+            close = getattr(source, "close", None)
+            if callable(close):
+                close()
     return 0
 
 
