@@ -172,3 +172,8 @@ def test_read_only_flag_reaches_the_console(monkeypatch: pytest.MonkeyPatch) -> 
     assert callable(getattr(seen["cluster"], "apply", None))
     assert main(["--demo"]) == 0
     assert seen["read_only"] is False
+
+
+def test_speed_must_not_be_negative() -> None:
+    out = tftui("--demo", "--speed", "-1")
+    assert out.returncode == 2 and out.stderr.strip() == "tftui: --speed: must be 0 or more, got -1"

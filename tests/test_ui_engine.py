@@ -16,6 +16,7 @@ import threading
 
 os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -562,3 +563,35 @@ async def test_a_failed_write_is_reported_not_raised(demo: ActingSimCluster, met
         )
         assert app.perform("manual_compaction", pool="demo-dev")  # not stuck "already running"
         await settle(pilot)
+
+
+async def test_demo_speed_runs_the_runtime_on_the_simulated_clock() -> None:
+    """With a simulation speed the console moves the demo's clock and the runtime acts on its own:
+    the first refresh starts the clock, the next one reconciles the due pools (compaction releases
+    the demo's empty dev nodes without any key being pressed)."""
+    import time as _time
+
+    from tftui.sources.sim.acting import ActingSimCluster
+    from tftui.sources.sim.cluster import DEFAULT_NOW
+    from tftui.sources.sim.usage import SimMetrics
+    from tftui.ui.app import TfTuiApp
+
+    sim = ActingSimCluster(seed=7, nodes=40, now=DEFAULT_NOW)
+    app = TfTuiApp(
+        sim,
+        SimMetrics(sim.snapshot(), seed=7, now=DEFAULT_NOW),
+        clock=sim.clock,
+        refresh_interval=None,
+        sim_speed=600.0,
+    )
+    async with app.run_test(size=(120, 40)) as pilot:
+        await app.workers.wait_for_complete()
+        start = sim.now()
+        _time.sleep(0.2)  # 0.2 s wall × 600 = 2 simulated minutes
+        app.action_refresh()
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert sim.now() - start >= timedelta(minutes=1)
+        assert app.runtime is not None
+        messages = [e.message for e in app.runtime.journal.entries()]
+        assert any("dev-4090-03" in m and "releas" in m for m in messages), messages[:10]

@@ -68,6 +68,14 @@ def _add_source_args(p: argparse.ArgumentParser, *, sub: bool = False) -> None:
         "--nodes", type=int, default=d(40), help="number of nodes of the demo cluster (default 40)"
     )
     demo.add_argument("--seed", type=int, default=d(7), help="seed of the demo cluster (default 7)")
+    demo.add_argument(
+        "--speed",
+        type=float,
+        default=d(0.0),
+        metavar="X",
+        help="console on the demo: run its clock at X simulated seconds per second, compaction and "
+        "defrag acting on their own (default 0: the clock stands still; keys still act)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -141,6 +149,8 @@ def open_cluster(args: argparse.Namespace) -> ClusterPort:
     """The ClusterPort the flags name; raises UserError with a hint when none is usable."""
     if args.demo and args.from_file:
         raise UserError("--demo and --from are mutually exclusive")
+    if args.speed < 0:
+        raise UserError(f"--speed: must be 0 or more, got {args.speed:g}")
     if args.nodes < 1:
         raise UserError(f"--nodes: must be at least 1, got {args.nodes}")
     if args.demo:
@@ -412,7 +422,13 @@ def cmd_console(args: argparse.Namespace) -> int:
 
     clock = getattr(cluster, "clock", None) if args.demo else None
     try:
-        run(cluster, metrics, clock=clock, read_only=args.read_only)
+        run(
+            cluster,
+            metrics,
+            clock=clock,
+            read_only=args.read_only,
+            sim_speed=args.speed if args.demo else 0.0,
+        )
     finally:
         for source in (metrics, cluster):
             close = getattr(source, "close", None)

@@ -19,8 +19,9 @@ from every screen's footer and help (`check_action`) when read-only, so they are
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar, cast
@@ -216,8 +217,12 @@ class TfTuiApp(App[None]):
         read_only: bool = False,
         runtime: ConsoleRuntime | None = None,
         analysis: AnalysisSettings | None = None,
+        sim_speed: float = 0.0,
     ) -> None:
         super().__init__()
+        self._sim_speed = max(0.0, sim_speed)
+        """Simulated seconds per wall second on the embedded cluster (0: its clock stands still)."""
+        self._sim_wall: float | None = None
         self._cluster = cluster
         self._metrics = metrics
         self.analysis_settings = analysis or AnalysisSettings()
@@ -271,12 +276,25 @@ class TfTuiApp(App[None]):
         self.loading = True
         self._load_worker()
 
+    def _run_simulation(self) -> None:
+        """Move the embedded cluster's clock by the wall time since the last refresh × `sim_speed`
+        and let the runtime reconcile what came due (compaction periods, defrag windows)."""
+        run_for = getattr(self.runtime, "run_for", None)
+        if self._sim_speed <= 0 or run_for is None or not callable(getattr(self._cluster, "advance", None)):
+            return
+        wall = time.monotonic()
+        last, self._sim_wall = self._sim_wall, wall
+        if last is not None and wall > last:
+            run_for(timedelta(seconds=(wall - last) * self._sim_speed))
+
     @work(thread=True, exclusive=True, group=REFRESH_GROUP, exit_on_error=False, description="refresh")
     def _load_worker(self) -> None:
         worker = get_current_worker()
         now = self._clock()
         try:
             with self._cluster_lock:
+                self._run_simulation()
+                now = self._clock()
                 data = load(self._cluster, self._metrics, now, self.runtime)
         except ClusterLoadError as exc:
             if not worker.is_cancelled:
@@ -546,6 +564,7 @@ def run(
     read_only: bool = False,
     runtime: ConsoleRuntime | None = None,
     analysis: AnalysisSettings | None = None,
+    sim_speed: float = 0.0,
 ) -> None:
     """Open the console in the terminal until the operator quits.
 
@@ -562,4 +581,5 @@ def run(
         read_only=read_only,
         runtime=runtime,
         analysis=analysis,
+        sim_speed=sim_speed,
     ).run()
