@@ -12,12 +12,13 @@ import os
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tftui.model.dump import DumpError, dumps, validate_items
 from tftui.sources.ports import SourceError
 
 if TYPE_CHECKING:
+    from tftui.engine.plan import Plan
     from tftui.engine.state import ClusterState
     from tftui.sources.ports import ClusterPort, MetricsPort
 
@@ -109,6 +110,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     plan.add_argument("--pool", metavar="P", help="only this GPUPool")
     plan.add_argument("--json", action="store_true", help="print the canonical JSON plan")
+    plan.add_argument(
+        "--no-autoscale", action="store_true", help="leave out the autoscale section (no metrics read)"
+    )
 
     rec = sub.add_parser(
         "recommend", help="autoscale: usage percentiles, recommended requests, would it apply and why not"
@@ -119,6 +123,25 @@ def build_parser() -> argparse.ArgumentParser:
         "--now", metavar="RFC3339", help="decide as of this time (default: now; demo: its clock)"
     )
     rec.add_argument("--json", action="store_true", help="print the canonical JSON recommendations")
+
+    doctor = sub.add_parser(
+        "doctor",
+        help="check connectivity, CRDs, RBAC permissions and the metrics store; say what is missing",
+    )
+    doctor.add_argument("--context", default=argparse.SUPPRESS, help="kubeconfig context to use")
+    doctor.add_argument("--kubeconfig", default=argparse.SUPPRESS, help="path to a kubeconfig file")
+    doctor.add_argument(
+        "--metrics-dsn",
+        metavar="DSN",
+        default=argparse.SUPPRESS,
+        help="GreptimeDB PostgreSQL DSN (default: env TFTUI_METRICS_DSN; none: the check is skipped)",
+    )
+    doctor.add_argument(
+        "--role",
+        choices=["console", "console-write", "daemon"],
+        default="console-write",
+        help="the permissions to check (deploy/rbac/<role>.yaml; default console-write)",
+    )
 
     report = sub.add_parser(
         "report",
@@ -284,15 +307,124 @@ def parse_now(value: str | None, demo: bool) -> datetime:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    """`tftui plan`: compaction and defrag per pool, plus the autoscale section when usage is readable.
+
+    The autoscale section is additive: its actions follow the pools' actions, and the JSON gains a
+    top-level `autoscale` summary per workload (`autoscaleSkipped` says why when there is none).
+    """
+    import json
+
     from tftui.engine.planning import plan_cluster
     from tftui.textout import render_plan
 
     now = parse_now(args.now, args.demo)
-    state = _state(open_cluster(args))
+    cluster = open_cluster(args)
+    state = _state(cluster)
     pools = [default_pool(state, args.pool)] if args.pool else None
     plan = plan_cluster(state, now, pools=pools)
-    sys.stdout.write(plan.dumps() if args.json else render_plan(plan))
+    summary, skipped = _plan_autoscale(args, cluster, state, now, plan)
+    if args.json:
+        doc = plan.to_json()
+        doc["autoscale"] = summary
+        if skipped is not None:
+            doc["autoscaleSkipped"] = skipped
+        sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+    else:
+        sys.stdout.write(render_plan(plan) + _render_autoscale(summary, skipped))
     return 0
+
+
+def _plan_autoscale(
+    args: argparse.Namespace, cluster: ClusterPort, state: ClusterState, now: datetime, plan: Plan
+) -> tuple[dict[str, Any], str | None]:
+    """Append autoscale's actions to `plan`; return the per-workload summary, or why it was skipped."""
+    from tftui.engine.autoscale import AutoscaleState, plan_autoscale
+    from tftui.engine.plan import AnnotatePod, Event, PatchWorkloadStatus
+    from tftui.model.duration import format_duration
+    from tftui.runtime.loops import autoscale_window
+
+    if args.no_autoscale:
+        return {}, "--no-autoscale"
+    dsn = metrics_dsn(args)
+    metrics: MetricsPort | None
+    if args.demo and not dsn:
+        from tftui.sources.sim.usage import SimMetrics
+
+        metrics = SimMetrics(cluster.snapshot(), seed=args.seed, now=now)  # usage up to --now
+    else:
+        metrics = open_metrics(args, cluster)
+    if metrics is None:
+        return {}, "no metrics source (give --metrics-dsn DSN or set TFTUI_METRICS_DSN)"
+    astate = AutoscaleState()
+    astate.configure(state)
+    try:
+        astate.add_samples(list(metrics.rows("tf_worker_usage", now - autoscale_window(state), now)))
+    except SourceError as exc:
+        return {}, f"metrics store unreachable: {exc}"
+    finally:
+        close = getattr(metrics, "close", None)
+        if callable(close):
+            close()
+    ap = plan_autoscale(state, astate, now)
+    assert ap.result is not None
+    pool_set = set(plan.pools) if args.pool else None
+    summary: dict[str, Any] = {}
+    keep: set[str] = set()
+    for key in sorted(ap.result.workloads):
+        rec = ap.result.workloads[key]
+        wv = state.workloads[key]
+        if pool_set is not None and wv.pool not in pool_set:
+            continue
+        if rec.reason == "no-data" and not rec.enabled:
+            continue
+        keep.add(key)
+        summary[key] = {
+            "enabled": rec.enabled,
+            "target": rec.target,
+            "current": rec.current.to_json(),
+            "recommendation": rec.recommendation.to_json() if rec.recommendation else None,
+            "provisional": rec.provisional,
+            "history": format_duration(rec.history),
+            "wouldApply": rec.would_apply,
+            "reason": rec.reason,
+            "detail": rec.detail,
+        }
+    for action in ap.actions():
+        if isinstance(action, PatchWorkloadStatus):
+            key = f"{action.namespace}/{action.name}"
+        elif isinstance(action, Event):
+            key = action.object.partition("/")[2]
+        elif isinstance(action, AnnotatePod):
+            w = state.workers.get(f"{action.namespace}/{action.name}")
+            key = f"{action.namespace}/{w.workload}" if w is not None else ""
+        else:  # pragma: no cover - autoscale emits only these
+            key = ""
+        if key in keep:
+            plan.actions.append(action)
+    return summary, None
+
+
+def _render_autoscale(summary: dict[str, Any], skipped: str | None) -> str:
+    lines = ["", "== autoscale"]
+    if skipped is not None:
+        lines.append(f"skipped: {skipped}")
+        return "\n".join(lines) + "\n"
+    if not summary:
+        lines.append("no workload with usage data or autoscaling enabled")
+    for key, s in summary.items():
+        cur, rec = s["current"], s["recommendation"]
+        change = "-"
+        if rec is not None:
+            change = (
+                f"TFLOPS {cur['requests']['tflops']}->{rec['requests']['tflops']}, "
+                f"VRAM {cur['requests']['vram']}->{rec['requests']['vram']}"
+            )
+        verdict = "would apply" if s["wouldApply"] else f"not applied: {s['reason']}"
+        detail = f" ({s['detail']})" if s["detail"] else ""
+        prov = ", provisional" if s["provisional"] else ""
+        state = "on" if s["enabled"] else "off"
+        lines.append(f"{key}  autoscale {state}{prov}  {change}  {verdict}{detail}")
+    return "\n".join(lines) + "\n"
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -437,6 +569,18 @@ def cmd_console(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from tftui.doctor import run_doctor
+    from tftui.sources.greptime import dsn_from_env
+
+    return run_doctor(
+        context=args.context,
+        kubeconfig=args.kubeconfig,
+        metrics_dsn=args.metrics_dsn or dsn_from_env(),
+        role=args.role,
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -451,6 +595,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_report(args)
         if args.command == "recommend":
             return cmd_recommend(args)
+        if args.command == "doctor":
+            return cmd_doctor(args)
         return cmd_console(args)
     except (UserError, DumpError, SourceError) as exc:
         print(f"tftui: {exc}", file=sys.stderr)

@@ -27,7 +27,7 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -320,6 +320,8 @@ class KubeApiServer:
         self._drop_gen = 0
         self.bookmark_interval = bookmark_interval
         self.stats = _Stats()
+        self.access: Callable[[Mapping[str, str]], bool] | None = None
+        """SelfSubjectAccessReview policy: resourceAttributes → allowed (None: everything allowed)."""
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -330,13 +332,15 @@ class KubeApiServer:
         assert self._httpd is not None, "server not started"
         return f"http://127.0.0.1:{self._httpd.server_address[1]}"
 
-    def start(self) -> KubeApiServer:
+    def start(self, port: int = 0) -> KubeApiServer:
+        """Listen on `port` (0: any free one); after `stop()`, `start(port)` brings the same server
+        (same objects, same history) back at the same address, like an API server restart."""
         server = self
 
         class Handler(_Handler):
             api = server
 
-        httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         httpd.daemon_threads = True
         self._httpd = httpd
         self._thread = threading.Thread(
@@ -668,6 +672,25 @@ class KubeApiServer:
 
     # -- watch -----------------------------------------------------------------------------------------
 
+    def access_review(self, body: Any) -> JSON:
+        """Answer a SelfSubjectAccessReview from `self.access` (as an RBAC authorizer would)."""
+        spec = (body or {}).get("spec") if isinstance(body, dict) else None
+        attrs = (spec or {}).get("resourceAttributes")
+        if not isinstance(attrs, dict):
+            raise ApiError(422, "Invalid", "spec.resourceAttributes: Required value")
+        clean = {k: str(v) for k, v in attrs.items() if v is not None}
+        allowed = True if self.access is None else bool(self.access(clean))
+        status: JSON = {"allowed": allowed}
+        if not allowed:
+            status["reason"] = "no RBAC policy matched"
+        return {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            "metadata": {"creationTimestamp": None},
+            "spec": {"resourceAttributes": attrs},
+            "status": status,
+        }
+
     def watch_events(
         self, rt: ResourceType, ns: str, q: Mapping[str, str], since: int
     ) -> tuple[list[JSON], int]:
@@ -855,6 +878,9 @@ class _Handler(BaseHTTPRequestHandler):
                     ],
                 },
             )
+            return
+        if method == "POST" and path == "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews":
+            self._send(201, api.access_review(body))
             return
         if parts[:1] == ["api"]:
             group, rest = "", parts[1:]

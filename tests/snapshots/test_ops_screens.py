@@ -1,4 +1,5 @@
-"""Screenshots of the operation screens (placement, compaction, defrag, events) and the confirm dialog.
+"""Screenshots of the operation screens (placement, compaction, defrag, events), the confirm dialog
+and the placement-mode dialog.
 
 Same demo and determinism kit as `test_screens.py`; the SVGs live in `snapshots/test_ops_screens/`.
 The events screen is taken after a confirmed manual compaction, so it shows what the runtime did.
@@ -53,6 +54,8 @@ SCREENS: dict[str, Callable[[Pilot[Any]], Awaitable[None]]] = {
     # demo-dev's window is tomorrow: its first step is simulated on today's cluster
     "defrag": steps(view="defrag"),
     "confirm": steps("c"),
+    # `m` on demo-dev, then tab to the first other mode: what the change does (behaviour P4)
+    "mode": steps("m", "tab"),
     # a confirmed manual compaction (c, tab, enter), then `:events`: events and journal lines
     "events": steps("c", "tab", "enter", then_view="events"),
 }

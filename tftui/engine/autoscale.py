@@ -60,7 +60,7 @@ from tftui.engine.histogram import (
     go_seconds,
     unix_to_go,
 )
-from tftui.engine.plan import AnnotatePod, Event, Plan, rfc3339
+from tftui.engine.plan import Action, AnnotatePod, Event, PatchWorkloadStatus, Plan, rfc3339
 from tftui.engine.state import ClusterState, WorkerView, WorkloadView
 from tftui.model import keys
 from tftui.model.duration import DurationError, format_duration, parse_duration
@@ -988,29 +988,12 @@ def recommend(
 # -- actions -------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class PatchWorkloadStatus:
-    """Merge patch of a TensorFusionWorkload's `status` (recommendation, cron rule, condition)."""
-
-    namespace: str
-    name: str
-    fields: dict[str, Any]
-    kind: Literal["patch-workload-status"] = "patch-workload-status"
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "namespace": self.namespace,
-            "name": self.name,
-            "fields": dict(self.fields),
-        }
-
-
 @dataclass(slots=True)
 class AutoscalePlan:
-    """Pod annotation patches and events (in `plan`) plus workload status patches.
+    """Pod annotation patches and events (in `plan`) plus workload status patches (`status`).
 
-    Status patches live beside the plan because `plan.Action` does not include them yet.
+    `actions()` is the order to apply them in: the pods first, then the status that records them,
+    then the events.
     """
 
     plan: Plan
@@ -1021,6 +1004,12 @@ class AutoscalePlan:
         out = self.plan.to_json()
         out["workloadStatus"] = [s.to_json() for s in self.status]
         return out
+
+    def actions(self) -> list[Action]:
+        """Every action: pod patches, status patches, then events (what the runtime applies)."""
+        pods = [a for a in self.plan.actions if not isinstance(a, Event)]
+        events = [a for a in self.plan.actions if isinstance(a, Event)]
+        return [*pods, *self.status, *events]
 
 
 def _worker_q(ann: Mapping[str, str], key: str) -> Quantity | None:

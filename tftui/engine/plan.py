@@ -118,6 +118,24 @@ class PatchPoolStatus:
 
 
 @dataclass(frozen=True, slots=True)
+class PatchWorkloadStatus:
+    """Merge patch of a TensorFusionWorkload's `status` (recommendation, cron rule, condition)."""
+
+    namespace: str
+    name: str
+    fields: dict[str, Any]
+    kind: Literal["patch-workload-status"] = "patch-workload-status"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "namespace": self.namespace,
+            "name": self.name,
+            "fields": dict(self.fields),
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class Event:
     """A Kubernetes event on `object` (`GPUPool/<pool>`), with upstream's reason and message."""
 
@@ -146,6 +164,7 @@ Action = (
     | DeleteGPUNodeClaim
     | EvictPod
     | PatchPoolStatus
+    | PatchWorkloadStatus
     | Event
 )
 

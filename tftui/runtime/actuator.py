@@ -33,6 +33,7 @@ from tftui.engine.plan import (
     LabelNode,
     LabelPod,
     PatchPoolStatus,
+    PatchWorkloadStatus,
     Plan,
 )
 from tftui.engine.state import ClusterState
@@ -85,6 +86,11 @@ def describe(action: Action) -> str:
         return f"evict Pod {action.namespace}/{action.name}"
     if isinstance(action, PatchPoolStatus):
         return f"patch GPUPool {action.pool} status {json.dumps(action.fields, sort_keys=True)}"
+    if isinstance(action, PatchWorkloadStatus):
+        return (
+            f"patch TensorFusionWorkload {action.namespace}/{action.name} status "
+            f"{json.dumps(action.fields, sort_keys=True)}"
+        )
     return f"{action.type} {action.reason} on {action.object}: {action.message}"
 
 
@@ -94,9 +100,15 @@ def pool_of(action: Action, state: ClusterState | None, default: str = "") -> st
         return action.pool
     if isinstance(action, Event):
         kind, _, name = action.object.partition("/")
+        if kind == "TensorFusionWorkload" and state is not None:
+            wv = state.workloads.get(name)
+            return (wv.pool if wv else None) or default
         return name if kind == "GPUPool" else default
     if state is None:
         return default
+    if isinstance(action, PatchWorkloadStatus):
+        wv = state.workloads.get(f"{action.namespace}/{action.name}")
+        return (wv.pool if wv else None) or default
     if isinstance(action, LabelNode | AnnotateNode):
         nv = state.nodes.get(action.node)
         return (nv.pool if nv else None) or default

@@ -20,6 +20,19 @@ reconciles, so repeated actions are dropped the same way instead of being journa
 
 `last_compaction` (upstream's in-memory `jobStarted`) and the pacing live in memory, as upstream's do:
 a restarted runtime compacts at once. Everything else that must survive a restart is in the cluster.
+
+**Autoscale** (issue 5, A1–A6) runs when the runtime has a `metrics` port: one loop for all workloads
+every `autoscale_interval` (default: the smallest valid `autoSetResources.interval` of the enabled
+workloads, else upstream's 30 s). The first run loads `tf_worker_usage` over the longest
+`historyDataPeriod` (at least 2 h); later runs load only the rows since the previous load, so the
+histograms are rebuilt from the metrics store alone after a restart (nothing is kept in files).
+`engine.autoscale.plan_autoscale` decides; the actuator patches the worker pods' annotations, the
+workloads' `status` and emits the events, one workload at a time (a failure stops only that
+workload's actions). A status patch identical to the one this runtime applied last is not repeated,
+nor an event identical to the workload's previous run's (in dry-run: any repeated action).
+The metrics store failing (`SourceError`) pauses autoscaling — `autoscale_paused` holds the reason,
+the journal gets one line when it pauses and one when it resumes — while compaction and defrag go on;
+the rows that could not be loaded are loaded by the next successful run.
 """
 
 from __future__ import annotations
@@ -29,19 +42,49 @@ from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from typing import Protocol, runtime_checkable
 
+from tftui.engine.autoscale import (
+    DEFAULT_PERIOD,
+    AutoConfig,
+    AutoscalePlan,
+    AutoscaleState,
+    effective_autoscaling,
+    plan_autoscale,
+)
 from tftui.engine.compaction import compaction_period, plan_manual_compaction
-from tftui.engine.plan import Action, CompactionResult, DefragResult, Event, EvictPod, Plan, rfc3339
+from tftui.engine.plan import (
+    Action,
+    AnnotatePod,
+    CompactionResult,
+    DefragResult,
+    Event,
+    EvictPod,
+    PatchWorkloadStatus,
+    Plan,
+    rfc3339,
+)
 from tftui.engine.planning import plan_cluster
 from tftui.engine.state import ClusterState
 from tftui.model.gpuinfo import price_table
 from tftui.runtime.actuator import ActionResult, Actuator
 from tftui.runtime.journal import Journal
-from tftui.sources.ports import WritableClusterPort
+from tftui.sources.ports import MetricsPort, SourceError, WritableClusterPort
 
-__all__ = ["DEFRAG_ACTIVE_REQUEUE", "DEFRAG_IDLE_REQUEUE", "Runtime", "SimulatedCluster"]
+__all__ = [
+    "DEFAULT_AUTOSCALE_INTERVAL",
+    "DEFRAG_ACTIVE_REQUEUE",
+    "DEFRAG_IDLE_REQUEUE",
+    "MAX_AUTOSCALE_HISTORY",
+    "Runtime",
+    "SimulatedCluster",
+    "autoscale_interval",
+    "autoscale_window",
+]
 
 DEFRAG_ACTIVE_REQUEUE = timedelta(seconds=10)  # after an eviction, a refusal or a blocked step
 DEFRAG_IDLE_REQUEUE = timedelta(seconds=60)  # idle inside a campaign window
+DEFAULT_AUTOSCALE_INTERVAL = timedelta(seconds=30)  # upstream: global autoScalingInterval, else 30s
+MAX_AUTOSCALE_HISTORY = timedelta(days=30)  # a bound on the first load, whatever the config says
+_AUTOSCALE = "autoscale/"  # prefix of a workload's key in the repeat filter (pool names have no '/')
 
 
 @runtime_checkable
@@ -57,6 +100,25 @@ def _identity(action: Action) -> str:
     return json.dumps(action.to_json(), sort_keys=True)
 
 
+def autoscale_interval(state: ClusterState) -> timedelta:
+    """The loop's interval: the smallest valid `interval` of the enabled workloads, else 30 s."""
+    best: timedelta | None = None
+    for wv in state.workloads.values():
+        cfg = AutoConfig.parse(effective_autoscaling(state, wv).get("autoSetResources"))
+        if cfg.enable and not cfg.errors and (best is None or cfg.interval < best):
+            best = cfg.interval
+    return best if best is not None else DEFAULT_AUTOSCALE_INTERVAL
+
+
+def autoscale_window(state: ClusterState) -> timedelta:
+    """How far back the first load reads: the longest `historyDataPeriod` (at least 2 h, at most 30 d)."""
+    window = DEFAULT_PERIOD
+    for wv in state.workloads.values():
+        cfg = AutoConfig.parse(effective_autoscaling(state, wv).get("autoSetResources"))
+        window = max(window, min(cfg.history, MAX_AUTOSCALE_HISTORY))
+    return window
+
+
 class Runtime:
     """Reconciles pools on a cluster: plans, actuates (or only journals in dry-run), paces, explains."""
 
@@ -68,9 +130,13 @@ class Runtime:
         dry_run: bool = False,
         journal: Journal | None = None,
         embedded: bool | None = None,
+        metrics: MetricsPort | None = None,
+        autoscale_interval: timedelta | None = None,
     ) -> None:
         """`embedded` (default: the cluster is a `SimulatedCluster`) makes the manual trigger run the round
-        at once; on a live cluster it only writes the annotation and the controller runs it (C5)."""
+        at once; on a live cluster it only writes the annotation and the controller runs it (C5).
+
+        `metrics` turns the autoscale loop on; `autoscale_interval` overrides its interval."""
         self.cluster = cluster
         self.clock = clock
         self.dry_run = dry_run
@@ -83,6 +149,14 @@ class Runtime:
         self._previous: dict[str, set[str]] = {}  # pool → identities of last reconcile's repeatables
         self._kept: dict[tuple[str, str], str] = {}  # (pool, node) → last journaled compaction outcome
         self._defrag_line: dict[str, str] = {}
+        self.metrics = metrics
+        self.autoscale_interval_override = autoscale_interval
+        self.autoscale_state = AutoscaleState()
+        self.autoscale_loaded_until: datetime | None = None  # rows before this are in the histograms
+        self.next_autoscale: datetime | None = None
+        self.autoscale_paused: str | None = None  # why autoscaling is paused (the metrics store failed)
+        self.last_autoscale: AutoscalePlan | None = None
+        self._status_applied: dict[str, str] = {}  # workload → identity of the last status patch
 
     # -- reconciles ---------------------------------------------------------------------------------
 
@@ -104,14 +178,114 @@ class Runtime:
         return [p for p in sorted(state.pools) if self.next_reconcile.get(p, now) <= now]
 
     def tick_due(self) -> Plan | None:
-        """Reconcile the pools that are due (what a timer-driven front end calls); None if none is."""
+        """Reconcile the pools that are due and run autoscale if due (what a timer-driven front end
+        calls); None if nothing was due."""
         state, now = self.state(), self.clock()
         due = self.due_pools(state, now)
-        return self._tick(state, now, due) if due else None
+        plan = self._tick(state, now, due) if due else None
+        if self.autoscale_due(now):
+            results = self.last_results
+            if plan is not None:  # compaction/defrag may have changed the cluster
+                state = self.state()
+            auto = self._autoscale(state, now)
+            self.last_results = results + self.last_results
+            if plan is None:
+                plan = auto
+            else:
+                plan.actions.extend(auto.actions)
+        return plan
 
     def next_due(self) -> datetime | None:
-        """The earliest scheduled reconcile (None before the first)."""
-        return min(self.next_reconcile.values(), default=None)
+        """The earliest scheduled reconcile or autoscale run (None before the first)."""
+        times = list(self.next_reconcile.values())
+        if self.metrics is not None and self.next_autoscale is not None:
+            times.append(self.next_autoscale)
+        return min(times, default=None)
+
+    # -- autoscale ------------------------------------------------------------------------------------
+
+    def autoscale_due(self, now: datetime | None = None) -> bool:
+        """Whether the autoscale loop should run now (never without a metrics port)."""
+        if self.metrics is None:
+            return False
+        now = now if now is not None else self.clock()
+        return self.next_autoscale is None or self.next_autoscale <= now
+
+    def autoscale_tick(self) -> Plan:
+        """Run the autoscale loop now: load the new usage rows, recommend, apply; returns what was done."""
+        if self.metrics is None:
+            raise RuntimeError("autoscale needs a metrics port (Runtime(metrics=...))")
+        return self._autoscale(self.state(), self.clock())
+
+    def _load_usage(self, state: ClusterState, now: datetime) -> None:
+        """Feed the histograms the rows since the last load (the history window on the first)."""
+        assert self.metrics is not None
+        astate = self.autoscale_state
+        astate.configure(state)
+        start = self.autoscale_loaded_until
+        if start is None:
+            start = now - autoscale_window(state)
+        if start >= now:
+            return
+        # materialise first: a store failing mid-read must not leave half a window in the histograms
+        rows = list(self.metrics.rows("tf_worker_usage", start, now))
+        astate.add_samples(rows)
+        self.autoscale_loaded_until = now
+
+    def _autoscale(self, state: ClusterState, now: datetime) -> Plan:
+        interval = self.autoscale_interval_override or autoscale_interval(state)
+        self.next_autoscale = now + interval
+        self.last_results = []
+        executed = Plan(now)
+        try:
+            self._load_usage(state, now)
+        except SourceError as exc:
+            reason = f"metrics store unreachable: {exc}"
+            if self.autoscale_paused is None:
+                self.journal.record(
+                    now, "", "error", f"autoscale paused ({reason}); compaction and defrag go on", ok=False
+                )
+            self.autoscale_paused = reason
+            return executed
+        if self.autoscale_paused is not None:
+            self.autoscale_paused = None
+            self.journal.record(now, "", "action", "autoscale resumed: the metrics store answers again")
+        ap = plan_autoscale(state, self.autoscale_state, now)
+        self.last_autoscale = ap
+        groups: dict[str, list[Action]] = {}
+        for action in ap.actions():
+            key = _workload_of(action, state)
+            if isinstance(action, PatchWorkloadStatus):
+                ident = _identity(action)
+                if self._status_applied.get(key) == ident:
+                    continue
+            groups.setdefault(key, []).append(action)
+        assert ap.result is not None
+        seen = {k.removeprefix(_AUTOSCALE) for k in self._previous if k.startswith(_AUTOSCALE)}
+        for key in sorted(seen | set(groups)):
+            actions = self._drop_repeats(_AUTOSCALE + key, groups.get(key, []))
+            if not actions:
+                continue
+            rec = ap.result.workloads.get(key)
+            wv = state.workloads.get(key)
+            pool = (wv.pool if wv else None) or ""
+            if rec is not None and rec.would_apply and rec.recommendation is not None:
+                pods = sum(isinstance(a, AnnotatePod) for a in actions)
+                new, cur = rec.recommendation, rec.current
+                self.journal.record(
+                    now,
+                    pool,
+                    "action",
+                    f"autoscale {key}: TFLOPS {cur.tf_req}->{new.tf_req}, VRAM {cur.vram_req}->"
+                    f"{new.vram_req} ({rec.reason}; {pods} worker(s) patched)",
+                )
+            results = self.actuator.execute(Plan(now, actions=actions), state)
+            self.last_results += results
+            for r in results:
+                if isinstance(r.action, PatchWorkloadStatus) and r.ok:
+                    self._status_applied[key] = _identity(r.action)
+            executed.actions.extend(actions)
+        return executed
 
     def run_for(self, duration: timedelta, step: timedelta = timedelta(seconds=10)) -> list[Plan]:
         """Drive a simulated cluster for `duration`: reconcile what is due, advance its clock, repeat.
@@ -133,7 +307,10 @@ class Runtime:
             now = self.clock()
             if now >= end:
                 return plans
-            target = min([now + step, end, *(t for t in self.next_reconcile.values() if t > now)])
+            scheduled = list(self.next_reconcile.values())
+            if self.metrics is not None and self.next_autoscale is not None:
+                scheduled.append(self.next_autoscale)
+            target = min([now + step, end, *(t for t in scheduled if t > now)])
             sim.advance(target - now)
             if self.clock() <= now:
                 raise RuntimeError("the runtime's clock does not follow the simulated cluster's")
@@ -172,8 +349,9 @@ class Runtime:
     def manual_compaction(self, pool: str) -> Plan:
         """Stamp `manual-compaction` on the pool and, on the embedded cluster, run its forced round now.
 
-        Returns the executed plan: the annotation first, then the round's actions (on a live cluster
-        only the annotation; the controller runs the round when it sees the stamp).
+        Returns the executed plan: the annotation first, then the round's actions. On a live cluster
+        only the annotation is written (the controller runs the round when it sees the stamp); the
+        returned plan's `pools` still hold the forced round's decision, for display.
         """
         state, now = self.state(), self.clock()
         if pool not in state.pools:
@@ -183,10 +361,11 @@ class Runtime:
             self.journal.record(
                 now, pool, "compaction", "manual compaction requested; the controller runs the round"
             )
-            executed = Plan(now, actions=[stamp])
-            executed.pool(pool)
-            self.last_results = self.actuator.execute(executed, state)
-            return executed
+            # the forced round's decision is shown (pools), but only the stamp is applied
+            self.last_results = self.actuator.execute(
+                Plan(now, pools=dict(plan.pools), actions=[stamp]), state
+            )
+            return Plan(now, pools=dict(plan.pools), actions=[stamp])
         self.journal.record(now, pool, "compaction", "manual compaction: running the round now")
         executed = Plan(now, pools=dict(plan.pools), actions=[stamp, *plan.actions])
         self.last_compaction[pool] = now
@@ -266,6 +445,18 @@ class Runtime:
             return
         self._defrag_line[pool] = line
         self.journal.record(now, pool, "defrag", line)
+
+
+def _workload_of(action: Action, state: ClusterState) -> str:
+    """The `ns/name` workload an autoscale action belongs to."""
+    if isinstance(action, PatchWorkloadStatus):
+        return f"{action.namespace}/{action.name}"
+    if isinstance(action, Event):
+        return action.object.partition("/")[2]
+    if isinstance(action, AnnotatePod):
+        w = state.workers.get(f"{action.namespace}/{action.name}")
+        return f"{action.namespace}/{w.workload}" if w is not None and w.workload else ""
+    return ""
 
 
 def _defrag_line(res: DefragResult | None, now: datetime) -> str | None:

@@ -48,6 +48,7 @@ from tftui.engine.plan import (
     LabelNode,
     LabelPod,
     PatchPoolStatus,
+    PatchWorkloadStatus,
 )
 from tftui.model.gcpause import gc_paused
 from tftui.sources.ports import ActionError, SourceError
@@ -410,6 +411,8 @@ class KubeCluster:
             )
         elif isinstance(action, PatchPoolStatus):
             self.patch_custom("gpupools", action.pool, {"status": dict(action.fields)}, status=True)
+        elif isinstance(action, PatchWorkloadStatus):
+            self._patch_workload_status(action.namespace, action.name, dict(action.fields))
         elif isinstance(action, DeleteGPUNodeClaim):
             self._delete_claim(action.name)
         elif isinstance(action, EvictPod):
@@ -485,6 +488,31 @@ class KubeCluster:
             ),
             on_conflict=lambda: self._reread(
                 lambda: self.core.read_namespaced_pod(name, ns, _preload_content=False)
+            ),
+        )
+
+    def _patch_workload_status(self, ns: str, name: str, fields: JSON) -> None:
+        """JSON merge patch of a TensorFusionWorkload's status subresource."""
+        plural = "tensorfusionworkloads"
+        self._call(
+            f"patch {plural} {ns}/{name}/status",
+            lambda _: _done(
+                self.custom.patch_namespaced_custom_object_status(
+                    TF_GROUP,
+                    TF_VERSION,
+                    ns,
+                    plural,
+                    name,
+                    {"status": fields},
+                    _content_type=MERGE,
+                    _preload_content=False,
+                    _request_timeout=self.request_timeout,
+                )
+            ),
+            on_conflict=lambda: self._reread(
+                lambda: self.custom.get_namespaced_custom_object(
+                    TF_GROUP, TF_VERSION, ns, plural, name, _preload_content=False
+                )
             ),
         )
 

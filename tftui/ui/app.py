@@ -36,6 +36,8 @@ from textual.timer import Timer
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from tftui.engine.compaction import plan_manual_compaction
+from tftui.engine.fit import MODES
+from tftui.engine.placement import mode_change_message, pool_mode, template_patch
 from tftui.engine.plan import Plan
 from tftui.engine.state import ClusterState
 from tftui.model.gpuinfo import price_table
@@ -50,11 +52,11 @@ from tftui.ui.analysis import (
     Cancelled,
     run_analysis,
 )
-from tftui.ui.data import ClusterLoadError, ConsoleData, describe_error, load
+from tftui.ui.data import ClusterLoadError, ConsoleData, connection_error, describe_error, load
 from tftui.ui.ops import CapacityFigures, ConsoleRuntime, compaction_capacity
 from tftui.ui.opsviews import confirm_compaction_body
 from tftui.ui.screens.metrics import WorkloadScreen
-from tftui.ui.screens.modals import ConfirmScreen, HelpEntry, HelpScreen, WarningsScreen
+from tftui.ui.screens.modals import ConfirmScreen, HelpEntry, HelpScreen, ModeScreen, WarningsScreen
 from tftui.ui.screens.placement import PlacementScreen
 from tftui.ui.screens.registry import ROOT_VIEWS
 from tftui.ui.screens.resource import VIEW_ALIASES, VIEWS, PoolsScreen, ResourceScreen
@@ -70,6 +72,7 @@ CONFIRM_GROUP = "confirm"
 
 WRITE_ACTIONS: dict[str, str] = {
     "manual_compaction": "manual compaction",
+    "placement_mode": "placement mode change",
 }
 """Actions that write to the cluster (binding action and `perform` name → words for messages).
 
@@ -120,13 +123,14 @@ class CompactionPreviewReady(Message):
 
 
 class ActionDone(Message):
-    """A write finished; `plan` is what the runtime did."""
+    """A write finished; `plan` is what the runtime did (None: a plain patch, said in `detail`)."""
 
-    def __init__(self, action: str, pool: str, plan: Plan) -> None:
+    def __init__(self, action: str, pool: str, plan: Plan | None, detail: str = "") -> None:
         super().__init__()
         self.action = action
         self.pool = pool
         self.plan = plan
+        self.detail = detail
 
 
 class ActionFailed(Message):
@@ -156,9 +160,14 @@ def make_runtime(cluster: ClusterPort, clock: Callable[[], datetime]) -> Console
     return runtime
 
 
-def released_words(plan: Plan, pool: str) -> str:
+def released_words(plan: Plan, pool: str, *, embedded: bool = True) -> str:
+    """What a manual compaction did: on the embedded cluster the round ran; on a live cluster only
+    the trigger annotation was written and the controller releases the nodes (behaviour C5)."""
     pp = plan.pools.get(pool)
     released = pp.compaction.released if pp is not None and pp.compaction is not None else []
+    if not embedded:
+        expected = ", ".join(r.node for r in released) or "nothing"
+        return f"requested (tensor-fusion.ai/manual-compaction written; expected to release: {expected})"
     if not released:
         return "nothing released"
     return "released " + ", ".join(r.node for r in released)
@@ -292,6 +301,11 @@ class TfTuiApp(App[None]):
         worker = get_current_worker()
         now = self._clock()
         try:
+            lost = connection_error(self._cluster)
+            if lost is not None:  # a live cluster's cache would show stale objects as current
+                if not worker.is_cancelled:
+                    self.post_message(LoadFailed(f"disconnected: {lost}", now))
+                return
             with self._cluster_lock:
                 self._run_simulation()
                 now = self._clock()
@@ -458,10 +472,35 @@ class TfTuiApp(App[None]):
         body = confirm_compaction_body(pool, message.plan, message.before, message.after)
         self.push_screen(ConfirmScreen(f"Manual compaction · pool {pool}", body, "Compact"), answered)
 
-    def perform(self, action: str, *, pool: str) -> bool:
+    def start_placement_mode(self, pool: str) -> None:
+        """`m`: choose the pool's new placement mode in a dialog showing what it changes (P4)."""
+        if not self.allows("placement_mode"):
+            self._refuse("placement_mode")
+            return
+        data = self.data
+        if data is None or pool not in data.state.pools:
+            self.notify(f"pool {pool} is not in the cluster", severity="error")
+            return
+        state = data.state
+        current = pool_mode(state, pool)
+        try:
+            template_patch(state, pool, current)  # a pool without a (valid) template: nothing to patch
+        except ValueError as exc:
+            self.notify(str(exc), severity="error", timeout=10)
+            return
+
+        def answered(mode: str | None) -> None:
+            if mode:
+                self.perform("placement_mode", pool=pool, mode=mode)
+
+        self.push_screen(
+            ModeScreen(pool, current, MODES, partial(mode_change_message, state, pool)), answered
+        )
+
+    def perform(self, action: str, *, pool: str, mode: str | None = None) -> bool:
         """The only way the console writes: refused when read-only, else run in a thread worker.
 
-        Returns whether the write was started.
+        `mode` is the new placement mode of `placement_mode`. Returns whether the write was started.
         """
         if action not in WRITE_ACTIONS:
             raise ValueError(f"unknown write action {action!r}")
@@ -471,8 +510,10 @@ class TfTuiApp(App[None]):
         if pool in self._writing:
             self.notify(f"{WRITE_ACTIONS[action]} of {pool} is already running", severity="warning")
             return False
+        if action == "placement_mode" and mode not in MODES:
+            raise ValueError(f"placement_mode needs a mode (one of {', '.join(MODES)}), not {mode!r}")
         self._writing.add(pool)
-        self._write_worker(action, pool)
+        self._write_worker(action, pool, mode)
         return True
 
     def _refuse(self, action: str) -> None:
@@ -481,22 +522,47 @@ class TfTuiApp(App[None]):
         )
 
     @work(thread=True, group=WRITE_GROUP, exit_on_error=False, description="write")
-    def _write_worker(self, action: str, pool: str) -> None:
+    def _write_worker(self, action: str, pool: str, mode: str | None = None) -> None:
         runtime = self.runtime
         if runtime is None:  # perform checked; a runtime never goes away
             return
         try:
             with self._cluster_lock:
+                if action == "placement_mode" and mode is not None:
+                    detail = self._patch_mode(pool, mode)
+                    self.post_message(ActionDone(action, pool, None, detail))
+                    return
                 plan = runtime.manual_compaction(pool)
         except Exception as exc:
             self.post_message(ActionFailed(action, pool, describe_error(exc)))
             return
         self.post_message(ActionDone(action, pool, plan))
 
+    def _patch_mode(self, pool: str, mode: str) -> str:
+        """Patch the SchedulingConfigTemplate of `pool` (read from the cluster as shown)."""
+        data = self.data
+        if data is None:
+            raise ValueError(f"pool {pool}: no cluster state yet")
+        name, patch = template_patch(data.state, pool, mode)
+        cluster: Any = self._cluster
+        if callable(getattr(cluster, "patch_template_mode", None)):  # a live cluster (`KubeCluster`)
+            cluster.patch_template_mode(name, mode)
+        elif callable(getattr(cluster, "patch", None)):  # the embedded cluster (`ActingSimCluster`)
+            cluster.patch("SchedulingConfigTemplate", name, patch)
+        else:
+            raise ValueError(f"this source cannot patch SchedulingConfigTemplate {name}")
+        return f"{mode} in SchedulingConfigTemplate {name}"
+
     def on_action_done(self, message: ActionDone) -> None:
         self._writing.discard(message.pool)
         words = WRITE_ACTIONS.get(message.action, message.action)
-        self.notify(f"{words} of {message.pool}: {released_words(message.plan, message.pool)}", timeout=8)
+        embedded = bool(getattr(self.runtime, "embedded", True))
+        what = (
+            message.detail
+            if message.plan is None
+            else released_words(message.plan, message.pool, embedded=embedded)
+        )
+        self.notify(f"{words} of {message.pool}: {what}", timeout=8)
         self.action_refresh()
 
     def on_action_failed(self, message: ActionFailed) -> None:

@@ -6,6 +6,7 @@ thread only ever receives a finished, immutable `ConsoleData` and renders it.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -47,6 +48,37 @@ def describe_error(exc: BaseException) -> str:
     if isinstance(exc, RuntimeError | ValueError) and text:
         return text
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+PROBE_TIMEOUT = 3.0
+"""Seconds the connection probe of a live cluster may take."""
+
+
+def connection_error(cluster: object) -> str | None:
+    """Why a live cluster's API server cannot be reached right now, or None (also for other sources).
+
+    `KubeCluster` serves snapshots from its watch cache, which keeps answering while the API server is
+    gone; the console asks the server for its version (one small GET per refresh) so a lost connection
+    shows as "disconnected" with the last good state, and the next good probe recovers.
+    """
+    kube = sys.modules.get("tftui.sources.kube")  # not loaded: the source cannot be a KubeCluster
+    if kube is None or not isinstance(cluster, kube.KubeCluster):
+        return None
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+    from urllib3.exceptions import HTTPError
+
+    try:
+        resp: Any = client.VersionApi(cluster.api).get_code(
+            _preload_content=False, _request_timeout=PROBE_TIMEOUT
+        )
+        resp.release_conn()
+    except ApiException as exc:
+        return f"API server answered {exc.status} {exc.reason or ''}".strip()
+    except (HTTPError, OSError) as exc:
+        text = " ".join(str(exc).split())
+        return text.rsplit(": ", 1)[-1] if text else type(exc).__name__
+    return None
 
 
 def step1_port(metrics: object) -> Step1Port | None:

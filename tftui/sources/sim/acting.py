@@ -4,8 +4,11 @@
 out on an in-memory copy of the generated objects, and the cluster answers the way a real one would,
 in simulated time, so a night of defrag and compaction can be watched (or tested) in seconds:
 
-- **Patches**: labels and annotations of Node, Pod and GPUPool, and GPUPool `status`, are JSON merge
-  patches (`None` removes a key); an unknown object is `ActionError(..., 404)`.
+- **Patches**: labels and annotations of Node, Pod and GPUPool, and GPUPool and TensorFusionWorkload
+  `status`, are JSON merge patches (`None` removes a key); an unknown object is
+  `ActionError(..., 404)`. Autoscale's in-place resize (a worker's `tflops-*`/`vram-*` annotations)
+  changes its GPUs' `available` and the node and pool figures at the next read, and a smaller request
+  lets Pending workers try again.
 - **GPUNodeClaim deletion**: the claim gets a `deletionTimestamp` and its Node is cordoned (Karpenter
   taints a node it disrupts; a terminated VM goes NotReady); after the provisioner's delay
   (`Provisioned` 3 min, `Karpenter` 1 min) claim, Node, GPUNode and GPUs are gone.
@@ -38,7 +41,8 @@ Limitations: CPU and memory are not scheduled; the cluster autoscaler does not d
 are not TensorFusion workers are not recreated when their node goes; `SimMetrics` must be rebuilt from
 a new snapshot to serve replaced workers (`SimMetrics(sim.snapshot(), sim.seed, now=sim.now())`, a few
 milliseconds for the 40-node demo): history of a replacement starts at its creation, evicted pods lose
-theirs.
+theirs. `SimMetrics` derives usage from the requests it was built with, so a rebuild after autoscale
+resized workers makes their usage follow the new requests (keep the first one to hold demand fixed).
 """
 
 from __future__ import annotations
@@ -66,6 +70,7 @@ from tftui.engine.plan import (
     LabelNode,
     LabelPod,
     PatchPoolStatus,
+    PatchWorkloadStatus,
 )
 from tftui.engine.state import ClusterState, Res
 from tftui.model import keys
@@ -101,6 +106,16 @@ EVENT_SERIES_WINDOW: Final = timedelta(minutes=5)  # client-go's event series wi
 MAX_EVENTS: Final = 5000
 
 _ENDED: Final = frozenset({"Succeeded", "Failed"})
+_REQUEST_KEYS: Final = frozenset(
+    {
+        keys.TFLOPS_REQUEST,
+        keys.TFLOPS_LIMIT,
+        keys.VRAM_REQUEST,
+        keys.VRAM_LIMIT,
+        keys.COMPUTE_PERCENT_REQUEST,
+        keys.COMPUTE_PERCENT_LIMIT,
+    }
+)
 _DEFRAG_POD_KEYS: Final = (keys.DEFRAG_EVICTED, keys.DEFRAG_EVICTED_POOL, keys.DEFRAG_EVICTED_SINCE)
 _ALPHABET: Final = "bcdfghjklmnpqrstvwxz2456789"  # Kubernetes' generateName alphabet
 _PDB_REFUSAL: Final = "Cannot evict pod as it would violate the pod's disruption budget."
@@ -430,6 +445,8 @@ class ActingSimCluster:
             self._patch_meta(("Pod", action.namespace, action.name), "labels", action.labels)
         elif isinstance(action, AnnotatePod):
             self._patch_meta(("Pod", action.namespace, action.name), "annotations", action.annotations)
+            if any(k in _REQUEST_KEYS for k in action.annotations):
+                self._retry_all = True  # a smaller request frees room for Pending workers
         elif isinstance(action, AnnotatePool):
             self._patch_meta(("GPUPool", "", action.pool), "annotations", action.annotations)
         elif isinstance(action, PatchPoolStatus):
@@ -437,6 +454,11 @@ class ActingSimCluster:
             if _patch_changes(self._get(key).get("status") or {}, action.fields):
                 pool = self._mut(key)
                 _merge_patch(pool.setdefault("status", {}), action.fields)
+        elif isinstance(action, PatchWorkloadStatus):
+            wkey: Key = ("TensorFusionWorkload", action.namespace, action.name)
+            if _patch_changes(self._get(wkey).get("status") or {}, action.fields):
+                wl = self._mut(wkey)
+                _merge_patch(wl.setdefault("status", {}), action.fields)
         elif isinstance(action, DeleteGPUNodeClaim):
             self._delete_claim(action.name)
         elif isinstance(action, EvictPod):

@@ -1,5 +1,5 @@
 """Overlays: `?` help (generated from the bindings of the screen it was opened on), `w` warnings,
-and the confirmation of dangerous actions (Cancel focused by default).
+the confirmation of dangerous actions and the placement-mode choice (Cancel focused by default).
 
 Help is built from the live bindings rather than written by hand, so it cannot drift from the keys
 the footer shows and the app obeys.
@@ -7,7 +7,7 @@ the footer shows and the app obeys.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -18,6 +18,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.events import DescendantFocus
 from textual.screen import ModalScreen
 from textual.widgets import Button, Label, Static
 
@@ -138,3 +139,50 @@ class ConfirmScreen(ModalScreen[bool]):
     def _pressed(self, event: Button.Pressed) -> None:
         event.stop()
         self.dismiss(event.button.id == "confirm-ok")
+
+
+class ModeScreen(ModalScreen[str | None]):
+    """`m` on a pool: pick its new placement mode. Cancel is focused; focusing a mode's button shows
+    what the change does (`describe(mode)`, behaviour P4); pressing it is the confirmation.
+
+    Answers the chosen mode, or None. The caller writes (through `TfTuiApp.perform`).
+    """
+
+    AUTO_FOCUS = "#mode-cancel"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "cancel", "Cancel", key_display="esc", id="tftui.mode_cancel"),
+        Binding("tab,right", "app.focus_next", "Next", show=False, id="tftui.mode_next"),
+        Binding("shift+tab,left", "app.focus_previous", "Previous", show=False, id="tftui.mode_previous"),
+    ]
+
+    def __init__(self, pool: str, current: str, modes: Sequence[str], describe: Callable[[str], str]) -> None:
+        super().__init__()
+        self._pool = pool
+        self._current = current
+        self._modes = [m for m in modes if m != current]
+        self._describe = describe
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="mode-box"):
+            yield Label(f"Placement mode · pool {self._pool}", id="mode-title", markup=False)
+            yield Label(f"now {self._current}; choose the new mode", id="mode-current", markup=False)
+            with Horizontal(id="mode-buttons"):
+                yield Button("Cancel", id="mode-cancel", compact=True)
+                for i, mode in enumerate(self._modes):
+                    yield Button(mode, id=f"mode-{i}", name=mode, compact=True)
+            yield Static("", id="mode-body", markup=False)
+            yield Label("tab/→ choose · ⏎ on a mode changes it · esc cancels", id="mode-hint", markup=False)
+
+    def on_descendant_focus(self, event: DescendantFocus) -> None:
+        widget = event.widget
+        mode = widget.name if isinstance(widget, Button) and widget.id != "mode-cancel" else None
+        body = self.query_one("#mode-body", Static)
+        body.update(self._describe(mode) if mode else "nothing changes")
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+    @on(Button.Pressed)
+    def _pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        self.dismiss(event.button.name if event.button.id != "mode-cancel" else None)

@@ -285,12 +285,20 @@ POOL_BINDINGS: list[BindingType] = [
         id="tftui.write.manual_compaction",
         tooltip="Manual compaction of this pool: lists what it releases, asks",
     ),
+    Binding(
+        "m",
+        "placement_mode",
+        "Mode",
+        show=False,  # listed in help: the 80-column footer has no room left
+        id="tftui.write.placement_mode",
+        tooltip="Change the pool's placement mode (patches its SchedulingConfigTemplate), asks",
+    ),
 ]
 """Keys acting on the selected pool; `tftui.write.*` ids are write actions (hidden when read-only)."""
 
 
 class PoolActions:
-    """`p` and `c` on whichever pool the screen has selected."""
+    """`p`, `c` and `m` on whichever pool the screen has selected."""
 
     def selected_pool(self) -> str | None:
         raise NotImplementedError
@@ -306,6 +314,14 @@ class PoolActions:
             screen.notify("no pool selected", severity="warning")
             return
         screen.tui.start_manual_compaction(pool)
+
+    def action_placement_mode(self) -> None:
+        screen: ResourceScreen = self  # type: ignore[assignment]
+        pool = self.selected_pool()
+        if pool is None:
+            screen.notify("no pool selected", severity="warning")
+            return
+        screen.tui.start_placement_mode(pool)
 
 
 class PoolsScreen(PoolActions, ResourceScreen):

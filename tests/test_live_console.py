@@ -1,0 +1,266 @@
+"""The console on a live cluster: `TfTuiApp` over `KubeCluster` against the in-process API server.
+
+Writes go through the real client and are checked through the API (plain HTTP GETs), as an operator
+running `kubectl get` next to the console would see them.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.pilot import Pilot
+from textual.widgets import Input, Label
+
+from tests.kubeapi import KubeApiServer, write_kubeconfig
+from tftui.sources.kube import KubeCluster
+from tftui.sources.sim.cluster import generate_objects
+from tftui.ui.app import TfTuiApp
+from tftui.ui.screens.modals import ConfirmScreen, ModeScreen
+from tftui.ui.screens.resource import PoolsScreen
+from tftui.ui.widgets.table import ResourceTable
+
+ANNOTATION = "tensor-fusion.ai/manual-compaction"
+DEMO = generate_objects()
+
+
+@pytest.fixture(autouse=True)
+def _still_cursor(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(Input, "_toggle_cursor", lambda self: None)
+
+
+@pytest.fixture
+def server() -> Iterator[KubeApiServer]:
+    srv = KubeApiServer(bookmark_interval=0.2).start()
+    srv.seed(DEMO)
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+@pytest.fixture
+def kube(server: KubeApiServer, tmp_path: Path) -> Iterator[KubeCluster]:
+    cfg = write_kubeconfig(tmp_path / "kubeconfig", server.url)
+    k = KubeCluster(kubeconfig=str(cfg), retries=2, backoff=0.01, max_backoff=0.05, request_timeout=3)
+    k.wait_synced(10)
+    try:
+        yield k
+    finally:
+        k.close()
+
+
+def api_get(server_url: str, path: str) -> dict[str, Any]:
+    with urllib.request.urlopen(f"{server_url}{path}", timeout=5) as resp:
+        doc: dict[str, Any] = json.loads(resp.read())
+        return doc
+
+
+def pool_annotations(url: str, pool: str) -> dict[str, str]:
+    doc = api_get(url, f"/apis/tensor-fusion.ai/v1/gpupools/{pool}")
+    return dict(doc["metadata"].get("annotations") or {})
+
+
+def template_mode(url: str, name: str) -> str:
+    doc = api_get(url, f"/apis/tensor-fusion.ai/v1/schedulingconfigtemplates/{name}")
+    return str(doc["spec"]["placement"]["mode"])
+
+
+async def wait_until(pilot: Pilot[None], check: Callable[[], bool], timeout: float = 10.0) -> float:
+    """Let the app run until `check()` holds; the seconds it took."""
+    start = time.monotonic()
+    while not check():
+        if time.monotonic() - start > timeout:
+            raise AssertionError("condition not reached in time")
+        await pilot.pause(0.02)
+    return time.monotonic() - start
+
+
+async def loaded(pilot: Pilot[None]) -> TfTuiApp:
+    app = pilot.app
+    assert isinstance(app, TfTuiApp)
+    await wait_until(pilot, lambda: app.data is not None and isinstance(app.screen, PoolsScreen))
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+    return app
+
+
+async def select_pool(pilot: Pilot[None], pool: str) -> None:
+    table = pilot.app.screen.query_one("#main", ResourceTable)
+    while table.cursor_key != pool:
+        await pilot.press("down")
+
+
+def header_status(app: TfTuiApp) -> str:
+    return str(app.screen.query_one("#header-status", Label).content)
+
+
+def bindings(app: TfTuiApp) -> set[str]:
+    return {b.binding.action for b in app.screen.active_bindings.values()}
+
+
+async def test_manual_compaction_writes_the_annotation_within_a_second(
+    server: KubeApiServer, kube: KubeCluster
+) -> None:
+    app = TfTuiApp(kube, None, refresh_interval=None)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await loaded(pilot)
+        await select_pool(pilot, "demo-dev")
+        assert ANNOTATION not in pool_annotations(server.url, "demo-dev")
+        await pilot.press("c")
+        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("tab", "enter")
+        took = await wait_until(pilot, lambda: ANNOTATION in pool_annotations(server.url, "demo-dev"))
+        assert took < 1.0
+        stamp = pool_annotations(server.url, "demo-dev")[ANNOTATION]
+        assert datetime.fromisoformat(stamp.replace("Z", "+00:00"))  # RFC 3339 (C5)
+        await app.workers.wait_for_complete()
+
+
+async def test_read_only_offers_no_write_key(server: KubeApiServer, kube: KubeCluster) -> None:
+    app = TfTuiApp(kube, None, refresh_interval=None, read_only=True)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await loaded(pilot)
+        active = {
+            b.binding.action for b in app.screen.active_bindings.values() if app.allows(b.binding.action)
+        }
+        assert "place" in active
+        assert "manual_compaction" not in active and "placement_mode" not in active
+        await pilot.press("c", "m")
+        await pilot.pause(0.2)
+        assert isinstance(app.screen, PoolsScreen)  # no dialog opened
+        assert app.perform("placement_mode", pool="demo-dev", mode="CompactFirst") is False
+    assert ANNOTATION not in pool_annotations(server.url, "demo-dev")
+    assert template_mode(server.url, "dev-spread") == "LowLoadFirst"
+
+
+async def test_mode_key_patches_the_template(server: KubeApiServer, kube: KubeCluster) -> None:
+    app = TfTuiApp(kube, None, refresh_interval=None)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await loaded(pilot)
+        await select_pool(pilot, "demo-dev")
+        await pilot.press("m")
+        await wait_until(pilot, lambda: isinstance(app.screen, ModeScreen))
+        dialog = app.screen
+        assert app.focused is not None and app.focused.id == "mode-cancel"
+        body = dialog.query_one("#mode-body")
+        await pilot.press("tab")  # the first other mode: CompactFirst
+        text = str(body.render())
+        assert "placement mode LowLoadFirst → CompactFirst in SchedulingConfigTemplate dev-spread" in text
+        assert "running workloads stay where they are" in text
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: template_mode(server.url, "dev-spread") == "CompactFirst", 2)
+        await app.workers.wait_for_complete()
+        await wait_until(
+            pilot,
+            lambda: (
+                app.data is not None and app.data.state.pools["demo-dev"].placement_mode == "CompactFirst"
+            ),
+        )
+
+
+async def test_mode_dialog_cancel_changes_nothing(server: KubeApiServer, kube: KubeCluster) -> None:
+    app = TfTuiApp(kube, None, refresh_interval=None)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await loaded(pilot)
+        await select_pool(pilot, "demo-dev")
+        await pilot.press("m")
+        await wait_until(pilot, lambda: isinstance(app.screen, ModeScreen))
+        await pilot.press("enter")  # on the focused Cancel
+        await wait_until(pilot, lambda: isinstance(app.screen, PoolsScreen))
+        await app.workers.wait_for_complete()
+    assert template_mode(server.url, "dev-spread") == "LowLoadFirst"
+
+
+async def test_lost_connection_shows_disconnected_and_recovers(
+    server: KubeApiServer, kube: KubeCluster
+) -> None:
+    app = TfTuiApp(kube, None, refresh_interval=None)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await loaded(pilot)
+        before = app.data
+        assert before is not None
+        port = int(server.url.rsplit(":", 1)[1])
+        server.stop()
+        await pilot.press("ctrl+r")
+        await wait_until(pilot, lambda: app.cluster_error is not None)
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert app.cluster_error is not None and app.cluster_error.startswith("disconnected")
+        assert "cluster: disconnected" in header_status(app)
+        assert app.data is before  # the last good state stays on screen
+        assert app.screen.query_one("#main", ResourceTable).row_count == len(before.state.pools)
+
+        server.start(port)
+        await pilot.press("ctrl+r")
+        await wait_until(pilot, lambda: app.cluster_error is None)
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert app.data is not before
+        assert "disconnected" not in header_status(app)
+
+
+async def test_mode_key_on_the_embedded_cluster() -> None:
+    from tftui.sources.sim.acting import ActingSimCluster
+    from tftui.sources.sim.cluster import DEFAULT_NOW
+
+    cluster = ActingSimCluster(seed=7, nodes=40, now=DEFAULT_NOW)
+    app = TfTuiApp(cluster, None, clock=lambda: DEFAULT_NOW, refresh_interval=None)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await loaded(pilot)
+        await select_pool(pilot, "demo-training")  # CompactFirst, template training-compact
+        await pilot.press("m")
+        await wait_until(pilot, lambda: isinstance(app.screen, ModeScreen))
+        await pilot.press("tab", "tab", "enter")  # the second other mode: NodeCompactGPULowLoad
+        await wait_until(
+            pilot,
+            lambda: (
+                app.data is not None
+                and app.data.state.pools["demo-training"].placement_mode == "NodeCompactGPULowLoad"
+            ),
+        )
+    tpl = next(
+        o
+        for o in cluster.snapshot()
+        if o["kind"] == "SchedulingConfigTemplate" and o["metadata"]["name"] == "training-compact"
+    )
+    assert tpl["spec"]["placement"]["mode"] == "NodeCompactGPULowLoad"
+
+
+async def test_mode_key_refuses_a_pool_without_template(server: KubeApiServer, kube: KubeCluster) -> None:
+    app = TfTuiApp(kube, None, refresh_interval=None)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await loaded(pilot)
+        req = urllib.request.Request(
+            f"{server.url}/apis/tensor-fusion.ai/v1/gpupools/demo-dev",
+            data=json.dumps({"spec": {"schedulingConfigTemplate": None}}).encode(),
+            headers={"Content-Type": "application/merge-patch+json"},
+            method="PATCH",
+        )
+        urllib.request.urlopen(req, timeout=5).close()
+        await wait_until(
+            pilot,
+            lambda: (
+                not any(
+                    o["kind"] == "GPUPool"
+                    and o["metadata"]["name"] == "demo-dev"
+                    and o["spec"].get("schedulingConfigTemplate")
+                    for o in kube.snapshot()
+                )
+            ),
+        )
+        await pilot.press("ctrl+r")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        await select_pool(pilot, "demo-dev")
+        await pilot.press("m")
+        await pilot.pause(0.1)
+        assert isinstance(app.screen, PoolsScreen)
+        notes = [n.message for n in app._notifications]
+        assert any("spec.schedulingConfigTemplate is not set" in n for n in notes), notes
