@@ -568,7 +568,7 @@ async def test_a_failed_write_is_reported_not_raised(demo: ActingSimCluster, met
 async def test_demo_speed_runs_the_runtime_on_the_simulated_clock() -> None:
     """With a simulation speed the console moves the demo's clock and the runtime acts on its own:
     the first refresh starts the clock, the next one reconciles the due pools (compaction releases
-    the demo's empty dev nodes without any key being pressed)."""
+    the demo's empty dev nodes without any key being pressed, and autoscaling applies)."""
     import time as _time
 
     from tftui.sources.sim.acting import ActingSimCluster
@@ -595,3 +595,5 @@ async def test_demo_speed_runs_the_runtime_on_the_simulated_clock() -> None:
         assert app.runtime is not None
         messages = [e.message for e in app.runtime.journal.entries()]
         assert any("dev-4090-03" in m and "releas" in m for m in messages), messages[:10]
+        # the console's runtime has the metrics, so its loop also autoscales enabled workloads
+        assert any(m.startswith("autoscale ml-batch/batch-transcribe:") for m in messages), messages[:10]

@@ -148,7 +148,9 @@ def writable(cluster: ClusterPort) -> bool:
     return callable(getattr(cluster, "apply", None)) and callable(getattr(cluster, "events", None))
 
 
-def make_runtime(cluster: ClusterPort, clock: Callable[[], datetime]) -> ConsoleRuntime | None:
+def make_runtime(
+    cluster: ClusterPort, clock: Callable[[], datetime], metrics: MetricsPort | None = None
+) -> ConsoleRuntime | None:
     """The runtime over a writable cluster, or None (read-only source, or no runtime package)."""
     if not writable(cluster):
         return None
@@ -156,7 +158,8 @@ def make_runtime(cluster: ClusterPort, clock: Callable[[], datetime]) -> Console
         from tftui.runtime.loops import Runtime
     except ImportError:
         return None
-    runtime: ConsoleRuntime = Runtime(cast(WritableClusterPort, cluster), clock=clock)
+    # with metrics the runtime also autoscales (when its loops run: `--speed` on the demo)
+    runtime: ConsoleRuntime = Runtime(cast(WritableClusterPort, cluster), clock=clock, metrics=metrics)
     return runtime
 
 
@@ -242,7 +245,7 @@ class TfTuiApp(App[None]):
         if read_only:
             runtime = None
         elif runtime is None:
-            runtime = make_runtime(cluster, self._clock)
+            runtime = make_runtime(cluster, self._clock, metrics)
         self.runtime: ConsoleRuntime | None = runtime
         self.read_only = runtime is None
         """True with `--read-only`, a source that cannot write, or no runtime: no write is offered."""
