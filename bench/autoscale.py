@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import argparse
 import random
-import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
+
+from _timing import best  # bench/ is on sys.path when a script runs
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 GI = 1024**3
@@ -162,15 +163,6 @@ def read_rows(rs: list[dict[str, Any]]) -> int:
         )
         n += 1
     return n
-
-
-def best(fn: Any, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return min(times)
 
 
 def main() -> None:

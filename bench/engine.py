@@ -7,20 +7,11 @@ under all three modes ≤ 0.05. Each figure is the best of `--repeat` runs in th
 from __future__ import annotations
 
 import argparse
-import time
-from collections.abc import Callable
 from datetime import UTC, datetime
 
+from _timing import best  # bench/ is on sys.path when a script runs
+
 WINDOW_NOW = datetime(2026, 12, 1, 8, 30, tzinfo=UTC)  # inside demo-dev's 03:00 New York window
-
-
-def best(fn: Callable[[], object], repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return min(times)
 
 
 def main() -> None:

@@ -11,7 +11,7 @@ def main() -> int:
     here = Path(__file__).parent
     rows: list[tuple[str, str]] = []
     for script in sorted(here.glob("*.py")):
-        if script.name in ("run.py", "__init__.py"):
+        if script.name == "run.py" or script.name.startswith("_"):
             continue
         print(f"== {script.name}", flush=True)
         proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True)
