@@ -192,6 +192,8 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
         },
         "podDisruptionBudget": {"enabled": True, "maxUnavailable": "50%"},
         "prometheusScrape": False,
+        "podAnnotations": {"example.com/owner": "gpu-ops"},
+        "podLabels": {"team": "gpu-ops"},
     },
 }
 
@@ -384,7 +386,9 @@ def test_no_rbac_and_an_existing_service_account() -> None:
     ]
     assert c["args"][-1] == "--retry-period=3s"
     assert env(c)["TZ"] == "UTC"
-    assert "annotations" not in dep["spec"]["template"]["metadata"]  # no scrape hints, no DSN checksum
+    meta = dep["spec"]["template"]["metadata"]
+    assert meta["annotations"] == {"example.com/owner": "gpu-ops"}  # no scrape hints, no DSN checksum
+    assert meta["labels"]["team"] == "gpu-ops"
     (pdb,) = (d for d in docs if d["kind"] == "PodDisruptionBudget")
     assert pdb["spec"]["maxUnavailable"] == "50%"
 
