@@ -331,16 +331,29 @@ def _rules(path: Path, kind: str) -> list[Any]:
     return list(doc["rules"])
 
 
-def test_chart_cluster_role_is_deploy_rbac_daemon_yaml() -> None:
+def _is_lease_rule(rule: Mapping[str, Any]) -> bool:
+    return "coordination.k8s.io" in rule["apiGroups"]
+
+
+def test_chart_cluster_role_is_deploy_rbac_daemon_yaml_less_the_lease() -> None:
+    """Everything of daemon.yaml cluster-wide except the Lease, which the namespaced Role grants."""
     objs = by_kind(render())
-    assert objs[("ClusterRole", "tftui")]["rules"] == _rules(RBAC / "daemon.yaml", "ClusterRole")
+    daemon = _rules(RBAC / "daemon.yaml", "ClusterRole")
+    cluster_role = objs[("ClusterRole", "tftui")]["rules"]
+    assert cluster_role == [r for r in daemon if not _is_lease_rule(r)]
+    assert len(cluster_role) == len(daemon) - 1  # daemon.yaml has exactly one Lease rule
     events = {
         v
-        for r in objs[("ClusterRole", "tftui")]["rules"]
+        for r in cluster_role
         if "events.k8s.io" in r["apiGroups"] and "events" in r["resources"]
         for v in r["verbs"]
     }
     assert {"list", "watch"} <= events
+    # every Lease verb daemon.yaml grants is granted by the chart's Role in the release namespace
+    (lease,) = (r for r in daemon if _is_lease_rule(r))
+    (role,) = objs[("Role", "tftui-lease")]["rules"]
+    assert lease["resources"] == role["resources"] == ["leases"]
+    assert set(lease["verbs"]) <= set(role["verbs"])
 
 
 def test_chart_lease_role_is_deploy_rbac_daemon_lease_yaml() -> None:
@@ -362,6 +375,12 @@ def test_chart_lease_role_is_deploy_rbac_daemon_lease_yaml() -> None:
     assert binding["metadata"]["namespace"] == sa["metadata"]["namespace"]
     for d in plain.values():
         validate(d)
+
+
+def test_chart_reads_the_cluster_role_from_deploy_rbac() -> None:
+    """files/daemon-clusterrole.yaml is a link, not a copy: the two can never drift apart."""
+    link = CHART / "files" / "daemon-clusterrole.yaml"
+    assert link.is_symlink() and link.resolve() == (RBAC / "daemon.yaml").resolve()
 
 
 def test_no_rbac_and_an_existing_service_account() -> None:
