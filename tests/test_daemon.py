@@ -344,3 +344,73 @@ def test_daemon_flag_errors(args: list[str], message: str, capsys: pytest.Captur
     assert main(["--daemon", "--demo", *args]) == 2
     err = capsys.readouterr().err
     assert err.startswith("tftui: ") and message in err and len(err.splitlines()) == 1
+
+
+def _start(args: list[str]) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "tftui", *args],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "POD_NAME": "pod-7", "POD_NAMESPACE": "tf-sys"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _ready(port: int) -> bool:
+    try:
+        return http(f"http://127.0.0.1:{port}/readyz")[0] == 200
+    except (urllib.error.URLError, ConnectionError):
+        return False
+
+
+def test_cli_daemon_on_a_cluster_leads_and_releases_on_sigterm(
+    server: KubeApiServer, kubeconfig: str
+) -> None:
+    """The flags' wiring: kubeconfig, the Lease from POD_NAMESPACE/POD_NAME, release on SIGTERM."""
+    port = _free_port()
+    proc = _start(["--daemon", "--kubeconfig", kubeconfig, "--listen", f"127.0.0.1:{port}",
+                   "--lease-duration", "2s", "--renew-deadline", "1500ms", "--retry-period", "200ms"])  # fmt: skip
+    try:
+        eventually(lambda: _ready(port), 20)
+        eventually(lambda: metric(http(f"http://127.0.0.1:{port}/metrics")[1], "tftui_leader") == 1)
+        lease = server.get("Lease", "tftui", "tf-sys")
+        assert lease is not None and lease["spec"]["holderIdentity"] == "pod-7"
+        assert lease["spec"]["leaseDurationSeconds"] == 2
+        eventually(
+            lambda: any(
+                k.startswith("DELETE /apis/tensor-fusion.ai/v1/gpunodeclaims/") for k in writes(server)
+            )
+        )
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert not (server.get("Lease", "tftui", "tf-sys") or {})["spec"].get("holderIdentity")
+    docs = [json.loads(line) for line in out.splitlines()]
+    assert any(d["msg"] == "acting: this replica leads" and d["identity"] == "pod-7" for d in docs)
+
+
+def test_cli_daemon_dry_run_on_a_cluster_writes_nothing(server: KubeApiServer, kubeconfig: str) -> None:
+    port = _free_port()
+    proc = _start(["--daemon", "--kubeconfig", kubeconfig, "--dry-run", "--listen", f"127.0.0.1:{port}"])
+    try:
+        eventually(lambda: _ready(port), 20)
+        eventually(
+            lambda: (
+                metric(
+                    http(f"http://127.0.0.1:{port}/metrics")[1], "tftui_decisions_total", kind="compaction"
+                )
+                > 0
+            )
+        )
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert writes(server) == {}
+    assert any('"msg": "dry-run: delete GPUNodeClaim ' in line for line in out.splitlines())
