@@ -197,3 +197,32 @@ def test_doctor_metrics_tables(
         "database: it is written by the TensorFusion controller (vector sidecar of the operator pod)"
     )
     assert len([ln for ln in tail if "MISSING" in ln]) == 3
+
+
+def test_doctor_checks_the_daemon_lease_in_its_namespace(
+    server: KubeApiServer, kubeconfig: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The daemon's Lease rules are asked in the lease namespace (a Role there is enough)."""
+    cluster_wide = policy(granted("daemon") - {p for p in granted("daemon") if p.resource == "leases"})
+
+    def allowed(attrs: Mapping[str, str]) -> bool:
+        if attrs.get("resource") == "leases":
+            return attrs.get("namespace") == "tf-sys" and attrs.get("verb") in READ_AND_ELECT
+        return bool(cluster_wide(attrs))
+
+    server.access = allowed
+    code, lines = doctor(
+        capsys, "--kubeconfig", str(kubeconfig), "--role", "daemon", "--lease-namespace", "tf-sys"
+    )
+    assert code == 0, lines
+    assert "permission watch leases.coordination.k8s.io in namespace tf-sys: ok" in lines
+    code, lines = doctor(
+        capsys, "--kubeconfig", str(kubeconfig), "--role", "daemon", "--lease-namespace", "other"
+    )
+    assert code == 1
+    assert sorted(ln.split(":")[0] for ln in lines if "MISSING" in ln) == sorted(
+        f"permission {v} leases.coordination.k8s.io in namespace other" for v in READ_AND_ELECT
+    )
+
+
+READ_AND_ELECT = ("get", "list", "watch", "create", "update")

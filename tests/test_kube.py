@@ -450,3 +450,60 @@ def test_leases_and_events_are_served(server: KubeApiServer) -> None:
     assert status == 409 and err["reason"] == "Conflict"
     _, lst = request(server, "GET", "/apis/events.k8s.io/v1/events")
     assert lst["kind"] == "EventList" and lst["items"] == []
+
+
+def test_the_lease_and_tftui_events_are_cached_with_selectors(
+    server: KubeApiServer, kubeconfig: Path
+) -> None:
+    """Only tftui's Events (reportingController, in `default`) and the named Lease are watched; both
+    survive dropped watches and 410 like the other kinds."""
+
+    def lease(name: str, ns: str, holder: str) -> dict[str, Any]:
+        return {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"holderIdentity": holder},
+        }
+
+    def event(name: str, controller: str) -> dict[str, Any]:
+        return {
+            "apiVersion": "events.k8s.io/v1",
+            "kind": "Event",
+            "metadata": {"name": name, "namespace": "default"},
+            "eventTime": "2026-12-01T08:00:00.000000Z",
+            "reportingController": controller,
+            "reason": "Test",
+            "type": "Normal",
+        }
+
+    server.seed([lease("tftui", "tf-sys", "a"), lease("node-1", "kube-node-lease", "node-1")])
+    server.seed([event("mine", "tensor-fusion.ai/tftui"), event("theirs", "kubelet")])
+    k = KubeCluster(kubeconfig=str(kubeconfig), backoff=0.01, max_backoff=0.05, lease=("tf-sys", "tftui"))
+    try:
+        k.wait_synced(10)
+        assert (k.lease() or {}).get("spec") == {"holderIdentity": "a"}
+        assert [e["metadata"]["name"] for e in k.events()] == ["mine"]
+        assert {o["kind"] for o in k.snapshot()}.isdisjoint({"Event", "Lease"})  # not in ClusterState
+        server.compact()
+        server.drop_watches()  # resume (410 and a relist when the rv was compacted away)
+        server.seed([lease("tftui", "tf-sys", "b"), lease("other", "tf-sys", "x")])
+        eventually(lambda: (k.lease() or {}).get("spec", {}).get("holderIdentity") == "b")
+        assert [o["metadata"]["name"] for o in k.cached("Lease")] == ["tftui"]
+        k.apply(Event("GPUPool/demo-dev", "Normal", "Test2", "hello"))
+        assert k.settle(5)  # read-your-writes: the new event is in the cache when settle returns
+        assert {e["reason"] for e in k.events()} == {"Test", "Test2"}
+    finally:
+        k.close()
+
+
+def test_settle_waits_for_the_cache_to_show_a_write(kube: KubeCluster, server: KubeApiServer) -> None:
+    pod = next(p for p in server.objects("Pod") if p["metadata"]["namespace"] == "research")
+    ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+    kube.apply(LabelPod(ns, name, {"team": "x"}))
+    assert kube.settle(5)
+    cached = next(p for p in kube.snapshot() if p["kind"] == "Pod" and p["metadata"]["name"] == name)
+    assert cached["metadata"]["labels"]["team"] == "x"
+    kube.apply(EvictPod(ns, name))
+    assert kube.settle(5)
+    assert not [p for p in kube.snapshot() if p["kind"] == "Pod" and p["metadata"]["name"] == name]

@@ -43,6 +43,21 @@ def test_layer_imports_point_down(layer: str) -> None:
     assert bad == []
 
 
+def test_daemon_never_imports_the_console() -> None:
+    """design.md: `tftui --daemon` runs the runtime without Textual (the process test checks sys.modules)."""
+    bad = [
+        name
+        for name in sorted(imports_of(ROOT / "daemon.py"))
+        if any(name == p or name.startswith(p + ".") for p in ("tftui.ui", "tftui.cli", "textual"))
+    ]
+    assert bad == []
+    code = (
+        "import sys, tftui.daemon, tftui.runtime.leader, tftui.runtime.ops; print('textual' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
 def test_engine_and_sources_load_without_textual() -> None:
     code = (
         "import sys, tftui.engine.state, tftui.engine.usage, tftui.sources.sim.cluster, tftui.sources.sim.usage, "

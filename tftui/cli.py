@@ -11,7 +11,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from tftui.model.dump import DumpError, dumps, validate_items
@@ -79,12 +79,43 @@ def _add_source_args(p: argparse.ArgumentParser, *, sub: bool = False) -> None:
     )
 
 
+def _add_daemon_args(p: argparse.ArgumentParser) -> None:
+    d = p.add_argument_group("daemon (tftui --daemon: the runtime loops, headless, with leader election)")
+    d.add_argument("--daemon", action="store_true", help="run compaction, defrag and autoscale unattended")
+    d.add_argument(
+        "--metrics-optional",
+        action="store_true",
+        help="stay ready (/readyz) when the metrics store is unreachable (autoscale pauses either way)",
+    )
+    d.add_argument("--dry-run", action="store_true", help="decide and journal, act on nothing")
+    d.add_argument("--pools", metavar="A,B", help="reconcile only these GPUPools (default: all pools)")
+    d.add_argument(
+        "--listen", metavar="HOST:PORT", default="0.0.0.0:8080", help="/healthz /readyz /metrics address"
+    )
+    d.add_argument("--lease-name", default="tftui", help="leader-election Lease name (default tftui)")
+    d.add_argument(
+        "--lease-namespace",
+        metavar="NS",
+        help="the Lease's namespace (default: env POD_NAMESPACE, else default)",
+    )
+    d.add_argument(
+        "--identity", metavar="ID", help="this replica's name (default: env POD_NAME, else hostname)"
+    )
+    d.add_argument("--lease-duration", default="15s", metavar="D", help="Go duration (default 15s)")
+    d.add_argument("--renew-deadline", default="10s", metavar="D", help="Go duration (default 10s)")
+    d.add_argument("--retry-period", default="2s", metavar="D", help="Go duration (default 2s)")
+    d.add_argument(
+        "--log-level", default="info", choices=["debug", "info", "warning", "error"], help="(default info)"
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="tftui",
         description="See and fix GPU waste in TensorFusion pools: console, reports and controller.",
     )
     _add_source_args(parser)
+    _add_daemon_args(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     dump = sub.add_parser("dump", help="write the source's objects as a kubectl-style JSON List")
     _add_source_args(dump, sub=True)
@@ -141,6 +172,12 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["console", "console-write", "daemon"],
         default="console-write",
         help="the permissions to check (deploy/rbac/<role>.yaml; default console-write)",
+    )
+    doctor.add_argument(
+        "--lease-namespace",
+        metavar="NS",
+        default=argparse.SUPPRESS,
+        help="--role daemon: where its Lease lives (default: env POD_NAMESPACE, else default)",
     )
 
     report = sub.add_parser(
@@ -569,6 +606,91 @@ def cmd_console(args: argparse.Namespace) -> int:
     return 0
 
 
+def _duration_arg(flag: str, value: str) -> timedelta:
+    from tftui.model.duration import DurationError, parse_duration
+
+    try:
+        return parse_duration(value)
+    except DurationError as exc:
+        raise UserError(f"{flag}: {exc}") from None
+
+
+def cmd_daemon(args: argparse.Namespace) -> int:
+    """`tftui --daemon`: see tftui/daemon.py. Never imports the console (nor Textual)."""
+    import socket
+
+    from tftui.daemon import Daemon, DaemonOptions, setup_logging
+    from tftui.runtime.leader import LeaderConfig, LeaderElector
+
+    if args.command is not None:
+        raise UserError(f"--daemon runs alone; it takes no subcommand (got {args.command!r})")
+    if args.from_file:
+        raise UserError("--daemon acts on a cluster; --from opens a read-only dump")
+    if args.read_only:
+        raise UserError("--daemon --read-only: use --dry-run (decide and journal, act on nothing)")
+    setup_logging(args.log_level)
+    pools = None
+    if args.pools:
+        pools = frozenset(p.strip() for p in args.pools.split(",") if p.strip())
+        if not pools:
+            raise UserError(f"--pools: no pool name in {args.pools!r}")
+    try:
+        config = LeaderConfig(
+            name=args.lease_name,
+            namespace=args.lease_namespace or os.environ.get("POD_NAMESPACE") or "default",
+            identity=args.identity or os.environ.get("POD_NAME") or socket.gethostname(),
+            lease_duration=_duration_arg("--lease-duration", args.lease_duration),
+            renew_deadline=_duration_arg("--renew-deadline", args.renew_deadline),
+            retry_period=_duration_arg("--retry-period", args.retry_period),
+        )
+        from tftui.runtime.ops import parse_listen
+
+        parse_listen(args.listen)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    options = DaemonOptions(
+        dry_run=args.dry_run, pools=pools, listen=args.listen, metrics_optional=args.metrics_optional
+    )
+    if args.demo:
+        if args.speed < 0:
+            raise UserError(f"--speed: must be 0 or more, got {args.speed:g}")
+        from tftui.sources.sim.acting import ActingSimCluster
+
+        sim = ActingSimCluster(seed=args.seed, nodes=args.nodes, now=_demo_now())
+        options.speed = args.speed or 1.0  # the demo clock runs (real time unless --speed)
+        daemon = Daemon(sim, open_metrics(args, sim), options, clock=sim.clock, advance=sim.advance)
+        daemon.install_signal_handlers()
+        return daemon.run()
+    from tftui.sources.kube import KubeCluster
+
+    in_cluster = (
+        True
+        if not args.kubeconfig and not args.context and os.environ.get("KUBERNETES_SERVICE_HOST")
+        else None
+    )
+    lease = None if args.dry_run else (config.namespace, config.name)
+    try:
+        cluster = KubeCluster(
+            context=args.context, kubeconfig=args.kubeconfig, in_cluster=in_cluster, lease=lease
+        )
+    except SourceError as exc:
+        raise UserError(f"no Kubernetes cluster reachable ({exc})") from None
+    metrics = None
+    try:
+        cluster.wait_synced(timeout=60)
+        metrics = open_metrics(args, cluster)
+        elector = None if args.dry_run else LeaderElector(cluster.api, config)
+        daemon = Daemon(cluster, metrics, options, elector=elector)
+        daemon.install_signal_handlers()
+        return daemon.run()
+    finally:
+        if metrics is not None:
+            close = getattr(metrics, "close", None)
+            if callable(close):
+                close()
+        cluster.close()
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     from tftui.doctor import run_doctor
     from tftui.sources.greptime import dsn_from_env
@@ -578,6 +700,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         kubeconfig=args.kubeconfig,
         metrics_dsn=args.metrics_dsn or dsn_from_env(),
         role=args.role,
+        lease_namespace=args.lease_namespace or os.environ.get("POD_NAMESPACE") or "default",
     )
 
 
@@ -585,6 +708,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        if args.daemon:
+            return cmd_daemon(args)
         if args.command == "dump":
             return cmd_dump(args)
         if args.command == "place":

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from kubernetes import client
@@ -66,10 +66,11 @@ class Permission:
     group: str
     resource: str
     verb: str
+    namespace: str = field(default="", compare=False)  # checked in this namespace ("" = cluster-wide)
 
     def describe(self) -> str:
         res = self.resource if not self.group else f"{self.resource}.{self.group}"
-        return f"{self.verb} {res}"
+        return f"{self.verb} {res}" + (f" in namespace {self.namespace}" if self.namespace else "")
 
     def rule(self) -> str:
         """The ClusterRole rule granting it, in YAML flow style."""
@@ -99,8 +100,10 @@ CONSOLE_WRITES: Final = (
     Permission(TF_GROUP, "schedulingconfigtemplates", "patch"),  # the placement mode (P4)
 )
 DAEMON_EXTRA: Final = (
-    *_perm("coordination.k8s.io", "leases", "get", "create", "update"),  # leader election
+    # leader election (get, create, update) and the Lease in the daemon's cache (list, watch)
+    *_perm("coordination.k8s.io", "leases", "get", "list", "watch", "create", "update"),
 )
+"""Namespaced: checked in the lease namespace (`--lease-namespace`)."""
 
 
 def _reads() -> list[Permission]:
@@ -109,8 +112,9 @@ def _reads() -> list[Permission]:
     return out
 
 
-def role_permissions(role: str) -> list[Permission]:
-    """Every permission `role` needs, sorted, without duplicates."""
+def role_permissions(role: str, lease_namespace: str = "") -> list[Permission]:
+    """Every permission `role` needs, sorted, without duplicates (the daemon's Lease ones checked in
+    `lease_namespace`)."""
     if role not in ROLES:
         raise ValueError(f"unknown role {role!r} (one of {', '.join(ROLES)})")
     perms = set(_reads())
@@ -118,7 +122,7 @@ def role_permissions(role: str) -> list[Permission]:
         perms.update(CONSOLE_WRITES)
     elif role == "daemon":
         perms.update(p for ps in ACTION_PERMISSIONS.values() for p in ps)
-        perms.update(DAEMON_EXTRA)
+        perms.update(replace(p, namespace=lease_namespace) for p in DAEMON_EXTRA)
     return sorted(perms)
 
 
@@ -203,6 +207,8 @@ def _access(kube: KubeCluster, perm: Permission) -> tuple[bool | None, str]:
     attrs: dict[str, Any] = {"group": perm.group, "resource": resource, "verb": perm.verb}
     if sub:
         attrs["subresource"] = sub
+    if perm.namespace:
+        attrs["namespace"] = perm.namespace
     body: Any = {
         "apiVersion": "authorization.k8s.io/v1",
         "kind": "SelfSubjectAccessReview",
@@ -220,10 +226,10 @@ def _access(kube: KubeCluster, perm: Permission) -> tuple[bool | None, str]:
     return bool(status.get("allowed")), str(status.get("reason") or "")
 
 
-def _permissions(kube: KubeCluster, role: str) -> list[Check]:
+def _permissions(kube: KubeCluster, role: str, lease_namespace: str) -> list[Check]:
     checks: list[Check] = []
     fix = f"add to the ClusterRole bound to you (deploy/rbac/{ROLE_FILES[role]} has it):"
-    perms = role_permissions(role)
+    perms = role_permissions(role, lease_namespace)
     with ThreadPoolExecutor(max_workers=8) as pool:  # one review per request: ask in parallel
         answers = list(pool.map(lambda p: _access(kube, p), perms))
     for perm, (allowed, reason) in zip(perms, answers, strict=True):
@@ -279,6 +285,7 @@ def run_doctor(
     kubeconfig: str | None = None,
     metrics_dsn: str | None = None,
     role: str = "console-write",
+    lease_namespace: str = "default",
     out: Callable[[str], None] = print,
 ) -> int:
     """Run every check, print one line each through `out`; 0 when all pass, else 1."""
@@ -299,7 +306,7 @@ def run_doctor(
     else:
         try:
             emit([_crds(kube)])
-            emit(_permissions(kube, role))
+            emit(_permissions(kube, role, lease_namespace))
         finally:
             kube.close()
     emit(_metrics(metrics_dsn))

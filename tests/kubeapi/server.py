@@ -780,6 +780,9 @@ def _discovery(types: Iterable[ResourceType], group_version: str) -> JSON:
 class _Handler(BaseHTTPRequestHandler):
     api: KubeApiServer
     protocol_version = "HTTP/1.1"
+    # headers and body go out in separate writes: without TCP_NODELAY every answer on a kept-alive
+    # connection waits for the client's delayed ACK (~40 ms)
+    disable_nagle_algorithm = True
 
     def log_message(self, format: str, *args: Any) -> None:
         pass

@@ -12,12 +12,15 @@ that is already gone as a success, and so do label and annotation patches of a g
 pod's markers went with it), so the step goes on.
 
 `dry_run` journals every action it would take, marked `dry-run:`, and applies none.
+
+`fence` (the daemon's leader check) is asked right before every API call: when it says no, the action
+is `skipped` and journaled as such, so a replica that lost its lease mid-plan stops at once.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -125,10 +128,17 @@ def pool_of(action: Action, state: ClusterState | None, default: str = "") -> st
 class Actuator:
     """Applies Plans to a cluster (or, in dry-run, only journals them)."""
 
-    def __init__(self, cluster: WritableClusterPort, journal: Journal, dry_run: bool = False) -> None:
+    def __init__(
+        self,
+        cluster: WritableClusterPort,
+        journal: Journal,
+        dry_run: bool = False,
+        fence: Callable[[], bool] | None = None,
+    ) -> None:
         self.cluster = cluster
         self.journal = journal
         self.dry_run = dry_run
+        self.fence = fence
 
     def execute(self, plan: Plan, state: ClusterState | None = None) -> list[ActionResult]:
         """Apply `plan.actions` in order, per-pool failure handling as the module says.
@@ -171,6 +181,9 @@ class Actuator:
         if self.dry_run:
             self.journal.record(plan.now, pool, kind, f"dry-run: {text}")
             return ActionResult(action, pool, "dry-run")
+        if self.fence is not None and not self.fence():
+            self.journal.record(plan.now, pool, "error", f"{text} not applied: not the leader", ok=False)
+            return ActionResult(action, pool, "skipped", note="not the leader")
         try:
             self.cluster.apply(action)
         except ActionError as err:

@@ -143,6 +143,7 @@ class Runtime:
         self.journal = journal if journal is not None else Journal()
         self.actuator = Actuator(cluster, self.journal, dry_run=dry_run)
         self.embedded = isinstance(cluster, SimulatedCluster) if embedded is None else embedded
+        self.pools: frozenset[str] | None = None  # reconcile only these (the daemon's --pools); None: all
         self.last_compaction: dict[str, datetime] = {}
         self.next_reconcile: dict[str, datetime] = {}
         self.last_results: list[ActionResult] = []
@@ -175,7 +176,11 @@ class Runtime:
         """Pools whose next reconcile time has come (never reconciled: at once)."""
         state = state if state is not None else self.state()
         now = now if now is not None else self.clock()
-        return [p for p in sorted(state.pools) if self.next_reconcile.get(p, now) <= now]
+        return [
+            p
+            for p in sorted(state.pools)
+            if (self.pools is None or p in self.pools) and self.next_reconcile.get(p, now) <= now
+        ]
 
     def tick_due(self) -> Plan | None:
         """Reconcile the pools that are due and run autoscale if due (what a timer-driven front end

@@ -12,6 +12,14 @@ Consistency: each kind is listed, then watched from the list's resourceVersion; 
 the stored dict (stored dicts are never mutated), bookmarks advance the resourceVersion, a dropped
 watch resumes from the last one seen, and 410 Gone (history compacted) triggers a relist that
 replaces the kind's objects wholesale. `wait_synced()` waits for the first list of every kind.
+Besides the `KINDS` of the snapshot, two kinds are cached in one namespace each, with a field selector
+so a busy cluster's other Events and Leases (every node renews one every 10 s) are never streamed:
+tftui's own events.k8s.io/v1 Events (`reportingController`, in `EVENT_NAMESPACE`) and, when `lease`
+names one, the daemon's coordination.k8s.io/v1 Lease. `events()` and `lease()` read them from the cache.
+
+Read-your-writes: every write remembers which object it changed and the resourceVersion the API
+answered with; `settle()` waits until the watches delivered those changes, so a loop that decides
+right after acting never decides on a cache that still shows the pod it just evicted.
 
 Writes are the Plan actions as API calls (JSON merge patches, the status subresource, the policy/v1
 Eviction subresource, events.k8s.io/v1 Events, GPUNodeClaim deletion), retried with exponential
@@ -53,7 +61,7 @@ from tftui.engine.plan import (
 from tftui.model.gcpause import gc_paused
 from tftui.sources.ports import ActionError, SourceError
 
-__all__ = ["KINDS", "Kind", "KubeCluster"]
+__all__ = ["EVENT_KIND", "KINDS", "Kind", "KubeCluster", "lease_kind"]
 
 JSON = dict[str, Any]
 T = TypeVar("T")
@@ -71,6 +79,8 @@ class Kind:
     group: str  # "" = core
     version: str
     plural: str
+    namespace: str = ""  # watch one namespace only ("" = all)
+    field_selector: str = ""
 
     @property
     def api_version(self) -> str:
@@ -90,6 +100,17 @@ KINDS: Final = (
     Kind("Pod", "", "v1", "pods"),
     Kind("PodDisruptionBudget", "policy", "v1", "poddisruptionbudgets"),
 )
+"""The kinds of `snapshot()` (what `ClusterState` is built from)."""
+_PLURAL_KIND: Final = {k.plural: k.kind for k in KINDS}
+REPORTER: Final = "tensor-fusion.ai/tftui"
+EVENT_KIND: Final = Kind(
+    "Event", "events.k8s.io", "v1", "events", EVENT_NAMESPACE, f"reportingController={REPORTER}"
+)
+
+
+def lease_kind(namespace: str, name: str) -> Kind:
+    """The one Lease a daemon replica watches (its leader-election lease)."""
+    return Kind("Lease", "coordination.k8s.io", "v1", "leases", namespace, f"metadata.name={name}")
 
 
 class _Retryable(Exception):
@@ -111,11 +132,13 @@ def _api_message(exc: ApiException) -> str:
     return f"{exc.status} {exc.reason}".strip()
 
 
-def _done(resp: Any) -> None:
+def _done(resp: Any) -> bytes:
     """Read and release a raw (`_preload_content=False`) response so its connection is reused."""
     if hasattr(resp, "release_conn"):
-        resp.read()
+        data: bytes = resp.data
         resp.release_conn()
+        return data
+    return b""
 
 
 def _micro(t: datetime) -> str:
@@ -140,7 +163,10 @@ class KubeCluster:
         backoff: float = 0.2,
         max_backoff: float = 5.0,
         request_timeout: float = 30.0,
+        lease: tuple[str, str] | None = None,
     ) -> None:
+        """`lease` = (namespace, name) also caches that Lease (the daemon's leader election)."""
+        self.kinds: tuple[Kind, ...] = (*KINDS, EVENT_KIND) + ((lease_kind(*lease),) if lease else ())
         self._name = self._load_config(context, kubeconfig, in_cluster)
         self.api = client.ApiClient(self._cfg)
         self.core = client.CoreV1Api(self.api)
@@ -152,9 +178,12 @@ class KubeCluster:
         self.max_backoff = max_backoff
         self.request_timeout = request_timeout
         self._lock = threading.Lock()
-        self._store: dict[str, dict[tuple[str, str], JSON]] = {k.kind: {} for k in KINDS}
+        self._store: dict[str, dict[tuple[str, str], JSON]] = {k.kind: {} for k in self.kinds}
         self._rv: dict[str, str] = {}
-        self._synced: dict[str, threading.Event] = {k.kind: threading.Event() for k in KINDS}
+        self._synced: dict[str, threading.Event] = {k.kind: threading.Event() for k in self.kinds}
+        self._changed = threading.Condition(self._lock)
+        # (kind, ns, name) → (rv the write answered with, or "" when unknown; rv cached before it)
+        self._written: dict[tuple[str, str, str], tuple[str, str]] = {}
         self._errors: dict[str, str] = {}  # kind → last list/watch error, for wait_synced
         self._fatal: set[str] = set()  # kinds whose last error will not heal by waiting (refused, 403, 404)
         self._stop = threading.Event()
@@ -170,7 +199,7 @@ class KubeCluster:
 
     def _load_config(self, context: str | None, kubeconfig: str | None, in_cluster: bool | None) -> str:
         self._cfg = client.Configuration()
-        self._cfg.connection_pool_maxsize = len(KINDS) + 8  # one connection per watch, plus writes
+        self._cfg.connection_pool_maxsize = len(self.kinds) + 8  # one connection per watch, plus writes
         if in_cluster:
             try:
                 config.load_incluster_config(client_configuration=self._cfg)
@@ -214,7 +243,7 @@ class KubeCluster:
     def wait_synced(self, timeout: float = 30.0) -> None:
         """Block until every kind has been listed once; SourceError (one line) if that fails."""
         deadline = time.monotonic() + timeout
-        for k in KINDS:
+        for k in self.kinds:
             while not self._synced[k.kind].wait(min(0.05, max(0.0, deadline - time.monotonic()))):
                 err = self._errors.get(k.kind)
                 if err and (time.monotonic() >= deadline or k.kind in self._fatal):
@@ -227,8 +256,59 @@ class KubeCluster:
     def synced(self) -> bool:
         return all(e.is_set() for e in self._synced.values())
 
+    def cached(self, kind: str) -> list[JSON]:
+        """The cached objects of one kind (e.g. `Event`, `Lease`), read-only dicts."""
+        with self._lock:
+            return list(self._store.get(kind, {}).values())
+
+    def lease(self) -> JSON | None:
+        """The cached leader-election Lease (None when absent or not watched)."""
+        leases = self.cached("Lease")
+        return leases[0] if leases else None
+
+    def settle(self, timeout: float = 5.0) -> bool:
+        """Wait until the cache shows every write made so far (see the module docstring); False on timeout."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while True:
+                self._written = {k: v for k, v in self._written.items() if not self._seen(k, *v)}
+                if not self._written:
+                    return True
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._changed.wait(min(left, 0.05))
+
+    def _seen(self, key: tuple[str, str, str], written: str, before: str) -> bool:
+        obj = self._store.get(key[0], {}).get((key[1], key[2]))
+        if obj is None:
+            return True  # gone (deleted, evicted) — or never cached (an Event of another namespace)
+        rv = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+        if written:
+            return rv == written or (rv.isdigit() and written.isdigit() and int(rv) >= int(written))
+        return rv != before  # an eviction or delete: the object changed (deletionTimestamp) or went
+
+    def _wrote(self, kind: str, ns: str, name: str, data: bytes = b"") -> None:
+        """Remember a write for `settle()`; `data` is the response body (it holds the new rv)."""
+        written = ""
+        if data:
+            try:
+                doc = json.loads(data)
+                if isinstance(doc, dict) and doc.get("kind") != "Status":
+                    written = str((doc.get("metadata") or {}).get("resourceVersion") or "")
+            except ValueError:
+                pass
+        with self._lock:
+            if kind not in self._store:
+                return
+            obj = self._store[kind].get((ns, name))
+            before = str(((obj or {}).get("metadata") or {}).get("resourceVersion") or "")
+            if obj is None and not written:
+                return  # nothing cached to wait for
+            self._written[(kind, ns, name)] = (written, before)
+
     def start(self) -> None:
-        for k in KINDS:
+        for k in self.kinds:
             t = threading.Thread(target=self._run, args=(k,), name=f"kube-watch-{k.plural}", daemon=True)
             t.start()
             self._threads.append(t)
@@ -248,6 +328,8 @@ class KubeCluster:
     # -- list + watch ----------------------------------------------------------------------------------
 
     def _list_fn(self, k: Kind) -> Callable[..., Any]:
+        if k.namespace or k.field_selector:
+            return self._scoped_list(k)
         if k.group == TF_GROUP:
             return self._custom_list(k)
         if k.kind == "Node":
@@ -255,6 +337,20 @@ class KubeCluster:
         if k.kind == "Pod":
             return self.core.list_pod_for_all_namespaces
         return self.policy.list_pod_disruption_budget_for_all_namespaces
+
+    def _scoped_list(self, k: Kind) -> Callable[..., Any]:
+        """Events and Leases: one namespace, one field selector."""
+        if k.kind == "Event":
+            fn: Callable[..., Any] = self.events_api.list_namespaced_event
+        elif k.kind == "Lease":
+            fn = client.CoordinationV1Api(self.api).list_namespaced_lease
+        else:  # pragma: no cover - only the two above are scoped
+            raise ValueError(f"no scoped list for {k.kind}")
+
+        def list_scoped(**kwargs: Any) -> Any:
+            return fn(k.namespace, field_selector=k.field_selector or None, **kwargs)
+
+        return list_scoped
 
     def _custom_list(self, k: Kind) -> Callable[..., Any]:
         api = self.custom
@@ -283,6 +379,7 @@ class KubeCluster:
             self.generation += 1
             if self._synced[k.kind].is_set():
                 self.relists += 1
+            self._changed.notify_all()
         self._synced[k.kind].set()
         self._errors.pop(k.kind, None)
         self._fatal.discard(k.kind)
@@ -354,6 +451,7 @@ class KubeCluster:
                 self.generation += 1
             if new_rv:
                 self._rv[k.kind] = new_rv
+            self._changed.notify_all()
 
     # -- retries ---------------------------------------------------------------------------------------
 
@@ -439,17 +537,22 @@ class KubeCluster:
         )
         self._call(
             f"patch {plural}/{name}{'/status' if status else ''}",
-            lambda _: _done(
-                fn(
-                    TF_GROUP,
-                    TF_VERSION,
-                    plural,
-                    name,
-                    body,
-                    _content_type=MERGE,
-                    _preload_content=False,
-                    _request_timeout=self.request_timeout,
-                )
+            lambda _: self._wrote(
+                _PLURAL_KIND.get(plural, plural),
+                "",
+                name,
+                _done(
+                    fn(
+                        TF_GROUP,
+                        TF_VERSION,
+                        plural,
+                        name,
+                        body,
+                        _content_type=MERGE,
+                        _preload_content=False,
+                        _request_timeout=self.request_timeout,
+                    )
+                ),
             ),
             on_conflict=lambda: self._reread(
                 lambda: self.custom.get_cluster_custom_object(
@@ -461,14 +564,19 @@ class KubeCluster:
     def _patch_node(self, name: str, body: JSON) -> None:
         self._call(
             f"patch node/{name}",
-            lambda _: _done(
-                self.core.patch_node(
-                    name,
-                    body,
-                    _content_type=MERGE,
-                    _preload_content=False,
-                    _request_timeout=self.request_timeout,
-                )
+            lambda _: self._wrote(
+                "Node",
+                "",
+                name,
+                _done(
+                    self.core.patch_node(
+                        name,
+                        body,
+                        _content_type=MERGE,
+                        _preload_content=False,
+                        _request_timeout=self.request_timeout,
+                    )
+                ),
             ),
             on_conflict=lambda: self._reread(lambda: self.core.read_node(name, _preload_content=False)),
         )
@@ -476,15 +584,20 @@ class KubeCluster:
     def _patch_pod(self, ns: str, name: str, body: JSON) -> None:
         self._call(
             f"patch pod {ns}/{name}",
-            lambda _: _done(
-                self.core.patch_namespaced_pod(
-                    name,
-                    ns,
-                    body,
-                    _content_type=MERGE,
-                    _preload_content=False,
-                    _request_timeout=self.request_timeout,
-                )
+            lambda _: self._wrote(
+                "Pod",
+                ns,
+                name,
+                _done(
+                    self.core.patch_namespaced_pod(
+                        name,
+                        ns,
+                        body,
+                        _content_type=MERGE,
+                        _preload_content=False,
+                        _request_timeout=self.request_timeout,
+                    )
+                ),
             ),
             on_conflict=lambda: self._reread(
                 lambda: self.core.read_namespaced_pod(name, ns, _preload_content=False)
@@ -496,18 +609,23 @@ class KubeCluster:
         plural = "tensorfusionworkloads"
         self._call(
             f"patch {plural} {ns}/{name}/status",
-            lambda _: _done(
-                self.custom.patch_namespaced_custom_object_status(
-                    TF_GROUP,
-                    TF_VERSION,
-                    ns,
-                    plural,
-                    name,
-                    {"status": fields},
-                    _content_type=MERGE,
-                    _preload_content=False,
-                    _request_timeout=self.request_timeout,
-                )
+            lambda _: self._wrote(
+                "TensorFusionWorkload",
+                ns,
+                name,
+                _done(
+                    self.custom.patch_namespaced_custom_object_status(
+                        TF_GROUP,
+                        TF_VERSION,
+                        ns,
+                        plural,
+                        name,
+                        {"status": fields},
+                        _content_type=MERGE,
+                        _preload_content=False,
+                        _request_timeout=self.request_timeout,
+                    )
+                ),
             ),
             on_conflict=lambda: self._reread(
                 lambda: self.custom.get_namespaced_custom_object(
@@ -539,6 +657,7 @@ class KubeCluster:
                 raise
 
         self._call(f"delete gpunodeclaim/{name}", delete)
+        self._wrote("GPUNodeClaim", "", name)
 
     def _evict(self, ns: str, name: str) -> None:
         body = client.V1Eviction(
@@ -560,6 +679,7 @@ class KubeCluster:
                 raise
 
         self._call(f"evict pod {ns}/{name}", evict, no_retry_429=True)
+        self._wrote("Pod", ns, name)
 
     def _event(self, ev: Event) -> None:
         """events.k8s.io/v1 Event on the object; a repeat within 5 min bumps the existing `series`."""
@@ -574,10 +694,15 @@ class KubeCluster:
             try:
                 self._call(
                     f"update event {ev_name}",
-                    lambda _: _done(
-                        self.events_api.patch_namespaced_event(
-                            ev_name, EVENT_NAMESPACE, patch, _content_type=MERGE, _preload_content=False
-                        )
+                    lambda _: self._wrote(
+                        "Event",
+                        EVENT_NAMESPACE,
+                        ev_name,
+                        _done(
+                            self.events_api.patch_namespaced_event(
+                                ev_name, EVENT_NAMESPACE, patch, _content_type=MERGE, _preload_content=False
+                            )
+                        ),
                     ),
                 )
             except ActionError as exc:
@@ -596,7 +721,7 @@ class KubeCluster:
             "kind": "Event",
             "metadata": {"name": ev_name, "namespace": EVENT_NAMESPACE},
             "eventTime": _micro(now),
-            "reportingController": "tensor-fusion.ai/tftui",
+            "reportingController": REPORTER,
             "reportingInstance": "tftui",
             "action": ev.reason,
             "reason": ev.reason,
@@ -607,10 +732,18 @@ class KubeCluster:
 
         def create(attempt: int) -> None:
             try:
-                _done(
-                    self.events_api.create_namespaced_event(
-                        EVENT_NAMESPACE, body, _preload_content=False, _request_timeout=self.request_timeout
-                    )
+                self._wrote(
+                    "Event",
+                    EVENT_NAMESPACE,
+                    ev_name,
+                    _done(
+                        self.events_api.create_namespaced_event(
+                            EVENT_NAMESPACE,
+                            body,
+                            _preload_content=False,
+                            _request_timeout=self.request_timeout,
+                        )
+                    ),
                 )
             except ApiException as exc:
                 if exc.status == 409 and attempt > 0:
@@ -624,7 +757,11 @@ class KubeCluster:
             self._series[ident] = (ev_name, 1, now)
 
     def events(self) -> list[dict[str, Any]]:
-        """tftui's events, oldest first (read from the API)."""
+        """tftui's events, oldest first (from the watch cache once synced, else read from the API)."""
+        if self._synced["Event"].is_set():
+            cached = [dict(e) for e in self.cached("Event") if e.get("reportingController") == REPORTER]
+            cached.sort(key=lambda e: str(e.get("eventTime") or ""))
+            return cached
         try:
             resp: Any = self.events_api.list_namespaced_event(EVENT_NAMESPACE, _preload_content=False)
             data = resp.data
@@ -634,7 +771,7 @@ class KubeCluster:
         items = [
             {"apiVersion": "events.k8s.io/v1", "kind": "Event", **e}
             for e in json.loads(data).get("items") or []
-            if e.get("reportingController") == "tensor-fusion.ai/tftui"
+            if e.get("reportingController") == REPORTER
         ]
         items.sort(key=lambda e: str(e.get("eventTime") or ""))
         return items

@@ -1,0 +1,416 @@
+"""`tftui --daemon` against the in-process API server (real client) and as a process on the demo."""
+
+from __future__ import annotations
+
+import io
+import itertools
+import json
+import logging
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from tests.daemon_support import make_daemon
+from tests.kubeapi import KubeApiServer, write_kubeconfig
+from tftui.cli import main
+from tftui.daemon import Daemon, setup_logging
+from tftui.sources.greptime import GreptimeMetrics
+from tftui.sources.sim.cluster import generate_objects
+
+ROOT = Path(__file__).resolve().parent.parent
+DEMO = generate_objects()
+AFTER_CAMPAIGN = datetime.fromisoformat("2026-12-01T08:10:00+00:00")  # drained by 08:02, released 08:05
+EVICT = re.compile(r"^POST /api/v1/namespaces/([^/]+)/pods/([^/]+)/eviction$")
+
+
+@pytest.fixture
+def server() -> Iterator[KubeApiServer]:
+    srv = KubeApiServer(bookmark_interval=0.2).start()
+    srv.seed(DEMO)
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+@pytest.fixture
+def kubeconfig(server: KubeApiServer, tmp_path: Path) -> str:
+    return str(write_kubeconfig(tmp_path / "kubeconfig", server.url))
+
+
+def evictions(server: KubeApiServer) -> dict[str, int]:
+    """Eviction requests the server received, per pod."""
+    out = {}
+    for key, n in server.stats.requests.items():
+        m = EVICT.match(key)
+        if m:
+            out[f"{m.group(1)}/{m.group(2)}"] = n
+    return out
+
+
+def writes(server: KubeApiServer) -> dict[str, int]:
+    return {k: n for k, n in server.stats.requests.items() if not k.startswith("GET ")}
+
+
+def eventually(check: Callable[[], bool], timeout: float = 10.0) -> float:
+    start = time.monotonic()
+    while not check():
+        if time.monotonic() - start > timeout:
+            raise AssertionError("condition not reached in time")
+        time.sleep(0.02)
+    return time.monotonic() - start
+
+
+def http(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def metric(text: str, name: str, **labels: str) -> float:
+    want = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+    for line in text.splitlines():
+        if line.startswith("#"):
+            continue
+        series, _, value = line.rpartition(" ")
+        head, _, rest = series.partition("{")
+        got = ",".join(sorted(rest.rstrip("}").split(","))) if rest else ""
+        if head == name and got == want:
+            return float(value)
+    raise AssertionError(f"no series {name}{{{want}}} in /metrics")
+
+
+def run_in_thread(daemon: Daemon) -> threading.Thread:
+    t = threading.Thread(target=daemon.run, daemon=True)
+    t.start()
+    return t
+
+
+def test_a_night_on_the_demo_cluster(server: KubeApiServer, kubeconfig: str) -> None:
+    """Defrag drains candidates one pod at a time, compaction releases the emptied nodes; events,
+    metrics and JSON journal lines appear."""
+    logs = io.StringIO()
+    root = logging.getLogger("tftui")
+    saved = (root.handlers[:], root.level, root.propagate)
+    setup_logging("info", logs)
+    daemon, kube = make_daemon(kubeconfig, stop_at=AFTER_CAMPAIGN)
+    try:
+        assert daemon.run() == 0
+    finally:
+        kube.close()
+        root.handlers[:], root.level, root.propagate = saved
+    text = daemon.metrics.exposition().decode()  # what /metrics serves
+
+    evicted = evictions(server)
+    assert len(evicted) >= 6 and set(evicted.values()) == {1}  # every pod evicted once, never twice
+    entries = daemon.journal.entries()
+    evict_times = [e.ts for e in entries if e.kind == "action" and e.message.startswith("evict Pod")]
+    assert len(evict_times) == len(evicted)
+    gaps = [(b - a).total_seconds() for a, b in itertools.pairwise(evict_times)]
+    assert min(gaps) >= 10  # one pod per step, steps 10 s apart
+    # every drained source node was released by compaction afterwards (its GPUNodeClaim deleted)
+    sources = {
+        m.group(1)
+        for e in entries
+        for m in [re.match(r"label Node (\S+) tensor-fusion.ai/defrag-source=true", e.message)]
+        if m
+    }
+    released = {m.group(1) for e in entries for m in [re.match(r"release (\S+) ", e.message)] if m}
+    assert sources and sources <= released
+    assert not [p for p in server.objects("Pod") if p["spec"].get("nodeName") in sources]
+    claims = [k for k in writes(server) if k.startswith("DELETE /apis/tensor-fusion.ai/v1/gpunodeclaims/")]
+    assert len(claims) == len(released) and set(writes(server)[k] for k in claims) == {1}
+    reasons = {e["reason"] for e in server.objects("Event")}
+    assert {"DefragStarted", "DefragPodEvicted", "Compaction"} <= reasons
+    # metrics
+    assert metric(text, "tftui_pods_evicted_total", pool="demo-dev") == len(evicted)
+    assert metric(text, "tftui_nodes_released_total", pool="demo-dev") == len(released)
+    assert metric(text, "tftui_actions_total", action="EvictPod", result="applied") == len(evicted)
+    assert metric(text, "tftui_decisions_total", kind="defrag") >= len(evicted)
+    assert metric(text, "tftui_loop_duration_seconds_count", loop="tick") == daemon.ticks
+    assert metric(text, "tftui_dry_run") == 0
+    # JSON journal lines on the log stream
+    lines = [json.loads(line) for line in logs.getvalue().splitlines()]
+    journal = [doc for doc in lines if doc["logger"] == "tftui.journal"]
+    assert len(journal) == len(entries)
+    assert any(d["kind"] == "defrag" and d["msg"].startswith("evict ") for d in journal)
+    assert {"time", "level", "msg", "ts", "pool", "kind", "ok"} <= set(journal[0])
+    assert lines[-1]["msg"] == "daemon stopped"
+
+
+def test_dry_run_decides_and_journals_but_writes_nothing(server: KubeApiServer, kubeconfig: str) -> None:
+    daemon, kube = make_daemon(kubeconfig, dry_run=True, stop_at=AFTER_CAMPAIGN)
+    try:
+        assert daemon.run() == 0
+    finally:
+        kube.close()
+    assert writes(server) == {}  # not even a Lease: a dry-run replica takes no part in the election
+    messages = [e.message for e in daemon.journal.entries()]
+    assert any(m.startswith("dry-run: evict Pod ") for m in messages)
+    assert any(m.startswith("dry-run: delete GPUNodeClaim ") for m in messages)
+    text = daemon.metrics.exposition().decode()
+    assert metric(text, "tftui_actions_total", action="EvictPod", result="dry-run") >= 1
+    assert metric(text, "tftui_dry_run") == 1
+
+
+def test_two_daemons_one_acts_the_leader_is_killed_the_other_resumes_the_campaign(
+    server: KubeApiServer, kubeconfig: str
+) -> None:
+    """A (a process) leads and is SIGKILLed right after its 2nd eviction; B, standing by, takes over
+    within the lease duration and finishes the campaign; no eviction is repeated."""
+    a = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tests.daemon_support",
+            kubeconfig,
+            "a",
+            "2026-12-01T07:59:50Z",
+            "2026-12-01T08:10:00Z",
+            "--kill-after-evictions",
+            "2",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    b = None
+    try:
+        eventually(
+            lambda: (
+                (server.get("Lease", "tftui", "tf-sys") or {}).get("spec", {}).get("holderIdentity") == "a"
+            )
+        )
+        b, kube = make_daemon(kubeconfig, "b", stop_at=AFTER_CAMPAIGN)
+        became: list[float] = []
+        assert b.elector is not None
+        b.elector._on_change = lambda leader: became.append(time.monotonic()) if leader else None
+        thread = run_in_thread(b)
+        out, err = a.communicate(timeout=30)
+        died = time.monotonic()
+        assert a.returncode == -signal.SIGKILL, err
+        # while A lived, only A acted: B stood by (it cannot lead before A's lease expires)
+        assert b.runtime is None and b.journal.total == 0 and not became
+        assert len(evictions(server)) == 2
+        assert sum(json.loads(ln)["msg"].startswith("evict Pod ") for ln in out.splitlines()) == 2
+        thread.join(timeout=30)
+        assert not thread.is_alive()
+        kube.close()
+    finally:
+        if a.poll() is None:
+            a.kill()
+    assert became and became[0] - died < 2.0 + 0.2 + 0.8  # lease duration + retry period (+ slack)
+    evicted = evictions(server)
+    assert len(evicted) >= 6 and set(evicted.values()) == {1}  # resumed, finished, nothing repeated
+    b_evicts = [e for e in b.journal.entries() if e.message.startswith("evict Pod")]
+    assert len(b_evicts) == len(evicted) - 2
+    sources = {
+        m.group(1)
+        for e in b.journal.entries()
+        for m in [re.match(r"label Node (\S+) tensor-fusion.ai/defrag-source=true", e.message)]
+        if m
+    }
+    assert not [p for p in server.objects("Pod") if p["spec"].get("nodeName") in sources]
+    lease = server.get("Lease", "tftui", "tf-sys")
+    assert lease is not None and not lease["spec"].get("holderIdentity")  # B released it on stop
+    assert lease["spec"]["leaseTransitions"] == 1
+
+
+def test_metrics_store_down_pauses_autoscale_only(server: KubeApiServer, kubeconfig: str) -> None:
+    down = GreptimeMetrics("host=127.0.0.1 port=1 dbname=public user=tftui", connect_timeout=1)
+    daemon, kube = make_daemon(kubeconfig, metrics=down, stop_at=None, listen="127.0.0.1:0")
+    thread = run_in_thread(daemon)
+    try:
+        eventually(lambda: len(evictions(server)) >= 2)
+        assert daemon.ops is not None
+        base = f"http://127.0.0.1:{daemon.ops.port}"
+        code, body = http(f"{base}/readyz")
+        assert code == 503 and "autoscale paused: metrics store unreachable" in body
+        assert http(f"{base}/healthz")[0] == 200
+        text = http(f"{base}/metrics")[1]
+        assert metric(text, "tftui_autoscale_paused") == 1
+        assert metric(text, "tftui_metrics_store_up") == 0
+        daemon.options.metrics_optional = True
+        assert http(f"{base}/readyz") == (200, "ok\n")
+    finally:
+        daemon.stop()
+        thread.join(timeout=10)
+        kube.close()
+    paused = [e for e in daemon.journal.entries() if e.message.startswith("autoscale paused")]
+    assert len(paused) == 1 and not paused[0].ok  # one status line, not one per run
+    assert "compaction and defrag go on" in paused[0].message
+
+
+def test_follower_never_acts(server: KubeApiServer, kubeconfig: str) -> None:
+    lease = {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": "tftui", "namespace": "tf-sys"},
+        "spec": {
+            "holderIdentity": "someone-else",
+            "leaseDurationSeconds": 3600,
+            "renewTime": "2026-12-01T00:00:00.000000Z",
+        },
+    }
+    server.seed([lease])
+    daemon, kube = make_daemon(kubeconfig, "b", stop_at=None)
+    thread = run_in_thread(daemon)
+    try:
+        time.sleep(1.0)
+        assert daemon.runtime is None and not daemon.is_leader()
+        assert [k for k in writes(server) if "leases" not in k] == []
+        assert daemon.journal.entries() == []
+        assert kube.lease() is not None and kube.lease()["spec"]["holderIdentity"] == "someone-else"  # type: ignore[index]
+    finally:
+        daemon.stop()
+        thread.join(timeout=10)
+        kube.close()
+    assert (server.get("Lease", "tftui", "tf-sys") or {})["spec"]["holderIdentity"] == "someone-else"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_daemon_process_on_the_demo_never_imports_textual_and_stops_on_sigterm() -> None:
+    port = _free_port()
+    code = (
+        "import sys\nfrom tftui.cli import main\n"
+        f"rc = main(['--daemon', '--demo', '--speed', '600', '--listen', '127.0.0.1:{port}'])\n"
+        "print('TEXTUAL', 'textual' in sys.modules, file=sys.stderr)\nsys.exit(rc)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+
+        def ready() -> bool:
+            try:
+                return http(f"http://127.0.0.1:{port}/readyz")[0] == 200
+            except (urllib.error.URLError, ConnectionError):
+                return False
+
+        eventually(ready, 20)
+        assert http(f"http://127.0.0.1:{port}/healthz") == (200, "ok\n")
+        eventually(lambda: "tftui_decisions_total" in http(f"http://127.0.0.1:{port}/metrics")[1], 10)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert "TEXTUAL False" in err
+    docs = [json.loads(line) for line in out.splitlines()]
+    assert docs[0]["msg"] == "daemon started" and docs[0]["cluster"] == "demo"
+    assert any(d["logger"] == "tftui.journal" and d["kind"] == "compaction" for d in docs)
+    assert any(d["msg"] == "received SIGTERM: finishing the call in flight, then stopping" for d in docs)
+    assert docs[-1]["msg"] == "daemon stopped"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--lease-duration", "5s"], "need --lease-duration > --renew-deadline > --retry-period"),
+        (["--retry-period", "soon"], "--retry-period: "),
+        (["--listen", "8080"], "--listen: expected HOST:PORT"),
+        (["--from", "x.json"], "--daemon acts on a cluster"),
+        (["--pools", ","], "--pools: no pool name"),
+    ],
+)
+def test_daemon_flag_errors(args: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--daemon", "--demo", *args]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tftui: ") and message in err and len(err.splitlines()) == 1
+
+
+def _start(args: list[str]) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "tftui", *args],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "POD_NAME": "pod-7", "POD_NAMESPACE": "tf-sys"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _ready(port: int) -> bool:
+    try:
+        return http(f"http://127.0.0.1:{port}/readyz")[0] == 200
+    except (urllib.error.URLError, ConnectionError):
+        return False
+
+
+def test_cli_daemon_on_a_cluster_leads_and_releases_on_sigterm(
+    server: KubeApiServer, kubeconfig: str
+) -> None:
+    """The flags' wiring: kubeconfig, the Lease from POD_NAMESPACE/POD_NAME, release on SIGTERM."""
+    port = _free_port()
+    proc = _start(["--daemon", "--kubeconfig", kubeconfig, "--listen", f"127.0.0.1:{port}",
+                   "--lease-duration", "2s", "--renew-deadline", "1500ms", "--retry-period", "200ms"])  # fmt: skip
+    try:
+        eventually(lambda: _ready(port), 20)
+        eventually(lambda: metric(http(f"http://127.0.0.1:{port}/metrics")[1], "tftui_leader") == 1)
+        lease = server.get("Lease", "tftui", "tf-sys")
+        assert lease is not None and lease["spec"]["holderIdentity"] == "pod-7"
+        assert lease["spec"]["leaseDurationSeconds"] == 2
+        eventually(
+            lambda: any(
+                k.startswith("DELETE /apis/tensor-fusion.ai/v1/gpunodeclaims/") for k in writes(server)
+            )
+        )
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert not (server.get("Lease", "tftui", "tf-sys") or {})["spec"].get("holderIdentity")
+    docs = [json.loads(line) for line in out.splitlines()]
+    assert any(d["msg"] == "acting: this replica leads" and d["identity"] == "pod-7" for d in docs)
+
+
+def test_cli_daemon_dry_run_on_a_cluster_writes_nothing(server: KubeApiServer, kubeconfig: str) -> None:
+    port = _free_port()
+    proc = _start(["--daemon", "--kubeconfig", kubeconfig, "--dry-run", "--listen", f"127.0.0.1:{port}"])
+    try:
+        eventually(lambda: _ready(port), 20)
+        eventually(
+            lambda: (
+                metric(
+                    http(f"http://127.0.0.1:{port}/metrics")[1], "tftui_decisions_total", kind="compaction"
+                )
+                > 0
+            )
+        )
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert writes(server) == {}
+    assert any('"msg": "dry-run: delete GPUNodeClaim ' in line for line in out.splitlines())

@@ -1,0 +1,369 @@
+"""`tftui --daemon`: the console's runtime loops, unattended, without Textual (design.md).
+
+One process runs: the cluster cache (or the embedded demo), leader election on a Lease (only the
+leader builds a `Runtime` and acts; the actuator asks the elector right before every API call), the
+ops HTTP server (`/healthz`, `/readyz`, `/metrics`) and JSON logs on stdout — one line per journal
+entry (every decision, action, event and error, with its reason) and per daemon event (leadership,
+start, stop).
+
+Time: by default the wall clock, sleeping until the runtime's next due reconcile (at most `poll`
+seconds, so leadership changes and shutdown are noticed quickly). With `advance` (the demo cluster's
+clock, or a test's virtual clock) the daemon moves simulated time itself, `speed` simulated seconds
+per wall second (`math.inf`: jump straight to the next due time), ticking at every due time on the
+way — the `Runtime.run_for` schedule, with the metrics accounted per tick.
+
+Before each tick on a live cluster the cache is `settle()`d: the previous tick's writes are visible
+before the next decision, so nothing is decided twice from a stale cache.
+
+Shutdown (SIGTERM/SIGINT, or `stop()`): the tick in progress finishes its API call in flight (the
+actuator runs actions one by one; the stop is seen between ticks), the loops stop, the lease is
+released (its holder cleared), the ops server closes, and `run()` returns 0.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import IO, Any
+
+from tftui.engine.plan import EvictPod, PatchWorkloadStatus, Plan, rfc3339
+from tftui.runtime.actuator import ActionResult
+from tftui.runtime.journal import Journal, JournalEntry
+from tftui.runtime.leader import LeaderElector
+from tftui.runtime.loops import Runtime
+from tftui.runtime.ops import DaemonMetrics, OpsServer
+from tftui.sources.ports import MetricsPort, SourceError, WritableClusterPort
+
+__all__ = ["Daemon", "DaemonOptions", "JsonFormatter", "setup_logging"]
+
+log = logging.getLogger("tftui.daemon")
+jlog = logging.getLogger("tftui.journal")
+METRICS_PROBE_EVERY = 10.0  # wall seconds between metrics-store probes when autoscale does not run
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, msg, plus the record's `fields` extra."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        doc: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        doc.update(getattr(record, "fields", {}) or {})
+        if record.exc_info:
+            doc["exc"] = self.formatException(record.exc_info)
+        return json.dumps(doc, ensure_ascii=False)
+
+
+def setup_logging(level: str = "info", stream: IO[str] | None = None) -> None:
+    """JSON lines on stdout for every `tftui.*` logger at `level`."""
+    numeric = logging.getLevelName(level.upper())
+    if not isinstance(numeric, int):
+        raise ValueError(f"--log-level: one of debug, info, warning, error; got {level!r}")
+    handler = logging.StreamHandler(stream or sys.stdout)
+    handler.setFormatter(JsonFormatter())
+    root = logging.getLogger("tftui")
+    root.handlers[:] = [handler]
+    root.setLevel(numeric)
+    root.propagate = False
+
+
+@dataclass(slots=True)
+class DaemonOptions:
+    dry_run: bool = False
+    pools: frozenset[str] | None = None  # None: every pool
+    listen: str | None = "0.0.0.0:8080"  # None: no ops server
+    metrics_optional: bool = False
+    poll: float = 1.0  # wall seconds between loop iterations at most
+    wedged_after: float = 120.0  # /healthz fails when the loop has not come round for this long
+    settle_timeout: float = 5.0
+    speed: float | None = None  # simulated seconds per wall second (needs `advance`); None: wall clock
+    stop_at: datetime | None = None  # internal (tests): return once the clock reaches this
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Daemon:
+    """Runs the runtime loops under leader election with ops endpoints; see the module docstring."""
+
+    def __init__(
+        self,
+        cluster: WritableClusterPort,
+        metrics: MetricsPort | None = None,
+        options: DaemonOptions | None = None,
+        *,
+        elector: LeaderElector | None = None,
+        clock: Callable[[], datetime] | None = None,
+        advance: Callable[[timedelta], None] | None = None,
+    ) -> None:
+        self.cluster = cluster
+        self.metrics_port = metrics
+        self.options = options or DaemonOptions()
+        if self.options.speed is not None and advance is None:
+            raise ValueError("speed needs a clock the daemon can advance (the demo cluster)")
+        self.elector = elector
+        self.clock = clock or (lambda: datetime.now(UTC))
+        self.advance = advance
+        self.journal = Journal()
+        self.metrics = DaemonMetrics()
+        self.metrics.dry_run.set(1 if self.options.dry_run else 0)
+        self.runtime: Runtime | None = None
+        self.ops: OpsServer | None = None
+        self._stop = threading.Event()
+        self._heartbeat = time.monotonic()
+        self._metrics_ok: tuple[bool, str] = (True, "")
+        self._last_probe = -math.inf
+        self._last_wall = time.monotonic()
+        self._unsubscribe = self.journal.subscribe(self._on_entry)
+        self.ticks = 0
+
+    # -- lifecycle ------------------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Ask the loop to finish (what SIGTERM/SIGINT do); `run()` then cleans up and returns."""
+        self._stop.set()
+
+    def install_signal_handlers(self) -> None:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda signum, _frame: self._on_signal(signum))
+
+    def _on_signal(self, signum: int) -> None:
+        log.info("received %s: finishing the call in flight, then stopping", signal.Signals(signum).name)
+        self.stop()
+
+    def run(self) -> int:
+        """The loop; returns 0 after a graceful stop."""
+        opts = self.options
+        if opts.listen is not None:
+            self.ops = OpsServer(opts.listen, self.metrics, self.health, self.ready)
+            self.ops.start()
+        log.info(
+            "daemon started",
+            extra={
+                "fields": {
+                    "cluster": self.cluster.describe(),
+                    "dryRun": opts.dry_run,
+                    "pools": sorted(opts.pools) if opts.pools is not None else "all",
+                    "leaderElection": self.elector is not None,
+                    "listen": f"{(opts.listen or '').rpartition(':')[0]}:{self.ops.port}"
+                    if self.ops
+                    else None,
+                }
+            },
+        )
+        if self.elector is not None:
+            self.elector.start()
+        try:
+            while not self._stop.is_set():
+                self._heartbeat = time.monotonic()
+                self._iteration()
+                if opts.stop_at is not None and self.clock() >= opts.stop_at:
+                    break
+                self._wait()
+        finally:
+            self._shutdown()
+        return 0
+
+    def _shutdown(self) -> None:
+        self.runtime = None
+        if self.elector is not None:
+            self.elector.stop(release=True)
+            self.metrics.leader.set(0)
+        if self.ops is not None:
+            self.ops.stop()
+        self._unsubscribe()
+        log.info("daemon stopped", extra={"fields": {"ticks": self.ticks}})
+
+    # -- probes -----------------------------------------------------------------------------------------
+
+    def health(self) -> tuple[bool, str]:
+        """Alive, and the loop came round within `wedged_after` seconds."""
+        age = time.monotonic() - self._heartbeat
+        if age > self.options.wedged_after:
+            return False, f"loop wedged: no iteration for {age:.0f}s"
+        return True, ""
+
+    def ready(self) -> tuple[bool, str]:
+        """Caches synced, and the metrics store reachable (unless --metrics-optional)."""
+        synced = getattr(self.cluster, "synced", None)
+        if callable(synced) and not synced():
+            return False, "cluster cache not synced yet"
+        ok, reason = self._metrics_ok
+        if not ok and not self.options.metrics_optional:
+            return False, reason
+        return True, ""
+
+    # -- one iteration ------------------------------------------------------------------------------------
+
+    def is_leader(self) -> bool:
+        return self.elector is None or self.elector.is_leader()
+
+    def _iteration(self) -> None:
+        synced = getattr(self.cluster, "synced", None)
+        self.metrics.cache_synced.set(1 if not callable(synced) or synced() else 0)
+        leader = self.is_leader()
+        self.metrics.leader.set(1 if leader else 0)
+        if leader and self.runtime is None:
+            if callable(synced) and not synced():
+                return  # never decide on a half-listed cluster
+            self.runtime = self._new_runtime()
+            log.info("acting: this replica leads", extra={"fields": {"identity": self._identity()}})
+        elif not leader and self.runtime is not None:
+            self.runtime = None
+            log.warning("standing by: not the leader", extra={"fields": {"identity": self._identity()}})
+        if self.runtime is not None:
+            try:
+                self._tick_due(self.runtime)
+            except SourceError as exc:  # the cluster went away mid-tick: report, try again next round
+                self.metrics.errors.labels("loop").inc()
+                log.error("tick failed: %s", exc)
+        self._probe_metrics()
+
+    def _identity(self) -> str:
+        return self.elector.config.identity if self.elector is not None else ""
+
+    def _new_runtime(self) -> Runtime:
+        rt = Runtime(
+            self.cluster,
+            clock=self.clock,
+            dry_run=self.options.dry_run,
+            journal=self.journal,
+            metrics=self.metrics_port,
+        )
+        rt.pools = self.options.pools
+        if self.elector is not None:
+            rt.actuator.fence = self.elector.is_leader
+        return rt
+
+    def _tick_due(self, rt: Runtime) -> None:
+        """Tick what is due; with simulated time, also move the clock (see the module docstring)."""
+        if self.advance is None or self.options.speed is None:
+            self._tick(rt)
+            return
+        wall = time.monotonic()
+        elapsed, self._last_wall = wall - self._last_wall, wall
+        now = self.clock()
+        if math.isinf(self.options.speed):
+            target = None  # jump to the next due time after this tick
+        else:
+            target = now + timedelta(seconds=elapsed * self.options.speed)
+        while not self._stop.is_set() and self.is_leader():
+            self._heartbeat = time.monotonic()
+            self._tick(rt)
+            nxt = rt.next_due()
+            now = self.clock()
+            if self.options.stop_at is not None and now >= self.options.stop_at:
+                return
+            if target is None:
+                if nxt is not None and nxt > now:
+                    stop_at = self.options.stop_at
+                    self.advance(min(nxt, stop_at) - now if stop_at is not None else nxt - now)
+                return
+            if nxt is None or nxt > target:
+                if target > now:
+                    self.advance(target - now)
+                return
+            if nxt > now:
+                self.advance(nxt - now)
+
+    def _tick(self, rt: Runtime) -> None:
+        settle = getattr(self.cluster, "settle", None)
+        if callable(settle) and not settle(self.options.settle_timeout):
+            log.warning("the cache did not show the last writes within %gs", self.options.settle_timeout)
+        started = time.perf_counter()
+        plan = rt.tick_due()
+        self.metrics.loop_duration.labels("tick").observe(time.perf_counter() - started)
+        self.ticks += 1
+        if plan is not None:
+            self._account(plan, rt.last_results)
+        if rt.metrics is not None:
+            self.metrics.autoscale_paused.set(1 if rt.autoscale_paused else 0)
+            if rt.autoscale_paused:
+                self._metrics_ok = (False, f"autoscale paused: {rt.autoscale_paused}")
+                self.metrics.metrics_store_up.set(0)
+            elif rt.last_autoscale is not None:
+                self._metrics_ok = (True, "")
+                self.metrics.metrics_store_up.set(1)
+
+    def _account(self, plan: Plan, results: Iterable[ActionResult]) -> None:
+        failed_pools: set[str] = set()
+        for r in results:
+            self.metrics.actions.labels(type(r.action).__name__, r.status).inc()
+            if r.status == "failed":
+                failed_pools.add(r.pool)
+            if r.status != "applied":
+                continue
+            if isinstance(r.action, EvictPod) and r.note != "already gone":
+                self.metrics.pods_evicted.labels(r.pool).inc()
+            elif isinstance(r.action, PatchWorkloadStatus):
+                self.metrics.recommendation_changes.inc()
+        if self.options.dry_run:
+            return
+        for name, pp in plan.pools.items():
+            comp = pp.compaction
+            if comp is not None and comp.due and comp.released and name not in failed_pools:
+                self.metrics.nodes_released.labels(name).inc(len(comp.released))
+
+    def _probe_metrics(self) -> None:
+        """Readiness of the metrics store when the autoscale loop does not tell (a follower, or idle)."""
+        port = self.metrics_port
+        if port is None:
+            self.metrics.metrics_store_up.set(0)
+            return
+        if self.runtime is not None and self.runtime.last_autoscale is not None:
+            return  # the autoscale loop reports it (see _tick)
+        wall = time.monotonic()
+        if wall - self._last_probe < METRICS_PROBE_EVERY:
+            return
+        self._last_probe = wall
+        now = self.clock()
+        try:
+            list(port.rows("tf_worker_usage", now - timedelta(seconds=1), now))
+        except SourceError as exc:
+            self._metrics_ok = (False, f"metrics store unreachable: {exc}")
+            self.metrics.metrics_store_up.set(0)
+            self.metrics.errors.labels("metrics").inc()
+            return
+        self._metrics_ok = (True, "")
+        self.metrics.metrics_store_up.set(1)
+
+    def _wait(self) -> None:
+        """Sleep until the next due reconcile, at most `poll` wall seconds (simulated time: `poll`)."""
+        delay = self.options.poll
+        rt = self.runtime
+        if rt is not None and self.advance is None:
+            nxt = rt.next_due()
+            if nxt is not None:
+                delay = min(delay, max(0.0, (nxt - self.clock()).total_seconds()))
+        elif rt is not None and self.options.speed is not None and math.isinf(self.options.speed):
+            delay = 0.0
+        self._stop.wait(delay)
+
+    # -- journal → logs and counters ------------------------------------------------------------------------
+
+    def _on_entry(self, entry: JournalEntry) -> None:
+        if entry.kind in ("compaction", "defrag"):
+            self.metrics.decisions.labels(entry.kind).inc()
+        if not entry.ok:
+            self.metrics.errors.labels("action" if entry.kind in ("action", "error") else entry.kind).inc()
+        jlog.log(
+            logging.INFO if entry.ok else logging.ERROR,
+            entry.message,
+            extra={
+                "fields": {
+                    "ts": rfc3339(entry.ts),
+                    "pool": entry.pool,
+                    "kind": entry.kind,
+                    "ok": entry.ok,
+                }
+            },
+        )
