@@ -247,6 +247,22 @@ def test_manifests_reference_each_other(rendered: tuple[str, list[Doc]]) -> None
 # --- the defaults -----------------------------------------------------------------------------------
 
 
+def test_container_args_are_what_the_daemon_accepts(rendered: tuple[str, list[Doc]]) -> None:
+    """The chart's args, after the image's ENTRYPOINT, parse with tftui's own CLI, flags and values."""
+    from tftui.cli import build_parser
+    from tftui.model.duration import parse_duration
+    from tftui.runtime.ops import parse_listen
+
+    name, docs = rendered
+    c = container(docs)
+    args = build_parser().parse_args(["--daemon", *c["args"]])  # an unknown flag exits with 2
+    assert args.daemon and args.command is None, name
+    parse_listen(args.listen)
+    for value in (args.lease_duration, args.renew_deadline, args.retry_period):
+        assert parse_duration(value).total_seconds() > 0, (name, value)
+    assert parse_duration(args.renew_deadline) < parse_duration(args.lease_duration), name
+
+
 def test_default_release_objects() -> None:
     assert sorted(by_kind(render())) == [
         ("ClusterRole", "tftui"),
