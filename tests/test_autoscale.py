@@ -873,6 +873,18 @@ def test_property_cron_window_shanghai(minute: int) -> None:
     assert (active_cron_rule([rule], t, UTCZ) is not None) == (h >= 22 or h < 6)
 
 
+def test_cron_fall_back_repeated_start_hour_stays_active() -> None:
+    """On 2026-11-01 New York repeats 01:00–02:00 and robfig fires `0 1 * * *` twice.
+
+    Upstream's "next end before next start" is false through the first 01:xx (the repeat start
+    comes first); tftui treats the repeat as the same window, so 01:00 EDT → 03:00 EST is active.
+    """
+    rule = _window_rule("CRON_TZ=America/New_York 0 1 * * *", "CRON_TZ=America/New_York 0 3 * * *")
+    at = datetime(2026, 11, 1, 5, 0, tzinfo=UTC)  # 01:00 EDT
+    active = [m for m in range(-30, 210, 10) if active_cron_rule([rule], at + timedelta(minutes=m), UTCZ)]
+    assert active == list(range(0, 180, 10))  # 05:00–07:59 UTC: both 01:xx and the 02:xx hour
+
+
 def test_cron_spring_forward_gap_start_is_skipped() -> None:
     """robfig skips a start inside the DST gap (02:30 does not exist on 2026-03-08 in New York).
 

@@ -672,7 +672,13 @@ def active_cron_rule(rules: Iterable[Mapping[str, Any]], now: datetime, tz: Zone
         try:
             s_expr, s_tz = _split_tz(start, tz)
             e_expr, e_tz = _split_tz(end, tz)
-            next_start = cron.parse(s_expr, s_tz).next_after(now)
+            start_schedule = cron.parse(s_expr, s_tz)
+            next_start = start_schedule.next_after(now)
+            # Fall back repeats an hour and the start fires again in it: that repeat is not a new
+            # window (upstream's rule leaves the rule inactive through the first occurrence).
+            wall_now = now.astimezone(s_tz).replace(tzinfo=None)
+            while next_start is not None and next_start.astimezone(s_tz).replace(tzinfo=None) <= wall_now:
+                next_start = start_schedule.next_after(next_start)
             next_end = cron.parse(e_expr, e_tz).next_after(now)
         except cron.CronError as exc:
             raise CronRuleError(f"failed to parse cron rule {r['name']!r}: {exc}") from None
