@@ -12,10 +12,11 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from rich.console import RenderableType
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.widgets import DataTable
 from textual.widgets.data_table import RowDoesNotExist
 
+from tftui.ui.actions import bindings
 from tftui.ui.views import Column, Row, Table
 from tftui.ui.widgets.gauge import COMPONENT_CLASSES, GaugeStyles, gauge_styles_of
 
@@ -34,15 +35,7 @@ class ResourceTable(DataTable[RenderableType]):
     ResourceTable > .gauge--crit { color: $error; text-style: bold; }
     ResourceTable > .gauge--free { color: $foreground 35%; }
     """
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding(
-            "enter",
-            "select_cursor",
-            "Open",
-            id="tftui.open",
-            tooltip="Drill down into the selected row",
-        ),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = bindings("table")
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes, cursor_type="row", cursor_foreground_priority="renderable")
