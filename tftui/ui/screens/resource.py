@@ -80,6 +80,8 @@ COMMANDS = [*VIEWS, *(a for a in VIEW_ALIASES if a not in VIEWS), "quit"]
 """Completion candidates, canonical names first so they win the prefix match."""
 PROMPT_HINT = "  ".join(VIEWS)
 EMPTY = Table((), ())
+SORT_FALLBACK: dict[str, tuple[str, ...]] = {"name": ("key",), "pool": ("node",)}
+"""Where a view has no column of the sort key's name, the column that plays its part."""
 
 
 class ResourceScreen(Screen[None]):
@@ -195,7 +197,19 @@ class ResourceScreen(Screen[None]):
             label = self.COUNT_LABELS.get(table.id or "", "")
             counts.append((str(n) if n == total else f"{n}/{total}") + (f" {label}" if label else ""))
         self.render_extra(data, layout)
-        self.query_one(Breadcrumb).show(self.crumb_trail(), self.crumb_count(counts), self.needle)
+        self.query_one(Breadcrumb).show(
+            self.crumb_trail(), self.crumb_count(counts), self.needle, self.crumb_state()
+        )
+
+    def crumb_state(self) -> str:
+        """Sort order and marks, when set (`sort tflops↓ · 2 marked`)."""
+        parts = []
+        if self.sort_column is not None:
+            parts.append(f"sort {self.sort_column}{'↓' if self.sort_reverse else '↑'}")
+        marked = sum(len(m) for m in self.marks.values())
+        if marked:
+            parts.append(f"{marked} marked")
+        return " · ".join(parts)
 
     def _previous_cells(self, table_id: str, full: Table) -> dict[str, Mapping[str, RenderableType]]:
         """The cells of the refresh before the one on screen (for `↑`/`↓` deltas)."""
@@ -294,9 +308,16 @@ class ResourceScreen(Screen[None]):
         tables = [
             t for t in self.query(ResourceTable) if self.FILTERED is None or (t.id or "") in self.FILTERED
         ]
-        if not any(has_column(self.shown_tables.get(t.id or "", EMPTY), column) for t in tables):
+        candidates = (column, *SORT_FALLBACK.get(column, ()))
+        found = [
+            c
+            for c in candidates
+            if any(has_column(self.shown_tables.get(t.id or "", EMPTY), c) for t in tables)
+        ]
+        if not found:
             self.notify(f"no {column} column to sort by here", severity="warning")
             return
+        column = found[0]
         if self.sort_column == column:
             self.sort_reverse = not self.sort_reverse
         else:

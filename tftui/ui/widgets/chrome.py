@@ -89,10 +89,12 @@ class ConsoleHeader(Vertical):
 class Breadcrumb(Label):
     """Where the operator is (`pools › demo-dev › nodes`), the row count and the active filter."""
 
-    def show(self, trail: tuple[str, ...], count: str, needle: str) -> None:
+    def show(self, trail: tuple[str, ...], count: str, needle: str, extra: str = "") -> None:
         text = " › ".join(trail) + (f" ({count})" if count else "")
         if needle:
             text += f"   /{needle}"
+        if extra:
+            text += f"   {extra}"
         self.update(text)
 
 
