@@ -107,9 +107,9 @@ def test_k9s_key_map_is_bound() -> None:
         "tftui.describe": "d",
         "tftui.mark": "space",
         "tftui.refresh": "ctrl+r",
-        "tftui.pause": "shift+r",
+        "tftui.pause": "R,shift+r",
         "tftui.export": "ctrl+s",
-        "tftui.sort_name": "shift+n",
+        "tftui.sort_name": "N,shift+n",
         "tftui.palette": "ctrl+p",
     }
     assert {k: keys[k] for k in expected} == expected

@@ -88,7 +88,7 @@ def _sort_actions() -> list[Action]:
         Action(
             f"tftui.sort_{column}",
             "resource",
-            f"shift+{letter}",
+            f"{letter.upper()},shift+{letter}",  # terminals send `G`; kitty-protocol ones `shift+g`
             f"sort('{column}')",
             f"Sort {label.split()[0].lower()}",
             f"Sort by {label}; again reverses",
@@ -103,7 +103,7 @@ ACTIONS: tuple[Action, ...] = (
     # -- everywhere ------------------------------------------------------------------------------
     Action("tftui.refresh", "app", "ctrl+r", "refresh", "Refresh", "Reload the cluster snapshot and metrics now",
            key_display="^r"),
-    Action("tftui.pause", "app", "shift+r", "toggle_pause", "Pause",
+    Action("tftui.pause", "app", "R,shift+r", "toggle_pause", "Pause",
            "Pause or resume the automatic refresh (the screen stays as it is; ^r still refreshes)",
            show=False, key_display="R"),
     Action("tftui.help", "app", "question_mark", "help", "Help", "Keys of this screen, gauge and flag legend",

@@ -96,6 +96,9 @@ class ResourceScreen(Screen[None]):
     """Ids of the tables `/` filters (None: all of them); sort keys apply to the same tables."""
     OBJECT_KINDS: ClassVar[dict[str, str]] = {}
     """Table id → the kind of object its rows are (for `y` YAML and `d` describe)."""
+    CACHE_BUILDS: ClassVar[bool] = False
+    """`build` depends only on the refresh, the layout and the theme (not on analyses or a
+    selection), so its result is kept until one of them changes."""
 
     def __init__(self, trail: tuple[str, ...]) -> None:
         super().__init__()
@@ -111,6 +114,7 @@ class ResourceScreen(Screen[None]):
         """Each table as last shown (filtered and sorted, before marks and deltas): what `ctrl+s` exports."""
         self._built: dict[str, tuple[int, dict[str, Mapping[str, RenderableType]]]] = {}
         self._previous: dict[str, dict[str, Mapping[str, RenderableType]]] = {}
+        self._build_cache: dict[str, tuple[tuple[int, Layout, str], Table]] = {}
 
     @property
     def is_root(self) -> bool:
@@ -185,7 +189,7 @@ class ResourceScreen(Screen[None]):
             self.set_class(layout.name == name, f"-{name}")
         counts: list[str] = []
         for table in self.query(ResourceTable):
-            full = self.build(table.id or "", data, Gauges(layout, table.gauge_styles()))
+            full = self._built_table(table, data, layout)
             filtered = self.FILTERED is None or (table.id or "") in self.FILTERED
             shown = full.filtered(self.needle) if filtered else full
             if filtered and self.sort_column is not None:
@@ -210,6 +214,20 @@ class ResourceScreen(Screen[None]):
         if marked:
             parts.append(f"{marked} marked")
         return " · ".join(parts)
+
+    def _built_table(self, table: ResourceTable, data: ConsoleData, layout: Layout) -> Table:
+        """`build`, cached per refresh, layout and theme when the screen allows it: filter
+        keystrokes, sort and marks then re-use the built rows instead of redrawing every gauge."""
+        table_id = table.id or ""
+        if not self.CACHE_BUILDS:
+            return self.build(table_id, data, Gauges(layout, table.gauge_styles()))
+        key = (self.tui.data_seq, layout, self.app.theme)
+        cached = self._build_cache.get(table_id)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        full = self.build(table_id, data, Gauges(layout, table.gauge_styles()))
+        self._build_cache[table_id] = (key, full)
+        return full
 
     def _previous_cells(self, table_id: str, full: Table) -> dict[str, Mapping[str, RenderableType]]:
         """The cells of the refresh before the one on screen (for `↑`/`↓` deltas)."""
@@ -436,6 +454,7 @@ class PoolsScreen(PoolActions, ResourceScreen):
 
     BINDINGS: ClassVar[list[BindingType]] = POOL_BINDINGS
     OBJECT_KINDS: ClassVar[dict[str, str]] = {"main": "GPUPool"}
+    CACHE_BUILDS: ClassVar[bool] = True
 
     def __init__(self) -> None:
         super().__init__(("pools",))
@@ -454,6 +473,7 @@ class NodesScreen(ResourceScreen):
     """GPU nodes (all, or one pool's); enter opens the node."""
 
     OBJECT_KINDS: ClassVar[dict[str, str]] = {"main": "GPUNode"}
+    CACHE_BUILDS: ClassVar[bool] = True
 
     def __init__(self, pool: str | None = None, trail: tuple[str, ...] = ("nodes",)) -> None:
         super().__init__(trail)
@@ -470,6 +490,7 @@ class GpusScreen(ResourceScreen):
     """Every GPU device; enter lists the workers holding it."""
 
     OBJECT_KINDS: ClassVar[dict[str, str]] = {"main": "GPU"}
+    CACHE_BUILDS: ClassVar[bool] = True
 
     def __init__(self) -> None:
         super().__init__(("gpus",))
@@ -485,6 +506,7 @@ class WorkloadsScreen(ResourceScreen):
     """Workloads with request per device and request/used against limits; enter opens the workload."""
 
     OBJECT_KINDS: ClassVar[dict[str, str]] = {"main": "TensorFusionWorkload"}
+    CACHE_BUILDS: ClassVar[bool] = True
 
     def __init__(self) -> None:
         super().__init__(("workloads",))
@@ -503,6 +525,7 @@ class NodeScreen(ResourceScreen):
 
     COUNT_LABELS: ClassVar[dict[str, str]] = {"gpus": "GPUs", "workers": "workers"}
     OBJECT_KINDS: ClassVar[dict[str, str]] = {"gpus": "GPU", "workers": "Pod"}
+    CACHE_BUILDS: ClassVar[bool] = True
 
     def __init__(self, node: str, trail: tuple[str, ...]) -> None:
         super().__init__(trail)
@@ -532,6 +555,7 @@ class WorkersScreen(ResourceScreen):
     """Workers of one GPU or one workload; enter opens the worker's node."""
 
     OBJECT_KINDS: ClassVar[dict[str, str]] = {"main": "Pod"}
+    CACHE_BUILDS: ClassVar[bool] = True
 
     def __init__(self, kind: str, name: str, trail: tuple[str, ...]) -> None:
         super().__init__(trail)

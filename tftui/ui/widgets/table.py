@@ -20,6 +20,9 @@ from tftui.ui.actions import bindings
 from tftui.ui.views import Column, Row, Table
 from tftui.ui.widgets.gauge import COMPONENT_CLASSES, GaugeStyles, gauge_styles_of
 
+REBUILD_AFTER = 200
+"""Row removals above which `show` clears and re-adds instead of removing one by one."""
+
 
 class ResourceTable(DataTable[RenderableType]):
     """One resource list; `show(table)` makes it display exactly `table`, changing as little as possible.
@@ -64,6 +67,17 @@ class ResourceTable(DataTable[RenderableType]):
         except (RowDoesNotExist, IndexError):
             return None
 
+    def _removals(self, rows: Sequence[Row], wanted: set[str]) -> int:
+        """How many rows a diff would remove: stale ones and those after the first misplaced one."""
+        stale = sum(1 for k in self._order if k not in wanted)
+        displayed = [k for k in self._order if k in wanted]
+        prefix = 0
+        for shown_key, row in zip(displayed, rows, strict=False):
+            if shown_key != row.key:
+                break
+            prefix += 1
+        return stale + len(displayed) - prefix
+
     def _set_columns(self, columns: tuple[Column, ...]) -> None:
         if columns == self._columns_shown:
             return
@@ -92,6 +106,12 @@ class ResourceTable(DataTable[RenderableType]):
         keys = [c.key for c in columns]
         wanted = {r.key for r in rows}
         changes = 0
+        if self._removals(rows, wanted) > REBUILD_AFTER:
+            # DataTable.remove_row costs O(rows) each: past a few hundred removals (a filter
+            # keystroke, a new sort order) clearing and re-adding is far cheaper (dolphie does this)
+            self.clear()
+            self._shown, self._order = {}, []
+            changes += 1
         for key in [k for k in self._order if k not in wanted]:
             self.remove_row(key)
             del self._shown[key]
