@@ -83,6 +83,22 @@ async def timed_keys(pilot: Pilot[None], keys: list[str]) -> list[float]:
     return out
 
 
+async def baseline_keys(args: argparse.Namespace) -> list[float]:
+    """The same cursor keys on the 40-node demo: what Textual and the Pilot cost on this machine."""
+    app = TfTuiApp(
+        Objects(generate_objects(nodes=40, gpus_per_node=args.gpus_per_node)),
+        None,
+        clock=lambda: DEFAULT_NOW,
+        refresh_interval=None,
+        read_only=True,
+    )
+    async with app.run_test(size=(200, 50)) as pilot:
+        await settle(pilot)
+        assert app.switch_view(args.view)
+        await settle(pilot)
+        return await timed_keys(pilot, ["down"] * args.keys)
+
+
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     t = time.perf_counter()
     objects = generate_objects(nodes=args.nodes, gpus_per_node=args.gpus_per_node)
@@ -150,6 +166,7 @@ def main() -> None:
     parser.add_argument("--filter-keys", type=int, default=6, help="filter keystrokes timed")
     parser.add_argument("--repeat", type=int, default=2, help="refresh measurements; the best is kept")
     args = parser.parse_args()
+    base = asyncio.run(baseline_keys(args))
     r = asyncio.run(run(args))
     keys = r["moves"] + r["typed"]
     ms = 1000.0
@@ -172,6 +189,11 @@ def main() -> None:
         f"{r['cells_touched']} cells touched, {r['refresh_one_change_s']:.2f}s incl. reading and indexing"
     )
     median = statistics.median(keys)
+    print(
+        f"same cursor keys on the 40-node demo: median {statistics.median(base) * ms:.0f} ms "
+        f"(Textual + Pilot on this machine); {args.nodes}-node / 40-node = "
+        f"{statistics.median(r['moves']) / statistics.median(base):.2f}"
+    )
     print(
         f"RATIO console key median {median * ms:.0f} ms / 100 ms goal = {median / 0.1:.2f} "
         f"(p95 {percentile(keys, 0.95) * ms:.0f} ms); diff/rebuild refresh = {r['diff_s'] / r['rebuild_s']:.2f}"

@@ -281,3 +281,31 @@ async def test_refresh_shows_deltas_in_changed_numeric_cells(demo: SimCluster, m
         await pilot.press("ctrl+r")  # nothing changed since: the arrow goes
         await settle(pilot)
         assert str(main(app).get_cell(pool, "gpus")) == str(gpus_before - 1)
+
+
+async def test_large_filter_rebuilds_and_keeps_the_cursor_row() -> None:
+    """Past 200 removals the table is cleared and refilled (remove_row is O(rows) each); the
+    result is the same rows, and the cursor stays on its row when that row is still shown."""
+    from textual.app import App, ComposeResult
+
+    cols = (Column("name", "NAME", 8),)
+    rows = tuple(Row(f"r{i:03}", {"name": f"r{i:03}"}, f"r{i:03}") for i in range(300))
+    full = Table(cols, rows)
+
+    class Harness(App[None]):
+        def compose(self) -> ComposeResult:
+            yield ResourceTable(id="t")
+
+    app = Harness()
+    async with app.run_test() as pilot:
+        table = app.query_one(ResourceTable)
+        table.show(full)
+        await pilot.pause()
+        table.move_cursor(row=250)
+        table.show(full.filtered("r25"))  # 290 rows go: rebuilt
+        await pilot.pause()
+        assert table.row_keys == [f"r25{i}" for i in range(10)]
+        assert table.cursor_key == "r250" and table.last_changes == 1 + 10
+        table.show(full.filtered("r2"))  # rows come back in order after a removed prefix
+        await pilot.pause()
+        assert table.row_keys == [f"r{i:03}" for i in range(200, 300)] and table.cursor_key == "r250"
