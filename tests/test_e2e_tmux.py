@@ -111,9 +111,12 @@ class Tmux:
         )
 
 
-def demo_console() -> str:
-    """The real `tftui --demo` command line."""
-    return f"{shlex.quote(sys.executable)} -m tftui --demo"
+def demo_console(*flags: str) -> str:
+    """`make demo`'s command: the virtualenv's `tftui` script with `--demo` (and `flags`)."""
+    script = Path(sys.executable).with_name("tftui")
+    if not script.exists():
+        pytest.fail(f"{script} is missing: run `make install`")
+    return " ".join(shlex.quote(a) for a in (str(script), "--demo", *flags))
 
 
 @pytest.fixture
@@ -161,9 +164,18 @@ def test_demo_console_in_tmux(tmux: Tmux) -> None:
     tmux.keys("Escape")
     tmux.wait_text(f"nodes (1/{len(state.nodes)})")
 
-    # a pool, its placement preview, a submitted request
-    tmux.open_prompt(":")
-    tmux.keys("pools", literal=True)
+    # k9s keys from the registry: shift+letter sorts (the breadcrumb says how), y shows the YAML
+    tmux.press_until(("G",), "sort gpus↑", literal=True)
+    tmux.press_until(("G",), "sort gpus↓", literal=True)
+    tmux.press_until(("y",), f"nodes › {NODE} › yaml", literal=True)
+    assert "kind: GPUNode" in tmux.screen()
+    tmux.keys("Escape")
+    tmux.wait_text("sort gpus↓")
+
+    # a pool (through the command palette), its placement preview, a submitted request
+    tmux.press_until(("C-p",), "Search for commands")
+    tmux.keys("View :pools", literal=True)
+    tmux.wait_text("Switch to the pools view")
     tmux.keys("Enter")
     tmux.wait_text("pools (3)")
     tmux.press_until(("p",), "pools › demo-dev › place")  # the cursor is on demo-dev
@@ -217,5 +229,30 @@ def test_demo_console_in_tmux(tmux: Tmux) -> None:
     waste = tmux.wait_text("findings from demo (simulated metrics)", timeout=60)  # a day of rows
     assert "wasted" in waste and "GPU-h" in waste and "over 1d" in waste
 
+    tmux.keys("q")
+    tmux.wait_text(f"{EXIT_MARK} 0", timeout=30)  # a day of waste analysis may still be finishing
+
+
+def test_read_only_production_console_in_tmux(tmux: Tmux, tmp_path: Path) -> None:
+    """`--read-only` on a context matching the config's production patterns: the header says both,
+    the write keys are neither in the footer nor obeyed, and `?` lists no write."""
+    config = tmp_path / "config.yaml"
+    config.write_text("production: ['dem*']\n")
+    tmux.env["TFTUI_CONFIG"] = str(config)
+    tmux.start(
+        f"TFTUI_CONFIG={shlex.quote(str(config))} {demo_console('--read-only')}; echo '{EXIT_MARK}' $?; sleep 60"
+    )
+    pools = tmux.wait_text("demo-inference")
+    header = pools.splitlines()[0]
+    assert "read-only" in header and "PRODUCTION" in header
+    footer = pools.rstrip().splitlines()[-1]
+    assert "p Place" in footer and "Compact" not in footer
+    tmux.keys("c")
+    time.sleep(1.0)
+    assert "Manual compaction" not in tmux.screen()
+    help_screen = tmux.press_until(("?",), "Help · pools", literal=True)
+    assert "Place" in help_screen and "Compact !" not in help_screen and "Mode !" not in help_screen
+    tmux.keys("Escape")
+    tmux.wait_for(lambda s: "Help · pools" not in s, "help to close")  # esc+q at once reads as alt+q
     tmux.keys("q")
     tmux.wait_text(f"{EXIT_MARK} 0", timeout=10)

@@ -489,7 +489,7 @@ async def test_writable_console_offers_the_write_keys(demo: ActingSimCluster, me
         await pilot.press("question_mark")
         await pilot.pause()
         assert isinstance(app.screen, HelpScreen)
-        keys = str(app.screen.query_one("#help-keys").render())
+        keys = app.screen.keys_text
         assert "Compact" in keys and "Place" in keys
 
 

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from tftui.config import ConfigError
 from tftui.model.dump import DumpError, dumps, validate_items
 from tftui.sources.ports import SourceError
 
@@ -723,7 +724,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "doctor":
             return cmd_doctor(args)
         return cmd_console(args)
-    except (UserError, DumpError, SourceError) as exc:
+    except (UserError, DumpError, SourceError, ConfigError) as exc:
         print(f"tftui: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

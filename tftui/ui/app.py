@@ -18,6 +18,7 @@ from every screen's footer and help (`check_action`) when read-only, so they are
 
 from __future__ import annotations
 
+import fnmatch
 import threading
 import time
 from collections.abc import Callable
@@ -28,13 +29,15 @@ from typing import Any, ClassVar, cast
 
 from textual import work
 from textual.app import App
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
+from textual.command import Provider
 from textual.message import Message
 from textual.reactive import reactive
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.worker import Worker, WorkerState, get_current_worker
 
+from tftui.config import ConsoleConfig, load_config
 from tftui.engine.compaction import plan_manual_compaction
 from tftui.engine.fit import MODES
 from tftui.engine.placement import mode_change_message, pool_mode, template_patch
@@ -42,6 +45,7 @@ from tftui.engine.plan import Plan
 from tftui.engine.state import ClusterState
 from tftui.model.gpuinfo import price_table
 from tftui.sources.ports import ClusterPort, MetricsPort, WritableClusterPort
+from tftui.ui.actions import MUTATING, REGISTRY, bindings
 from tftui.ui.analysis import (
     HISTORY,
     HISTORY_CACHED,
@@ -53,31 +57,33 @@ from tftui.ui.analysis import (
     run_analysis,
 )
 from tftui.ui.data import ClusterLoadError, ConsoleData, connection_error, describe_error, load
+from tftui.ui.keymap import check_keymap
 from tftui.ui.ops import CapacityFigures, ConsoleRuntime, compaction_capacity
 from tftui.ui.opsviews import confirm_compaction_body
+from tftui.ui.palette import ActionCommands
 from tftui.ui.screens.metrics import WorkloadScreen
 from tftui.ui.screens.modals import ConfirmScreen, HelpEntry, HelpScreen, ModeScreen, WarningsScreen
 from tftui.ui.screens.placement import PlacementScreen
 from tftui.ui.screens.registry import ROOT_VIEWS
 from tftui.ui.screens.resource import VIEW_ALIASES, VIEWS, PoolsScreen, ResourceScreen
+from tftui.ui.themes import DARK, LIGHT, THEMES
 
 MIN_REFRESH_INTERVAL = 2.0
 """Shortest automatic refresh period in seconds (k9s clamps the same way)."""
 MAX_BACKOFF_TICKS = 31
 """After repeated cluster failures, skip up to this many ticks between attempts."""
+STALE_AFTER = 3
+"""Refresh periods after which the data on screen is called stale."""
 REFRESH_GROUP = "refresh"
 ANALYSIS_GROUP = "analysis"
 WRITE_GROUP = "write"
 CONFIRM_GROUP = "confirm"
 
-WRITE_ACTIONS: dict[str, str] = {
-    "manual_compaction": "manual compaction",
-    "placement_mode": "placement mode change",
-}
-"""Actions that write to the cluster (binding action and `perform` name → words for messages).
-
-Their bindings carry ids `tftui.write.<action>`; when the console is read-only they are hidden
-from footer and help and refused by `perform`.
+WRITE_ACTIONS: dict[str, str] = {name: a.noun or name for name, a in MUTATING.items()}
+"""Actions that write to the cluster (binding action and `perform` name → words for messages),
+taken from the registry (`actions.ACTIONS`, `mutates=True`). Their bindings carry ids
+`tftui.write.<action>`; when the console is read-only they are hidden from footer, help and
+palette and refused by `perform`.
 """
 
 
@@ -181,35 +187,9 @@ class TfTuiApp(App[None]):
 
     CSS_PATH = Path(__file__).with_name("app.tcss")
     TITLE = "tftui"
-    ENABLE_COMMAND_PALETTE = False
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding(
-            "ctrl+r",
-            "refresh",
-            "Refresh",
-            key_display="^r",
-            id="tftui.refresh",
-            tooltip="Reload the cluster snapshot and metrics now",
-        ),
-        Binding(
-            "question_mark",
-            "help",
-            "Help",
-            key_display="?",
-            id="tftui.help",
-            tooltip="Keys of this screen, gauge and flag legend",
-        ),
-        Binding(
-            "w",
-            "warnings",
-            "Warnings",
-            show=False,
-            id="tftui.warnings",
-            tooltip="Inconsistencies found in the snapshot (count in the header)",
-        ),
-        Binding("q", "quit", "Quit", id="tftui.quit", tooltip="Leave the console"),
-        Binding("ctrl+c", "quit", "Quit", show=False, priority=True, id="tftui.interrupt"),
-    ]
+    ENABLE_COMMAND_PALETTE = True
+    COMMANDS: ClassVar[set[type[Provider] | Callable[[], type[Provider]]]] = {ActionCommands}
+    BINDINGS: ClassVar[list[BindingType]] = bindings("app")
 
     data: reactive[ConsoleData | None] = reactive(None, always_update=True, init=False)
     """The last good refresh (None until the first one lands)."""
@@ -218,6 +198,10 @@ class TfTuiApp(App[None]):
     loading: reactive[bool] = reactive(False, init=False)
     analyses: reactive[dict[AnalysisKey, Analysis]] = reactive(dict, always_update=True, init=False)
     """The latest analysis of each kind (and workload history), replaced as a whole on each change."""
+    stale: reactive[bool] = reactive(False, init=False)
+    """The data on screen is older than `STALE_AFTER` refresh periods (header says STALE)."""
+    paused: reactive[bool] = reactive(False, init=False)
+    """Automatic refresh paused (`R`): the screen stays as it is; `ctrl+r` still refreshes."""
 
     def __init__(
         self,
@@ -230,8 +214,16 @@ class TfTuiApp(App[None]):
         runtime: ConsoleRuntime | None = None,
         analysis: AnalysisSettings | None = None,
         sim_speed: float = 0.0,
+        config: ConsoleConfig | None = None,
     ) -> None:
         super().__init__()
+        self.config = config or ConsoleConfig()
+        """Keymap (checked by `run`), theme, production patterns, export folder."""
+        for theme in THEMES.values():
+            self.register_theme(theme)
+        self.theme = THEMES[self.config.theme].name
+        if self.config.keymap:
+            self.set_keymap(dict(self.config.keymap))
         self._sim_speed = max(0.0, sim_speed)
         """Simulated seconds per wall second on the embedded cluster (0: its clock stands still)."""
         self._sim_wall: float | None = None
@@ -276,7 +268,13 @@ class TfTuiApp(App[None]):
         )
 
     def _tick(self) -> None:
-        """Periodic refresh: never overlaps a running one, backs off after failures."""
+        """Periodic refresh: never overlaps a running one, backs off after failures, not when paused."""
+        data = self.data
+        if data is not None and self._refresh_interval is not None:
+            age = (self._clock() - data.refreshed_at).total_seconds()
+            self.stale = age > STALE_AFTER * self._refresh_interval * max(1.0, self._sim_speed)
+        if self.paused:
+            return
         if self._skip_ticks > 0:
             self._skip_ticks -= 1
             return
@@ -326,6 +324,7 @@ class TfTuiApp(App[None]):
         self.source_hint = message.data.source
         self.cluster_error = None
         self.loading = False
+        self.stale = False
         self.data = message.data
 
     def on_load_failed(self, message: LoadFailed) -> None:
@@ -349,6 +348,21 @@ class TfTuiApp(App[None]):
         elif event.worker.group in (WRITE_GROUP, CONFIRM_GROUP):
             self._writing.clear()
             self.notify(f"{event.worker.description}: {text}", severity="error", timeout=10)
+
+    def now(self) -> datetime:
+        """The console's clock (injected in tests; the demo's simulated clock)."""
+        return self._clock()
+
+    def action_toggle_pause(self) -> None:
+        self.paused = not self.paused
+        self.notify("automatic refresh paused (R resumes, ^r refreshes once)" if self.paused else "resumed")
+
+    def action_toggle_theme(self) -> None:
+        self.theme = DARK.name if self.theme == LIGHT.name else LIGHT.name
+
+    def is_production(self, source: str) -> bool:
+        """Whether `source` (the context name) matches a production pattern of the config."""
+        return any(fnmatch.fnmatch(source.lower(), p.lower()) for p in self.config.production)
 
     # -- analyses: computed on demand, once per refresh -------------------------------------------
 
@@ -423,7 +437,9 @@ class TfTuiApp(App[None]):
     # -- writes: one door ------------------------------------------------------------------------
 
     def allows(self, action: str) -> bool:
-        """Whether `action` is offered at all: write actions are not when read-only."""
+        """Whether `action` is offered at all: the single read-only gate. Every binding's
+        `check_action` (app and screens), the help, the palette and `perform` ask here, so a
+        mutating action of the registry is neither shown nor runnable when read-only."""
         return not (self.read_only and action in WRITE_ACTIONS)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -596,19 +612,40 @@ class TfTuiApp(App[None]):
         self.push_screen(WorkloadScreen(key, trail=(*trail, key)))
 
     def help_entries(self, screen: Screen[Any]) -> list[HelpEntry]:
-        """The console's own bindings active on `screen`, in the order a key press searches them."""
+        """The registry's actions bound on `screen` (with the user's keys), in the order a key
+        press searches them; writes are marked `!` and absent when read-only."""
         entries: list[HelpEntry] = []
+        sorts: list[tuple[str, str]] = []
         seen: set[str] = set()
         for active in screen.active_bindings.values():
             binding = active.binding
-            if not (binding.id or "").startswith("tftui.") or not binding.description:
+            entry = REGISTRY.get(binding.id or "")
+            if (
+                entry is None
+                or entry.id in seen
+                or entry.id == "tftui.interrupt"
+                or not self.allows(entry.name)
+            ):
                 continue
-            if binding.id in seen or binding.id == "tftui.interrupt":
-                continue
-            seen.add(binding.id or "")
+            seen.add(entry.id)
             key = binding.key_display or self.get_key_display(binding)
-            entries.append(HelpEntry(key, binding.description, binding.tooltip))
-        return entries
+            if entry.id.startswith("tftui.sort_"):  # one line for the sort family: `N P G… Sort`
+                sorts.append((key, entry.description.removeprefix("Sort ")))
+                if len(sorts) == 1:
+                    entries.append(HelpEntry("", "Sort", ""))
+                continue
+            description = entry.description + (" !" if entry.mutates else "")
+            entries.append(HelpEntry(key, description, entry.tooltip))
+        return [
+            HelpEntry(
+                "⇧x",
+                "Sort",
+                "x: " + ", ".join(f"{k} {what}" for k, what in sorts) + "; again reverses",
+            )
+            if e.description == "Sort" and not e.key
+            else e
+            for e in entries
+        ]
 
     def action_help(self) -> None:
         screen = self.screen
@@ -634,14 +671,22 @@ def run(
     runtime: ConsoleRuntime | None = None,
     analysis: AnalysisSettings | None = None,
     sim_speed: float = 0.0,
+    config: ConsoleConfig | None = None,
 ) -> None:
     """Open the console in the terminal until the operator quits.
+
+    `config` defaults to the user's file (`tftui.config.load_config`); a bad keymap entry raises
+    `ConfigError` naming it before anything is drawn.
 
     `read_only` offers no write at all; otherwise writes go through `runtime` (default: a runtime
     over `cluster` when it is writable, else the console is read-only anyway). `metrics` is a
     `MetricsPort`; when it also implements `Step1Port` (`GreptimeMetrics`), or is the simulator's
     `SimMetrics`, the waste and alerts views are computed from it.
     """
+    if config is None:
+        config = load_config()
+    origin = f"config {config.path}" if config.path is not None else "config"
+    check_keymap(config.keymap, origin)
     TfTuiApp(
         cluster,
         metrics,
@@ -651,4 +696,5 @@ def run(
         runtime=runtime,
         analysis=analysis,
         sim_speed=sim_speed,
+        config=config,
     ).run()

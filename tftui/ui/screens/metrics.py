@@ -13,10 +13,11 @@ from typing import ClassVar
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Label, Sparkline, Static
 
+from tftui.ui.actions import bindings
 from tftui.ui.analysis import (
     ALERTS,
     HISTORY,
@@ -128,15 +129,7 @@ class FindingScreen(ResourceScreen):
     """One finding in full: evidence, waste, every fix (selectable; `c` copies them), the figures."""
 
     AUTO_FOCUS = "#finding-scroll"
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding(
-            "c",
-            "copy_fixes",
-            "Copy fixes",
-            id="tftui.copy_fixes",
-            tooltip="Copy every fix of this finding to the clipboard, one per line",
-        ),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = bindings("finding")
 
     def __init__(self, key: str, trail: tuple[str, ...]) -> None:
         super().__init__(trail)

@@ -16,17 +16,19 @@ from rich.table import Table as RichTable
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.events import DescendantFocus
 from textual.screen import ModalScreen
 from textual.widgets import Button, Label, Static
 
 from tftui.engine.state import StateWarning
+from tftui.ui.actions import bindings
 from tftui.ui.views import FLAG_LEGEND
 from tftui.ui.widgets.gauge import ALLOC_CHAR, FREE_CHAR, USED_CHAR
 
-NAVIGATION = "↑/↓ pgup/pgdn home/end  move the cursor"
+NAVIGATION = "Move"
+NAVIGATION_KEYS = "↑↓"
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,9 +41,7 @@ class HelpEntry:
 class HelpScreen(ModalScreen[None]):
     """Keys of the screen it was opened from, then how to read gauges and node flags."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape,question_mark", "dismiss", "Close", id="tftui.close_help"),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = bindings("help")
 
     def __init__(self, title: str, entries: Sequence[HelpEntry], views: Sequence[str] = ()) -> None:
         super().__init__()
@@ -49,14 +49,19 @@ class HelpScreen(ModalScreen[None]):
         self._entries = entries
         self._views = views
 
+    @property
+    def keys_text(self) -> str:
+        """The key list as plain lines (`key  Description  tooltip`), as a screen reader would get it."""
+        return "\n".join(f"{e.key}  {e.description}  {e.tooltip}" for e in self._entries)
+
     def compose(self) -> ComposeResult:
-        width = max((len(e.key) for e in self._entries), default=3)
-        keys = Text(no_wrap=True, overflow="ellipsis", end="")
-        for entry in self._entries:
-            keys.append(f"{entry.key:>{width}}", "bold")
-            keys.append(f"  {entry.description:<11} ")
-            keys.append(f"{entry.tooltip}\n", "dim")
-        keys.append(f"{'':>{width}}  {NAVIGATION}")
+        rows = [*self._entries, HelpEntry(NAVIGATION_KEYS, NAVIGATION, "the cursor (pgup pgdn home end too)")]
+        keys = RichTable.grid(padding=(0, 1))
+        keys.add_column(style="bold", no_wrap=True, justify="right", min_width=max(len(e.key) for e in rows))
+        keys.add_column(no_wrap=True, min_width=max(len(e.description) for e in rows))
+        keys.add_column(style="dim", no_wrap=True, overflow="ellipsis")
+        for entry in rows:
+            keys.add_row(entry.key, entry.description, entry.tooltip)
         views = RichTable.grid()
         views.add_column(width=7, style="bold", no_wrap=True)
         views.add_column()
@@ -71,19 +76,20 @@ class HelpScreen(ModalScreen[None]):
         legend.append("● firing  ◐ pending  ? no-data (nothing to read: not healthy)  ✓ ok")
         with Vertical(id="help-box"):
             yield Label(f"Help · {self._title}", id="help-title", markup=False)
-            yield Static(keys, id="help-keys")
-            yield Static(legend, id="help-legend")
-            if self._views:
-                yield Static(views, id="help-views")
-            yield Label("esc or ? to close", id="help-hint", markup=False)
+            with VerticalScroll(id="help-scroll"):
+                yield Static(keys, id="help-keys")
+                yield Static(legend, id="help-legend")
+                if self._views:
+                    yield Static(views, id="help-views")
+            yield Label(
+                "esc or ? to close · ↑/↓ scroll · ! writes to the cluster", id="help-hint", markup=False
+            )
 
 
 class WarningsScreen(ModalScreen[None]):
     """Inconsistencies found while indexing the snapshot (objects kept, problems listed)."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape,w", "dismiss", "Close", id="tftui.close_warnings"),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = bindings("warnings")
 
     def __init__(self, warnings: Sequence[StateWarning]) -> None:
         super().__init__()
@@ -111,10 +117,7 @@ class ConfirmScreen(ModalScreen[bool]):
     """
 
     AUTO_FOCUS = "#confirm-cancel"
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "cancel", "Cancel", key_display="esc", id="tftui.confirm_cancel"),
-        Binding("tab", "app.focus_next", "Next", show=False, id="tftui.confirm_next"),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = bindings("confirm")
 
     def __init__(self, title: str, body: RenderableType, action_label: str) -> None:
         super().__init__()
@@ -149,11 +152,7 @@ class ModeScreen(ModalScreen[str | None]):
     """
 
     AUTO_FOCUS = "#mode-cancel"
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "cancel", "Cancel", key_display="esc", id="tftui.mode_cancel"),
-        Binding("tab,right", "app.focus_next", "Next", show=False, id="tftui.mode_next"),
-        Binding("shift+tab,left", "app.focus_previous", "Previous", show=False, id="tftui.mode_previous"),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = bindings("mode")
 
     def __init__(self, pool: str, current: str, modes: Sequence[str], describe: Callable[[str], str]) -> None:
         super().__init__()

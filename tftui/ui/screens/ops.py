@@ -12,9 +12,10 @@ from typing import ClassVar
 
 from textual import on
 from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.widgets import DataTable, Label, Static
 
+from tftui.ui.actions import bindings
 from tftui.ui.data import ConsoleData
 from tftui.ui.opsviews import (
     compaction_decisions_table,
@@ -31,13 +32,7 @@ from tftui.ui.screens.resource import POOL_BINDINGS, NodeScreen, PoolActions, Re
 from tftui.ui.views import Gauges, Layout, Table
 from tftui.ui.widgets.table import ResourceTable
 
-NEXT_TABLE = Binding(
-    "tab",
-    "app.focus_next",
-    "Next",
-    id="tftui.next_table",
-    tooltip="Move between the tables of this screen",
-)
+NEXT_TABLE = bindings("tables")[0]
 
 
 class PoolOpsScreen(PoolActions, ResourceScreen):
@@ -79,6 +74,7 @@ class CompactionScreen(PoolOpsScreen):
     """Per pool: period, due or not, capacity against warm/min, and every node's decision."""
 
     COUNT_LABELS: ClassVar[dict[str, str]] = {"pools": "pools", "decisions": "nodes"}
+    OBJECT_KINDS: ClassVar[dict[str, str]] = {"pools": "GPUPool", "decisions": "GPUNode"}
     FILTERED: ClassVar[frozenset[str] | None] = frozenset({"decisions"})
 
     def __init__(self, pool: str | None = None, trail: tuple[str, ...] = ("compaction",)) -> None:
@@ -108,6 +104,7 @@ class DefragScreen(PoolOpsScreen):
     """Per pool: config validity, schedule and zone, window, state, candidates, the move, events."""
 
     COUNT_LABELS: ClassVar[dict[str, str]] = {"pools": "pools", "defrag-nodes": "nodes"}
+    OBJECT_KINDS: ClassVar[dict[str, str]] = {"pools": "GPUPool", "defrag-nodes": "GPUNode"}
     FILTERED: ClassVar[frozenset[str] | None] = frozenset({"defrag-nodes"})
 
     def __init__(self, pool: str | None = None, trail: tuple[str, ...] = ("defrag",)) -> None:

@@ -11,7 +11,7 @@ from typing import ClassVar
 
 from textual import on, work
 from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.widget import Widget
@@ -22,6 +22,7 @@ from tftui.engine.fit import Request
 from tftui.engine.placement import Preview, preview
 from tftui.engine.state import ClusterState
 from tftui.model import keys
+from tftui.ui.actions import bindings
 from tftui.ui.data import ConsoleData, describe_error
 from tftui.ui.forms import parse_request
 from tftui.ui.opsviews import placement_view
@@ -67,16 +68,7 @@ class PlacementScreen(ResourceScreen):
     """`p` on a pool, or `:place`: the request form and the per-mode preview."""
 
     AUTO_FOCUS = "#place-amount"
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding(
-            "enter",
-            "submit",
-            "Preview",
-            key_display="⏎",
-            id="tftui.place_submit",
-            tooltip="Place the request under every mode (enter in a field too)",
-        ),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = bindings("placement")
 
     def __init__(self, pool: str | None = None, trail: tuple[str, ...] = ("place",)) -> None:
         super().__init__(trail)

@@ -8,18 +8,26 @@ screen with a longer breadcrumb; `esc` pops it (k9s).
 
 from __future__ import annotations
 
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
+from rich.console import RenderableType
 from textual import on
 from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.events import Resize
 from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import DataTable, Footer, Input, Static
 
+from tftui.ui.actions import bindings
 from tftui.ui.analysis import AnalysisKey
 from tftui.ui.data import ConsoleData
+from tftui.ui.objects import describe, find_object, object_yaml
+from tftui.ui.screens.text import TextScreen
+from tftui.ui.tableops import has_column, marked_table, sorted_table, table_csv, with_deltas
 from tftui.ui.views import (
     Gauges,
     Layout,
@@ -71,43 +79,26 @@ QUIT_COMMANDS = ("quit", "q")
 COMMANDS = [*VIEWS, *(a for a in VIEW_ALIASES if a not in VIEWS), "quit"]
 """Completion candidates, canonical names first so they win the prefix match."""
 PROMPT_HINT = "  ".join(VIEWS)
+EMPTY = Table((), ())
+SORT_FALLBACK: dict[str, tuple[str, ...]] = {"name": ("key",), "pool": ("node",)}
+"""Where a view has no column of the sort key's name, the column that plays its part."""
 
 
 class ResourceScreen(Screen[None]):
     """Frame and behaviour shared by every resource view; subclasses say what to build and open."""
 
     AUTO_FOCUS = "ResourceTable"
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding(
-            "colon",
-            "command",
-            "View",
-            key_display=":",
-            id="tftui.command",
-            tooltip="Switch view by name (views listed below; tab completes)",
-        ),
-        Binding(
-            "slash",
-            "filter",
-            "Filter",
-            key_display="/",
-            id="tftui.filter",
-            tooltip="Filter rows by text (case-insensitive); esc clears",
-        ),
-        Binding(
-            "escape",
-            "back",
-            "Back",
-            key_display="esc",
-            id="tftui.back",
-            tooltip="Close the prompt, clear the filter, or go back one screen",
-        ),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = bindings("resource")
 
     COUNT_LABELS: ClassVar[dict[str, str]] = {}
     """What the breadcrumb calls each table's row count (empty: the bare number)."""
     FILTERED: ClassVar[frozenset[str] | None] = None
-    """Ids of the tables `/` filters (None: all of them)."""
+    """Ids of the tables `/` filters (None: all of them); sort keys apply to the same tables."""
+    OBJECT_KINDS: ClassVar[dict[str, str]] = {}
+    """Table id → the kind of object its rows are (for `y` YAML and `d` describe)."""
+    CACHE_BUILDS: ClassVar[bool] = False
+    """`build` depends only on the refresh, the layout and the theme (not on analyses or a
+    selection), so its result is kept until one of them changes."""
 
     def __init__(self, trail: tuple[str, ...]) -> None:
         super().__init__()
@@ -115,6 +106,15 @@ class ResourceScreen(Screen[None]):
         self.needle = ""
         self._before_prompt: Widget | None = None
         self._layout: Layout | None = None  # of the last render; a resize within it changes nothing
+        self.sort_column: str | None = None
+        self.sort_reverse = False
+        self.marks: dict[str, set[str]] = {}
+        """Marked row keys per table id (`space`)."""
+        self.shown_tables: dict[str, Table] = {}
+        """Each table as last shown (filtered and sorted, before marks and deltas): what `ctrl+s` exports."""
+        self._built: dict[str, tuple[int, dict[str, Mapping[str, RenderableType]]]] = {}
+        self._previous: dict[str, dict[str, Mapping[str, RenderableType]]] = {}
+        self._build_cache: dict[str, tuple[tuple[int, Layout, str], Table]] = {}
 
     @property
     def is_root(self) -> bool:
@@ -144,7 +144,7 @@ class ResourceScreen(Screen[None]):
         yield Breadcrumb("", id="crumbs", markup=False)
         yield from self.compose_body()
         yield Prompt(COMMANDS, hint=PROMPT_HINT, id="prompt")
-        yield Footer(compact=True)
+        yield Footer(compact=True, show_command_palette=False)
 
     def compose_body(self) -> ComposeResult:
         yield ResourceTable(id="main")
@@ -189,15 +189,54 @@ class ResourceScreen(Screen[None]):
             self.set_class(layout.name == name, f"-{name}")
         counts: list[str] = []
         for table in self.query(ResourceTable):
-            full = self.build(table.id or "", data, Gauges(layout, table.gauge_styles()))
+            full = self._built_table(table, data, layout)
             filtered = self.FILTERED is None or (table.id or "") in self.FILTERED
             shown = full.filtered(self.needle) if filtered else full
-            table.show(shown)
+            if filtered and self.sort_column is not None:
+                shown = sorted_table(shown, self.sort_column, self.sort_reverse)
+            self.shown_tables[table.id or ""] = shown
+            decorated = with_deltas(shown, self._previous_cells(table.id or "", full))
+            table.show(marked_table(decorated, self.marks.get(table.id or "", set())))
             n, total = len(shown.rows), len(full.rows)
             label = self.COUNT_LABELS.get(table.id or "", "")
             counts.append((str(n) if n == total else f"{n}/{total}") + (f" {label}" if label else ""))
         self.render_extra(data, layout)
-        self.query_one(Breadcrumb).show(self.crumb_trail(), self.crumb_count(counts), self.needle)
+        self.query_one(Breadcrumb).show(
+            self.crumb_trail(), self.crumb_count(counts), self.needle, self.crumb_state()
+        )
+
+    def crumb_state(self) -> str:
+        """Sort order and marks, when set (`sort tflops↓ · 2 marked`)."""
+        parts = []
+        if self.sort_column is not None:
+            parts.append(f"sort {self.sort_column}{'↓' if self.sort_reverse else '↑'}")
+        marked = sum(len(m) for m in self.marks.values())
+        if marked:
+            parts.append(f"{marked} marked")
+        return " · ".join(parts)
+
+    def _built_table(self, table: ResourceTable, data: ConsoleData, layout: Layout) -> Table:
+        """`build`, cached per refresh, layout and theme when the screen allows it: filter
+        keystrokes, sort and marks then re-use the built rows instead of redrawing every gauge."""
+        table_id = table.id or ""
+        if not self.CACHE_BUILDS:
+            return self.build(table_id, data, Gauges(layout, table.gauge_styles()))
+        key = (self.tui.data_seq, layout, self.app.theme)
+        cached = self._build_cache.get(table_id)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        full = self.build(table_id, data, Gauges(layout, table.gauge_styles()))
+        self._build_cache[table_id] = (key, full)
+        return full
+
+    def _previous_cells(self, table_id: str, full: Table) -> dict[str, Mapping[str, RenderableType]]:
+        """The cells of the refresh before the one on screen (for `↑`/`↓` deltas)."""
+        seq = self.tui.data_seq
+        last = self._built.get(table_id)
+        if last is not None and last[0] != seq:
+            self._previous[table_id] = last[1]
+        self._built[table_id] = (seq, {r.key: r.cells for r in full.rows})
+        return self._previous.get(table_id, {})
 
     def render_extra(self, data: ConsoleData, layout: Layout) -> None:
         """Hook for screens with more than tables (the node summary)."""
@@ -264,36 +303,122 @@ class ResourceScreen(Screen[None]):
         elif not self.tui.switch_view(command):
             self.notify(f"unknown view {command!r}: try {', '.join(VIEWS)}", severity="warning")
 
+    # -- k9s keys on the selected row and the table (registry scope "resource") ------------------
+
+    def active_table(self) -> ResourceTable | None:
+        """The focused table, else the screen's first one."""
+        focused = self.focused
+        if isinstance(focused, ResourceTable):
+            return focused
+        tables = self.query(ResourceTable)
+        return tables.first() if tables else None
+
+    def selected_object(self) -> tuple[str, str] | None:
+        """(kind, key) of the row under the cursor, when its table's rows are cluster objects."""
+        table = self.active_table()
+        if table is None:
+            return None
+        kind = self.OBJECT_KINDS.get(table.id or "")
+        key = table.cursor_key
+        return (kind, key) if kind is not None and key is not None else None
+
+    def action_sort(self, column: str) -> None:
+        tables = [
+            t for t in self.query(ResourceTable) if self.FILTERED is None or (t.id or "") in self.FILTERED
+        ]
+        candidates = (column, *SORT_FALLBACK.get(column, ()))
+        found = [
+            c
+            for c in candidates
+            if any(has_column(self.shown_tables.get(t.id or "", EMPTY), c) for t in tables)
+        ]
+        if not found:
+            self.notify(f"no {column} column to sort by here", severity="warning")
+            return
+        column = found[0]
+        if self.sort_column == column:
+            self.sort_reverse = not self.sort_reverse
+        else:
+            self.sort_column, self.sort_reverse = column, False
+        self.render_data()
+
+    def action_mark(self) -> None:
+        table = self.active_table()
+        key = table.cursor_key if table is not None else None
+        if table is None or key is None:
+            return
+        marks = self.marks.setdefault(table.id or "", set())
+        marks.symmetric_difference_update({key})
+        self.render_data()
+        if table.cursor_row < table.row_count - 1:
+            table.move_cursor(row=table.cursor_row + 1, animate=False)
+
+    def action_clear_marks(self) -> None:
+        if any(self.marks.values()):
+            self.marks.clear()
+            self.render_data()
+
+    def action_copy_names(self) -> None:
+        table = self.active_table()
+        if table is None:
+            return
+        marked = self.marks.get(table.id or "", set())
+        names = [k for k in table.row_keys if k in marked] or ([table.cursor_key] if table.cursor_key else [])
+        if not names:
+            self.notify("nothing to copy", severity="warning")
+            return
+        self.app.copy_to_clipboard("\n".join(names))
+        what = names[0] if len(names) == 1 else f"{len(names)} names"
+        self.notify(f"copied {what} to the clipboard")
+
+    def action_export(self) -> None:
+        table = self.active_table()
+        shown = self.shown_tables.get(table.id or "") if table is not None else None
+        if table is None or shown is None:
+            self.notify("no table to export here", severity="warning")
+            return
+        folder = self.tui.config.export_dir or Path(tempfile.gettempdir()) / "tftui"
+        stamp = self.tui.now().strftime("%Y%m%d-%H%M%S")
+        name = "-".join([*self.trail, table.id or "table"]).replace("/", "_")
+        path = folder / f"{name}-{stamp}.csv"
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            path.write_text(table_csv(shown))
+        except OSError as exc:
+            self.notify(f"export to {path} failed: {exc.strerror or exc}", severity="error", timeout=10)
+            return
+        self.notify(f"exported {len(shown.rows)} rows to {path}", timeout=10)
+
+    def _open_object(self, how: str) -> None:
+        selected = self.selected_object()
+        data = self.tui.data
+        if selected is None or data is None:
+            self.notify("no cluster object selected here", severity="warning")
+            return
+        kind, key = selected
+        if how == "yaml":
+            obj = find_object(data.state, kind, key)
+            text = object_yaml(obj) if obj is not None else None
+        else:
+            text = describe(data.state, kind, key)
+        if text is None:
+            self.notify(f"{kind} {key} is not in the snapshot", severity="warning")
+            return
+        self.app.push_screen(TextScreen((*self.crumb_trail(), key, how), text))
+
+    def action_yaml(self) -> None:
+        self._open_object("yaml")
+
+    def action_describe(self) -> None:
+        self._open_object("describe")
+
     @on(DataTable.RowSelected)
     def _row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()
         self.open(event.data_table.id or "", str(event.row_key.value))
 
 
-POOL_BINDINGS: list[BindingType] = [
-    Binding(
-        "p",
-        "place",
-        "Place",
-        id="tftui.place",
-        tooltip="Where a new worker would land in this pool, under every mode",
-    ),
-    Binding(
-        "c",
-        "manual_compaction",
-        "Compact",
-        id="tftui.write.manual_compaction",
-        tooltip="Manual compaction of this pool: lists what it releases, asks",
-    ),
-    Binding(
-        "m",
-        "placement_mode",
-        "Mode",
-        show=False,  # listed in help: the 80-column footer has no room left
-        id="tftui.write.placement_mode",
-        tooltip="Change the pool's placement mode (patches its SchedulingConfigTemplate), asks",
-    ),
-]
+POOL_BINDINGS: list[BindingType] = bindings("pool")
 """Keys acting on the selected pool; `tftui.write.*` ids are write actions (hidden when read-only)."""
 
 
@@ -328,6 +453,8 @@ class PoolsScreen(PoolActions, ResourceScreen):
     """Pools with provisioning and placement modes and pool-wide gauges; enter lists the pool's nodes."""
 
     BINDINGS: ClassVar[list[BindingType]] = POOL_BINDINGS
+    OBJECT_KINDS: ClassVar[dict[str, str]] = {"main": "GPUPool"}
+    CACHE_BUILDS: ClassVar[bool] = True
 
     def __init__(self) -> None:
         super().__init__(("pools",))
@@ -345,6 +472,9 @@ class PoolsScreen(PoolActions, ResourceScreen):
 class NodesScreen(ResourceScreen):
     """GPU nodes (all, or one pool's); enter opens the node."""
 
+    OBJECT_KINDS: ClassVar[dict[str, str]] = {"main": "GPUNode"}
+    CACHE_BUILDS: ClassVar[bool] = True
+
     def __init__(self, pool: str | None = None, trail: tuple[str, ...] = ("nodes",)) -> None:
         super().__init__(trail)
         self.pool = pool
@@ -359,6 +489,9 @@ class NodesScreen(ResourceScreen):
 class GpusScreen(ResourceScreen):
     """Every GPU device; enter lists the workers holding it."""
 
+    OBJECT_KINDS: ClassVar[dict[str, str]] = {"main": "GPU"}
+    CACHE_BUILDS: ClassVar[bool] = True
+
     def __init__(self) -> None:
         super().__init__(("gpus",))
 
@@ -371,6 +504,9 @@ class GpusScreen(ResourceScreen):
 
 class WorkloadsScreen(ResourceScreen):
     """Workloads with request per device and request/used against limits; enter opens the workload."""
+
+    OBJECT_KINDS: ClassVar[dict[str, str]] = {"main": "TensorFusionWorkload"}
+    CACHE_BUILDS: ClassVar[bool] = True
 
     def __init__(self) -> None:
         super().__init__(("workloads",))
@@ -385,17 +521,11 @@ class WorkloadsScreen(ResourceScreen):
 class NodeScreen(ResourceScreen):
     """One node: summary gauges, its GPUs and its workers (tab moves between the two tables)."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding(
-            "tab",
-            "app.focus_next",
-            "Next",
-            id="tftui.next_table",
-            tooltip="Move between the GPU and worker tables",
-        ),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = bindings("tables")
 
     COUNT_LABELS: ClassVar[dict[str, str]] = {"gpus": "GPUs", "workers": "workers"}
+    OBJECT_KINDS: ClassVar[dict[str, str]] = {"gpus": "GPU", "workers": "Pod"}
+    CACHE_BUILDS: ClassVar[bool] = True
 
     def __init__(self, node: str, trail: tuple[str, ...]) -> None:
         super().__init__(trail)
@@ -423,6 +553,9 @@ class NodeScreen(ResourceScreen):
 
 class WorkersScreen(ResourceScreen):
     """Workers of one GPU or one workload; enter opens the worker's node."""
+
+    OBJECT_KINDS: ClassVar[dict[str, str]] = {"main": "Pod"}
+    CACHE_BUILDS: ClassVar[bool] = True
 
     def __init__(self, kind: str, name: str, trail: tuple[str, ...]) -> None:
         super().__init__(trail)

@@ -9,11 +9,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, ClassVar, Literal
 
 from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical
 from textual.suggester import SuggestFromList
 from textual.widgets import Input, Label
 
+from tftui.ui.actions import bindings
 from tftui.ui.format import fmt_time
 
 if TYPE_CHECKING:
@@ -31,12 +32,15 @@ class ConsoleHeader(Vertical):
             yield Label("", id="header-source", markup=False)
             yield Label("", id="header-time", markup=False)
             yield Label("", id="header-warnings", markup=False)
+            yield Label("", id="header-link", markup=False)
+            yield Label("⏸ paused", id="header-paused", markup=False)
             yield Label("read-only", id="header-readonly", markup=False)
+            yield Label("PRODUCTION", id="header-production", markup=False)
         yield Label("", id="header-status", markup=False)
 
     def on_mount(self) -> None:
         app: TfTuiApp = self.app  # type: ignore[assignment]
-        for attribute in ("data", "cluster_error", "loading"):
+        for attribute in ("data", "cluster_error", "loading", "paused", "stale"):
             self.watch(app, attribute, self._render_state, init=False)
         self._render_state()
 
@@ -46,6 +50,14 @@ class ConsoleHeader(Vertical):
         source = data.source if data is not None else app.source_hint
         self.query_one("#header-source", Label).update(f"▸ {source}")
         self.query_one("#header-readonly", Label).display = app.read_only
+        self.query_one("#header-paused", Label).display = app.paused
+        production = app.is_production(source)
+        self.query_one("#header-production", Label).display = production
+        self.set_class(production, "-production")
+        link = self.query_one("#header-link", Label)
+        disconnected = (app.cluster_error or "").startswith("disconnected")
+        link.update("DISCONNECTED" if disconnected else "STALE" if app.stale else "")
+        link.display = disconnected or app.stale
         if data is None:
             when = "loading…" if app.cluster_error is None else "no data"
         else:
@@ -77,19 +89,19 @@ class ConsoleHeader(Vertical):
 class Breadcrumb(Label):
     """Where the operator is (`pools › demo-dev › nodes`), the row count and the active filter."""
 
-    def show(self, trail: tuple[str, ...], count: str, needle: str) -> None:
+    def show(self, trail: tuple[str, ...], count: str, needle: str, extra: str = "") -> None:
         text = " › ".join(trail) + (f" ({count})" if count else "")
         if needle:
             text += f"   /{needle}"
+        if extra:
+            text += f"   {extra}"
         self.update(text)
 
 
 class PromptInput(Input):
     """The prompt's input; `tab` accepts the completion like a shell."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("tab", "complete", "Complete", show=False, id="tftui.complete"),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = bindings("prompt")
 
     def action_complete(self) -> None:
         self.action_end()

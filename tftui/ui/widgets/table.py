@@ -12,12 +12,16 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from rich.console import RenderableType
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.widgets import DataTable
 from textual.widgets.data_table import RowDoesNotExist
 
+from tftui.ui.actions import bindings
 from tftui.ui.views import Column, Row, Table
 from tftui.ui.widgets.gauge import COMPONENT_CLASSES, GaugeStyles, gauge_styles_of
+
+REBUILD_AFTER = 200
+"""Row removals above which `show` clears and re-adds instead of removing one by one."""
 
 
 class ResourceTable(DataTable[RenderableType]):
@@ -34,15 +38,7 @@ class ResourceTable(DataTable[RenderableType]):
     ResourceTable > .gauge--crit { color: $error; text-style: bold; }
     ResourceTable > .gauge--free { color: $foreground 35%; }
     """
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding(
-            "enter",
-            "select_cursor",
-            "Open",
-            id="tftui.open",
-            tooltip="Drill down into the selected row",
-        ),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = bindings("table")
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes, cursor_type="row", cursor_foreground_priority="renderable")
@@ -70,6 +66,17 @@ class ResourceTable(DataTable[RenderableType]):
             return str(self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value)
         except (RowDoesNotExist, IndexError):
             return None
+
+    def _removals(self, rows: Sequence[Row], wanted: set[str]) -> int:
+        """How many rows a diff would remove: stale ones and those after the first misplaced one."""
+        stale = sum(1 for k in self._order if k not in wanted)
+        displayed = [k for k in self._order if k in wanted]
+        prefix = 0
+        for shown_key, row in zip(displayed, rows, strict=False):
+            if shown_key != row.key:
+                break
+            prefix += 1
+        return stale + len(displayed) - prefix
 
     def _set_columns(self, columns: tuple[Column, ...]) -> None:
         if columns == self._columns_shown:
@@ -99,6 +106,12 @@ class ResourceTable(DataTable[RenderableType]):
         keys = [c.key for c in columns]
         wanted = {r.key for r in rows}
         changes = 0
+        if self._removals(rows, wanted) > REBUILD_AFTER:
+            # DataTable.remove_row costs O(rows) each: past a few hundred removals (a filter
+            # keystroke, a new sort order) clearing and re-adding is far cheaper (dolphie does this)
+            self.clear()
+            self._shown, self._order = {}, []
+            changes += 1
         for key in [k for k in self._order if k not in wanted]:
             self.remove_row(key)
             del self._shown[key]

@@ -1,0 +1,311 @@
+"""The k9s keys beyond navigation: sort, mark, copy, export, YAML, describe, pause, theme, and the
+header cues (production band, stale, disconnected, ↑/↓ deltas)."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
+
+import csv
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.text import Text
+from textual.pilot import Pilot
+from textual.widgets import Input, Label
+
+from tftui.config import ConsoleConfig
+from tftui.sources.sim.cluster import DEFAULT_NOW, SimCluster
+from tftui.sources.sim.usage import SimMetrics
+from tftui.ui.app import LoadFailed, TfTuiApp
+from tftui.ui.screens.resource import ResourceScreen
+from tftui.ui.screens.text import TextScreen
+from tftui.ui.tableops import MARK, sort_key, table_csv, with_deltas
+from tftui.ui.themes import DARK
+from tftui.ui.views import Column, Row, Table
+from tftui.ui.widgets.chrome import ConsoleHeader
+from tftui.ui.widgets.table import ResourceTable
+
+
+@pytest.fixture(autouse=True)
+def _still_cursor(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(Input, "_toggle_cursor", lambda self: None)
+
+
+@pytest.fixture(scope="module")
+def demo() -> SimCluster:
+    return SimCluster(seed=7, nodes=40, now=DEFAULT_NOW)
+
+
+@pytest.fixture(scope="module")
+def metrics(demo: SimCluster) -> SimMetrics:
+    return SimMetrics(demo.snapshot(), seed=7, now=DEFAULT_NOW)
+
+
+def make_app(cluster: Any, metrics: Any, **kw: Any) -> TfTuiApp:
+    return TfTuiApp(cluster, metrics, clock=lambda: DEFAULT_NOW, refresh_interval=None, **kw)
+
+
+async def settle(pilot: Pilot[None]) -> None:
+    for _ in range(3):
+        await pilot.app.workers.wait_for_complete()
+        await pilot.pause()
+
+
+def main(app: TfTuiApp) -> ResourceTable:
+    return app.screen.query_one("#main", ResourceTable)
+
+
+def column(table: ResourceTable, key: str) -> list[str]:
+    out = []
+    for row in table.row_keys:
+        cell = table.get_cell(row, key)
+        out.append(cell.plain if isinstance(cell, Text) else str(cell))
+    return out
+
+
+# -- pure helpers ----------------------------------------------------------------------------------
+
+
+def test_sort_key_orders_numbers_ages_gauges_then_text_then_unknown() -> None:
+    cells = ["b", "10", "2", "—", "3d", "5h", Text("██▒··  40%/ 30%"), "A"]
+    ordered = sorted(cells, key=sort_key)
+    assert ordered[:5] == ["2", "10", Text("██▒··  40%/ 30%"), "5h", "3d"]
+    assert ordered[5:] == ["A", "b", "—"]
+
+
+def test_deltas_mark_rises_and_falls_only() -> None:
+    cols = (Column("name", "NAME", 5), Column("gpus", "GPUS", 4))
+    now = Table(cols, (Row("a", {"name": "a", "gpus": "4"}, "a"), Row("b", {"name": "b", "gpus": "1"}, "b")))
+    before = {"a": {"name": "a", "gpus": "2"}, "b": {"name": "b", "gpus": "3"}}
+    shown = with_deltas(now, before)
+    assert [str(r.cells["gpus"]) for r in shown.rows] == ["4↑", "1↓"]
+    assert with_deltas(now, {}) is now
+    assert with_deltas(now, {"a": {"gpus": "4"}}).rows[0].cells["gpus"] == "4"
+
+
+def test_csv_is_the_table_as_shown() -> None:
+    cols = (Column("name", "NAME", 5), Column("tflops", "TFLOPS", 9))
+    table = Table(cols, (Row("x,y", {"name": "x,y", "tflops": Text("█ 40%")}, ""),))
+    assert list(csv.reader(table_csv(table).splitlines())) == [["NAME", "TFLOPS"], ["x,y", "█ 40%"]]
+
+
+# -- keys ------------------------------------------------------------------------------------------
+
+
+async def test_shift_letters_sort_and_repeat_reverses(demo: SimCluster, metrics: SimMetrics) -> None:
+    app = make_app(demo, metrics)
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        await settle(pilot)
+        await pilot.press("colon", *"nodes", "enter")
+        await settle(pilot)
+        table = main(app)
+        await pilot.press("shift+g")
+        await pilot.pause()
+        gpus = [int(v) for v in column(table, "gpus")]
+        assert gpus == sorted(gpus) and len(set(gpus)) > 1
+        await pilot.press("shift+g")
+        await pilot.pause()
+        assert [int(v) for v in column(table, "gpus")] == sorted(gpus, reverse=True)
+        await pilot.press("shift+t")
+        await pilot.pause()
+        alloc = [sort_key(v)[1] for v in column(table, "tflops")]
+        assert alloc == sorted(alloc)
+        await pilot.press("shift+n")
+        await pilot.pause()
+        assert column(table, "name") == sorted(column(table, "name"), key=str.lower)
+        # a column this view does not have: said, nothing changes
+        before = table.row_keys
+        await pilot.press("colon", *"pools", "enter")
+        await settle(pilot)
+        await pilot.press("shift+a")
+        await pilot.pause()
+        assert any("no age column" in n.message for n in app._notifications)
+        assert before  # the nodes table had rows to sort
+
+
+async def test_mark_copy_and_export(tmp_path: Path, demo: SimCluster, metrics: SimMetrics) -> None:
+    app = make_app(demo, metrics, config=ConsoleConfig(export_dir=tmp_path / "out"))
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        await settle(pilot)
+        await pilot.press("colon", *"nodes", "enter")
+        await settle(pilot)
+        table = main(app)
+        first, second = table.row_keys[:2]
+        await pilot.press("space", "space")  # marks the first two rows (the cursor moves down)
+        await pilot.pause()
+        names = column(table, "name")
+        assert names[0].startswith(MARK) and names[1].startswith(MARK) and not names[2].startswith(MARK)
+        await pilot.press("n")
+        await pilot.pause()
+        assert app.clipboard == f"{first}\n{second}"
+        assert any("copied 2 names" in n.message for n in app._notifications)
+        await pilot.press("ctrl+backslash", "n")
+        await pilot.pause()
+        assert not column(table, "name")[0].startswith(MARK)
+        assert app.clipboard == table.cursor_key
+
+        await pilot.press("slash", *"inference", "enter")
+        await pilot.pause()
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        files = list((tmp_path / "out").glob("*.csv"))
+        assert len(files) == 1 and files[0].name.startswith("nodes-main-")
+        assert any(str(files[0]) in n.message for n in app._notifications)
+        rows = list(csv.reader(files[0].read_text().splitlines()))
+        assert rows[0][0] == "NAME" and [r[0] for r in rows[1:]] == table.row_keys
+        assert app.data is not None
+        assert 0 < len(rows) - 1 < len(app.data.state.nodes)  # the filtered table, not everything
+
+
+async def test_yaml_and_describe_of_the_selected_row(demo: SimCluster, metrics: SimMetrics) -> None:
+    app = make_app(demo, metrics)
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        await settle(pilot)
+        pool = main(app).cursor_key
+        await pilot.press("y")
+        await pilot.pause()
+        assert isinstance(app.screen, TextScreen)
+        text = app.screen.text
+        assert "kind: GPUPool" in text and f"name: {pool}" in text
+        await pilot.press("escape", "d")
+        await pilot.pause()
+        assert isinstance(app.screen, TextScreen) and app.screen.trail[-1] == "describe"
+        assert f"name: {pool}" in app.screen.text and "capacity:" in app.screen.text
+        await pilot.press("escape")
+        await pilot.pause()
+        assert isinstance(app.screen, ResourceScreen)
+        await pilot.press("colon", *"place", "enter")
+        await settle(pilot)
+        await pilot.press("escape")  # leave the form field, then y: nothing selectable here
+        app.screen.set_focus(None)
+        await pilot.press("y")
+        await pilot.pause()
+        assert any("no cluster object selected" in n.message for n in app._notifications)
+
+
+async def test_pause_stops_periodic_refresh_but_not_ctrl_r(demo: SimCluster, metrics: SimMetrics) -> None:
+    app = make_app(demo, metrics)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        seq = app.data_seq
+        await pilot.press("shift+r")
+        await pilot.pause()
+        assert app.paused and app.screen.query_one("#header-paused", Label).display
+        app._tick()
+        await settle(pilot)
+        assert app.data_seq == seq
+        await pilot.press("ctrl+r")
+        await settle(pilot)
+        assert app.data_seq == seq + 1
+        await pilot.press("shift+r")
+        await pilot.pause()
+        assert not app.paused and not app.screen.query_one("#header-paused", Label).display
+
+
+async def test_theme_key_and_config(demo: SimCluster, metrics: SimMetrics) -> None:
+    app = make_app(demo, metrics, config=ConsoleConfig(theme="light"))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        assert app.theme == "tftui-light" and not app.current_theme.dark
+        await pilot.press("ctrl+t")
+        await pilot.pause()
+        assert app.theme == "tftui-dark"
+
+
+async def test_production_context_is_unmistakable(demo: SimCluster, metrics: SimMetrics) -> None:
+    app = make_app(demo, metrics, config=ConsoleConfig(production=("dem*",)))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        header = app.screen.query_one(ConsoleHeader)
+        assert header.has_class("-production")
+        assert header.query_one("#header-production", Label).display
+        assert header.styles.background.hex.lower() == DARK.variables["production"]
+    other = make_app(demo, metrics)
+    async with other.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        header = other.screen.query_one(ConsoleHeader)
+        assert not header.has_class("-production")
+        assert not header.query_one("#header-production", Label).display
+
+
+async def test_stale_and_disconnected_cues(demo: SimCluster, metrics: SimMetrics) -> None:
+    now = [DEFAULT_NOW]
+    app = TfTuiApp(demo, metrics, clock=lambda: now[0], refresh_interval=10)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        link = app.screen.query_one("#header-link", Label)
+        assert not link.display
+        app.paused = True  # keep the tick from refreshing: only the age is checked
+        now[0] = DEFAULT_NOW + timedelta(seconds=31)
+        app._tick()
+        await pilot.pause()
+        assert app.stale and link.display and str(link.render()) == "STALE"
+        app.post_message(LoadFailed("disconnected: watch lost", now[0]))
+        await pilot.pause()
+        assert str(link.render()) == "DISCONNECTED"
+
+
+class Dropping:
+    """A ClusterPort over the demo whose next snapshots leave out chosen objects."""
+
+    def __init__(self, inner: SimCluster) -> None:
+        self.inner = inner
+        self.dropped: set[str] = set()
+
+    def describe(self) -> str:
+        return "demo"
+
+    def snapshot(self) -> list[dict[str, Any]]:
+        return [o for o in self.inner.snapshot() if o["metadata"]["name"] not in self.dropped]
+
+
+async def test_refresh_shows_deltas_in_changed_numeric_cells(demo: SimCluster, metrics: SimMetrics) -> None:
+    cluster = Dropping(demo)
+    app = make_app(cluster, metrics)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        assert app.data is not None
+        pool = main(app).row_keys[0]
+        gpus_before = int(str(main(app).get_cell(pool, "gpus")))
+        gpu = next(g for g in app.data.state.gpus.values() if g.pool == pool)
+        cluster.dropped.add(gpu.name)
+        await pilot.press("ctrl+r")
+        await settle(pilot)
+        assert str(main(app).get_cell(pool, "gpus")) == f"{gpus_before - 1}↓"
+        other = main(app).row_keys[1]
+        assert "↑" not in str(main(app).get_cell(other, "gpus"))
+        await pilot.press("ctrl+r")  # nothing changed since: the arrow goes
+        await settle(pilot)
+        assert str(main(app).get_cell(pool, "gpus")) == str(gpus_before - 1)
+
+
+async def test_large_filter_rebuilds_and_keeps_the_cursor_row() -> None:
+    """Past 200 removals the table is cleared and refilled (remove_row is O(rows) each); the
+    result is the same rows, and the cursor stays on its row when that row is still shown."""
+    from textual.app import App, ComposeResult
+
+    cols = (Column("name", "NAME", 8),)
+    rows = tuple(Row(f"r{i:03}", {"name": f"r{i:03}"}, f"r{i:03}") for i in range(300))
+    full = Table(cols, rows)
+
+    class Harness(App[None]):
+        def compose(self) -> ComposeResult:
+            yield ResourceTable(id="t")
+
+    app = Harness()
+    async with app.run_test() as pilot:
+        table = app.query_one(ResourceTable)
+        table.show(full)
+        await pilot.pause()
+        table.move_cursor(row=250)
+        table.show(full.filtered("r25"))  # 290 rows go: rebuilt
+        await pilot.pause()
+        assert table.row_keys == [f"r25{i}" for i in range(10)]
+        assert table.cursor_key == "r250" and table.last_changes == 1 + 10
+        table.show(full.filtered("r2"))  # rows come back in order after a removed prefix
+        await pilot.pause()
+        assert table.row_keys == [f"r{i:03}" for i in range(200, 300)] and table.cursor_key == "r250"
