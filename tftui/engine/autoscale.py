@@ -1261,8 +1261,14 @@ __all__ = [
 ]
 
 
+def gi(q: Quantity | float) -> str:
+    """VRAM bytes as Gi for people (`--json` keeps the exact quantity)."""
+    n = float(q)
+    return f"{n / 2**30:.1f}Gi" if n % 2**30 else f"{int(n) // 2**30}Gi"
+
+
 def _rq(r: Resources, which: str) -> str:
-    return f"{r.tf_req}/{r.tf_lim}" if which == "tf" else f"{r.vram_req}/{r.vram_lim}"
+    return f"{r.tf_req}/{r.tf_lim}" if which == "tf" else f"{gi(r.vram_req)}/{gi(r.vram_lim)}"
 
 
 def render_text(result: AutoscaleResult) -> str:
@@ -1285,10 +1291,12 @@ def render_text(result: AutoscaleResult) -> str:
             elif which == "tf":
                 used = f"lower/target/upper {est.tf_usage[0]:.1f}/{est.tf_usage[1]:.1f}/{est.tf_usage[2]:.1f}"
             else:
-                used = "lower/target/upper " + "/".join(f"{x / 2**30:.2f}Gi" for x in est.vram_usage)
+                used = "lower/target/upper " + "/".join(gi(x) for x in est.vram_usage)
             lines.append(f"  {label:<6} req/lim {cur:<22} used {used:<44} -> {rec}")
         verdict = "would apply" if w.would_apply else "not applied"
         lines.append(f"  {verdict}: {w.reason}{(' - ' + w.detail) if w.detail else ''}")
         if w.condition:
             lines.append(f"  condition {w.condition[0]}: {w.condition[1]}")
+        if w.external:
+            lines.append(f"  external scaler: {w.external}")
     return "\n".join(lines) + "\n"
