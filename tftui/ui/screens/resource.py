@@ -18,8 +18,10 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import DataTable, Footer, Input, Static
 
-from tftui.ui.analysis import AnalysisKey
+from tftui.ui.analysis import AUTOSCALE, AnalysisKey
+from tftui.ui.autoscaleview import AutoscaleAnalysis
 from tftui.ui.data import ConsoleData
+from tftui.ui.screens.autoscale import AUTOSCALE_BINDINGS, AutoscaleActions
 from tftui.ui.views import (
     Gauges,
     Layout,
@@ -369,14 +371,25 @@ class GpusScreen(ResourceScreen):
         self.app.push_screen(WorkersScreen("gpu", key, trail=(*self.trail, key, "workers")))
 
 
-class WorkloadsScreen(ResourceScreen):
-    """Workloads with request per device and request/used against limits; enter opens the workload."""
+class WorkloadsScreen(AutoscaleActions, ResourceScreen):
+    """Workloads with request per device, the engine's recommendation and request/used against
+    limits; enter opens the workload, `a` turns its autoscaling on or off."""
+
+    BINDINGS: ClassVar[list[BindingType]] = AUTOSCALE_BINDINGS
 
     def __init__(self) -> None:
         super().__init__(("workloads",))
 
+    def analysis_keys(self) -> tuple[AnalysisKey, ...]:
+        return ((AUTOSCALE, ""),)
+
+    def selected_workload(self) -> str | None:
+        return self.query_one("#main", ResourceTable).cursor_key
+
     def build(self, table_id: str, data: ConsoleData, gauges: Gauges) -> Table:
-        return workloads_table(data, gauges)
+        value = analysis.value if (analysis := self.tui.analysis(AUTOSCALE)) is not None else None
+        auto = value if isinstance(value, AutoscaleAnalysis) else None
+        return workloads_table(data, gauges, auto, self.tui.computing(AUTOSCALE))
 
     def open(self, table_id: str, key: str) -> None:
         self.tui.open_workload(key, self.trail)
