@@ -102,7 +102,11 @@ async def test_workloads_columns_and_detail_show_the_engines_recommendation() ->
         assert r is not None
         cell = table.get_cell(key, "rec")
         assert isinstance(cell, Text) and cell.plain.split(" TF ")[1].endswith("i")  # e.g. 8.5Gi
-        assert table.get_cell(without[0], "rec").plain == NO_DATA
+        no_data = [k for k in without if expected.workloads[k].reason == "no-data"]
+        if no_data:
+            assert table.get_cell(no_data[0], "rec").plain == NO_DATA
+        steady = [k for k in without if expected.workloads[k].reason == "below-threshold"]
+        assert steady and table.get_cell(steady[0], "rec").plain == "≈ request"
         # the detail: percentiles, bounds, cron rule, verdict and the distribution
         app.open_workload(key)
         await wait_until(pilot, lambda: isinstance(app.screen, WorkloadScreen))
@@ -112,7 +116,7 @@ async def test_workloads_columns_and_detail_show_the_engines_recommendation() ->
         rec = expected.workloads[key]
         assert "P50 " in text and "P90 " in text and "P99 " in text
         assert "lower/target/upper" in text and "bounds" in text and "cron rule" in text
-        assert ("would apply" if rec.would_apply else "not applied") + f": {rec.reason}" in text
+        assert ("would apply" if rec.would_apply else "not applied") + f" ({rec.reason}): " in text
         assert "usage distribution" in text and "█" in text
 
 
@@ -186,3 +190,25 @@ async def test_read_only_demo_has_no_autoscale_key() -> None:
         assert app.perform("workload_autoscale", pool=key, enable=True) is False
     assert not enabled(sim, key)
     assert timedelta(0) < value.window
+
+
+def test_cells_say_no_data_and_never_zero() -> None:
+    """A workload without usage rows: `—` for used and recommended (no metrics is not idle)."""
+    from tests.fixtures.engine_builders import NOW, build
+    from tests.test_autoscale import asr, cluster
+    from tftui.ui.autoscaleview import detail_text, rec_cell, used_cell
+
+    state = build(cluster(spec=asr(enable=True)))
+    value = AutoscaleAnalysis(
+        recommend(state, AutoscaleState(), NOW), AutoscaleState(), timedelta(hours=2), 0
+    )
+    assert value.result.workloads["default/w"].reason == "no-data"
+    assert rec_cell(value, "default/w", False).plain == NO_DATA
+    assert used_cell(value, "default/w", False).plain == NO_DATA
+    assert rec_cell(None, "default/w", True).plain == "…"  # still computing
+    text = detail_text(value, "default/w").plain
+    assert "usage: no data in tf_worker_usage over the last 2h" in text
+    assert "not applied (no-data): no usage data" in text
+    assert detail_text(None, "default/w", error="no metrics source configured").plain.endswith(
+        "no metrics source configured"
+    )

@@ -85,9 +85,37 @@ def _pair(tflops: float, vram: float) -> str:
     return f"{fmt_num(tflops)} TF {fmt_bytes(vram)}"
 
 
+NO_RECOMMENDATION: Final = {
+    "below-threshold": "≈ request",
+    "no-change": "= request",
+    "scale-down-locked": "cron lock",
+    "invalid-config": "config err",
+    "invalid-target": "bad target",
+    "external-error": "ext. error",
+}
+"""What RECOMMENDED says when the engine has data but recommends no change (the detail says why)."""
+
+REASON_WORDS: Final = {
+    "no-data": "no usage data, nothing to recommend from (no metrics is not idle)",
+    "invalid-config": "the autoscale configuration is invalid",
+    "invalid-target": "the target resource is invalid",
+    "disabled": "autoscaling is off for this workload (a turns it on)",
+    "provisional": "history shorter than initialDelayPeriod: decreases are held",
+    "below-threshold": "the change is inside updateThreshold",
+    "no-change": "the recommendation equals the current request",
+    "scale-down-locked": "a cron rule locks scale-down",
+    "capped": "applied, capped by the free capacity of the workers' GPUs",
+    "applied": "the runtime applies it on its next autoscale run",
+    "external-error": "the external scaler failed",
+}
+"""The engine's reason codes in words, for the detail."""
+
+
 def rec_cell(analysis: AutoscaleAnalysis | None, key: str, pending: bool) -> Text:
-    """The recommended request per device (bold when it would be applied), `—` without one."""
+    """The recommended request per device (bold when it would be applied), `—` without data."""
     rec = analysis.result.workloads.get(key) if analysis is not None else None
+    if rec is not None and rec.recommendation is None and rec.reason in NO_RECOMMENDATION:
+        return Text(NO_RECOMMENDATION[rec.reason], style="dim")
     if rec is None or rec.recommendation is None:
         return Text("…" if pending and analysis is None else NO_DATA)
     r = rec.recommendation
@@ -131,8 +159,8 @@ def _bars(rows: Sequence[tuple[float, float, float]], fmt: Callable[[float], str
         cells = share / top * BAR
         full = int(cells)
         bar = "█" * full + ("▌" if cells - full >= 0.5 else "")
-        label = f"{fmt(start):>5}–{fmt(end):<5}{unit}"
-        out.append(Text.assemble(f"  {label} ", (bar.ljust(BAR), "cyan"), f" {share * 100:4.1f}%"))
+        label = f"{fmt(start)}–{fmt(end)}{unit}"
+        out.append(Text.assemble(f"  {label:<15}", (bar.ljust(BAR), "cyan"), f" {share * 100:5.1f}%"))
     return out
 
 
@@ -163,10 +191,29 @@ def detail_text(
             (f"  (stale: {error})" if error else "", "yellow"),
         )
     )
+    verdict = "would apply" if rec.would_apply else "not applied"
+    recommended: Text | str = "none"
+    if rec.recommendation is not None:
+        r = rec.recommendation
+        recommended = Text(
+            f"{fmt_num(float(r.tf_req))}/{fmt_num(float(r.tf_lim))} TF  "
+            f"{fmt_bytes(float(r.vram_req))}/{fmt_bytes(float(r.vram_lim))}",
+            style="bold",
+        )
+    why = REASON_WORDS.get(rec.reason, rec.reason)
+    lines.append(
+        Text.assemble(
+            "  recommended  ",
+            recommended,
+            "  ",
+            (verdict, "bold green" if rec.would_apply else "bold yellow"),
+            f" ({rec.reason}): {why}" + (f" — {rec.detail}" if rec.detail else ""),
+        )
+    )
     cur = rec.current
     lines.append(
         Text(
-            f"  request/limit per device  {fmt_num(float(cur.tf_req))}/{fmt_num(float(cur.tf_lim))} TF  "
+            f"  current      request/limit per device {fmt_num(float(cur.tf_req))}/{fmt_num(float(cur.tf_lim))} TF  "
             f"{fmt_bytes(float(cur.vram_req))}/{fmt_bytes(float(cur.vram_lim))}"
         )
     )
@@ -205,26 +252,6 @@ def detail_text(
         )
     if rec.external:
         lines.append(Text(f"  external     {rec.external}"))
-    if rec.recommendation is not None:
-        r = rec.recommendation
-        lines.append(
-            Text.assemble(
-                "  recommended  ",
-                (
-                    f"{fmt_num(float(r.tf_req))}/{fmt_num(float(r.tf_lim))} TF  "
-                    f"{fmt_bytes(float(r.vram_req))}/{fmt_bytes(float(r.vram_lim))}",
-                    "bold",
-                ),
-            )
-        )
-    verdict = "would apply" if rec.would_apply else "not applied"
-    lines.append(
-        Text.assemble(
-            "  ",
-            (verdict, "bold green" if rec.would_apply else "bold yellow"),
-            f": {rec.reason}" + (f" — {rec.detail}" if rec.detail else ""),
-        )
-    )
     if hist is not None and est is not None:
         tf_rows = distribution(hist.tf)
         v_rows = distribution(hist.vram)
@@ -264,6 +291,10 @@ def toggle_body(key: str, rec: WorkloadRecommendation | None, enable: bool, pod_
         Text("Equivalent pod-template annotation:"),
         Text(f'  {keys.AUTOSCALE}: "{"true" if enable else "false"}"', style="bold"),
     ]
+    if not enable:
+        lines.append(
+            Text('  (only "true" turns it on: "false" and no annotation both mean off)', style="dim")
+        )
     if not enable and pod_annotation:
         lines.append(
             Text(
