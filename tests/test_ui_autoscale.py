@@ -21,7 +21,7 @@ from tftui.sources.sim.cluster import DEFAULT_NOW
 from tftui.sources.sim.usage import SimMetrics
 from tftui.ui.analysis import AUTOSCALE
 from tftui.ui.app import TfTuiApp
-from tftui.ui.autoscaleview import AutoscaleAnalysis, distribution
+from tftui.ui.autoscaleview import AutoscaleAnalysis, AutoscaleLoader, distribution
 from tftui.ui.format import NO_DATA
 from tftui.ui.screens.metrics import WorkloadScreen
 from tftui.ui.screens.modals import ConfirmScreen
@@ -199,9 +199,7 @@ def test_cells_say_no_data_and_never_zero() -> None:
     from tftui.ui.autoscaleview import detail_text, rec_cell, used_cell
 
     state = build(cluster(spec=asr(enable=True)))
-    value = AutoscaleAnalysis(
-        recommend(state, AutoscaleState(), NOW), AutoscaleState(), timedelta(hours=2), 0
-    )
+    value = AutoscaleAnalysis(recommend(state, AutoscaleState(), NOW), {}, timedelta(hours=2), 0)
     assert value.result.workloads["default/w"].reason == "no-data"
     assert rec_cell(value, "default/w", False).plain == NO_DATA
     assert used_cell(value, "default/w", False).plain == NO_DATA
@@ -212,3 +210,30 @@ def test_cells_say_no_data_and_never_zero() -> None:
     assert detail_text(None, "default/w", error="no metrics source configured").plain.endswith(
         "no metrics source configured"
     )
+
+
+def test_the_loader_reads_only_new_rows_and_matches_a_full_load() -> None:
+    sim, metrics = demo()
+    calls: list[tuple[Any, Any]] = []
+
+    class Counting:
+        def rows(self, table: Any, start: Any, end: Any) -> Any:
+            calls.append((start, end))
+            return metrics.rows(table, start, end)
+
+    state = ClusterState.build(sim.snapshot())
+    loader = AutoscaleLoader()
+    early = DEFAULT_NOW - timedelta(minutes=30)
+    first = loader.load(Counting(), state, early)  # type: ignore[arg-type]
+    assert calls == [(early - first.window, early)]
+    again = loader.load(Counting(), state, early)  # type: ignore[arg-type]
+    assert len(calls) == 1 and again.rows == 0  # same clock: nothing new to read
+    later = loader.load(Counting(), state, DEFAULT_NOW)  # type: ignore[arg-type]
+    assert calls[-1] == (early, DEFAULT_NOW)
+    # the same rows in one pass give the same recommendations (histograms are additive)
+    one = AutoscaleState()
+    one.configure(state)
+    all_rows = list(metrics.rows("tf_worker_usage", early - first.window, DEFAULT_NOW))
+    one.add_samples(all_rows)
+    assert 0 < later.rows < len(all_rows)
+    assert later.result.to_json() == recommend(state, one, DEFAULT_NOW).to_json()

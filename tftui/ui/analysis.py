@@ -24,7 +24,7 @@ from tftui.engine.alerts import RULES, AlertHistory, evaluate_history, evaluatio
 from tftui.engine.report import ALERT_SPAN, Report, assemble
 from tftui.engine.state import ClusterState
 from tftui.sources.ports import MetricsPort, Step1Port
-from tftui.ui.autoscaleview import AutoscaleAnalysis, compute_autoscale
+from tftui.ui.autoscaleview import AutoscaleAnalysis, AutoscaleLoader
 from tftui.ui.data import ConsoleData, metrics_error_text, step1_port, store_name
 
 WASTE_WINDOW: Final = timedelta(days=1)
@@ -42,7 +42,7 @@ WASTE: Final[AnalysisKind] = "waste"
 ALERTS: Final[AnalysisKind] = "alerts"
 HISTORY: Final[AnalysisKind] = "history"
 AUTOSCALE: Final[AnalysisKind] = "autoscale"
-"""The engine's autoscale recommendations for every workload (`autoscaleview.compute_autoscale`)."""
+"""The engine's autoscale recommendations for every workload (`autoscaleview.AutoscaleLoader`)."""
 AnalysisKey = tuple[AnalysisKind, str]
 """(kind, subject): the subject is the workload key for a history, else empty."""
 
@@ -265,6 +265,7 @@ def run_analysis(
     seq: int,
     settings: AnalysisSettings = AnalysisSettings(),
     cancelled: Callable[[], bool] = lambda: False,
+    autoscale: AutoscaleLoader | None = None,
 ) -> Analysis:
     """Compute one analysis; never raises except `Cancelled` (errors become `Analysis.error`)."""
     kind, subject = key
@@ -276,7 +277,8 @@ def run_analysis(
         if metrics is None:
             raise NoStep1Error("no metrics source configured (give --metrics-dsn or set TFTUI_METRICS_DSN)")
         if kind == AUTOSCALE:
-            value = compute_autoscale(metrics, data.state, data.refreshed_at)
+            loader = autoscale if autoscale is not None else AutoscaleLoader()
+            value = loader.load(metrics, data.state, data.refreshed_at)
             if cancelled():
                 raise Cancelled
         elif kind == HISTORY:

@@ -55,7 +55,7 @@ from tftui.ui.analysis import (
     Cancelled,
     run_analysis,
 )
-from tftui.ui.autoscaleview import AutoscaleAnalysis, toggle_body
+from tftui.ui.autoscaleview import AutoscaleAnalysis, AutoscaleLoader, toggle_body
 from tftui.ui.data import ClusterLoadError, ConsoleData, connection_error, describe_error, load
 from tftui.ui.ops import CapacityFigures, ConsoleRuntime, compaction_capacity
 from tftui.ui.opsviews import confirm_compaction_body
@@ -246,6 +246,7 @@ class TfTuiApp(App[None]):
         self.data_seq = 0
         """Number of the refresh on screen (analyses are cached per refresh)."""
         self._computing: dict[AnalysisKey, Worker[None]] = {}
+        self._autoscale_loader = AutoscaleLoader()  # usage histograms, fed incrementally
         self._clock = clock or utc_now
         if read_only:
             runtime = None
@@ -398,6 +399,7 @@ class TfTuiApp(App[None]):
                 seq,
                 self.analysis_settings,
                 cancelled=lambda: worker.is_cancelled,
+                autoscale=self._autoscale_loader,
             )
         except Cancelled:
             return

@@ -1,8 +1,10 @@
 """The console's autoscale figures: the engine's recommendation for every workload, and how to show it.
 
-`compute_autoscale` is the blocking part (run by the app in a thread worker, once per refresh, like
-the other analyses): it loads `tf_worker_usage` over the autoscale window into the engine's
-`AutoscaleState` and asks `engine.autoscale.recommend`, exactly as `tftui recommend` does. Everything
+`AutoscaleLoader.load` is the blocking part (run by the app in a thread worker, once per refresh, like
+the other analyses): it feeds `tf_worker_usage` into the engine's `AutoscaleState` — the whole
+autoscale window the first time, then only the rows since the previous load, as the runtime does —
+and asks `engine.autoscale.recommend`, exactly as `tftui recommend` does. The result carries frozen
+copies of the histograms, so the UI thread reads them while the next load updates the live ones. Everything
 else here only formats that result: the Workloads columns, the detail section (usage distribution,
 percentiles, cron rule, recommendation with bounds, would it apply and why not) and the body of the
 autoscale on/off confirmation. The console decides nothing; the external scaler is not called from
@@ -11,7 +13,8 @@ here (only the runtime's loop calls it), which the detail says when one is confi
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Final
@@ -34,7 +37,7 @@ from tftui.ui.format import NO_DATA, fmt_bytes, fmt_num
 
 __all__ = [
     "AutoscaleAnalysis",
-    "compute_autoscale",
+    "AutoscaleLoader",
     "detail_text",
     "distribution",
     "rec_cell",
@@ -50,13 +53,21 @@ PERCENTILES: Final = (0.5, 0.9, 0.99)
 
 
 @dataclass(frozen=True, slots=True)
+class Histograms:
+    """Frozen copies of one workload's TFLOPS and VRAM histograms (read by the UI thread)."""
+
+    tf: DecayingHistogram
+    vram: DecayingHistogram
+
+
+@dataclass(frozen=True, slots=True)
 class AutoscaleAnalysis:
     """The engine's recommendations at the refresh, and the histograms they came from."""
 
     result: AutoscaleResult
-    histograms: AutoscaleState
+    histograms: Mapping[str, Histograms]
     window: timedelta
-    rows: int
+    rows: int  # rows read by this load (all of the window the first time, then the new ones)
 
 
 def _window(state: ClusterState) -> timedelta:
@@ -68,14 +79,40 @@ def _window(state: ClusterState) -> timedelta:
     return window
 
 
-def compute_autoscale(metrics: MetricsPort, state: ClusterState, now: datetime) -> AutoscaleAnalysis:
-    """Load the usage window and ask the engine (what `tftui recommend` prints)."""
-    window = _window(state)
-    astate = AutoscaleState()
-    astate.configure(state)
-    rows = list(metrics.rows("tf_worker_usage", now - window, now))
-    astate.add_samples(rows)
-    return AutoscaleAnalysis(recommend(state, astate, now), astate, window, len(rows))
+def _frozen(h: DecayingHistogram) -> DecayingHistogram:
+    c = DecayingHistogram(h.options, h.half_life)
+    c.ref, c.weights, c.total = h.ref, list(h.weights), h.total
+    c.min_bucket, c.max_bucket = h.min_bucket, h.max_bucket
+    return c
+
+
+class AutoscaleLoader:
+    """The console's usage histograms, kept between refreshes and fed incrementally."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()  # a cancelled worker's thread may still be running
+        self.state = AutoscaleState()
+        self.loaded_until: datetime | None = None
+        self.window = timedelta(0)
+
+    def load(self, metrics: MetricsPort, state: ClusterState, now: datetime) -> AutoscaleAnalysis:
+        """Read the rows not yet loaded and recommend; a failed read loads nothing (raises)."""
+        with self._lock:
+            window = _window(state)
+            last = self.loaded_until
+            if last is None or window > self.window or now < last or now - last > window:
+                self.state, self.window, start = AutoscaleState(), window, now - window
+            else:
+                start = last
+            astate = self.state
+            astate.configure(state)
+            # materialise first: a store failing mid-read must not leave half a window loaded
+            rows = list(metrics.rows("tf_worker_usage", start, now)) if start < now else []
+            astate.add_samples(rows)
+            self.loaded_until = now
+            result = recommend(state, astate, now)
+            frozen = {k: Histograms(_frozen(h.tf), _frozen(h.vram)) for k, h in astate.workloads.items()}
+            return AutoscaleAnalysis(result, frozen, window, len(rows))
 
 
 # -- table cells ---------------------------------------------------------------------------------
@@ -218,7 +255,7 @@ def detail_text(
         )
     )
     est = rec.estimates
-    hist = analysis.histograms.workloads.get(key)
+    hist = analysis.histograms.get(key)
     if est is None or hist is None:
         lines.append(Text(f"  usage: no data in tf_worker_usage over the last {_age(analysis.window)}"))
     else:
