@@ -528,12 +528,9 @@ class TfTuiApp(App[None]):
         analysis = self.analysis(AUTOSCALE)
         value = analysis.value if analysis is not None else None
         rec = value.result.workloads.get(key) if isinstance(value, AutoscaleAnalysis) else None
-        if rec is not None:
-            enabled = rec.enabled
-        else:
-            asc = effective_autoscaling(data.state, wv).get("autoSetResources")
-            enabled = AutoConfig.parse(asc).enable
-        enable = not enabled
+        # from the snapshot on screen (the analysis may still be the one before the last write)
+        asc = effective_autoscaling(data.state, wv).get("autoSetResources")
+        enable = not AutoConfig.parse(asc).enable
         pod_annotation = any(
             (data.state.workers[w].obj.get("metadata", {}).get("annotations") or {}).get(keys.AUTOSCALE)
             == keys.TRUE
