@@ -284,3 +284,17 @@ def test_dry_run_does_not_repeat_itself() -> None:
     rt.autoscale_tick()
     repeated = [e.message for e in rt.journal.entries()[first:] if e.message.startswith("dry-run:")]
     assert len(repeated) < first / 4
+
+
+def test_recommend_text_shows_vram_in_gi_and_json_keeps_bytes(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ("recommend", "--demo", "--nodes", "12", "--now", "2026-11-30T12:00:00Z")
+    text = run_cli(capsys, *args)
+    vram = [ln for ln in text.splitlines() if ln.strip().startswith("VRAM ")]
+    assert vram
+    for ln in vram:
+        reqlim = ln.split()[2]  # "16Gi/24Gi"
+        assert all(part.endswith("Gi") for part in reqlim.split("/")), ln
+        assert ln.split("-> ")[-1].strip() == "-" or ln.rstrip().endswith("Gi"), ln
+    doc = json.loads(run_cli(capsys, *args, "--json"))
+    recs = [w["recommendation"] for w in doc["workloads"] if w["recommendation"]]
+    assert recs and any(not r["requests"]["vram"].endswith("Gi") for r in recs)  # exact bytes

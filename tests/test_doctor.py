@@ -13,7 +13,14 @@ import yaml
 from tests.kubeapi import KubeApiServer, write_kubeconfig
 from tests.pg import PgServer, database
 from tftui.cli import main
-from tftui.doctor import ACTION_PERMISSIONS, ROLE_FILES, ROLES, Permission, role_permissions
+from tftui.doctor import (
+    ACTION_PERMISSIONS,
+    CONSOLE_ONLY_ACTIONS,
+    ROLE_FILES,
+    ROLES,
+    Permission,
+    role_permissions,
+)
 from tftui.engine.plan import Action
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -56,19 +63,23 @@ def test_every_plan_action_has_its_permissions() -> None:
     kinds = set(typing.get_args(Action))
     assert kinds == set(ACTION_PERMISSIONS)
     daemon = set(role_permissions("daemon"))
-    for perms in ACTION_PERMISSIONS.values():
-        assert set(perms) <= daemon
+    write = set(role_permissions("console-write"))
+    for kind, perms in ACTION_PERMISSIONS.items():
+        assert set(perms) <= (write if kind in CONSOLE_ONLY_ACTIONS else daemon)
 
 
-def test_roles_nest_and_console_writes_only_two_things() -> None:
+def test_roles_nest_and_console_writes_only_three_things() -> None:
     console, write, daemon = (set(role_permissions(r)) for r in ROLES)
     assert {p.verb for p in console} == {"get", "list", "watch"}
     assert write - console == {
         Permission("tensor-fusion.ai", "gpupools", "patch"),
         Permission("tensor-fusion.ai", "schedulingconfigtemplates", "patch"),
+        Permission("tensor-fusion.ai", "tensorfusionworkloads", "patch"),
     }
     assert console < write and console < daemon
     assert Permission("tensor-fusion.ai", "schedulingconfigtemplates", "patch") not in daemon
+    # the autoscale toggle is a person's decision: the daemon cannot flip it
+    assert Permission("tensor-fusion.ai", "tensorfusionworkloads", "patch") not in daemon
 
 
 def test_daemon_binding_example() -> None:
@@ -128,6 +139,9 @@ def test_doctor_names_the_missing_rule(
         "permission patch schedulingconfigtemplates.tensor-fusion.ai: MISSING: not allowed; add to the "
         "ClusterRole bound to you (deploy/rbac/console-write.yaml has it): "
         '{apiGroups: ["tensor-fusion.ai"], resources: ["schedulingconfigtemplates"], verbs: ["patch"]}',
+        "permission patch tensorfusionworkloads.tensor-fusion.ai: MISSING: not allowed; add to the "
+        "ClusterRole bound to you (deploy/rbac/console-write.yaml has it): "
+        '{apiGroups: ["tensor-fusion.ai"], resources: ["tensorfusionworkloads"], verbs: ["patch"]}',
     ]
 
 

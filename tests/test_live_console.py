@@ -23,7 +23,7 @@ from tftui.sources.kube import KubeCluster
 from tftui.sources.sim.cluster import generate_objects
 from tftui.ui.app import TfTuiApp
 from tftui.ui.screens.modals import ConfirmScreen, ModeScreen
-from tftui.ui.screens.resource import PoolsScreen
+from tftui.ui.screens.resource import PoolsScreen, WorkloadsScreen
 from tftui.ui.widgets.table import ResourceTable
 
 ANNOTATION = "tensor-fusion.ai/manual-compaction"
@@ -264,3 +264,86 @@ async def test_mode_key_refuses_a_pool_without_template(server: KubeApiServer, k
         assert isinstance(app.screen, PoolsScreen)
         notes = [n.message for n in app._notifications]
         assert any("spec.schedulingConfigTemplate is not set" in n for n in notes), notes
+
+
+def workload_autoscale(url: str, key: str) -> Any:
+    ns, name = key.split("/")
+    doc = api_get(url, f"/apis/tensor-fusion.ai/v1/namespaces/{ns}/tensorfusionworkloads/{name}")
+    return ((doc["spec"].get("autoScalingConfig") or {}).get("autoSetResources") or {}).get("enable")
+
+
+def autoscale_off_workload() -> str:
+    """A demo workload with an object, autoscaling off and no autoscale pod annotation."""
+    for o in DEMO:
+        if o.get("kind") != "TensorFusionWorkload":
+            continue
+        asr = (o["spec"].get("autoScalingConfig") or {}).get("autoSetResources") or {}
+        if not asr.get("enable") and not o["spec"].get("workloadProfile"):
+            return f"{o['metadata']['namespace']}/{o['metadata']['name']}"
+    raise AssertionError("the demo has no workload with autoscaling off")
+
+
+async def open_workloads_at(pilot: Pilot[None], app: TfTuiApp, key: str) -> None:
+    assert app.switch_view("workloads")
+    await wait_until(pilot, lambda: isinstance(app.screen, WorkloadsScreen))
+    await pilot.pause()
+    table = app.screen.query_one("#main", ResourceTable)
+    await wait_until(pilot, lambda: table.row_count > 0)
+    table.move_cursor(row=table.get_row_index(key))
+    await pilot.pause()
+    assert table.cursor_key == key
+
+
+async def test_autoscale_key_patches_the_workload_spec(server: KubeApiServer, kube: KubeCluster) -> None:
+    key = autoscale_off_workload()
+    assert not workload_autoscale(server.url, key)
+    app = TfTuiApp(kube, None, refresh_interval=None)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await loaded(pilot)
+        await open_workloads_at(pilot, app, key)
+        assert "workload_autoscale" in bindings(app)
+        await pilot.press("a")
+        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        assert app.focused is not None and app.focused.id == "confirm-cancel"
+        body = str(app.screen.query_one("#confirm-body").render())
+        assert 'tensor-fusion.ai/autoscale: "true"' in body
+        assert '{"spec": {"autoScalingConfig": {"autoSetResources": {"enable": true}}}}' in body
+        await pilot.press("tab", "enter")
+        await wait_until(pilot, lambda: workload_autoscale(server.url, key) is True, 3)
+        await app.workers.wait_for_complete()
+        # and back off: the dialog now offers the opposite
+        await wait_until(pilot, lambda: isinstance(app.screen, WorkloadsScreen))
+        await wait_until(
+            pilot,
+            lambda: (
+                app.data is not None
+                and ((app.data.state.workloads[key].obj or {}).get("spec") or {})
+                .get("autoScalingConfig", {})
+                .get("autoSetResources", {})
+                .get("enable")
+                is True
+            ),
+        )
+        await pilot.press("a")
+        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        assert 'tensor-fusion.ai/autoscale: "false"' in str(app.screen.query_one("#confirm-body").render())
+        await pilot.press("tab", "enter")
+        await wait_until(pilot, lambda: workload_autoscale(server.url, key) is False, 3)
+        await app.workers.wait_for_complete()
+
+
+async def test_read_only_offers_no_autoscale_key(server: KubeApiServer, kube: KubeCluster) -> None:
+    key = autoscale_off_workload()
+    app = TfTuiApp(kube, None, refresh_interval=None, read_only=True)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await loaded(pilot)
+        await open_workloads_at(pilot, app, key)
+        active = {
+            b.binding.action for b in app.screen.active_bindings.values() if app.allows(b.binding.action)
+        }
+        assert "workload_autoscale" not in active
+        await pilot.press("a")
+        await pilot.pause(0.2)
+        assert isinstance(app.screen, WorkloadsScreen)  # no dialog opened
+        assert app.perform("workload_autoscale", pool=key, enable=True) is False
+    assert not workload_autoscale(server.url, key)

@@ -32,6 +32,7 @@ from tftui.sources.sim.step1 import SimStep1
 from tftui.sources.sim.usage import SimMetrics
 from tftui.ui.analysis import (
     ALERTS,
+    AUTOSCALE,
     HISTORY,
     WASTE,
     AlertsAnalysis,
@@ -527,7 +528,9 @@ async def test_workload_detail_request_vs_use_sparklines_and_workers(
         assert crumbs(app) == f"workloads › {WORKLOAD} (3 workers)"
         history = app.analysis(HISTORY, WORKLOAD)
         assert history is not None and history.value == expected
-        assert store.rows_calls == 1  # one pass over tf_worker_usage, in a worker thread
+        # one pass over tf_worker_usage for the history and one for the autoscale window (asked by
+        # the Workloads view, reused by the detail), in worker threads
+        assert store.rows_calls == 2
         assert "MainThread" not in store.threads
 
         figures = static_text(app, "#wl-figures")
@@ -646,4 +649,5 @@ def test_analysis_keys_are_what_the_screens_ask_for() -> None:
     assert WorkloadScreen(WORKLOAD, ("workloads", WORKLOAD)).analysis_keys() == (
         (HISTORY, WORKLOAD),
         (WASTE, ""),
+        (AUTOSCALE, ""),
     )

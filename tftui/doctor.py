@@ -2,7 +2,7 @@
 
 Each check prints one line, `ok` or `MISSING: …` with what is missing and how to fix it. The
 permissions a role needs are derived from the code paths: the reads of `tftui.sources.kube.KINDS`,
-the console's two writes, and the Plan actions (`ACTION_PERMISSIONS`, one entry per member of the
+the console's writes, and the Plan actions (`ACTION_PERMISSIONS`, one entry per member of the
 `Action` union). `deploy/rbac/*.yaml` grant exactly these (a test holds them together), and the
 doctor asks the API server about each one with a SelfSubjectAccessReview.
 """
@@ -29,6 +29,7 @@ from tftui.engine.plan import (
     LabelNode,
     LabelPod,
     PatchPoolStatus,
+    PatchWorkloadAutoscale,
     PatchWorkloadStatus,
 )
 from tftui.sources.kube import KINDS, TF_GROUP, TF_VERSION, KubeCluster
@@ -36,6 +37,7 @@ from tftui.sources.ports import SourceError
 
 __all__ = [
     "ACTION_PERMISSIONS",
+    "CONSOLE_ONLY_ACTIONS",
     "ROLES",
     "Check",
     "Permission",
@@ -89,6 +91,7 @@ ACTION_PERMISSIONS: Final[Mapping[type, tuple[Permission, ...]]] = {
     AnnotatePool: (Permission(TF_GROUP, "gpupools", "patch"),),
     PatchPoolStatus: (Permission(TF_GROUP, "gpupools/status", "patch"),),
     PatchWorkloadStatus: (Permission(TF_GROUP, "tensorfusionworkloads/status", "patch"),),
+    PatchWorkloadAutoscale: (Permission(TF_GROUP, "tensorfusionworkloads", "patch"),),
     DeleteGPUNodeClaim: (Permission(TF_GROUP, "gpunodeclaims", "delete"),),
     EvictPod: (Permission("", "pods/eviction", "create"),),
     Event: tuple(_perm("events.k8s.io", "events", "create", "patch")),  # patch: a repeat bumps `series`
@@ -98,7 +101,10 @@ ACTION_PERMISSIONS: Final[Mapping[type, tuple[Permission, ...]]] = {
 CONSOLE_WRITES: Final = (
     Permission(TF_GROUP, "gpupools", "patch"),  # the manual-compaction annotation (C5)
     Permission(TF_GROUP, "schedulingconfigtemplates", "patch"),  # the placement mode (P4)
+    *ACTION_PERMISSIONS[PatchWorkloadAutoscale],  # the autoscale toggle (issue 5)
 )
+CONSOLE_ONLY_ACTIONS: Final = (PatchWorkloadAutoscale,)
+"""Plan actions only a person takes from the console; the daemon never needs their permissions."""
 DAEMON_EXTRA: Final = (
     # leader election (get, create, update) and the Lease in the daemon's cache (list, watch)
     *_perm("coordination.k8s.io", "leases", "get", "list", "watch", "create", "update"),
@@ -121,7 +127,7 @@ def role_permissions(role: str, lease_namespace: str = "") -> list[Permission]:
     if role == "console-write":
         perms.update(CONSOLE_WRITES)
     elif role == "daemon":
-        perms.update(p for ps in ACTION_PERMISSIONS.values() for p in ps)
+        perms.update(p for k, ps in ACTION_PERMISSIONS.items() if k not in CONSOLE_ONLY_ACTIONS for p in ps)
         perms.update(replace(p, namespace=lease_namespace) for p in DAEMON_EXTRA)
     return sorted(perms)
 

@@ -1,5 +1,5 @@
-"""Screenshots of the operation screens (placement, compaction, defrag, events), the confirm dialog
-and the placement-mode dialog.
+"""Screenshots of the operation screens (placement, compaction, defrag, events), the confirm dialogs
+(manual compaction, autoscale on/off) and the placement-mode dialog.
 
 Same demo and determinism kit as `test_screens.py`; the SVGs live in `snapshots/test_ops_screens/`.
 The events screen is taken after a confirmed manual compaction, so it shows what the runtime did.
@@ -58,6 +58,8 @@ SCREENS: dict[str, Callable[[Pilot[Any]], Awaitable[None]]] = {
     "mode": steps("m", "tab"),
     # a confirmed manual compaction (c, tab, enter), then `:events`: events and journal lines
     "events": steps("c", "tab", "enter", then_view="events"),
+    # `a` on the first workload (autoscaling on): the patch and its pod-template annotation
+    "autoscale": steps("a", view="workloads"),
 }
 
 

@@ -37,7 +37,13 @@ Deviations from upstream, each deliberate:
   percentile and cron recommenders otherwise run as upstream, on the same `current`
   (`status.recommendation`, else `spec.resources`). `interval` is validated only: the caller owns
   the loop. Status patches carry `status.conditions` as a one-element `ResourceUpdate` list.
-- The external scaler (§9) is not implemented.
+- The external scaler (§9): the HTTP call is the caller's (`sources.external_scaler`); this module
+  says whom to ask (`external_requests`: enabled workloads past the scaler's own initialDelayPeriod,
+  with §9's body) and merges the parsed answers (`ExternalAnswer`) as the third recommender, as §6.1
+  does. An answer that failed (timeout, non-2xx, malformed) aborts that workload's recommendation for
+  the tick (upstream: "the first error aborts") with reason `external-error` naming the scaler and
+  why; nothing is applied from it. A workload without an answer this tick (the console and `tftui
+  recommend` never call out) is recommended without it and says so in `external`.
 """
 
 from __future__ import annotations
@@ -61,7 +67,7 @@ from tftui.engine.histogram import (
     unix_to_go,
 )
 from tftui.engine.plan import Action, AnnotatePod, Event, PatchWorkloadStatus, Plan, rfc3339
-from tftui.engine.state import ClusterState, WorkerView, WorkloadView
+from tftui.engine.state import ClusterState, WorkerView, WorkloadView, parse_time
 from tftui.model import keys
 from tftui.model.duration import DurationError, format_duration, parse_duration
 from tftui.model.gcpause import without_gc
@@ -78,6 +84,7 @@ Reason = Literal[
     "scale-down-locked",
     "capped",
     "applied",
+    "external-error",
 ]
 
 TFLOPS_SAMPLE_WEIGHT = 0.1  # upstream metrics_sampler.go
@@ -762,6 +769,107 @@ def max_allowed(state: ClusterState, wv: WorkloadView) -> tuple[int, int] | None
     return best
 
 
+# -- external scaler (§9) ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ExternalScalerConfig:
+    """`autoScalingConfig.externalScaler`; `interval` is unused (as upstream)."""
+
+    enable: bool = False
+    url: str = ""
+    secret: tuple[str, str] | None = None  # apiKeySecretRef (namespace, name)
+    initial_delay: timedelta = DEFAULT_DELAY
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, Any] | None, namespace: str) -> ExternalScalerConfig:
+        if not raw:
+            return cls()
+        ref = raw.get("apiKeySecretRef") or None
+        secret = None
+        if isinstance(ref, Mapping) and ref.get("name"):
+            secret = (str(ref.get("namespace") or namespace), str(ref["name"]))
+        return cls(
+            enable=raw.get("enable") is True,
+            url=str(raw.get("url") or ""),
+            secret=secret,
+            initial_delay=_duration(raw.get("initialDelayPeriod"), DEFAULT_DELAY),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ExternalRequest:
+    """One call to make this tick: `POST url` with `body` (§9), bearer key from `secret` if set."""
+
+    workload: str
+    url: str
+    body: Mapping[str, Any]
+    secret: tuple[str, str] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ExternalAnswer:
+    """A parsed scaler response, or `error` (why there is none: timeout, status, bad JSON)."""
+
+    need_up: bool = False
+    need_down: bool = False
+    reason: str = ""
+    resources: Resources = field(default_factory=Resources)
+    error: str | None = None
+
+
+def _external_wait(wv: WorkloadView, ext: ExternalScalerConfig, now: datetime) -> str:
+    """Why the scaler is not asked yet (its own initial delay by workload age), or ""."""
+    created = parse_time(((wv.obj or {}).get("metadata") or {}).get("creationTimestamp"))
+    if created is None or now - created >= ext.initial_delay:
+        return ""
+    return (
+        f"Workload created {format_duration(now - created)} ago, less than InitialDelayPeriod "
+        f"{format_duration(ext.initial_delay)}, no update performed"
+    )
+
+
+def _current(state: ClusterState, wv: WorkloadView) -> Resources:
+    status = (wv.obj or {}).get("status") or {}
+    return Resources.parse(status["recommendation"]) if status.get("recommendation") else _original(state, wv)
+
+
+def external_requests(state: ClusterState, now: datetime) -> list[ExternalRequest]:
+    """The external-scaler calls of this tick: enabled workloads whose scaler is enabled and past its
+    initial delay, with §9's body (`currentResources` = current as the percentile recommender sees it)."""
+    out: list[ExternalRequest] = []
+    for key in sorted(state.workloads):
+        wv = state.workloads[key]
+        asc = effective_autoscaling(state, wv)
+        if not AutoConfig.parse(asc.get("autoSetResources")).enable:
+            continue
+        ext = ExternalScalerConfig.parse(asc.get("externalScaler"), wv.namespace)
+        if not ext.enable or not ext.url or _external_wait(wv, ext, now):
+            continue
+        body = {
+            "workloadName": wv.name,
+            "namespace": wv.namespace,
+            "currentResources": _current(state, wv).to_json(),
+        }
+        out.append(ExternalRequest(key, ext.url, body, ext.secret))
+    return out
+
+
+def external_recommend(
+    ans: ExternalAnswer, current: Resources, allowed: tuple[int, int] | None
+) -> Partial | None:
+    """The external recommender's result from a good answer (§9); no ratio clamp or floor."""
+    if not ans.need_up and not ans.need_down:
+        return Partial(current, True, condition=("NoScalingNeeded", ans.reason))
+    if ans.resources.is_zero():
+        return None
+    rec, pmsg = process(ans.resources, current, allowed)
+    if rec == current:
+        return Partial(rec, True)
+    msg = f"External scaler recommendation: {ans.reason}" + (f", {pmsg}" if pmsg else "")
+    return Partial(rec, False, condition=(ans.reason or "Updated", msg), capped=bool(pmsg))
+
+
 # -- per-workload result -------------------------------------------------------------------------
 
 
@@ -786,10 +894,11 @@ class WorkloadRecommendation:
     cron_changed: bool = False
     condition: tuple[str, str] | None = None
     would_apply: bool = False
+    external: str = ""  # the external scaler's part: "" = none configured
 
     def to_json(self) -> dict[str, Any]:
         est = self.estimates
-        return {
+        out: dict[str, Any] = {
             "workload": self.key,
             "enabled": self.enabled,
             "target": self.target,
@@ -823,6 +932,9 @@ class WorkloadRecommendation:
             "reason": self.reason,
             "detail": self.detail,
         }
+        if self.external:
+            out["external"] = self.external
+        return out
 
 
 @dataclass(slots=True)
@@ -884,11 +996,14 @@ def recommend_workload(
     hist: WorkloadHistory | None,
     now: datetime,
     tz: ZoneInfo = CONTROLLER_TZ,
+    external: ExternalAnswer | None = None,
 ) -> WorkloadRecommendation:
-    """One workload's recommendation; an enabled workload with an invalid target never acts (A1)."""
+    """One workload's recommendation; an enabled workload with an invalid target never acts (A1).
+
+    `external` is this tick's answer of the workload's external scaler (None: not asked)."""
     asc = effective_autoscaling(state, wv)
     cfg = AutoConfig.parse(asc.get("autoSetResources"))
-    out = _evaluate(state, wv, hist, now, tz, asc, cfg)
+    out = _evaluate(state, wv, hist, now, tz, asc, cfg, external)
     if cfg.enable and not cfg.target_valid and out.reason != "invalid-config":
         out.reason, out.would_apply = "invalid-target", False
         out.detail = f"{keys.AUTOSCALE_TARGET} {cfg.target_raw!r}: must be all, compute or vram"
@@ -903,6 +1018,7 @@ def _evaluate(
     tz: ZoneInfo,
     asc: Mapping[str, Any],
     cfg: AutoConfig,
+    external: ExternalAnswer | None = None,
 ) -> WorkloadRecommendation:
     status = (wv.obj or {}).get("status") or {}
     original = _original(state, wv)
@@ -943,6 +1059,24 @@ def _evaluate(
     if cron_part is not None:
         results.append(cron_part)
         out.cron_changed = cron_part.condition is not None
+    ext = ExternalScalerConfig.parse(asc.get("externalScaler"), wv.namespace)
+    if ext.enable and cfg.enable:
+        wait = _external_wait(wv, ext, now)
+        if wait:
+            out.external = f"waiting: {wait}"
+        elif external is None:
+            out.external = f"not asked ({ext.url or 'no url'}): only the autoscale loop calls it"
+        elif external.error is not None:
+            out.reason = "external-error"
+            out.detail = f"external scaler {ext.url}: {external.error}; no change this tick"
+            out.external = f"error: {external.error}"
+            return out
+        else:
+            ext_part = external_recommend(external, current, allowed)
+            flags = "up" if external.need_up else "down" if external.need_down else "none"
+            out.external = f"answered: scale {flags}" + (f" ({external.reason})" if external.reason else "")
+            if ext_part is not None:
+                results.append(ext_part)
     out.condition = next(
         (r.condition for r in results if r.condition and r.condition[0] != "RuleActive"), None
     )
@@ -981,13 +1115,19 @@ def _evaluate(
 
 @without_gc
 def recommend(
-    state: ClusterState, astate: AutoscaleState, now: datetime, tz: ZoneInfo = CONTROLLER_TZ
+    state: ClusterState,
+    astate: AutoscaleState,
+    now: datetime,
+    tz: ZoneInfo = CONTROLLER_TZ,
+    external: Mapping[str, ExternalAnswer] | None = None,
 ) -> AutoscaleResult:
-    """A recommendation for every workload (A2); `tz` is the controller's zone for cron rules."""
+    """A recommendation for every workload (A2); `tz` is the controller's zone for cron rules;
+    `external` holds this tick's external-scaler answers by workload key."""
     res = AutoscaleResult(now)
+    ext = external or {}
     for key in sorted(state.workloads):
         wv = state.workloads[key]
-        res.workloads[key] = recommend_workload(state, wv, astate.workloads.get(key), now, tz)
+        res.workloads[key] = recommend_workload(state, wv, astate.workloads.get(key), now, tz, ext.get(key))
     return res
 
 
@@ -1029,10 +1169,14 @@ def _worker_q(ann: Mapping[str, str], key: str) -> Quantity | None:
 
 
 def plan_autoscale(
-    state: ClusterState, astate: AutoscaleState, now: datetime, tz: ZoneInfo = CONTROLLER_TZ
+    state: ClusterState,
+    astate: AutoscaleState,
+    now: datetime,
+    tz: ZoneInfo = CONTROLLER_TZ,
+    external: Mapping[str, ExternalAnswer] | None = None,
 ) -> AutoscalePlan:
     """A6: annotate non-dedicated workers in place, patch status, emit upstream's events."""
-    result = recommend(state, astate, now, tz)
+    result = recommend(state, astate, now, tz, external)
     out = AutoscalePlan(Plan(now), result=result)
     for key, rec in result.workloads.items():
         wv = state.workloads[key]
@@ -1102,6 +1246,9 @@ __all__ = [
     "AutoscaleState",
     "CronRuleError",
     "Estimates",
+    "ExternalAnswer",
+    "ExternalRequest",
+    "ExternalScalerConfig",
     "PatchWorkloadStatus",
     "Resources",
     "WorkloadRecommendation",
@@ -1109,6 +1256,8 @@ __all__ = [
     "cron_recommend",
     "effective_autoscaling",
     "estimate",
+    "external_recommend",
+    "external_requests",
     "max_allowed",
     "merge",
     "percentile_recommend",
@@ -1118,8 +1267,14 @@ __all__ = [
 ]
 
 
+def gi(q: Quantity | float) -> str:
+    """VRAM bytes as Gi for people (`--json` keeps the exact quantity)."""
+    n = float(q)
+    return f"{n / 2**30:.1f}Gi" if n % 2**30 else f"{int(n) // 2**30}Gi"
+
+
 def _rq(r: Resources, which: str) -> str:
-    return f"{r.tf_req}/{r.tf_lim}" if which == "tf" else f"{r.vram_req}/{r.vram_lim}"
+    return f"{r.tf_req}/{r.tf_lim}" if which == "tf" else f"{gi(r.vram_req)}/{gi(r.vram_lim)}"
 
 
 def render_text(result: AutoscaleResult) -> str:
@@ -1142,10 +1297,12 @@ def render_text(result: AutoscaleResult) -> str:
             elif which == "tf":
                 used = f"lower/target/upper {est.tf_usage[0]:.1f}/{est.tf_usage[1]:.1f}/{est.tf_usage[2]:.1f}"
             else:
-                used = "lower/target/upper " + "/".join(f"{x / 2**30:.2f}Gi" for x in est.vram_usage)
+                used = "lower/target/upper " + "/".join(gi(x) for x in est.vram_usage)
             lines.append(f"  {label:<6} req/lim {cur:<22} used {used:<44} -> {rec}")
         verdict = "would apply" if w.would_apply else "not applied"
         lines.append(f"  {verdict}: {w.reason}{(' - ' + w.detail) if w.detail else ''}")
         if w.condition:
             lines.append(f"  condition {w.condition[0]}: {w.condition[1]}")
+        if w.external:
+            lines.append(f"  external scaler: {w.external}")
     return "\n".join(lines) + "\n"

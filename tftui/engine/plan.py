@@ -136,6 +136,32 @@ class PatchWorkloadStatus:
 
 
 @dataclass(frozen=True, slots=True)
+class PatchWorkloadAutoscale:
+    """Turn a TensorFusionWorkload's autoscaling on or off (the console's toggle, A1).
+
+    A merge patch of `spec.autoScalingConfig.autoSetResources.enable` only: every other autoscale
+    setting of the workload is kept. The pod-template equivalent is `tensor-fusion.ai/autoscale`.
+    """
+
+    namespace: str
+    name: str
+    enable: bool
+    kind: Literal["patch-workload-autoscale"] = "patch-workload-autoscale"
+
+    def patch(self) -> dict[str, Any]:
+        """The JSON merge patch of the TensorFusionWorkload."""
+        return {"spec": {"autoScalingConfig": {"autoSetResources": {"enable": self.enable}}}}
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "namespace": self.namespace,
+            "name": self.name,
+            "enable": self.enable,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class Event:
     """A Kubernetes event on `object` (`GPUPool/<pool>`), with upstream's reason and message."""
 
@@ -165,6 +191,7 @@ Action = (
     | EvictPod
     | PatchPoolStatus
     | PatchWorkloadStatus
+    | PatchWorkloadAutoscale
     | Event
 )
 

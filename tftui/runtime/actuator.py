@@ -36,6 +36,7 @@ from tftui.engine.plan import (
     LabelNode,
     LabelPod,
     PatchPoolStatus,
+    PatchWorkloadAutoscale,
     PatchWorkloadStatus,
     Plan,
 )
@@ -94,6 +95,11 @@ def describe(action: Action) -> str:
             f"patch TensorFusionWorkload {action.namespace}/{action.name} status "
             f"{json.dumps(action.fields, sort_keys=True)}"
         )
+    if isinstance(action, PatchWorkloadAutoscale):
+        return (
+            f"patch TensorFusionWorkload {action.namespace}/{action.name} "
+            f"spec.autoScalingConfig.autoSetResources.enable={str(action.enable).lower()}"
+        )
     return f"{action.type} {action.reason} on {action.object}: {action.message}"
 
 
@@ -109,7 +115,7 @@ def pool_of(action: Action, state: ClusterState | None, default: str = "") -> st
         return name if kind == "GPUPool" else default
     if state is None:
         return default
-    if isinstance(action, PatchWorkloadStatus):
+    if isinstance(action, PatchWorkloadStatus | PatchWorkloadAutoscale):
         wv = state.workloads.get(f"{action.namespace}/{action.name}")
         return (wv.pool if wv else None) or default
     if isinstance(action, LabelNode | AnnotateNode):

@@ -47,7 +47,9 @@ from tftui.engine.autoscale import (
     AutoConfig,
     AutoscalePlan,
     AutoscaleState,
+    ExternalAnswer,
     effective_autoscaling,
+    external_requests,
     plan_autoscale,
 )
 from tftui.engine.compaction import compaction_period, plan_manual_compaction
@@ -67,6 +69,7 @@ from tftui.engine.state import ClusterState
 from tftui.model.gpuinfo import price_table
 from tftui.runtime.actuator import ActionResult, Actuator
 from tftui.runtime.journal import Journal
+from tftui.sources import external_scaler
 from tftui.sources.ports import MetricsPort, SourceError, WritableClusterPort
 
 __all__ = [
@@ -255,7 +258,7 @@ class Runtime:
         if self.autoscale_paused is not None:
             self.autoscale_paused = None
             self.journal.record(now, "", "action", "autoscale resumed: the metrics store answers again")
-        ap = plan_autoscale(state, self.autoscale_state, now)
+        ap = plan_autoscale(state, self.autoscale_state, now, external=self._ask_external(state, now))
         self.last_autoscale = ap
         groups: dict[str, list[Action]] = {}
         for action in ap.actions():
@@ -291,6 +294,18 @@ class Runtime:
                     self._status_applied[key] = _identity(r.action)
             executed.actions.extend(actions)
         return executed
+
+    external_timeout: float = external_scaler.DEFAULT_TIMEOUT
+    """Seconds each external-scaler call may take (upstream §9: 10 s)."""
+
+    def _ask_external(self, state: ClusterState, now: datetime) -> dict[str, ExternalAnswer]:
+        """This tick's external-scaler answers (§9); failures are answers with `error`, never raised."""
+        reader = getattr(self.cluster, "read_secret", None)
+        return external_scaler.ask_all(
+            external_requests(state, now),
+            timeout=self.external_timeout,
+            secrets=reader if callable(reader) else None,
+        )
 
     def run_for(self, duration: timedelta, step: timedelta = timedelta(seconds=10)) -> list[Plan]:
         """Drive a simulated cluster for `duration`: reconcile what is due, advance its clock, repeat.

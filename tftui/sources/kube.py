@@ -56,6 +56,7 @@ from tftui.engine.plan import (
     LabelNode,
     LabelPod,
     PatchPoolStatus,
+    PatchWorkloadAutoscale,
     PatchWorkloadStatus,
 )
 from tftui.model.gcpause import gc_paused
@@ -511,6 +512,8 @@ class KubeCluster:
             self.patch_custom("gpupools", action.pool, {"status": dict(action.fields)}, status=True)
         elif isinstance(action, PatchWorkloadStatus):
             self._patch_workload_status(action.namespace, action.name, dict(action.fields))
+        elif isinstance(action, PatchWorkloadAutoscale):
+            self._patch_workload(action.namespace, action.name, action.patch())
         elif isinstance(action, DeleteGPUNodeClaim):
             self._delete_claim(action.name)
         elif isinstance(action, EvictPod):
@@ -626,6 +629,31 @@ class KubeCluster:
                         _request_timeout=self.request_timeout,
                     )
                 ),
+            ),
+            on_conflict=lambda: self._reread(
+                lambda: self.custom.get_namespaced_custom_object(
+                    TF_GROUP, TF_VERSION, ns, plural, name, _preload_content=False
+                )
+            ),
+        )
+
+    def _patch_workload(self, ns: str, name: str, body: JSON) -> None:
+        """JSON merge patch of a TensorFusionWorkload's spec (the console's autoscale toggle)."""
+        plural = "tensorfusionworkloads"
+        self._call(
+            f"patch {plural} {ns}/{name}",
+            lambda _: _done(
+                self.custom.patch_namespaced_custom_object(
+                    TF_GROUP,
+                    TF_VERSION,
+                    ns,
+                    plural,
+                    name,
+                    body,
+                    _content_type=MERGE,
+                    _preload_content=False,
+                    _request_timeout=self.request_timeout,
+                )
             ),
             on_conflict=lambda: self._reread(
                 lambda: self.custom.get_namespaced_custom_object(

@@ -21,6 +21,7 @@ Scope = Literal[
     "resource",  # every ResourceScreen (views and drill-downs)
     "table",  # a ResourceTable with focus
     "pool",  # screens acting on a selected pool (pools, compaction, defrag)
+    "workload",  # screens acting on a selected workload (workloads, workload detail)
     "tables",  # screens with more than one table
     "placement",  # the placement form
     "finding",  # one waste finding
@@ -149,6 +150,10 @@ ACTIONS: tuple[Action, ...] = (
            "Change the pool's placement mode (patches its SchedulingConfigTemplate), asks",
            mutates=True, noun="placement mode change",
            show=False),  # listed in help: the 80-column footer has no room left
+    # -- workloads -------------------------------------------------------------------------------
+    Action("tftui.write.workload_autoscale", "workload", "a", "workload_autoscale", "Autoscale",
+           "Turn autoscaling on/off for this workload (spec.autoScalingConfig.autoSetResources.enable), asks",
+           mutates=True, noun="autoscale change"),
     # -- other screens ---------------------------------------------------------------------------
     Action("tftui.place_submit", "placement", "enter", "submit", "Preview",
            "Place the request under every mode (enter in a field too)", key_display="⏎"),

@@ -24,6 +24,7 @@ from tftui.engine.alerts import RULES, AlertHistory, evaluate_history, evaluatio
 from tftui.engine.report import ALERT_SPAN, Report, assemble
 from tftui.engine.state import ClusterState
 from tftui.sources.ports import MetricsPort, Step1Port
+from tftui.ui.autoscaleview import AutoscaleAnalysis, AutoscaleLoader
 from tftui.ui.data import ConsoleData, metrics_error_text, step1_port, store_name
 
 WASTE_WINDOW: Final = timedelta(days=1)
@@ -36,10 +37,12 @@ HISTORY_CACHED: Final = 8
 """Workload histories kept (the waste and alerts analyses are always kept)."""
 CANCEL_CHECK_ROWS: Final = 5_000
 
-AnalysisKind = Literal["waste", "alerts", "history"]
+AnalysisKind = Literal["waste", "alerts", "history", "autoscale"]
 WASTE: Final[AnalysisKind] = "waste"
 ALERTS: Final[AnalysisKind] = "alerts"
 HISTORY: Final[AnalysisKind] = "history"
+AUTOSCALE: Final[AnalysisKind] = "autoscale"
+"""The engine's autoscale recommendations for every workload (`autoscaleview.AutoscaleLoader`)."""
 AnalysisKey = tuple[AnalysisKind, str]
 """(kind, subject): the subject is the workload key for a history, else empty."""
 
@@ -113,7 +116,7 @@ class WorkloadHistory:
         return self.rows > 0
 
 
-AnalysisValue = WasteAnalysis | AlertsAnalysis | WorkloadHistory
+AnalysisValue = WasteAnalysis | AlertsAnalysis | WorkloadHistory | AutoscaleAnalysis
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,6 +265,7 @@ def run_analysis(
     seq: int,
     settings: AnalysisSettings = AnalysisSettings(),
     cancelled: Callable[[], bool] = lambda: False,
+    autoscale: AutoscaleLoader | None = None,
 ) -> Analysis:
     """Compute one analysis; never raises except `Cancelled` (errors become `Analysis.error`)."""
     kind, subject = key
@@ -272,7 +276,12 @@ def run_analysis(
     try:
         if metrics is None:
             raise NoStep1Error("no metrics source configured (give --metrics-dsn or set TFTUI_METRICS_DSN)")
-        if kind == HISTORY:
+        if kind == AUTOSCALE:
+            loader = autoscale if autoscale is not None else AutoscaleLoader()
+            value = loader.load(metrics, data.state, data.refreshed_at)
+            if cancelled():
+                raise Cancelled
+        elif kind == HISTORY:
             value = compute_history(
                 metrics,
                 data,

@@ -38,15 +38,18 @@ from textual.timer import Timer
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from tftui.config import ConsoleConfig, load_config
+from tftui.engine.autoscale import AutoConfig, effective_autoscaling
 from tftui.engine.compaction import plan_manual_compaction
 from tftui.engine.fit import MODES
 from tftui.engine.placement import mode_change_message, pool_mode, template_patch
-from tftui.engine.plan import Plan
+from tftui.engine.plan import PatchWorkloadAutoscale, Plan
 from tftui.engine.state import ClusterState
+from tftui.model import keys
 from tftui.model.gpuinfo import price_table
 from tftui.sources.ports import ClusterPort, MetricsPort, WritableClusterPort
 from tftui.ui.actions import MUTATING, REGISTRY, bindings
 from tftui.ui.analysis import (
+    AUTOSCALE,
     HISTORY,
     HISTORY_CACHED,
     Analysis,
@@ -56,6 +59,7 @@ from tftui.ui.analysis import (
     Cancelled,
     run_analysis,
 )
+from tftui.ui.autoscaleview import AutoscaleAnalysis, AutoscaleLoader, toggle_body
 from tftui.ui.data import ClusterLoadError, ConsoleData, connection_error, describe_error, load
 from tftui.ui.keymap import check_keymap
 from tftui.ui.ops import CapacityFigures, ConsoleRuntime, compaction_capacity
@@ -233,6 +237,7 @@ class TfTuiApp(App[None]):
         self.data_seq = 0
         """Number of the refresh on screen (analyses are cached per refresh)."""
         self._computing: dict[AnalysisKey, Worker[None]] = {}
+        self._autoscale_loader = AutoscaleLoader()  # usage histograms, fed incrementally
         self._clock = clock or utc_now
         if read_only:
             runtime = None
@@ -407,6 +412,7 @@ class TfTuiApp(App[None]):
                 seq,
                 self.analysis_settings,
                 cancelled=lambda: worker.is_cancelled,
+                autoscale=self._autoscale_loader,
             )
         except Cancelled:
             return
@@ -516,10 +522,52 @@ class TfTuiApp(App[None]):
             ModeScreen(pool, current, MODES, partial(mode_change_message, state, pool)), answered
         )
 
-    def perform(self, action: str, *, pool: str, mode: str | None = None) -> bool:
+    def start_workload_autoscale(self, key: str) -> None:
+        """`a`: ask, showing the patch and its pod-template equivalent, then turn autoscaling on/off."""
+        if not self.allows("workload_autoscale"):
+            self._refuse("workload_autoscale")
+            return
+        data = self.data
+        wv = data.state.workloads.get(key) if data is not None else None
+        if data is None or wv is None:
+            self.notify(f"workload {key} is not in the cluster", severity="error")
+            return
+        if wv.obj is None:
+            self.notify(
+                f"{key} has no TensorFusionWorkload object (local-GPU mode): set the "
+                f'{keys.AUTOSCALE}: "true" annotation on its pod template instead',
+                severity="error",
+                timeout=10,
+            )
+            return
+        analysis = self.analysis(AUTOSCALE)
+        value = analysis.value if analysis is not None else None
+        rec = value.result.workloads.get(key) if isinstance(value, AutoscaleAnalysis) else None
+        # from the snapshot on screen (the analysis may still be the one before the last write)
+        asc = effective_autoscaling(data.state, wv).get("autoSetResources")
+        enable = not AutoConfig.parse(asc).enable
+        pod_annotation = any(
+            (data.state.workers[w].obj.get("metadata", {}).get("annotations") or {}).get(keys.AUTOSCALE)
+            == keys.TRUE
+            for w in wv.workers
+            if w in data.state.workers
+        )
+
+        def answered(confirmed: bool | None) -> None:
+            if confirmed:
+                self.perform("workload_autoscale", pool=key, enable=enable)
+
+        body = toggle_body(key, rec, enable, pod_annotation)
+        label = "Turn on" if enable else "Turn off"
+        self.push_screen(
+            ConfirmScreen(f"Autoscale {'on' if enable else 'off'} · {key}", body, label), answered
+        )
+
+    def perform(self, action: str, *, pool: str, mode: str | None = None, enable: bool | None = None) -> bool:
         """The only way the console writes: refused when read-only, else run in a thread worker.
 
-        `mode` is the new placement mode of `placement_mode`. Returns whether the write was started.
+        `mode` is the new placement mode of `placement_mode`; `workload_autoscale` takes the
+        workload key ("ns/name") as `pool` and `enable`. Returns whether the write was started.
         """
         if action not in WRITE_ACTIONS:
             raise ValueError(f"unknown write action {action!r}")
@@ -531,8 +579,12 @@ class TfTuiApp(App[None]):
             return False
         if action == "placement_mode" and mode not in MODES:
             raise ValueError(f"placement_mode needs a mode (one of {', '.join(MODES)}), not {mode!r}")
+        if action == "workload_autoscale" and (enable is None or "/" not in pool):
+            raise ValueError(
+                f"workload_autoscale needs a workload ns/name and enable, not {pool!r}, {enable!r}"
+            )
         self._writing.add(pool)
-        self._write_worker(action, pool, mode)
+        self._write_worker(action, pool, mode, enable)
         return True
 
     def _refuse(self, action: str) -> None:
@@ -541,12 +593,27 @@ class TfTuiApp(App[None]):
         )
 
     @work(thread=True, group=WRITE_GROUP, exit_on_error=False, description="write")
-    def _write_worker(self, action: str, pool: str, mode: str | None = None) -> None:
+    def _write_worker(
+        self, action: str, pool: str, mode: str | None = None, enable: bool | None = None
+    ) -> None:
         runtime = self.runtime
         if runtime is None:  # perform checked; a runtime never goes away
             return
         try:
             with self._cluster_lock:
+                if action == "workload_autoscale" and enable is not None:
+                    ns, _, name = pool.partition("/")
+                    plan = Plan(self._clock(), actions=[PatchWorkloadAutoscale(ns, name, enable)])
+                    data = self.data
+                    results = runtime.actuator.execute(plan, data.state if data is not None else None)
+                    failed = [r.error for r in results if not r.ok]
+                    if failed:
+                        self.post_message(ActionFailed(action, pool, "; ".join(failed)))
+                        return
+                    word = "on" if enable else "off"
+                    detail = f"{word} (spec.autoScalingConfig.autoSetResources.enable={str(enable).lower()})"
+                    self.post_message(ActionDone(action, pool, None, detail))
+                    return
                 if action == "placement_mode" and mode is not None:
                     detail = self._patch_mode(pool, mode)
                     self.post_message(ActionDone(action, pool, None, detail))

@@ -59,11 +59,27 @@ class JournalLike(Protocol):
     def entries(self) -> Sequence[JournalEntryLike]: ...
 
 
+class ActionResultLike(Protocol):
+    @property
+    def ok(self) -> bool: ...
+    @property
+    def error(self) -> str: ...
+
+
+class ActuatorLike(Protocol):
+    def execute(self, plan: Plan, state: ClusterState | None = None) -> Sequence[ActionResultLike]:
+        """Apply `plan.actions` (journaled), one result per action."""
+        ...
+
+
 class ConsoleRuntime(Protocol):
     """`tftui.runtime.loops.Runtime` as far as the console needs it."""
 
     @property
     def journal(self) -> JournalLike: ...
+
+    @property
+    def actuator(self) -> ActuatorLike: ...
 
     def manual_compaction(self, pool: str) -> Plan:
         """Stamp the manual-compaction annotation and run the pool's forced round (a write)."""

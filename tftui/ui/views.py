@@ -18,6 +18,7 @@ from rich.text import Text
 
 from tftui.engine.state import NodeView, Res, WorkerView
 from tftui.engine.usage import Used
+from tftui.ui.autoscaleview import AutoscaleAnalysis, rec_cell, used_cell
 from tftui.ui.data import ConsoleData
 from tftui.ui.format import NO_DATA, ellipsize, fmt_age, fmt_bytes, fmt_num, fmt_req_lim, fmt_res
 from tftui.ui.widgets.gauge import DEFAULT_STYLES, GaugeStyles, gauge_width, render_gauge
@@ -339,16 +340,20 @@ def gpus_table(data: ConsoleData, gauges: Gauges, node: str | None = None) -> Ta
 # -- workloads and workers -----------------------------------------------------------------------
 
 WORKLOAD_COLUMNS = (
-    _Col("key", "NAMESPACE/NAME", (29, 25, 0), NOT_WIDE),
+    _Col("key", "NAMESPACE/NAME", (21, 25, 0), NOT_WIDE),
     _Col("namespace", "NAMESPACE", 10, WIDE_ONLY),
-    _Col("name", "NAME", 28, WIDE_ONLY),
-    _Col("pool", "POOL", 14, NOT_NARROW),
-    _Col("workers", "WRKS", 4, ALL),
-    _Col("qos", "QOS", 8, NOT_NARROW),
+    _Col("name", "NAME", 20, WIDE_ONLY),
+    _Col("pool", "POOL", (0, 10, 14), NOT_NARROW),
+    _Col("workers", "WRKS", 4, NOT_NARROW),
+    _Col("qos", "QOS", 8, WIDE_ONLY),
     _Col("request", "REQUEST/GPU", 12, NOT_NARROW),
+    _Col("used", "USED/GPU", 12, WIDE_ONLY),
+    _Col("rec", "RECOMMENDED", 12, ALL),
     _Col("tflops", "TFLOPS req/used", None, ALL),
     _Col("vram", "VRAM req/used", None, ALL),
 )
+"""`USED/GPU` is usage per device at the recommender's target percentiles, `RECOMMENDED` the
+engine's recommended request per device (bold: it would be applied); both `—` without data."""
 
 
 def _limits(workers: Iterable[WorkerView]) -> Res:
@@ -364,7 +369,13 @@ def _ceiling(limit: Res, booked: Res) -> Res:
     return Res(max(limit.tflops, booked.tflops), max(limit.vram, booked.vram))
 
 
-def workloads_table(data: ConsoleData, gauges: Gauges) -> Table:
+def workloads_table(
+    data: ConsoleData,
+    gauges: Gauges,
+    autoscale: AutoscaleAnalysis | None = None,
+    autoscale_pending: bool = False,
+) -> Table:
+    """Workloads; `autoscale` (the engine's recommendations, when computed) fills USED and REC."""
     st, usage = data.state, data.usage
     rows = []
     for key in sorted(st.workloads):
@@ -382,6 +393,8 @@ def workloads_table(data: ConsoleData, gauges: Gauges) -> Table:
                     "workers": str(len(wl.workers)),
                     "qos": wl.qos,
                     "request": fmt_res(wl.request),
+                    "used": used_cell(autoscale, key, autoscale_pending),
+                    "rec": rec_cell(autoscale, key, autoscale_pending),
                     "tflops": gauges.tflops(cap, wl.allocated, used),
                     "vram": gauges.vram(cap, wl.allocated, used),
                 },

@@ -70,6 +70,7 @@ from tftui.engine.plan import (
     LabelNode,
     LabelPod,
     PatchPoolStatus,
+    PatchWorkloadAutoscale,
     PatchWorkloadStatus,
 )
 from tftui.engine.state import ClusterState, Res
@@ -459,6 +460,11 @@ class ActingSimCluster:
             if _patch_changes(self._get(wkey).get("status") or {}, action.fields):
                 wl = self._mut(wkey)
                 _merge_patch(wl.setdefault("status", {}), action.fields)
+        elif isinstance(action, PatchWorkloadAutoscale):
+            akey: Key = ("TensorFusionWorkload", action.namespace, action.name)
+            patch = action.patch()
+            if _patch_changes(self._get(akey), patch):
+                _merge_patch(self._mut(akey), patch)
         elif isinstance(action, DeleteGPUNodeClaim):
             self._delete_claim(action.name)
         elif isinstance(action, EvictPod):

@@ -20,6 +20,7 @@ from textual.widgets import DataTable, Label, Sparkline, Static
 from tftui.ui.actions import bindings
 from tftui.ui.analysis import (
     ALERTS,
+    AUTOSCALE,
     HISTORY,
     WASTE,
     AlertsAnalysis,
@@ -28,6 +29,8 @@ from tftui.ui.analysis import (
     WasteAnalysis,
     WorkloadHistory,
 )
+from tftui.ui.autoscaleview import AutoscaleAnalysis
+from tftui.ui.autoscaleview import detail_text as autoscale_detail
 from tftui.ui.data import ConsoleData
 from tftui.ui.metricsviews import (
     alerts_summary,
@@ -47,6 +50,7 @@ from tftui.ui.metricsviews import (
     workload_summary,
     workload_verdict,
 )
+from tftui.ui.screens.autoscale import AUTOSCALE_BINDINGS, AutoscaleActions
 from tftui.ui.screens.ops import NEXT_TABLE
 from tftui.ui.screens.resource import NodeScreen, ResourceScreen
 from tftui.ui.views import Gauges, Layout, Table, workers_table
@@ -222,18 +226,23 @@ class AlertsScreen(ResourceScreen):
             self.query_one("#instances", ResourceTable).focus()
 
 
-class WorkloadScreen(ResourceScreen):
-    """One workload: request vs average and peak use per device, 24 h sparklines, its workers."""
+class WorkloadScreen(AutoscaleActions, ResourceScreen):
+    """One workload: request vs average and peak use per device, 24 h sparklines, the autoscaler's
+    view (usage distribution, percentiles, cron rule, recommendation and why), its workers."""
 
     AUTO_FOCUS = "#workers"
     COUNT_LABELS: ClassVar[dict[str, str]] = {"workers": "workers"}
+    BINDINGS: ClassVar[list[BindingType]] = AUTOSCALE_BINDINGS
 
     def __init__(self, key: str, trail: tuple[str, ...]) -> None:
         super().__init__(trail)
         self.key = key
 
     def analysis_keys(self) -> tuple[AnalysisKey, ...]:
-        return ((HISTORY, self.key), (WASTE, ""))
+        return ((HISTORY, self.key), (WASTE, ""), (AUTOSCALE, ""))
+
+    def selected_workload(self) -> str | None:
+        return self.key
 
     def compose_body(self) -> ComposeResult:
         yield Static("", id="wl-summary")
@@ -244,6 +253,8 @@ class WorkloadScreen(ResourceScreen):
         yield Label("", id="spark-vram-label", classes="spark-label", markup=False)
         yield Sparkline([], id="spark-vram")
         yield Label("", id="spark-axis", markup=False)
+        with VerticalScroll(id="wl-autoscale-scroll", can_focus=False):
+            yield Static("", id="wl-autoscale")
         yield ResourceTable(id="workers")
 
     def build(self, table_id: str, data: ConsoleData, gauges: Gauges) -> Table:
@@ -251,6 +262,16 @@ class WorkloadScreen(ResourceScreen):
         return workers_table(data, gauges, wl.workers if wl is not None else [])
 
     def render_extra(self, data: ConsoleData, layout: Layout) -> None:
+        auto = self.tui.analysis(AUTOSCALE)
+        auto_value = auto.value if auto is not None and isinstance(auto.value, AutoscaleAnalysis) else None
+        self.query_one("#wl-autoscale", Static).update(
+            autoscale_detail(
+                auto_value,
+                self.key,
+                error=auto.error if auto is not None else None,
+                pending=self.tui.computing(AUTOSCALE),
+            )
+        )
         waste = _waste(self.tui.analysis(WASTE))
         self.query_one("#wl-summary", Static).update(workload_summary(data, self.key))
         verdict = self.query_one("#wl-verdict", Static)

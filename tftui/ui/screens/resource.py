@@ -23,9 +23,11 @@ from textual.widget import Widget
 from textual.widgets import DataTable, Footer, Input, Static
 
 from tftui.ui.actions import bindings
-from tftui.ui.analysis import AnalysisKey
+from tftui.ui.analysis import AUTOSCALE, AnalysisKey
+from tftui.ui.autoscaleview import AutoscaleAnalysis
 from tftui.ui.data import ConsoleData
 from tftui.ui.objects import describe, find_object, object_yaml
+from tftui.ui.screens.autoscale import AUTOSCALE_BINDINGS, AutoscaleActions
 from tftui.ui.screens.text import TextScreen
 from tftui.ui.tableops import has_column, marked_table, sorted_table, table_csv, with_deltas
 from tftui.ui.views import (
@@ -114,7 +116,7 @@ class ResourceScreen(Screen[None]):
         """Each table as last shown (filtered and sorted, before marks and deltas): what `ctrl+s` exports."""
         self._built: dict[str, tuple[int, dict[str, Mapping[str, RenderableType]]]] = {}
         self._previous: dict[str, dict[str, Mapping[str, RenderableType]]] = {}
-        self._build_cache: dict[str, tuple[tuple[int, Layout, str], Table]] = {}
+        self._build_cache: dict[str, tuple[tuple[int, Layout, str], Table, tuple[object, ...]]] = {}
 
     @property
     def is_root(self) -> bool:
@@ -221,12 +223,20 @@ class ResourceScreen(Screen[None]):
         table_id = table.id or ""
         if not self.CACHE_BUILDS:
             return self.build(table_id, data, Gauges(layout, table.gauge_styles()))
+        # The analyses the rows show (autoscale recommendations) arrive after the data: a new one
+        # invalidates the cache like a refresh does. Compared by identity: each result is a new object.
+        shown = tuple(self.tui.analysis(kind, subject) for kind, subject in self.analysis_keys())
         key = (self.tui.data_seq, layout, self.app.theme)
         cached = self._build_cache.get(table_id)
-        if cached is not None and cached[0] == key:
+        if (
+            cached is not None
+            and cached[0] == key
+            and len(cached[2]) == len(shown)
+            and all(a is b for a, b in zip(cached[2], shown, strict=True))
+        ):
             return cached[1]
         full = self.build(table_id, data, Gauges(layout, table.gauge_styles()))
-        self._build_cache[table_id] = (key, full)
+        self._build_cache[table_id] = (key, full, shown)
         return full
 
     def _previous_cells(self, table_id: str, full: Table) -> dict[str, Mapping[str, RenderableType]]:
@@ -502,8 +512,11 @@ class GpusScreen(ResourceScreen):
         self.app.push_screen(WorkersScreen("gpu", key, trail=(*self.trail, key, "workers")))
 
 
-class WorkloadsScreen(ResourceScreen):
-    """Workloads with request per device and request/used against limits; enter opens the workload."""
+class WorkloadsScreen(AutoscaleActions, ResourceScreen):
+    """Workloads with request per device, the engine's recommendation and request/used against
+    limits; enter opens the workload, `a` turns its autoscaling on or off."""
+
+    BINDINGS: ClassVar[list[BindingType]] = AUTOSCALE_BINDINGS
 
     OBJECT_KINDS: ClassVar[dict[str, str]] = {"main": "TensorFusionWorkload"}
     CACHE_BUILDS: ClassVar[bool] = True
@@ -511,8 +524,16 @@ class WorkloadsScreen(ResourceScreen):
     def __init__(self) -> None:
         super().__init__(("workloads",))
 
+    def analysis_keys(self) -> tuple[AnalysisKey, ...]:
+        return ((AUTOSCALE, ""),)
+
+    def selected_workload(self) -> str | None:
+        return self.query_one("#main", ResourceTable).cursor_key
+
     def build(self, table_id: str, data: ConsoleData, gauges: Gauges) -> Table:
-        return workloads_table(data, gauges)
+        value = analysis.value if (analysis := self.tui.analysis(AUTOSCALE)) is not None else None
+        auto = value if isinstance(value, AutoscaleAnalysis) else None
+        return workloads_table(data, gauges, auto, self.tui.computing(AUTOSCALE))
 
     def open(self, table_id: str, key: str) -> None:
         self.tui.open_workload(key, self.trail)

@@ -1,0 +1,239 @@
+"""The console's autoscale parts on the demo: the Workloads columns and the workload detail show the
+engine's recommendation, and `a` turns autoscaling on/off through a confirmation and `perform`."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from rich.text import Text
+from textual.pilot import Pilot
+from textual.widgets import Static
+
+from tftui.engine.autoscale import AutoscaleState, recommend
+from tftui.engine.histogram import TFLOPS_OPTIONS, DecayingHistogram
+from tftui.engine.state import ClusterState
+from tftui.runtime.loops import Runtime
+from tftui.sources.sim.acting import ActingSimCluster
+from tftui.sources.sim.cluster import DEFAULT_NOW
+from tftui.sources.sim.usage import SimMetrics
+from tftui.ui.analysis import AUTOSCALE
+from tftui.ui.app import TfTuiApp
+from tftui.ui.autoscaleview import AutoscaleAnalysis, AutoscaleLoader, distribution
+from tftui.ui.format import NO_DATA
+from tftui.ui.screens.metrics import WorkloadScreen
+from tftui.ui.screens.modals import ConfirmScreen
+from tftui.ui.screens.resource import WorkloadsScreen
+from tftui.ui.widgets.table import ResourceTable
+
+NODES = 12
+
+
+def demo() -> tuple[ActingSimCluster, SimMetrics]:
+    sim = ActingSimCluster(seed=7, nodes=NODES, now=DEFAULT_NOW)
+    return sim, SimMetrics(sim.snapshot(), seed=7, now=DEFAULT_NOW)
+
+
+async def wait_until(pilot: Pilot[None], check: Callable[[], bool], timeout: float = 20.0) -> None:
+    start = time.monotonic()
+    while not check():
+        if time.monotonic() - start > timeout:
+            raise AssertionError("condition not reached in time")
+        await pilot.pause(0.02)
+
+
+def auto(app: TfTuiApp) -> AutoscaleAnalysis | None:
+    a = app.analysis(AUTOSCALE)
+    return a.value if a is not None and isinstance(a.value, AutoscaleAnalysis) else None
+
+
+async def workloads(pilot: Pilot[None], app: TfTuiApp) -> AutoscaleAnalysis:
+    await wait_until(pilot, lambda: app.data is not None)
+    assert app.switch_view("workloads")
+    await wait_until(pilot, lambda: isinstance(app.screen, WorkloadsScreen) and auto(app) is not None)
+    await app.workers.wait_for_complete()
+    await pilot.pause()
+    value = auto(app)
+    assert value is not None
+    return value
+
+
+def enabled(sim: ActingSimCluster, key: str) -> Any:
+    ns, name = key.split("/")
+    for o in sim.snapshot():
+        m = o["metadata"]
+        if o.get("kind") == "TensorFusionWorkload" and (m.get("namespace"), m["name"]) == (ns, name):
+            return ((o["spec"].get("autoScalingConfig") or {}).get("autoSetResources") or {}).get("enable")
+    raise KeyError(key)
+
+
+def off_workload(sim: ActingSimCluster, value: AutoscaleAnalysis) -> str:
+    """A workload with an object and history whose autoscaling is off, and that would change."""
+    state = ClusterState.build(sim.snapshot())
+    for key, rec in sorted(value.result.workloads.items()):
+        wv = state.workloads[key]
+        if rec.reason == "disabled" and wv.obj is not None and not wv.autoscale:
+            return key
+    raise AssertionError("the demo has no disabled workload with a recommendation")
+
+
+async def test_workloads_columns_and_detail_show_the_engines_recommendation() -> None:
+    sim, metrics = demo()
+    app = TfTuiApp(sim, metrics, clock=sim.clock, refresh_interval=None)
+    async with app.run_test(size=(200, 50)) as pilot:
+        value = await workloads(pilot, app)
+        # the same figures `tftui recommend` prints, from the engine over the same rows
+        state = ClusterState.build(sim.snapshot())
+        astate = AutoscaleState()
+        astate.configure(state)
+        astate.add_samples(metrics.rows("tf_worker_usage", DEFAULT_NOW - value.window, DEFAULT_NOW))
+        expected = recommend(state, astate, DEFAULT_NOW)
+        assert expected.to_json() == value.result.to_json()
+        table = app.screen.query_one("#main", ResourceTable)
+        labels = [str(c.label) for c in table.columns.values()]
+        assert "USED/GPU" in labels and "RECOMMENDED" in labels
+        with_rec = [k for k, r in expected.workloads.items() if r.recommendation is not None]
+        without = [k for k, r in expected.workloads.items() if r.recommendation is None]
+        assert with_rec and without
+        key = with_rec[0]
+        r = expected.workloads[key].recommendation
+        assert r is not None
+        cell = table.get_cell(key, "rec")
+        assert isinstance(cell, Text) and cell.plain.split(" TF ")[1].endswith("i")  # e.g. 8.5Gi
+        no_data = [k for k in without if expected.workloads[k].reason == "no-data"]
+        if no_data:
+            assert table.get_cell(no_data[0], "rec").plain == NO_DATA
+        steady = [k for k in without if expected.workloads[k].reason == "below-threshold"]
+        assert steady and table.get_cell(steady[0], "rec").plain == "≈ request"
+        # the detail: percentiles, bounds, cron rule, verdict and the distribution
+        app.open_workload(key)
+        await wait_until(pilot, lambda: isinstance(app.screen, WorkloadScreen))
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        text = str(app.screen.query_one("#wl-autoscale", Static).render())
+        rec = expected.workloads[key]
+        assert "P50 " in text and "P90 " in text and "P99 " in text
+        assert "lower/target/upper" in text and "bounds" in text and "cron rule" in text
+        assert ("would apply" if rec.would_apply else "not applied") + f" ({rec.reason}): " in text
+        assert "usage distribution" in text and "█" in text
+
+
+def test_distribution_shares_sum_to_one_and_cover_the_samples() -> None:
+    hist = DecayingHistogram(TFLOPS_OPTIONS, 3600.0)
+    for i, v in enumerate([1.0, 1.0, 2.0, 8.0, 30.0]):
+        hist.add(v, 1.0, 1000.0 + i)
+    rows = distribution(hist, bins=4)
+    assert 1 <= len(rows) <= 4
+    assert abs(sum(s for _, _, s in rows) - 1.0) < 1e-9
+    assert rows[0][0] <= 1.0 and rows[-1][1] >= 30.0
+    assert distribution(DecayingHistogram(TFLOPS_OPTIONS, 3600.0)) == []
+
+
+async def test_autoscale_key_asks_then_turns_it_on_and_the_runtime_acts() -> None:
+    sim, metrics = demo()
+    app = TfTuiApp(sim, metrics, clock=sim.clock, refresh_interval=None)
+    async with app.run_test(size=(120, 40)) as pilot:
+        value = await workloads(pilot, app)
+        key = off_workload(sim, value)
+        table = app.screen.query_one("#main", ResourceTable)
+        table.move_cursor(row=table.get_row_index(key))
+        await pilot.pause()
+        await pilot.press("a")
+        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        assert app.focused is not None and app.focused.id == "confirm-cancel"
+        body = str(app.screen.query_one("#confirm-body").render())
+        assert 'tensor-fusion.ai/autoscale: "true"' in body
+        await pilot.press("enter")  # Cancel
+        await wait_until(pilot, lambda: isinstance(app.screen, WorkloadsScreen))
+        await app.workers.wait_for_complete()
+        assert not enabled(sim, key)
+        await pilot.press("a")
+        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await pilot.press("tab", "enter")
+        await wait_until(pilot, lambda: enabled(sim, key) is True)
+        await app.workers.wait_for_complete()
+        # the refresh after the write recomputes: the engine now says it would apply
+        await wait_until(
+            pilot,
+            lambda: (v := auto(app)) is not None and v.result.workloads[key].enabled,
+        )
+        assert any("autoSetResources.enable=true" in e.message for e in app.runtime.journal.entries())  # type: ignore[union-attr]
+    # and the runtime's loop now applies the recommendation to the workload's workers
+    rt = Runtime(sim, clock=sim.clock, metrics=metrics)
+    rt.autoscale_tick()
+    assert rt.last_autoscale is not None and rt.last_autoscale.result is not None
+    rec = rt.last_autoscale.result.workloads[key]
+    assert rec.enabled and rec.would_apply, (rec.reason, rec.detail)
+    status = next(
+        o["status"]
+        for o in sim.snapshot()
+        if o.get("kind") == "TensorFusionWorkload"
+        and f"{o['metadata']['namespace']}/{o['metadata']['name']}" == key
+    )
+    assert status["recommendation"] == rec.recommendation.to_json()  # type: ignore[union-attr]
+
+
+async def test_read_only_demo_has_no_autoscale_key() -> None:
+    sim, metrics = demo()
+    app = TfTuiApp(sim, metrics, clock=sim.clock, refresh_interval=None, read_only=True)
+    async with app.run_test(size=(120, 40)) as pilot:
+        value = await workloads(pilot, app)
+        key = off_workload(sim, value)
+        assert "workload_autoscale" not in {
+            b.binding.action for b in app.screen.active_bindings.values() if app.allows(b.binding.action)
+        }
+        await pilot.press("a")
+        await pilot.pause(0.2)
+        assert isinstance(app.screen, WorkloadsScreen)
+        assert app.perform("workload_autoscale", pool=key, enable=True) is False
+    assert not enabled(sim, key)
+    assert timedelta(0) < value.window
+
+
+def test_cells_say_no_data_and_never_zero() -> None:
+    """A workload without usage rows: `—` for used and recommended (no metrics is not idle)."""
+    from tests.fixtures.engine_builders import NOW, build
+    from tests.test_autoscale import asr, cluster
+    from tftui.ui.autoscaleview import detail_text, rec_cell, used_cell
+
+    state = build(cluster(spec=asr(enable=True)))
+    value = AutoscaleAnalysis(recommend(state, AutoscaleState(), NOW), {}, timedelta(hours=2), 0)
+    assert value.result.workloads["default/w"].reason == "no-data"
+    assert rec_cell(value, "default/w", False).plain == NO_DATA
+    assert used_cell(value, "default/w", False).plain == NO_DATA
+    assert rec_cell(None, "default/w", True).plain == "…"  # still computing
+    text = detail_text(value, "default/w").plain
+    assert "usage: no data in tf_worker_usage over the last 2h" in text
+    assert "not applied (no-data): no usage data" in text
+    assert detail_text(None, "default/w", error="no metrics source configured").plain.endswith(
+        "no metrics source configured"
+    )
+
+
+def test_the_loader_reads_only_new_rows_and_matches_a_full_load() -> None:
+    sim, metrics = demo()
+    calls: list[tuple[Any, Any]] = []
+
+    class Counting:
+        def rows(self, table: Any, start: Any, end: Any) -> Any:
+            calls.append((start, end))
+            return metrics.rows(table, start, end)
+
+    state = ClusterState.build(sim.snapshot())
+    loader = AutoscaleLoader()
+    early = DEFAULT_NOW - timedelta(minutes=30)
+    first = loader.load(Counting(), state, early)  # type: ignore[arg-type]
+    assert calls == [(early - first.window, early)]
+    again = loader.load(Counting(), state, early)  # type: ignore[arg-type]
+    assert len(calls) == 1 and again.rows == 0  # same clock: nothing new to read
+    later = loader.load(Counting(), state, DEFAULT_NOW)  # type: ignore[arg-type]
+    assert calls[-1] == (early, DEFAULT_NOW)
+    # the same rows in one pass give the same recommendations (histograms are additive)
+    one = AutoscaleState()
+    one.configure(state)
+    all_rows = list(metrics.rows("tf_worker_usage", early - first.window, DEFAULT_NOW))
+    one.add_samples(all_rows)
+    assert 0 < later.rows < len(all_rows)
+    assert later.result.to_json() == recommend(state, one, DEFAULT_NOW).to_json()

@@ -1,0 +1,352 @@
+"""The console's autoscale figures: the engine's recommendation for every workload, and how to show it.
+
+`AutoscaleLoader.load` is the blocking part (run by the app in a thread worker, once per refresh, like
+the other analyses): it feeds `tf_worker_usage` into the engine's `AutoscaleState` — the whole
+autoscale window the first time, then only the rows since the previous load, as the runtime does —
+and asks `engine.autoscale.recommend`, exactly as `tftui recommend` does. The result carries frozen
+copies of the histograms, so the UI thread reads them while the next load updates the live ones. Everything
+else here only formats that result: the Workloads columns, the detail section (usage distribution,
+percentiles, cron rule, recommendation with bounds, would it apply and why not) and the body of the
+autoscale on/off confirmation. The console decides nothing; the external scaler is not called from
+here (only the runtime's loop calls it), which the detail says when one is configured.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Final
+
+from rich.text import Text
+
+from tftui.engine.autoscale import (
+    AutoConfig,
+    AutoscaleResult,
+    AutoscaleState,
+    WorkloadRecommendation,
+    effective_autoscaling,
+    recommend,
+)
+from tftui.engine.histogram import DecayingHistogram
+from tftui.engine.state import ClusterState
+from tftui.model import keys
+from tftui.sources.ports import MetricsPort
+from tftui.ui.format import NO_DATA, fmt_bytes, fmt_num
+
+__all__ = [
+    "AutoscaleAnalysis",
+    "AutoscaleLoader",
+    "detail_text",
+    "distribution",
+    "rec_cell",
+    "toggle_body",
+    "used_cell",
+]
+
+MAX_WINDOW: Final = timedelta(days=30)
+MIN_WINDOW: Final = timedelta(hours=2)
+DIST_BINS: Final = 8
+BAR: Final = 20
+PERCENTILES: Final = (0.5, 0.9, 0.99)
+
+
+@dataclass(frozen=True, slots=True)
+class Histograms:
+    """Frozen copies of one workload's TFLOPS and VRAM histograms (read by the UI thread)."""
+
+    tf: DecayingHistogram
+    vram: DecayingHistogram
+
+
+@dataclass(frozen=True, slots=True)
+class AutoscaleAnalysis:
+    """The engine's recommendations at the refresh, and the histograms they came from."""
+
+    result: AutoscaleResult
+    histograms: Mapping[str, Histograms]
+    window: timedelta
+    rows: int  # rows read by this load (all of the window the first time, then the new ones)
+
+
+def _window(state: ClusterState) -> timedelta:
+    """The longest `historyDataPeriod` (at least 2 h, at most 30 d): what the runtime loads first."""
+    window = MIN_WINDOW
+    for wv in state.workloads.values():
+        cfg = AutoConfig.parse(effective_autoscaling(state, wv).get("autoSetResources"))
+        window = max(window, min(cfg.history, MAX_WINDOW))
+    return window
+
+
+def _frozen(h: DecayingHistogram) -> DecayingHistogram:
+    c = DecayingHistogram(h.options, h.half_life)
+    c.ref, c.weights, c.total = h.ref, list(h.weights), h.total
+    c.min_bucket, c.max_bucket = h.min_bucket, h.max_bucket
+    return c
+
+
+class AutoscaleLoader:
+    """The console's usage histograms, kept between refreshes and fed incrementally."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()  # a cancelled worker's thread may still be running
+        self.state = AutoscaleState()
+        self.loaded_until: datetime | None = None
+        self.window = timedelta(0)
+
+    def load(self, metrics: MetricsPort, state: ClusterState, now: datetime) -> AutoscaleAnalysis:
+        """Read the rows not yet loaded and recommend; a failed read loads nothing (raises)."""
+        with self._lock:
+            window = _window(state)
+            last = self.loaded_until
+            if last is None or window > self.window or now < last or now - last > window:
+                self.state, self.window, start = AutoscaleState(), window, now - window
+            else:
+                start = last
+            astate = self.state
+            astate.configure(state)
+            # materialise first: a store failing mid-read must not leave half a window loaded
+            rows = list(metrics.rows("tf_worker_usage", start, now)) if start < now else []
+            astate.add_samples(rows)
+            self.loaded_until = now
+            result = recommend(state, astate, now)
+            frozen = {k: Histograms(_frozen(h.tf), _frozen(h.vram)) for k, h in astate.workloads.items()}
+            return AutoscaleAnalysis(result, frozen, window, len(rows))
+
+
+# -- table cells ---------------------------------------------------------------------------------
+
+
+def _pair(tflops: float, vram: float) -> str:
+    return f"{fmt_num(tflops)} TF {fmt_bytes(vram)}"
+
+
+NO_RECOMMENDATION: Final = {
+    "below-threshold": "≈ request",
+    "no-change": "= request",
+    "scale-down-locked": "cron lock",
+    "invalid-config": "config err",
+    "invalid-target": "bad target",
+    "external-error": "ext. error",
+}
+"""What RECOMMENDED says when the engine has data but recommends no change (the detail says why)."""
+
+REASON_WORDS: Final = {
+    "no-data": "no usage data, nothing to recommend from (no metrics is not idle)",
+    "invalid-config": "the autoscale configuration is invalid",
+    "invalid-target": "the target resource is invalid",
+    "disabled": "autoscaling is off for this workload (a turns it on)",
+    "provisional": "history shorter than initialDelayPeriod: decreases are held",
+    "below-threshold": "the change is inside updateThreshold",
+    "no-change": "the recommendation equals the current request",
+    "scale-down-locked": "a cron rule locks scale-down",
+    "capped": "applied, capped by the free capacity of the workers' GPUs",
+    "applied": "the runtime applies it on its next autoscale run",
+    "external-error": "the external scaler failed",
+}
+"""The engine's reason codes in words, for the detail."""
+
+
+def rec_cell(analysis: AutoscaleAnalysis | None, key: str, pending: bool) -> Text:
+    """The recommended request per device (bold when it would be applied), `—` without data."""
+    rec = analysis.result.workloads.get(key) if analysis is not None else None
+    if rec is not None and rec.recommendation is None and rec.reason in NO_RECOMMENDATION:
+        return Text(NO_RECOMMENDATION[rec.reason], style="dim")
+    if rec is None or rec.recommendation is None:
+        return Text("…" if pending and analysis is None else NO_DATA)
+    r = rec.recommendation
+    return Text(_pair(float(r.tf_req), float(r.vram_req)), style="bold" if rec.would_apply else "")
+
+
+def used_cell(analysis: AutoscaleAnalysis | None, key: str, pending: bool) -> Text:
+    """Usage per device at the recommender's target percentiles, `—` without data."""
+    rec = analysis.result.workloads.get(key) if analysis is not None else None
+    if rec is None or rec.estimates is None:
+        return Text("…" if pending and analysis is None else NO_DATA)
+    est = rec.estimates
+    return Text(_pair(est.tf_usage[1], est.vram_usage[1]))
+
+
+# -- the detail ----------------------------------------------------------------------------------
+
+
+def distribution(hist: DecayingHistogram, bins: int = DIST_BINS) -> list[tuple[float, float, float]]:
+    """The decayed weights regrouped into at most `bins` ranges over the occupied buckets:
+    (from, to, share of the total weight). Display only; percentiles come from the histogram."""
+    if hist.is_empty() or hist.total <= 0:
+        return []
+    lo, hi = hist.min_bucket, hist.max_bucket
+    n = hi - lo + 1
+    per = max(1, -(-n // bins))
+    opts = hist.options
+    out: list[tuple[float, float, float]] = []
+    for first in range(lo, hi + 1, per):
+        last = min(hi, first + per - 1)
+        weight = sum(hist.weights[first : last + 1])
+        end = opts.bucket_start(last + 1) if last + 1 < opts.num_buckets else opts.bucket_start(last)
+        out.append((opts.bucket_start(first), end, weight / hist.total))
+    return out
+
+
+def _bars(rows: Sequence[tuple[float, float, float]], fmt: Callable[[float], str], unit: str) -> list[Text]:
+    top = max((s for _, _, s in rows), default=0.0) or 1.0
+    out = []
+    for start, end, share in rows:
+        cells = share / top * BAR
+        full = int(cells)
+        bar = "█" * full + ("▌" if cells - full >= 0.5 else "")
+        label = f"{fmt(start)}–{fmt(end)}{unit}"
+        out.append(Text.assemble(f"  {label:<15}", (bar.ljust(BAR), "cyan"), f" {share * 100:5.1f}%"))
+    return out
+
+
+def _res(tf: float, vram: float) -> str:
+    return f"{fmt_num(tf)} TF / {fmt_bytes(vram)}"
+
+
+def detail_text(
+    analysis: AutoscaleAnalysis | None, key: str, *, error: str | None = None, pending: bool = False
+) -> Text:
+    """The autoscale section of the workload detail."""
+    head = Text("Autoscale  ", style="bold")
+    if analysis is None:
+        why = error or ("computing the recommendation…" if pending else "no recommendation (no metrics)")
+        return Text.assemble(head, why)
+    rec = analysis.result.workloads.get(key)
+    if rec is None:
+        return Text.assemble(head, f"{key} is not in the cluster")
+    lines: list[Text] = []
+    state = "on" if rec.enabled else "off"
+    lines.append(
+        Text.assemble(
+            head,
+            (state, "bold green" if rec.enabled else "bold"),
+            f" · target {rec.target} · qos {rec.qos} · history {_age(rec.history)}"
+            + (" (provisional)" if rec.provisional else "")
+            + f" · {rec.samples} samples",
+            (f"  (stale: {error})" if error else "", "yellow"),
+        )
+    )
+    verdict = "would apply" if rec.would_apply else "not applied"
+    recommended: Text | str = "none"
+    if rec.recommendation is not None:
+        r = rec.recommendation
+        recommended = Text(
+            f"{fmt_num(float(r.tf_req))}/{fmt_num(float(r.tf_lim))} TF  "
+            f"{fmt_bytes(float(r.vram_req))}/{fmt_bytes(float(r.vram_lim))}",
+            style="bold",
+        )
+    why = REASON_WORDS.get(rec.reason, rec.reason)
+    lines.append(
+        Text.assemble(
+            "  recommended  ",
+            recommended,
+            "  ",
+            (verdict, "bold green" if rec.would_apply else "bold yellow"),
+            f" ({rec.reason}): {why}" + (f" — {rec.detail}" if rec.detail else ""),
+        )
+    )
+    cur = rec.current
+    lines.append(
+        Text(
+            f"  current      request/limit per device {fmt_num(float(cur.tf_req))}/{fmt_num(float(cur.tf_lim))} TF  "
+            f"{fmt_bytes(float(cur.vram_req))}/{fmt_bytes(float(cur.vram_lim))}"
+        )
+    )
+    est = rec.estimates
+    hist = analysis.histograms.get(key)
+    if est is None or hist is None:
+        lines.append(Text(f"  usage: no data in tf_worker_usage over the last {_age(analysis.window)}"))
+    else:
+        tfp = " ".join(f"P{int(p * 100)} {fmt_num(hist.tf.percentile(p))}" for p in PERCENTILES)
+        vp = " ".join(f"P{int(p * 100)} {fmt_bytes(hist.vram.percentile(p))}" for p in PERCENTILES)
+        lines.append(
+            Text(f"  TFLOPS used  lower/target/upper {'/'.join(fmt_num(x) for x in est.tf_usage)}  ·  {tfp}")
+        )
+        lines.append(
+            Text(
+                f"  VRAM used    lower/target/upper {'/'.join(fmt_bytes(x) for x in est.vram_usage)}  ·  {vp}"
+            )
+        )
+        lines.append(
+            Text(
+                f"  bounds       TFLOPS {'/'.join(fmt_num(x) for x in est.tf)}  "
+                f"VRAM {'/'.join(fmt_bytes(x) for x in est.vram)}  (with margin)"
+            )
+        )
+    rule = rec.cron_rule
+    if rule is None:
+        lines.append(Text("  cron rule    none active"))
+    else:
+        d = rule.desired
+        lines.append(
+            Text(
+                f"  cron rule    {rule.name}  {rule.start} → {rule.end}  "
+                f"{fmt_num(float(d.tf_req))}/{fmt_num(float(d.tf_lim))} TF  "
+                f"{fmt_bytes(float(d.vram_req))}/{fmt_bytes(float(d.vram_lim))}"
+            )
+        )
+    if rec.external:
+        lines.append(Text(f"  external     {rec.external}"))
+    if hist is not None and est is not None:
+        tf_rows = distribution(hist.tf)
+        v_rows = distribution(hist.vram)
+        if tf_rows:
+            lines.append(Text("  TFLOPS usage distribution (decayed weight)", style="dim"))
+            lines += _bars(tf_rows, fmt_num, " TF")
+        if v_rows:
+            lines.append(Text("  VRAM usage distribution (daily peaks)", style="dim"))
+            lines += _bars(v_rows, fmt_bytes, "")
+    return Text("\n").join(lines)
+
+
+def _age(d: timedelta) -> str:
+    minutes = int(d.total_seconds() // 60)
+    if minutes < 60:
+        return f"{minutes}m"
+    h, m = divmod(minutes, 60)
+    return f"{h}h{m:02d}m" if m else f"{h}h"
+
+
+# -- the toggle ----------------------------------------------------------------------------------
+
+
+def toggle_body(key: str, rec: WorkloadRecommendation | None, enable: bool, pod_annotation: bool) -> Text:
+    """What turning autoscaling on/off writes, its pod-template equivalent and what follows."""
+    verb = "on" if enable else "off"
+    lines = [
+        Text.assemble("Turn autoscaling ", (verb, "bold"), f" for TensorFusionWorkload {key}."),
+        Text(""),
+        Text("Writes (JSON merge patch):"),
+        Text(
+            '  {"spec": {"autoScalingConfig": {"autoSetResources": {"enable": '
+            + ("true" if enable else "false")
+            + "}}}}",
+            style="bold",
+        ),
+        Text("Equivalent pod-template annotation:"),
+        Text(f'  {keys.AUTOSCALE}: "{"true" if enable else "false"}"', style="bold"),
+    ]
+    if not enable:
+        lines.append(
+            Text('  (only "true" turns it on: "false" and no annotation both mean off)', style="dim")
+        )
+    if not enable and pod_annotation:
+        lines.append(
+            Text(
+                f'Its workers carry {keys.AUTOSCALE}: "true", which keeps autoscaling on until they '
+                "are re-created without it.",
+                style="yellow",
+            )
+        )
+    if rec is not None and rec.recommendation is not None and enable:
+        r = rec.recommendation
+        lines.append(Text(""))
+        lines.append(
+            Text(
+                f"Current recommendation: {fmt_num(float(r.tf_req))} TF {fmt_bytes(float(r.vram_req))} per "
+                f"device ({'would apply' if rec.reason in ('disabled', 'applied', 'capped') else rec.reason})."
+            )
+        )
+    return Text("\n").join(lines)
