@@ -91,7 +91,9 @@ def test_registry_entries_are_complete_and_writes_are_named() -> None:
     for a in ACTIONS:
         assert a.id.startswith("tftui.") and a.keys and a.description, a
         assert a.mutates == a.id.startswith("tftui.write."), a
-    assert set(WRITE_ACTIONS) == set(MUTATING) == {"manual_compaction", "placement_mode", "workload_autoscale"}
+    assert (
+        set(WRITE_ACTIONS) == set(MUTATING) == {"manual_compaction", "placement_mode", "workload_autoscale"}
+    )
     assert WRITE_ACTIONS["manual_compaction"] == "manual compaction"
 
 
