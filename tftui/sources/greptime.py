@@ -28,6 +28,13 @@ Why it is written the way it is:
   TFLOPS be derived per GPU (compute % × capacity) — `compute_tflops` is written as 0 upstream
   (upstream-model §0.5) and is not read.
 
+- **Concurrency.** `step1`'s four scans are independent and run at once on the pool's
+  connections, so the store keeps its cores busy while one query is in a serial phase.
+- **Autoscale history in the store (issue 5).** `usage_histograms` returns the decaying-histogram
+  sums per (worker, TFLOPS bucket) instead of one row per sample. It needs `date_part('epoch', …)`,
+  `power`, `ln`, `floor`, `nullif`, `coalesce`, `CASE` and `IN (…)` lists, all in GreptimeDB's
+  (DataFusion's) function set; `least`/`greatest` are avoided (the bucket clamp is done in Python).
+
 GreptimeDB SQL features deliberately avoided (upstream-model §7):
 
 - `HAVING <select alias>` (upstream's rules rely on it; GreptimeDB accepts both forms, PostgreSQL
@@ -50,6 +57,7 @@ import os
 import re
 import threading
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -522,11 +530,15 @@ class GreptimeMetrics:
         use_t = self._require("tf_worker_usage", STEP1_REQUIRED["tf_worker_usage"])
         params = {"start": _naive_utc(now - window), "end": _naive_utc(now)}
         missing: set[str] = set()
-        with self._malformed("computing step 1"):
-            nodes = self._nodes(nodes_t, params)
-            gpus = self._gpus(gpus_t, params, gpu_capacity, missing)
-            requests = self._requests(req_t, params, missing)
-            usage = self._usage(use_t, params, gpu_capacity, missing)
+        # The four scans are independent: they run at once on the pool's connections (the store
+        # then uses all its cores while one query is in a serial phase). Largest first.
+        with self._malformed("computing step 1"), ThreadPoolExecutor(max_workers=self._pool_size) as ex:
+            f_requests = ex.submit(self._requests, req_t, params, missing)
+            f_usage = ex.submit(self._usage, use_t, params, gpu_capacity, missing)
+            f_gpus = ex.submit(self._gpus, gpus_t, params, gpu_capacity, missing)
+            f_nodes = ex.submit(self._nodes, nodes_t, params)
+            nodes, gpus = f_nodes.result(), f_gpus.result()
+            requests, usage = f_requests.result(), f_usage.result()
         return assemble_step1(now, window, nodes, gpus, requests, usage, missing)
 
     def _nodes(self, t: TableInfo, params: Mapping[str, Any]) -> list[NodeAllocation]:
@@ -821,7 +833,8 @@ class GreptimeMetrics:
         computes those (bucket index with the engine's own floats, so the same index), and a few
         rows per pod come back instead of one per sample. Same row semantics as `add_samples`:
         TFLOPS = `compute_tflops`, or `compute_percentage` / 100 × the GPU's TFLOPS when it is 0;
-        pod = `pod_name`, else `worker`; NULL memory counts 0.
+        pod = `pod_name`, else `worker`; NULL memory counts 0. Rows are grouped by the `worker` tag
+        (the pod UID, always written by the hypervisor); groups of one pod name are merged by the caller.
         """
         t = self._require("tf_worker_usage", ("namespace", "workload", "worker", "memory_bytes"),
                           ("compute_tflops", "compute_percentage"))  # fmt: skip
