@@ -39,7 +39,7 @@ PASSWORD: Final = "tf-pw-7Qx"  # the role's password; the tests check it never a
 SUPERUSER: Final = "postgres"
 
 #: upstream-model §3.3 DDL in PostgreSQL types (STRING→text, DOUBLE→double precision, …), columns in
-#: the DDL's order; `create_tables` adds the time column with the requested name.
+#: the DDL's order; the time column is appended with the requested name.
 TABLES: Final[Mapping[str, tuple[tuple[str, str], ...]]] = {
     "tf_node_metrics": (
         ("node", "text"), ("pool", "text"), ("phase", "text"),
@@ -217,28 +217,19 @@ def create_tables(
 
     `overrides` maps table → {column: type or None (drop the column)}, to build broken schemas.
 
-    Physical layout of the stand-in (the column *set* and types are TensorFusion's): the time
-    column, then fixed-width columns, then text. PostgreSQL stores rows, and reaching a column
-    means walking every variable-width column before it; GreptimeDB stores columns and reads the
-    ones a query names. With `ts` last, filtering on it cost a walk over every tag of every row.
     The BRIN index on the time column stands in for GreptimeDB's time index (SST files pruned by
-    time range): rows arrive in time order, so a short alert window reads a few block ranges.
+    time range): rows arrive in time order, so a short alert window reads a few block ranges
+    instead of the whole table.
     """
     for name in tables:
         change = (overrides or {}).get(name, {})
-        fixed: list[sql.Composable] = [
-            sql.SQL("{} timestamp(3) NOT NULL").format(sql.Identifier(time_column))
-        ]
-        text: list[sql.Composable] = []
+        cols: list[sql.Composable] = []
         for col, typ in TABLES[name]:
             new = change.get(col, typ)
             if new is not None:
-                (text if new == "text" else fixed).append(
-                    sql.SQL("{} {}").format(sql.Identifier(col), sql.SQL(new))
-                )
-        conn.execute(
-            sql.SQL("CREATE TABLE {} ({})").format(sql.Identifier(name), sql.SQL(", ").join(fixed + text))
-        )
+                cols.append(sql.SQL("{} {}").format(sql.Identifier(col), sql.SQL(new)))
+        cols.append(sql.SQL("{} timestamp(3) NOT NULL").format(sql.Identifier(time_column)))
+        conn.execute(sql.SQL("CREATE TABLE {} ({})").format(sql.Identifier(name), sql.SQL(", ").join(cols)))
         conn.execute(
             sql.SQL("CREATE INDEX {} ON {} USING brin ({})").format(
                 sql.Identifier(f"{name}_time"), sql.Identifier(name), sql.Identifier(time_column)
