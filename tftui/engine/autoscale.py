@@ -72,6 +72,7 @@ from tftui.model import keys
 from tftui.model.duration import DurationError, format_duration, parse_duration
 from tftui.model.gcpause import without_gc
 from tftui.model.quantity import Quantity, QuantityError, parse_quantity
+from tftui.model.usage import HistogramQuery, PodBucket
 
 Reason = Literal[
     "no-data",
@@ -474,6 +475,91 @@ class AutoscaleState:
         for hist, samples in pending:
             hist.samples += len(samples)
             hist.tf.add_many(samples, TFLOPS_SAMPLE_WEIGHT)
+        return n
+
+    def history_query(self, start: datetime, end: datetime) -> HistogramQuery | None:
+        """The pre-aggregation a metrics store can do for a first (history) load, or None.
+
+        None means "read raw rows instead": some worker already has sampler state (an incremental
+        load must honour its last timestamps and open VRAM window), the window is longer than one
+        VRAM peak window (each pod's windows are anchored at its own first sample), or longer than
+        50 half-lives of some workload (its reference time would move mid-window).
+        """
+        span = (end - start).total_seconds()
+        if span <= 0 or span > VRAM_WINDOW or any(h.samplers for h in self.workloads.values()):
+            return None
+        default = DEFAULT_PERIOD.total_seconds() / 2
+        periods = {**self.periods, **{k: h.period for k, h in self.workloads.items()}}
+        half_lives = {k: p.total_seconds() / 2 for k, p in periods.items()}
+        if span > 50 * min((default, *half_lives.values())):
+            return None
+        end_s = math.floor(end.timestamp())
+        return HistogramQuery(
+            start=start,
+            end=end,
+            ref_unix=float(end_s),
+            tflops=TFLOPS_OPTIONS.layout(),
+            default_half_life=default,
+            half_lives=tuple(
+                sorted(
+                    (k.partition("/")[0], k.partition("/")[2], hl)
+                    for k, hl in half_lives.items()
+                    if hl != default
+                )
+            ),
+            gpu_tflops=tuple(sorted(self.gpu_tflops.items())),
+        )
+
+    def add_pod_buckets(self, query: HistogramQuery, groups: Iterable[PodBucket]) -> int:
+        """Apply a history window the store aggregated per (pod, TFLOPS bucket); returns rows covered.
+
+        The result equals `add_samples` over the same rows: TFLOPS weights are rescaled from
+        `ref_unix` to each histogram's reference (moved first, as the first sample would move it);
+        each new pod's VRAM window opens at its first sample with the window's peak, added at the
+        window's end (the add/subtract pairs of `add_vram` net out to exactly that).
+        """
+        wl: dict[str, list[Any]] = {}  # key → [bucket weights, tf samples, first tf t, first t]
+        pods: dict[tuple[str, str], list[Any]] = {}  # (wkey, pod) → [first, last, last tf, peak]
+        last = query.tflops.last
+        n = 0
+        for g in groups:
+            n += g.count
+            wkey = f"{g.namespace}/{g.workload}"
+            a = wl.get(wkey)
+            if a is None:
+                a = wl[wkey] = [{}, 0, math.inf, math.inf]
+            p = pods.get((wkey, g.pod))
+            if p is None:
+                p = pods[(wkey, g.pod)] = [g.first, g.last, -math.inf, g.peak_memory]
+            else:
+                p[0], p[1], p[3] = min(p[0], g.first), max(p[1], g.last), max(p[3], g.peak_memory)
+            a[3] = min(a[3], g.first)
+            if g.bucket >= 0:
+                b = min(g.bucket, last)
+                a[0][b] = a[0].get(b, 0.0) + g.weight
+                a[1] += g.count
+                a[2] = min(a[2], g.first)
+                p[2] = max(p[2], g.last)
+        ref_go = unix_to_go(query.ref_unix)
+        for wkey, (weights, count, tf_first, first) in wl.items():
+            hist = self.workloads.get(wkey)
+            if hist is None:
+                hist = self.workloads[wkey] = WorkloadHistory(self.periods.get(wkey, DEFAULT_PERIOD))
+            hist.first = min(hist.first, unix_to_go(first))
+            if count:
+                hist.samples += count
+                tfh = hist.tf
+                tfh._factor(unix_to_go(tf_first))  # moves the reference as the first sample would
+                scale = TFLOPS_SAMPLE_WEIGHT * 2.0 ** ((ref_go - tfh.ref) / tfh.half_life)
+                tfh.add_weights({b: w * scale for b, w in weights.items()})
+        for (wkey, pod), (first, last_t, last_tf, peak) in sorted(pods.items(), key=lambda kv: kv[1][0]):
+            hist = self.workloads[wkey]
+            smp = hist.samplers[pod] = _Sampler()
+            smp.last_tf = unix_to_go(last_tf) if last_tf > -math.inf else -math.inf
+            smp.last_vram = unix_to_go(last_t)
+            smp.window_end = unix_to_go(first) + VRAM_WINDOW
+            smp.peak = float(peak)
+            hist.vram.add(smp.peak, VRAM_SAMPLE_WEIGHT, smp.window_end)
         return n
 
     def _entry(

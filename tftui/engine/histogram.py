@@ -9,8 +9,11 @@ time (0001-01-01 UTC) so `Time.Round(halfLife)` rounds to the same instants as t
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+
+from tftui.model.usage import BucketLayout
 
 GO_ZERO = datetime(1, 1, 1, tzinfo=UTC)
 _UNIX_FROM_GO_ZERO = 62135596800.0  # seconds from 0001-01-01 to 1970-01-01
@@ -56,6 +59,10 @@ class Options:
 
     def bucket_start(self, b: int) -> float:
         return self._starts[b]
+
+    def layout(self) -> BucketLayout:
+        """The bucket maths as plain numbers, for a store that computes bucket indexes in SQL."""
+        return BucketLayout(self.first, self.ratio - 1, self._log_ratio, self.num_buckets - 1)
 
 
 TFLOPS_OPTIONS = Options(max_value=10000.0, first=0.1)
@@ -119,6 +126,12 @@ class DecayingHistogram:
             self.min_bucket = b
         if b > self.max_bucket and w[b] >= eps:
             self.max_bucket = b
+
+    def add_weights(self, weights: Mapping[int, float]) -> None:
+        """Add pre-decayed weights per bucket (relative to the current `ref`): a history window
+        aggregated by the metrics store, the same as adding its samples one by one."""
+        for b, x in weights.items():
+            self._add_raw(b, x)
 
     def subtract(self, value: float, weight: float, t: float) -> None:
         weight *= self._factor(t)

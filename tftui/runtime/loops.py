@@ -68,6 +68,7 @@ from tftui.engine.planning import plan_cluster
 from tftui.engine.state import ClusterState
 from tftui.model.gpuinfo import price_table
 from tftui.runtime.actuator import ActionResult, Actuator
+from tftui.runtime.history import load_usage
 from tftui.runtime.journal import Journal
 from tftui.sources import external_scaler
 from tftui.sources.ports import MetricsPort, SourceError, WritableClusterPort
@@ -235,9 +236,7 @@ class Runtime:
             start = now - autoscale_window(state)
         if start >= now:
             return
-        # materialise first: a store failing mid-read must not leave half a window in the histograms
-        rows = list(self.metrics.rows("tf_worker_usage", start, now))
-        astate.add_samples(rows)
+        load_usage(self.metrics, astate, start, now)  # store-aggregated on the first load if it can
         self.autoscale_loaded_until = now
 
     def _autoscale(self, state: ClusterState, now: datetime) -> Plan:

@@ -1,0 +1,200 @@
+"""History loads aggregated in the store (issue 5) equal the row-by-row load, on a real PostgreSQL.
+
+`GreptimeMetrics.usage_histograms` returns per (pod, TFLOPS bucket) decay-weight sums;
+`AutoscaleState.add_pod_buckets` must then hold the same histograms, samplers and recommendations
+as `add_samples` over the raw rows — also after an incremental (raw-row) load and after a restart.
+Rows cover the simulator's percent-only samples (TFLOPS from GPU capacity) plus hand-made edge
+cases: `compute_tflops` written, negative TFLOPS, NULL memory, no pod_name, an unknown GPU and a
+workload absent from the cluster, and a workload with a 6 h `historyDataPeriod` (other half-life).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+
+from tests.pg import GI, PgServer, copy_rows, database, full_rows
+from tftui.engine.autoscale import AutoscaleState, WorkloadHistory, recommend
+from tftui.engine.histogram import DecayingHistogram
+from tftui.engine.state import ClusterState
+from tftui.model.dump import validate_items
+from tftui.runtime.history import load_usage
+from tftui.sources.greptime import GreptimeMetrics
+from tftui.sources.sim.cluster import generate_objects
+from tftui.sources.sim.usage import SimMetrics
+
+PERCENTILES = (0.0, 0.05, 0.3, 0.5, 0.9, 0.95, 0.98, 0.99, 1.0)
+
+
+def _objects() -> list[dict[str, Any]]:
+    objs = generate_objects(nodes=8)
+    wls = [o for o in objs if o["kind"] == "TensorFusionWorkload"]
+    asr = wls[0]["spec"].setdefault("autoScalingConfig", {}).setdefault("autoSetResources", {})
+    asr["historyDataPeriod"] = "6h"  # half-life 3 h instead of the default 1 h
+    return objs
+
+
+def _extra(now: datetime) -> list[dict[str, Any]]:
+    """Edge rows for a workload the cluster does not know (default period)."""
+    out = []
+    for m in range(150):
+        ts = now - timedelta(minutes=150 - m)
+        for i, (tflops, pct, mem, pod) in enumerate(
+            [(12.5 + m % 7, 0.0, (3 + m % 5) * GI, "ghost-0"), (-1.0 if m % 3 else 0.0, 40.0, None, None),
+             (0.0, 20.0 + m % 9, GI, "ghost-2")]
+        ):  # fmt: skip
+            out.append({"workload": "ghost", "worker": f"uid-ghost-{i}", "pod_name": pod, "namespace": "ns-x",
+                        "pool": "p", "node": "n-x", "uuid": "gpu-unknown" if i == 2 else "gpu-missing",
+                        "compute_tflops": tflops, "compute_percentage": pct, "memory_bytes": mem,
+                        "memory_percentage": 1.0, "ts": ts})  # fmt: skip
+    return full_rows("tf_worker_usage", out)
+
+
+class Data:
+    def __init__(self, state: ClusterState, metrics: GreptimeMetrics, now: datetime) -> None:
+        self.state, self.metrics, self.now = state, metrics, now
+
+
+@pytest.fixture(scope="module")
+def data(pg_server: PgServer) -> Iterator[Data]:
+    objs = _objects()
+    state = ClusterState.build(validate_items(objs))
+    sim = SimMetrics(objs, history=timedelta(hours=3))
+    now = sim.now
+    with database(pg_server, "ashist", "ts") as conn:
+        copy_rows(conn, "tf_worker_usage", sim.rows("tf_worker_usage", now - timedelta(hours=4), now))
+        copy_rows(conn, "tf_worker_usage", _extra(now))
+    with GreptimeMetrics(pg_server.dsn("ashist"), connect_timeout=3) as metrics:
+        yield Data(state, metrics, now - timedelta(minutes=20))
+
+
+def _fresh(d: Data) -> AutoscaleState:
+    ast = AutoscaleState()
+    ast.configure(d.state)
+    return ast
+
+
+def _by_rows(d: Data, start: datetime, end: datetime, ast: AutoscaleState | None = None) -> AutoscaleState:
+    ast = ast or _fresh(d)
+    ast.add_samples(list(d.metrics.rows("tf_worker_usage", start, end)))
+    return ast
+
+
+def _same_hist(a: DecayingHistogram, b: DecayingHistogram, where: str) -> None:
+    assert a.ref == b.ref, where
+    assert (a.min_bucket, a.max_bucket) == (b.min_bucket, b.max_bucket), where
+    assert b.total == pytest.approx(a.total, rel=1e-9, abs=1e-12), where
+    assert b.weights == pytest.approx(a.weights, rel=1e-9, abs=1e-12), where
+    for p in PERCENTILES:
+        assert math.isclose(a.percentile(p), b.percentile(p), rel_tol=1e-9), f"{where} p{p}"
+
+
+def _same(a: AutoscaleState, b: AutoscaleState) -> None:
+    assert sorted(a.workloads) == sorted(b.workloads)
+    for key, ha in a.workloads.items():
+        hb: WorkloadHistory = b.workloads[key]
+        assert (ha.period, ha.samples, ha.first) == (hb.period, hb.samples, hb.first), key
+        _same_hist(ha.tf, hb.tf, f"{key} tflops")
+        _same_hist(ha.vram, hb.vram, f"{key} vram")
+        assert sorted(ha.samplers) == sorted(hb.samplers), key
+        for pod, sa in ha.samplers.items():
+            sb = hb.samplers[pod]
+            assert (sa.last_tf, sa.last_vram, sa.window_end, sa.peak) == (
+                sb.last_tf, sb.last_vram, sb.window_end, sb.peak), f"{key} {pod}"  # fmt: skip
+
+
+def test_store_aggregated_history_equals_row_by_row(data: Data) -> None:
+    start, end = data.now - timedelta(hours=2), data.now
+    by_rows = _by_rows(data, start, end)
+    agg = _fresh(data)
+    q = agg.history_query(start, end)
+    assert q is not None
+    ns, _, name = next(iter(data.state.workloads)).partition("/")
+    assert q.half_lives == ((ns, name, 3 * 3600.0),)
+    groups = data.metrics.usage_histograms(q)
+    rows = sum(1 for _ in data.metrics.rows("tf_worker_usage", start, end))
+    assert agg.add_pod_buckets(q, groups) == rows
+    assert len(groups) < rows / 5  # a few rows per pod, not one per sample
+    _same(by_rows, agg)
+    assert "ns-x/ghost" in agg.workloads and {"ghost-0", "uid-ghost-1", "ghost-2"} == set(
+        agg.workloads["ns-x/ghost"].samplers
+    )
+    assert any(h.period == timedelta(hours=6) for h in agg.workloads.values())
+    assert sum(h.tf.percentile(0.9) > 1 for h in agg.workloads.values()) > len(agg.workloads) / 2
+    assert all(h.vram.percentile(0.5) > 0 for h in agg.workloads.values())
+    assert recommend(data.state, by_rows, end).to_json() == recommend(data.state, agg, end).to_json()
+
+
+def test_incremental_rows_after_an_aggregated_load(data: Data) -> None:
+    """Only the new rows are read after the first load; both paths keep agreeing tick after tick."""
+    start, end = data.now - timedelta(hours=2), data.now
+    by_rows, agg = _by_rows(data, start, end), _fresh(data)
+    assert load_usage(data.metrics, agg, start, end) > 0
+    assert agg.history_query(end, end + timedelta(minutes=1)) is None  # samplers exist: raw rows
+    t = end
+    for step in (timedelta(seconds=30), timedelta(minutes=3), timedelta(minutes=10)):
+        by_rows.configure(data.state)
+        agg.configure(data.state)
+        _by_rows(data, t, t + step, by_rows)
+        load_usage(data.metrics, agg, t, t + step)
+        t += step
+        _same(by_rows, agg)
+    assert recommend(data.state, by_rows, t).to_json() == recommend(data.state, agg, t).to_json()
+
+
+def test_rebuild_after_restart_from_the_store_alone(data: Data) -> None:
+    """A fresh process rebuilds from the store what a long-running one accumulated tick by tick."""
+    end = data.now
+    long_running = _fresh(data)
+    t = end - timedelta(hours=2)
+    load_usage(data.metrics, long_running, t, end - timedelta(minutes=30))
+    load_usage(data.metrics, long_running, end - timedelta(minutes=30), end)
+    restarted = _fresh(data)
+    assert load_usage(data.metrics, restarted, t, end) > 0
+    _same(long_running, restarted)
+
+
+def test_history_query_falls_back_to_rows_when_it_cannot_be_exact(data: Data) -> None:
+    ast = _fresh(data)
+    assert ast.history_query(data.now - timedelta(hours=25), data.now) is None  # > one VRAM window
+    assert ast.history_query(data.now, data.now) is None
+    q = ast.history_query(data.now - timedelta(hours=2), data.now)
+    assert q is not None and q.ref_unix == math.floor(data.now.timestamp())
+    assert dict(q.gpu_tflops) == {n: g.capacity.tflops for n, g in data.state.gpus.items()}
+
+
+def test_runtime_first_tick_aggregates_in_the_store_then_reads_new_rows(pg_server: PgServer) -> None:
+    """The runtime's loop over GreptimeMetrics: same histograms as the row-by-row simulator path."""
+    from tftui.runtime.loops import Runtime
+    from tftui.sources.sim.acting import ActingSimCluster
+
+    sim = ActingSimCluster(nodes=6)
+    rows_src = SimMetrics(sim.snapshot(), sim.seed, now=sim.now() + timedelta(hours=1))
+    now = sim.now()
+    with database(pg_server, "asrt", "ts") as conn:
+        copy_rows(
+            conn,
+            "tf_worker_usage",
+            rows_src.rows("tf_worker_usage", now - timedelta(hours=3), now + timedelta(hours=1)),
+        )
+    calls: list[Any] = []
+    with GreptimeMetrics(pg_server.dsn("asrt"), connect_timeout=3) as metrics:
+        agg = metrics.usage_histograms
+        metrics.usage_histograms = lambda q: calls.append(q) or agg(q)  # type: ignore[method-assign]
+        rt = Runtime(sim, clock=sim.clock, metrics=metrics)
+        assert rt.tick_due() is not None
+        assert len(calls) == 1 and calls[0].start == now - timedelta(hours=2)
+        state = ClusterState.build(sim.snapshot())
+        reference = AutoscaleState()
+        reference.configure(state)
+        reference.add_samples(list(metrics.rows("tf_worker_usage", now - timedelta(hours=2), now)))
+        reference.configure(state)
+        _same(reference, rt.autoscale_state)
+        sim.advance(timedelta(minutes=2))
+        rt.tick_due()
+        assert len(calls) == 1  # the second load reads only the new rows
+        assert rt.autoscale_loaded_until == sim.now()

@@ -1,0 +1,36 @@
+"""Feeding the autoscaler's histograms from the metrics store (issue 5).
+
+A first (history) load asks the store to aggregate per (worker pod, TFLOPS bucket) when it can
+(`GreptimeMetrics.usage_histograms`): a few rows per pod instead of one per sample. Incremental
+loads, and stores without that query (the simulator), read raw rows. Both give the same histograms.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any, Protocol
+
+from tftui.engine.autoscale import AutoscaleState
+from tftui.model.usage import HistogramQuery, PodBucket
+
+__all__ = ["load_usage"]
+
+
+class _Rows(Protocol):
+    def rows(self, table: Any, start: datetime, end: datetime) -> Iterator[dict[str, Any]]: ...
+
+
+def load_usage(metrics: _Rows, astate: AutoscaleState, start: datetime, end: datetime) -> int:
+    """Add `tf_worker_usage` in [start, end) to `astate` (configured first); returns rows covered.
+
+    Raw rows are materialised before any is applied: a store failing mid-read must not leave half
+    a window in the histograms (the aggregated answer arrives whole or not at all).
+    """
+    query: HistogramQuery | None = astate.history_query(start, end)
+    aggregate = getattr(metrics, "usage_histograms", None)
+    if query is not None and callable(aggregate):
+        groups: list[PodBucket] = aggregate(query)
+        return astate.add_pod_buckets(query, groups)
+    rows = list(metrics.rows("tf_worker_usage", start, end))
+    return astate.add_samples(rows)
