@@ -160,24 +160,35 @@ def parse_policy(text: str) -> Policy:
 
 
 def apply_policy(objects: Iterable[JSON], policy: Policy) -> list[JSON]:
-    """A deep copy of `objects` with the policy's settings written into them."""
-    out = copy.deepcopy(list(objects))
-    for obj in out:
-        kind, spec = obj.get("kind"), obj.setdefault("spec", {})
-        if kind == "SchedulingConfigTemplate" and policy.placement is not None:
-            spec.setdefault("placement", {})["mode"] = policy.placement
-        elif kind == "GPUPool" and policy.defrag is not None:
-            nc = spec.setdefault("nodeManagerConfig", {}).setdefault("nodeCompaction", {})
-            current = nc.get("defrag")
-            if policy.defrag:
-                nc["defrag"] = {**DEFAULT_DEFRAG, **(current or {}), "enabled": True}
-                if policy.threshold is not None:
-                    nc["defrag"]["utilizationThresholdPercent"] = policy.threshold
-            elif current is not None:
-                nc["defrag"] = {**current, "enabled": False}
-        elif kind == "TensorFusionWorkload" and policy.autoscale:
-            asc = spec.setdefault("autoScalingConfig", {})
-            asc["autoSetResources"] = {**(asc.get("autoSetResources") or {}), "enable": True}
+    """`objects` with the policy's settings written in; only the objects it changes are copied (the
+    simulated cluster copies on write, so the others are shared, never modified)."""
+    out: list[JSON] = []
+    for original in objects:
+        kind = original.get("kind")
+        if (
+            (kind == "SchedulingConfigTemplate" and policy.placement is not None)
+            or (kind == "GPUPool" and policy.defrag is not None)
+            or (kind == "TensorFusionWorkload" and policy.autoscale)
+        ):
+            obj = copy.deepcopy(original)
+            spec = obj.setdefault("spec", {})
+            if kind == "SchedulingConfigTemplate":
+                spec.setdefault("placement", {})["mode"] = policy.placement
+            elif kind == "GPUPool":
+                nc = spec.setdefault("nodeManagerConfig", {}).setdefault("nodeCompaction", {})
+                current = nc.get("defrag")
+                if policy.defrag:
+                    nc["defrag"] = {**DEFAULT_DEFRAG, **(current or {}), "enabled": True}
+                    if policy.threshold is not None:
+                        nc["defrag"]["utilizationThresholdPercent"] = policy.threshold
+                elif current is not None:
+                    nc["defrag"] = {**current, "enabled": False}
+            else:
+                asc = spec.setdefault("autoScalingConfig", {})
+                asc["autoSetResources"] = {**(asc.get("autoSetResources") or {}), "enable": True}
+            out.append(obj)
+        else:
+            out.append(original)
     return out
 
 
