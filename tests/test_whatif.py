@@ -174,3 +174,28 @@ def test_autoscale_policy_resizes_workers() -> None:
     assert patched
     plain = simulate(OBJECTS, parse_policy("CompactFirst"), DEFAULT_NOW, cfg)
     assert res.gpu_hours_allocated != plain.gpu_hours_allocated
+
+
+def test_cli_replays_usage_recorded_in_the_metrics_store(pg_server: Any, tmp_path: Path, capsys: Any) -> None:
+    """`tftui simulate --from dump --metrics-dsn`: usage comes from a real PostgreSQL holding
+    GreptimeDB-shaped tables (the simulator's last 2 h of rows), not from the generator."""
+    from tests.pg import database, load_sim
+
+    objects = generate_objects(7, 12, DEFAULT_NOW)
+    with database(pg_server, "whatif_recorded") as conn:
+        load_sim(
+            conn, SimMetrics(objects, seed=7, now=DEFAULT_NOW), DEFAULT_NOW - timedelta(hours=2), DEFAULT_NOW
+        )
+    dump = tmp_path / "d.json"
+    dump.write_text(dumps(objects))
+    base = ["simulate", "--from", str(dump), "--start", "2026-11-30T12:00:00Z", "--duration", "1h"]
+    base += ["--churn", "0", "--policy", "configured", "--json"]
+    dsn = pg_server.dsn("whatif_recorded")
+    assert main([*base, "--metrics-dsn", dsn, "--history", "2h"]) == 0
+    recorded = json.loads(capsys.readouterr().out)["policies"][0]
+    assert main(base) == 0
+    generated = json.loads(capsys.readouterr().out)["policies"][0]
+    assert recorded["gpu_hours_used"] > 0
+    assert recorded["unmeasured_worker_hours"] < recorded["gpu_hours_allocated"]
+    assert recorded["gpu_hours_used"] != generated["gpu_hours_used"]
+    assert recorded["gpu_hours_allocated"] == generated["gpu_hours_allocated"]

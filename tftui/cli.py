@@ -646,7 +646,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         raise UserError(f"--churn: must be 0 or more, got {args.churn:g}")
     duration, sample = span("--duration", args.duration), span("--sample", args.sample)
     delay, history = span("--provision-delay", args.provision_delay), span("--history", args.history)
-    start = parse_now(args.start, args.demo).replace(microsecond=0)
+    try:
+        start = parse_now(args.start, args.demo).replace(microsecond=0)
+    except UserError as exc:
+        raise UserError(str(exc).replace("--now", "--start", 1)) from None
     cluster = open_cluster(args)
     objects = validate_items(cluster.snapshot(), cluster.describe()).objects
     recorded = None
