@@ -16,8 +16,8 @@ from datetime import timedelta
 
 from _timing import ratio  # bench/ is on sys.path when a script runs
 
+from tftui.runtime.whatif import SimConfig, parse_policy, render_table, simulate
 from tftui.sources.sim.cluster import DEFAULT_NOW, generate_objects
-from tftui.sources.sim.whatif import SimConfig, parse_policy, render_table, simulate
 
 WEEK = timedelta(days=7)
 NIGHT = timedelta(hours=23)  # demo-dev's campaign: 03:00-05:00 New York = 08:00-10:00 UTC next day

@@ -15,9 +15,7 @@ from tftui.cli import main
 from tftui.engine.plan import AnnotatePod, EvictPod
 from tftui.engine.state import ClusterState
 from tftui.model.dump import dumps
-from tftui.sources.sim.cluster import DEFAULT_NOW, generate_objects
-from tftui.sources.sim.usage import SimMetrics
-from tftui.sources.sim.whatif import (
+from tftui.runtime.whatif import (
     PRESETS,
     SimConfig,
     WhatIfCluster,
@@ -28,6 +26,8 @@ from tftui.sources.sim.whatif import (
     render_table,
     simulate,
 )
+from tftui.sources.sim.cluster import DEFAULT_NOW, generate_objects
+from tftui.sources.sim.usage import SimMetrics
 
 OBJECTS = generate_objects(7, 40, DEFAULT_NOW)
 # the demo-dev defrag campaign runs 03:00-05:00 America/New_York = 08:00-10:00 UTC the next day

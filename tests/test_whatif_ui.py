@@ -7,9 +7,9 @@ from datetime import timedelta
 
 import pytest
 
+from tftui.runtime.whatif import SimConfig, parse_policy, simulate
 from tftui.sources.sim.acting import ActingSimCluster
 from tftui.sources.sim.cluster import DEFAULT_NOW
-from tftui.sources.sim.whatif import SimConfig, parse_policy, simulate
 from tftui.ui.app import TfTuiApp
 from tftui.ui.whatif import NodeChart, WhatIfScreen, chart_lines
 from tftui.ui.widgets.table import ResourceTable

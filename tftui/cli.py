@@ -618,7 +618,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 def cmd_simulate(args: argparse.Namespace) -> int:
     """`tftui simulate`: every policy from the same start, seed and churn; one row each."""
     from tftui.engine.report import parse_window
-    from tftui.sources.sim import whatif
+    from tftui.runtime import whatif
 
     def span(flag: str, text: str) -> timedelta:
         try:

@@ -17,7 +17,7 @@ from textual.pilot import Pilot
 
 import tftui.ui.whatif as whatif_ui
 from tests.snapshots.conftest import SIZES, settle
-from tftui.sources.sim.whatif import Policy, PolicyResult, SimConfig, compare
+from tftui.runtime.whatif import Policy, PolicyResult, SimConfig, compare
 from tftui.ui.app import TfTuiApp
 from tftui.ui.whatif import WhatIfScreen
 

@@ -1,6 +1,6 @@
 """The What-if screen (`:whatif`): placement modes side by side over a simulated day, and a chart.
 
-A thread worker runs `sources.sim.whatif.compare` on the console's current snapshot (the same
+A thread worker runs `runtime.whatif.compare` on the console's current snapshot (the same
 simulator and engine as `tftui simulate`); the screen only renders what it posts: one row of
 figures per policy and the active node count over time per policy, drawn with braille dots by
 `NodeChart` (`chart_lines` is the pure drawing, a few dozen lines, so no plotting library).
@@ -21,7 +21,7 @@ from textual.message import Message
 from textual.widgets import Static
 from textual.worker import get_current_worker
 
-from tftui.sources.sim.whatif import MODES, PolicyResult, SimConfig, compare, parse_policy
+from tftui.runtime.whatif import MODES, PolicyResult, SimConfig, compare, parse_policy
 from tftui.ui.data import ConsoleData, describe_error
 from tftui.ui.screens.resource import ResourceScreen
 from tftui.ui.views import Column, Gauges, Layout, Row, Table

@@ -6,6 +6,7 @@ workloads' autoscale switch), and drives the **same code the console and the dae
 `ActingSimCluster` (evictions, replacements placed by the pool's mode, claim and node removal
 delays, events) under a `runtime.loops.Runtime` (compaction on its period, defrag on its cron window,
 autoscale on its interval, all planned by `engine.planning.plan_cluster` / `plan_autoscale`).
+It lives in runtime/ because it drives the Runtime (sources never import runtime).
 
 **Event queue, not fixed steps.** The clock jumps straight to the next thing that can change the
 cluster: a pool's next reconcile or the autoscale run (`Runtime.next_due`), a simulated controller's
