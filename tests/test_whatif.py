@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import csv
 import io
 import json
@@ -199,3 +200,38 @@ def test_cli_replays_usage_recorded_in_the_metrics_store(pg_server: Any, tmp_pat
     assert recorded["unmeasured_worker_hours"] < recorded["gpu_hours_allocated"]
     assert recorded["gpu_hours_used"] != generated["gpu_hours_used"]
     assert recorded["gpu_hours_allocated"] == generated["gpu_hours_allocated"]
+
+
+def test_pending_workers_get_a_provisioned_node_after_the_delay() -> None:
+    """Every demo-training node cordoned and one worker Pending: the pool gets a node like its
+    largest after `provision_delay`, and the worker is placed there."""
+    objs = copy.deepcopy(OBJECTS)
+    state = ClusterState.build(objs)
+    training = set(state.pools["demo-training"].nodes)
+    for o in objs:
+        if o["kind"] == "Node" and o["metadata"]["name"] in training:
+            o["spec"]["unschedulable"] = True
+    worker = next(w for w in state.workers.values() if w.pool == "demo-training" and w.phase == "Running")
+    pod = copy.deepcopy(worker.obj)
+    pod["metadata"]["name"] += "-extra"
+    pod["metadata"]["uid"] = "whatif-test-extra"
+    pod["metadata"]["annotations"].pop("tensor-fusion.ai/gpu-ids", None)
+    pod["spec"].pop("nodeName", None)
+    pod["status"] = {"phase": "Pending"}
+    objs.append(pod)
+    cfg = SimConfig(
+        duration=timedelta(minutes=30),
+        churn=0,
+        provision_delay=timedelta(minutes=7),
+        sample=timedelta(minutes=1),
+    )
+    box: list[WhatIfCluster] = []
+    res = simulate(objs, parse_policy("configured"), DEFAULT_NOW, cfg, inspect=lambda s, rt: box.append(s))
+    assert res.provisioned == 1
+    assert 7 <= res.pending_minutes <= 8  # waited the delay (sampled every minute), then placed
+    final = box[-1].state()
+    placed = final.workers[f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"]
+    assert placed.node == "whatif-0001" and placed.phase == "Running"
+    new = [n for n in final.pools["demo-training"].nodes if n not in training]
+    assert new == [placed.node]
+    assert len(final.nodes[placed.node].gpus) == max(len(state.nodes[n].gpus) for n in training)
