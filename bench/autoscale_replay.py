@@ -216,6 +216,12 @@ def main() -> None:
             seed=args.seed, nodes=args.nodes, hours=args.hours, interval=interval, everywhere=everywhere
         )
         print(render(label, f))
+        if everywhere:
+            from _timing import ratio  # bench/ is on sys.path when a script runs
+
+            (tb, ta), (vb, va) = f.tflops_hours, f.vram_gib_hours
+            ratio("tflops_waste_after/before", ta / tb if tb else 0.0, 1.0, "<=")
+            ratio("vram_waste_after/before", va / vb if vb else 0.0, 1.0, "<=")
 
 
 if __name__ == "__main__":

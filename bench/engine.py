@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from datetime import UTC, datetime
 
-from _timing import best  # bench/ is on sys.path when a script runs
+from _timing import best, ratio  # bench/ is on sys.path when a script runs
 
 WINDOW_NOW = datetime(2026, 12, 1, 8, 30, tzinfo=UTC)  # inside demo-dev's 03:00 New York window
 
@@ -52,9 +52,9 @@ def main() -> None:
     print(f"compaction plan (all pools)   {t_comp:8.4f} s")
     print(f"defrag step (demo-dev)        {t_defrag:8.4f} s")
     print(f"placement preview (3 modes)   {t_place:8.4f} s")
-    print(f"RATIO compaction/build = {t_comp / build:.3f}   (goal <= 0.05)")
-    print(f"RATIO defrag_step/build = {t_defrag / build:.3f}   (goal <= 0.5)")
-    print(f"RATIO placement_preview/build = {t_place / build:.3f}   (goal <= 0.05)")
+    ratio("compaction/build", t_comp / build, 0.05, "<=")
+    ratio("defrag_step/build", t_defrag / build, 0.5, "<=")
+    ratio("placement_preview/build", t_place / build, 0.05, "<=")
 
 
 if __name__ == "__main__":

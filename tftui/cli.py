@@ -199,7 +199,41 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument(
         "--compare", metavar="FILE", help="verify against a report saved earlier: before (FILE) → now"
     )
+    _add_simulate_parser(sub)
     return parser
+
+
+def _add_simulate_parser(sub: Any) -> None:
+    sim = sub.add_parser(
+        "simulate", help="what-if: run placement/defrag/autoscale policies over simulated days, side by side"
+    )
+    _add_source_args(sim, sub=True)
+    sim.add_argument(
+        "--policy",
+        action="append",
+        metavar="P",
+        help="a policy: `configured` or a placement mode, plus +defrag[=PCT], +nodefrag, +autoscale "
+        "(e.g. CompactFirst+defrag); repeat to compare",
+    )
+    sim.add_argument("--compare", metavar="PRESET", help="a set of policies: modes, autoscale or all")
+    sim.add_argument(
+        "--duration", metavar="D", default="1d", help="simulated time (7d, 12h, 1d12h; default 1d)"
+    )
+    sim.add_argument("--start", metavar="RFC3339", help="simulated start (default: now; demo: its clock)")
+    sim.add_argument(
+        "--churn",
+        type=float,
+        default=0.5,
+        help="share of workloads leaving and arriving per day (default 0.5)",
+    )
+    sim.add_argument("--sample", metavar="D", default="30m", help="sampling interval of the figures (30m)")
+    sim.add_argument(
+        "--provision-delay", metavar="D", default="5m", help="time for a new node to come up (default 5m)"
+    )
+    sim.add_argument("--history", metavar="D", default="1d", help="--metrics-dsn: usage window replayed (1d)")
+    fmt = sim.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true", help="print JSON, with the node counts over time")
+    fmt.add_argument("--csv", action="store_true", help="print CSV, one row per policy")
 
 
 def _demo_now() -> datetime:
@@ -705,6 +739,66 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     )
 
 
+def cmd_simulate(args: argparse.Namespace) -> int:
+    """`tftui simulate`: every policy from the same start, seed and churn; one row each."""
+    from tftui.engine.report import parse_window
+    from tftui.runtime import whatif
+
+    def span(flag: str, text: str) -> timedelta:
+        try:
+            value = parse_window(text)
+        except ValueError as exc:
+            raise UserError(f"{flag}: {exc}") from None
+        if value <= timedelta(0):
+            raise UserError(f"{flag}: must be positive, got {text!r}")
+        return value
+
+    names = list(args.policy or [])
+    if args.compare:
+        if args.compare not in whatif.PRESETS:
+            raise UserError(
+                f"--compare: unknown preset {args.compare!r} (one of {', '.join(whatif.PRESETS)})"
+            )
+        names += [p for p in whatif.PRESETS[args.compare] if p not in names]
+    if not names:
+        names = list(whatif.PRESETS["modes"])
+    try:
+        policies = [whatif.parse_policy(n) for n in names]
+    except ValueError as exc:
+        raise UserError(f"--policy: {exc}") from None
+    if args.churn < 0:
+        raise UserError(f"--churn: must be 0 or more, got {args.churn:g}")
+    duration, sample = span("--duration", args.duration), span("--sample", args.sample)
+    delay, history = span("--provision-delay", args.provision_delay), span("--history", args.history)
+    try:
+        start = parse_now(args.start, args.demo).replace(microsecond=0)
+    except UserError as exc:
+        raise UserError(str(exc).replace("--now", "--start", 1)) from None
+    cluster = open_cluster(args)
+    objects = validate_items(cluster.snapshot(), cluster.describe()).objects
+    recorded = None
+    if metrics_dsn(args):
+        metrics = open_metrics(args, cluster)
+        assert metrics is not None
+        recorded = whatif.recorded_usage(metrics, _state(cluster), start, history)
+    cfg = whatif.SimConfig(
+        duration=duration,
+        seed=args.seed,
+        churn=args.churn,
+        sample=sample,
+        provision_delay=delay,
+        history=recorded,
+    )
+    results = whatif.compare(objects, policies, start, cfg)
+    if args.json:
+        sys.stdout.write(whatif.render_json(results))
+    elif args.csv:
+        sys.stdout.write(whatif.render_csv(results))
+    else:
+        sys.stdout.write(whatif.render_table(results))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -723,6 +817,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_recommend(args)
         if args.command == "doctor":
             return cmd_doctor(args)
+        if args.command == "simulate":
+            return cmd_simulate(args)
         return cmd_console(args)
     except (UserError, DumpError, SourceError, ConfigError) as exc:
         print(f"tftui: {exc}", file=sys.stderr)

@@ -845,9 +845,12 @@ class ActingSimCluster:
         node_pods: dict[str, int] = {}
         wl_pods: dict[tuple[str, str], list[int]] = {}
         pods_by_ns: dict[str, list[JSON]] = {}
+        pods_by_label: dict[tuple[str, str, str], list[JSON]] = {}  # (ns, key, value): PDB candidates
         for k in by_kind.get("Pod", []):
             pod = objs[k]
             pods_by_ns.setdefault(k[1], []).append(pod)
+            for lk, lv in _labels(pod).items():
+                pods_by_label.setdefault((k[1], lk, lv), []).append(pod)
             if not _is_worker(pod) or (pod.get("status") or {}).get("phase") in _ENDED:
                 continue
             self._account_worker(k, pod, gpus, node_lim, node_pods, wl_pods)
@@ -862,7 +865,7 @@ class ActingSimCluster:
             phase = "Running" if ready >= replicas else "Pending"
             self._set_status(k, {**old, "workerCount": count, "readyWorkers": ready, "phase": phase})
         for k in by_kind.get("PodDisruptionBudget", []):
-            self._pdb_status(k, pods_by_ns.get(k[1], []))
+            self._pdb_status(k, _pdb_candidates(objs[k], k[1], pods_by_ns, pods_by_label))
 
     def _account_worker(
         self,
@@ -1059,6 +1062,22 @@ class ActingSimCluster:
         if prev is None or prev.get("status") != cond["status"]:
             status["conditions"] = [{**cond, "lastTransitionTime": _ts(self._now)}]
         self._set_status(key, status)
+
+
+def _pdb_candidates(
+    pdb: JSON,
+    ns: str,
+    pods_by_ns: dict[str, list[JSON]],
+    pods_by_label: dict[tuple[str, str, str], list[JSON]],
+) -> list[JSON]:
+    """The pods a PDB's selector can match: those carrying its rarest `matchLabels` pair, else the
+    namespace's. A superset the selector then filters, so each PDB costs its own pods, not the
+    namespace's (the status pass stays linear in the pods)."""
+    selector = (pdb.get("spec") or {}).get("selector")
+    ml = selector.get("matchLabels") if isinstance(selector, dict) else None
+    if isinstance(ml, dict) and ml:
+        return min((pods_by_label.get((ns, str(k), str(v)), []) for k, v in ml.items()), key=len)
+    return pods_by_ns.get(ns, [])
 
 
 def _int_str(value: Any) -> int:

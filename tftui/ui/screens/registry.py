@@ -14,6 +14,7 @@ from tftui.ui.screens.resource import (
     ResourceScreen,
     WorkloadsScreen,
 )
+from tftui.ui.whatif import WhatIfScreen
 
 ROOT_VIEWS: dict[str, Callable[[], ResourceScreen]] = {
     "pools": PoolsScreen,
@@ -26,4 +27,5 @@ ROOT_VIEWS: dict[str, Callable[[], ResourceScreen]] = {
     "events": EventsScreen,
     "waste": WasteScreen,
     "alerts": AlertsScreen,
+    "whatif": WhatIfScreen,
 }

@@ -48,7 +48,19 @@ from tftui.ui.widgets.table import ResourceTable
 if TYPE_CHECKING:
     from tftui.ui.app import TfTuiApp
 
-VIEWS = ("pools", "nodes", "gpus", "workloads", "place", "compaction", "defrag", "events", "waste", "alerts")
+VIEWS = (
+    "pools",
+    "nodes",
+    "gpus",
+    "workloads",
+    "place",
+    "compaction",
+    "defrag",
+    "events",
+    "waste",
+    "alerts",
+    "whatif",
+)
 """The root views, in the order the prompt and the unknown-view hint list them."""
 VIEW_ALIASES: dict[str, str] = {
     "pools": "pools",
@@ -75,6 +87,8 @@ VIEW_ALIASES: dict[str, str] = {
     "diag": "waste",
     "alerts": "alerts",
     "alert": "alerts",
+    "whatif": "whatif",
+    "what-if": "whatif",
 }
 """`:` command → root view (k9s aliases)."""
 QUIT_COMMANDS = ("quit", "q")

@@ -1,0 +1,88 @@
+"""The What-if screen: `:whatif` opens it, a thread worker runs the comparison, the chart draws it."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+
+import pytest
+
+from tftui.runtime.whatif import SimConfig, parse_policy, simulate
+from tftui.sources.sim.acting import ActingSimCluster
+from tftui.sources.sim.cluster import DEFAULT_NOW
+from tftui.ui.app import TfTuiApp
+from tftui.ui.whatif import NodeChart, WhatIfScreen, chart_lines
+from tftui.ui.widgets.table import ResourceTable
+
+POLICIES = ("CompactFirst+defrag", "LowLoadFirst+defrag")
+
+
+def make_app() -> TfTuiApp:
+    cluster = ActingSimCluster(seed=7, nodes=40, now=DEFAULT_NOW)
+    return TfTuiApp(cluster, None, clock=lambda: DEFAULT_NOW, refresh_interval=None)
+
+
+def test_chart_lines_scale_each_series_and_label_the_axis() -> None:
+    lines = chart_lines([("a", [10, 10, 4]), ("b", [2, 6, 8])], width=30, height=6)
+    assert len(lines) == 6  # five rows of dots and the legend
+    assert all(len(line.plain) == 30 for line in lines[:-1])
+    assert lines[0].plain.startswith("10┤") and lines[4].plain.startswith(" 0┤")
+    assert "■ a" in lines[-1].plain and "■ b" in lines[-1].plain
+    dots = "".join(line.plain[3:] for line in lines[:-1])
+    assert dots.strip() and all(c == " " or 0x2800 < ord(c) <= 0x28FF for c in dots)
+    # the first column: a at 10 (the maximum) in the top row; b at 2 of 0-10 in the fourth of five
+    first = [line.plain[3] for line in lines[:-1]]
+    assert first[0] != " " and first[3] != " " and first[1] == first[2] == first[4] == " "
+    assert chart_lines([], 30, 6)[0].plain == "no data"
+
+
+async def test_whatif_view_runs_the_comparison_in_a_thread_and_plots_it() -> None:
+    app = make_app()
+    threads: list[str] = []
+    screen = WhatIfScreen(policies=POLICIES, duration=timedelta(hours=3), churn=0)
+    original = screen.config
+    screen.config = SimConfig(
+        duration=original.duration,
+        churn=0,
+        on_sample=lambda now: threads.append(threading.current_thread().name),
+    )
+    async with app.run_test(size=(120, 40)) as pilot:
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        await app.push_screen(screen)
+        for _ in range(3):
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+        assert screen.results is not None and [r.policy for r in screen.results] == list(POLICIES)
+        assert threads and threading.main_thread().name not in threads
+        table = screen.query_one(ResourceTable)
+        assert table.row_count == 2
+        chart = screen.query_one(NodeChart)
+        assert [name for name, _ in chart.series] == list(POLICIES)
+        assert len(chart.series[0][1]) == 7  # 3 h sampled every 30 min, both ends
+        # the figures are the simulator's, for the same start and configuration
+        direct = simulate(
+            list(app.data.state.snapshot.objects) if app.data else [],
+            parse_policy(POLICIES[0]),
+            app.data.refreshed_at.replace(microsecond=0) if app.data else DEFAULT_NOW,
+            SimConfig(duration=timedelta(hours=3), churn=0),
+        )
+        assert screen.results[0].summary() == direct.summary()
+        rendered = str(chart.render())
+        assert "■ CompactFirst+defrag" in rendered
+
+
+@pytest.mark.parametrize("typed", ["whatif", "what-if"])
+async def test_colon_whatif_switches_and_leaving_cancels_the_run(typed: str) -> None:
+    app = make_app()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        await pilot.press("colon", *typed, "enter")
+        await pilot.pause()
+        assert isinstance(app.screen, WhatIfScreen)
+        assert "simulating 3 policies over 24 h" in app.screen.status
+        (run,) = [w for w in app.workers if w.group == "whatif"]
+        assert app.switch_view("pools")  # a day of three policies: leaving must stop it
+        await pilot.pause()
+        assert run.is_cancelled  # the thread sees it at its next sample and returns

@@ -1,0 +1,262 @@
+"""The What-if screen (`:whatif`): placement modes side by side over a simulated day, and a chart.
+
+A thread worker runs `runtime.whatif.compare` on the console's current snapshot (the same
+simulator and engine as `tftui simulate`); the screen only renders what it posts: one row of
+figures per policy and the active node count over time per policy, drawn with braille dots by
+`NodeChart` (`chart_lines` is the pure drawing, a few dozen lines, so no plotting library).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import Any, ClassVar
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.events import Resize
+from textual.message import Message
+from textual.widgets import Static
+from textual.worker import get_current_worker
+
+from tftui.runtime.whatif import MODES, PolicyResult, SimConfig, compare, parse_policy
+from tftui.ui.data import ConsoleData, describe_error
+from tftui.ui.screens.resource import ResourceScreen
+from tftui.ui.views import Column, Gauges, Layout, Row, Table
+from tftui.ui.widgets.table import ResourceTable
+
+__all__ = ["DEFAULT_POLICIES", "NodeChart", "WhatIfScreen", "chart_lines"]
+
+DEFAULT_POLICIES = tuple(f"{m}+defrag" for m in MODES)
+COLORS = ("cyan", "magenta", "yellow", "green", "red", "blue", "bright_white", "bright_cyan")
+WHATIF_GROUP = "whatif"
+# braille dot bits by (column, row) within a 2×4 cell
+_DOTS = ((0x01, 0x02, 0x04, 0x40), (0x08, 0x10, 0x20, 0x80))
+
+
+def chart_lines(
+    series: Sequence[tuple[str, Sequence[int]]], width: int, height: int, caption: str = ""
+) -> list[Text]:
+    """`series` (name, values ≥ 0 per sample) as a braille line chart `width`×`height` cells from 0 to
+    the maximum, a y-axis gutter on the left and a legend as the last line; later series draw over
+    earlier ones."""
+    values = [v for _, vs in series for v in vs]
+    if not values or width < 10 or height < 3:
+        return [Text("no data")]
+    lo, hi = 0, max(max(values), 1)  # from zero: the height of a line is the node count
+    gutter = len(str(hi)) + 1
+    cols, rows = width - gutter, height - 1
+    xdots, ydots = 2 * cols, 4 * rows
+    bits = [[0] * cols for _ in range(rows)]
+    color: list[list[str | None]] = [[None] * cols for _ in range(rows)]
+    for i, (_, vs) in enumerate(series):
+        if not vs:
+            continue
+        prev: int | None = None
+        for x in range(xdots):
+            v = vs[round(x * (len(vs) - 1) / max(1, xdots - 1))]
+            y = round((v - lo) * (ydots - 1) / (hi - lo))
+            for yy in range(
+                min(y, prev if prev is not None else y), max(y, prev if prev is not None else y) + 1
+            ):
+                r, c = (ydots - 1 - yy) // 4, x // 2
+                bits[r][c] |= _DOTS[x % 2][(ydots - 1 - yy) % 4]
+                color[r][c] = COLORS[i % len(COLORS)]
+            prev = y
+    lines: list[Text] = []
+    for r in range(rows):
+        label = str(hi) if r == 0 else str(lo) if r == rows - 1 else ""
+        line = Text(label.rjust(gutter - 1) + "┤", style="dim")
+        for c in range(cols):
+            line.append(chr(0x2800 + bits[r][c]) if bits[r][c] else " ", style=color[r][c] or "")
+        lines.append(line)
+    legend = Text(" " * gutter)
+    for i, (name, _) in enumerate(series):
+        legend.append("■ ", style=COLORS[i % len(COLORS)])
+        legend.append(f"{name}  ")
+    if caption:
+        legend.append(caption, style="dim")
+    lines.append(legend)
+    return lines
+
+
+class NodeChart(Static):
+    """Active nodes over time per policy (redrawn to its size)."""
+
+    DEFAULT_CSS = "NodeChart { height: 1fr; min-height: 6; }"
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__("", **kw)
+        self.series: list[tuple[str, list[int]]] = []
+        self.caption = ""
+
+    def show(self, series: list[tuple[str, list[int]]], caption: str = "") -> None:
+        self.series = series
+        self.caption = caption
+        self._draw()
+
+    def on_resize(self, event: Resize) -> None:
+        self._draw()
+
+    def _draw(self) -> None:
+        if not self.series:
+            self.update("")
+            return
+        lines = chart_lines(self.series, self.size.width, self.size.height, self.caption)
+        self.update(Text("\n").join(lines))
+
+
+class _Cancelled(Exception):
+    """The screen went away: stop simulating."""
+
+
+class WhatIfProgress(Message):
+    def __init__(self, done: int, total: int) -> None:
+        super().__init__()
+        self.done, self.total = done, total
+
+
+class WhatIfReady(Message):
+    def __init__(self, results: list[PolicyResult]) -> None:
+        super().__init__()
+        self.results = results
+
+
+class WhatIfFailed(Message):
+    def __init__(self, error: str) -> None:
+        super().__init__()
+        self.error = error
+
+
+_COLUMNS = (
+    Column("policy", "POLICY", 26),
+    Column("node_hours", "NODE-H", 7),
+    Column("gpu_alloc", "GPU-H", 7),
+    Column("gpu_used", "USED GPU-H", 10),
+    Column("alloc", "ALLOC%", 6),
+    Column("releases", "REL", 4),
+    Column("evictions", "EVICT", 5),
+    Column("throttled", "THROTTLED", 9),
+    Column("cost", "COST $", 8),
+    Column("ratio", "ACTIVE/LB", 11),
+)
+
+
+class WhatIfScreen(ResourceScreen):
+    """Runs the comparison once the console has data; the table and chart fill in when it ends."""
+
+    COUNT_LABELS: ClassVar[dict[str, str]] = {"main": "policies"}
+
+    def __init__(
+        self,
+        trail: tuple[str, ...] = ("whatif",),
+        *,
+        policies: Sequence[str] = DEFAULT_POLICIES,
+        duration: timedelta = timedelta(days=1),
+        churn: float = 0.5,
+    ) -> None:
+        super().__init__(trail)
+        self.policies = [parse_policy(p) for p in policies]
+        self.config = SimConfig(duration=duration, churn=churn)
+        self.results: list[PolicyResult] | None = None
+        self.status = "waiting for the cluster…"
+        self._started = False
+
+    def compose_body(self) -> ComposeResult:
+        table = ResourceTable(id="main")
+        table.styles.height = "auto"  # one row per policy; the chart takes the rest
+        table.styles.max_height = 12
+        yield table
+        yield NodeChart(id="whatif-chart")
+
+    def crumb_count(self, counts: list[str]) -> str:
+        return self.status if self.results is None else super().crumb_count(counts)
+
+    def on_unmount(self) -> None:
+        self.workers.cancel_group(self, WHATIF_GROUP)
+
+    def render_data(self) -> None:
+        data = self.tui.data
+        if data is not None and not self._started:
+            self._started = True
+            hours = self.config.duration.total_seconds() / 3600
+            self.status = f"simulating {len(self.policies)} policies over {hours:g} h…"
+            start = data.refreshed_at.replace(microsecond=0)
+            self._run(list(data.state.snapshot.objects), start)
+        super().render_data()
+
+    def build(self, table_id: str, data: ConsoleData, gauges: Gauges) -> Table:
+        rows = []
+        for r in self.results or []:
+            s = r.summary()
+            ratio = s["final_ratio"]
+            cells = {
+                "policy": r.policy,
+                "node_hours": f"{s['node_hours']:.1f}",
+                "gpu_alloc": f"{s['gpu_hours_allocated']:.1f}",
+                "gpu_used": f"{s['gpu_hours_used']:.1f}",
+                "alloc": f"{s['allocation_ratio']:.1%}",
+                "releases": str(s["releases"]),
+                "evictions": str(s["evictions"]),
+                "throttled": f"{s['throttled_minutes']:.0f}",
+                "cost": f"{s['cost_usd']:,.0f}",
+                "ratio": "—"
+                if ratio is None
+                else f"{s['final_active_nodes']}/{s['final_lower_bound']} {ratio:.2f}",
+            }
+            rows.append(Row(r.policy, cells, r.policy.lower()))
+        return Table(_COLUMNS, tuple(rows))
+
+    def render_extra(self, data: ConsoleData, layout: Layout) -> None:
+        if self.results is None:
+            return
+        series = []
+        for r in self.results:
+            totals = [sum(r.active[p][i] for p in r.active) for i in range(len(r.times))]
+            series.append((r.policy, totals))
+        times = self.results[0].times if self.results else []
+        caption = f"active nodes, {times[0]:%d %b %H:%M} → {times[-1]:%d %b %H:%M} UTC" if times else ""
+        self.query_one(NodeChart).show(series, caption)
+
+    @work(thread=True, exclusive=True, group=WHATIF_GROUP, exit_on_error=False, description="what-if")
+    def _run(self, objects: list[dict[str, Any]], start: datetime) -> None:
+        worker = get_current_worker()
+
+        hook = self.config.on_sample
+
+        def check(now: datetime) -> None:  # called at every sample: a closed screen stops the run
+            if worker.is_cancelled:
+                raise _Cancelled
+            if hook is not None:
+                hook(now)
+
+        config = replace(self.config, on_sample=check)
+        results: list[PolicyResult] = []
+        try:
+            for i, policy in enumerate(self.policies):
+                results.extend(compare(objects, [policy], start, config))
+                self.post_message(WhatIfProgress(i + 1, len(self.policies)))
+        except _Cancelled:
+            return
+        except Exception as exc:  # a simulator bug must not kill the console
+            if not worker.is_cancelled:
+                self.post_message(WhatIfFailed(describe_error(exc)))
+            return
+        if not worker.is_cancelled:
+            self.post_message(WhatIfReady(results))
+
+    def on_what_if_progress(self, message: WhatIfProgress) -> None:
+        if message.done < message.total:
+            self.status = f"simulated {message.done}/{message.total} policies…"
+            super().render_data()
+
+    def on_what_if_ready(self, message: WhatIfReady) -> None:
+        self.results = message.results
+        self.status = ""
+        super().render_data()
+
+    def on_what_if_failed(self, message: WhatIfFailed) -> None:
+        self.status = f"the simulation failed: {message.error}"
+        super().render_data()
