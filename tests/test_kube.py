@@ -256,7 +256,9 @@ def test_every_action_reaches_the_api(kube: KubeCluster, server: KubeApiServer) 
     assert server.get("GPUNodeClaim", claim) is None
     tpl = server.get("SchedulingConfigTemplate", template)
     assert tpl and tpl["spec"]["placement"]["mode"] == "LowLoadFirst"
-    eventually(lambda: cache_matches_server(kube, server))  # events() reads the watched cache
+    eventually(lambda: cache_matches_server(kube, server))
+    # events() reads the watched cache: the third series bump may arrive a moment after the call
+    eventually(lambda: [e.get("series", {}).get("count") for e in kube.events()] == [3])
     (ev,) = kube.events()
     assert ev["regarding"]["name"] == pool and ev["series"]["count"] == 3 and ev["reason"] == "Compaction"
 
