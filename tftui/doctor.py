@@ -33,6 +33,7 @@ from tftui.engine.plan import (
     PatchWorkloadStatus,
 )
 from tftui.sources.kube import KINDS, TF_GROUP, TF_VERSION, KubeCluster
+from tftui.sources.kube import error_line as _one_line
 from tftui.sources.ports import SourceError
 
 __all__ = [
@@ -145,19 +146,6 @@ class Check:
         if self.ok:
             return f"{self.name}: ok" + (f" ({self.detail})" if self.detail else "")
         return f"{self.name}: MISSING: {self.detail}"
-
-
-def _one_line(exc: BaseException) -> str:
-    if isinstance(exc, ApiException):
-        try:
-            body = json.loads(exc.body or "")
-            if isinstance(body, dict) and body.get("message"):
-                return f"{exc.status} {body['message']}"
-        except ValueError:
-            pass
-        return f"{exc.status} {exc.reason}"
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _connect(context: str | None, kubeconfig: str | None) -> tuple[KubeCluster | None, Check]:

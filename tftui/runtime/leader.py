@@ -32,6 +32,8 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError as Urllib3Error
 
+from tftui.sources.kube import error_line as _one_line
+
 __all__ = ["LeaderConfig", "LeaderElector"]
 
 log = logging.getLogger("tftui.leader")
@@ -294,16 +296,3 @@ class LeaderElector:
         with self._lock:
             self._holder = ""
         return True
-
-
-def _one_line(exc: BaseException) -> str:
-    if isinstance(exc, ApiException):
-        try:
-            body = json.loads(exc.body or "")
-            if isinstance(body, dict) and body.get("message"):
-                return f"{exc.status} {body['message']}"
-        except ValueError:
-            pass
-        return f"{exc.status} {exc.reason}"
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

@@ -133,6 +133,15 @@ def _api_message(exc: ApiException) -> str:
     return f"{exc.status} {exc.reason}".strip()
 
 
+def error_line(exc: BaseException) -> str:
+    """One line for an API or connection error (`403 leases ... is forbidden`), for logs and doctor."""
+    if isinstance(exc, ApiException):
+        message = _api_message(exc)  # the body's message, else "status reason"
+        return message if message.startswith(f"{exc.status} ") else f"{exc.status} {message}"
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 def _done(resp: Any) -> bytes:
     """Read and release a raw (`_preload_content=False`) response so its connection is reused."""
     if hasattr(resp, "release_conn"):
