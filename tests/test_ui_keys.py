@@ -26,7 +26,7 @@ from tftui.ui.screens.text import TextScreen
 from tftui.ui.tableops import MARK, sort_key, table_csv, with_deltas
 from tftui.ui.themes import DARK
 from tftui.ui.views import Column, Row, Table
-from tftui.ui.widgets.chrome import ConsoleHeader
+from tftui.ui.widgets.chrome import Breadcrumb, ConsoleHeader
 from tftui.ui.widgets.table import ResourceTable
 
 
@@ -309,3 +309,56 @@ async def test_large_filter_rebuilds_and_keeps_the_cursor_row() -> None:
         table.show(full.filtered("r2"))  # rows come back in order after a removed prefix
         await pilot.pause()
         assert table.row_keys == [f"r{i:03}" for i in range(200, 300)] and table.cursor_key == "r250"
+
+
+async def test_large_view_shows_a_page_but_filter_sort_marks_and_export_see_every_row(
+    tmp_path: Path, demo: SimCluster, metrics: SimMetrics, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past `ROW_LIMIT` rows (1,000; 20 here so the demo's GPUs exceed it) the DataTable gets only
+    the first page and the breadcrumb says how to reach the rest; nothing else is limited."""
+    monkeypatch.setattr("tftui.ui.screens.resource.ROW_LIMIT", 20)
+    app = make_app(demo, metrics, config=ConsoleConfig(export_dir=tmp_path / "out"))
+    async with app.run_test(size=(160, 40), notifications=True) as pilot:
+        await settle(pilot)
+        await pilot.press("colon", *"gpus", "enter")
+        await settle(pilot)
+        assert app.data is not None
+        gpus = sorted(app.data.state.gpus)
+        total = len(gpus)
+        assert total > 20
+        table = main(app)
+        assert table.row_count == 20
+        crumb = plain_crumbs(app)
+        assert f"showing 20 of {total:,} — / to filter" in crumb, crumb
+
+        # marks survive the row leaving the page: mark the first row, reverse-sort it away
+        first = table.cursor_key
+        assert first is not None
+        await pilot.press("space")
+        await pilot.press("N", "N")  # name ascending, then descending: the marked row leaves the page
+        await pilot.pause()
+        assert first not in table.row_keys and table.row_keys[0] == max(table.row_keys)
+        assert "1 marked" in plain_crumbs(app)
+        await pilot.press("n")
+        await pilot.pause()
+        assert app.clipboard == first
+
+        # export: every row in the sorted order, not the page
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        files = list((tmp_path / "out").glob("*.csv"))
+        assert len(files) == 1
+        exported = [r[0] for r in list(csv.reader(files[0].read_text().splitlines()))[1:]]
+        assert len(exported) == total and exported[:20] == column(table, "name")
+
+        # a filter that matches fewer rows than the limit shows them all, with the usual count
+        node = app.data.state.nodes["inf-h100-03"]
+        await pilot.press("slash", *node.name, "enter")
+        await pilot.pause()
+        assert sorted(table.row_keys) == sorted(node.gpus)
+        assert f"gpus ({len(node.gpus)}/{total})" in plain_crumbs(app)
+
+
+def plain_crumbs(app: TfTuiApp) -> str:
+    content = app.screen.query_one(Breadcrumb).content
+    return content.plain if isinstance(content, Text) else str(content)

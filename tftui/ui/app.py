@@ -19,6 +19,7 @@ from every screen's footer and help (`check_action`) when read-only, so they are
 from __future__ import annotations
 
 import fnmatch
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -27,7 +28,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar, cast
 
-from textual import work
 from textual.app import App
 from textual.binding import BindingType
 from textual.command import Provider
@@ -60,6 +60,7 @@ from tftui.ui.analysis import (
     run_analysis,
 )
 from tftui.ui.autoscaleview import AutoscaleAnalysis, AutoscaleLoader, toggle_body
+from tftui.ui.background import in_thread
 from tftui.ui.data import ClusterLoadError, ConsoleData, connection_error, describe_error, load
 from tftui.ui.keymap import check_keymap
 from tftui.ui.ops import CapacityFigures, ConsoleRuntime, compaction_capacity
@@ -248,6 +249,10 @@ class TfTuiApp(App[None]):
         """True with `--read-only`, a source that cannot write, or no runtime: no write is offered."""
         self._cluster_lock = threading.Lock()  # one reader or writer of the source at a time
         self._writing: set[str] = set()  # pools with a write in flight
+        self._outcome_lock = threading.Lock()
+        self.writes_in_flight: dict[str, str] = {}
+        """Pool (or workload) → words of the write running for it; emptied by the write thread."""
+        self._unseen: dict[int, str] = {}  # outcomes posted but not yet shown on screen
         self._refresh_interval = (
             None if refresh_interval is None else max(MIN_REFRESH_INTERVAL, refresh_interval)
         )
@@ -302,8 +307,16 @@ class TfTuiApp(App[None]):
         if last is not None and wall > last:
             run_for(timedelta(seconds=(wall - last) * self._sim_speed))
 
-    @work(thread=True, exclusive=True, group=REFRESH_GROUP, exit_on_error=False, description="refresh")
     def _load_worker(self) -> None:
+        self.run_worker(
+            in_thread(self._load_work, name="tftui-refresh"),
+            exclusive=True,
+            group=REFRESH_GROUP,
+            exit_on_error=False,
+            description="refresh",
+        )
+
+    def _load_work(self) -> None:
         worker = get_current_worker()
         now = self._clock()
         try:
@@ -392,12 +405,12 @@ class TfTuiApp(App[None]):
         have = self.analyses.get(key)
         if have is not None and have.seq == self.data_seq:
             return
+        name = f"{kind}:{subject}" if subject else kind
         worker = self.run_worker(
-            partial(self._analysis_work, key, data, self.data_seq),
-            name=f"{kind}:{subject}" if subject else kind,
+            in_thread(partial(self._analysis_work, key, data, self.data_seq), name=f"tftui-{name}"),
+            name=name,
             group=ANALYSIS_GROUP,
             description=f"{kind} analysis",
-            thread=True,
             exit_on_error=False,
         )
         self._computing[key] = worker
@@ -459,16 +472,15 @@ class TfTuiApp(App[None]):
         if pool in self._writing:
             self.notify(f"manual compaction of {pool} is already running", severity="warning")
             return
-        self._compaction_preview_worker(pool)
+        self.run_worker(
+            in_thread(partial(self._compaction_preview_work, pool), name="tftui-preview"),
+            exclusive=True,
+            group=CONFIRM_GROUP,
+            exit_on_error=False,
+            description="compaction preview",
+        )
 
-    @work(
-        thread=True,
-        exclusive=True,
-        group=CONFIRM_GROUP,
-        exit_on_error=False,
-        description="compaction preview",
-    )
-    def _compaction_preview_worker(self, pool: str) -> None:
+    def _compaction_preview_work(self, pool: str) -> None:
         data = self.data
         with self._cluster_lock:
             if self.runtime is not None:
@@ -584,7 +596,17 @@ class TfTuiApp(App[None]):
                 f"workload_autoscale needs a workload ns/name and enable, not {pool!r}, {enable!r}"
             )
         self._writing.add(pool)
-        self._write_worker(action, pool, mode, enable)
+        with self._outcome_lock:
+            self.writes_in_flight[pool] = WRITE_ACTIONS[action]
+        # not a daemon thread: quitting waits for the write (`run` says so) instead of cutting it
+        self.run_worker(
+            in_thread(
+                partial(self._write_work, action, pool, mode, enable), name="tftui-write", daemon=False
+            ),
+            group=WRITE_GROUP,
+            exit_on_error=False,
+            description="write",
+        )
         return True
 
     def _refuse(self, action: str) -> None:
@@ -592,13 +614,25 @@ class TfTuiApp(App[None]):
             f"read-only console: {WRITE_ACTIONS.get(action, action)} is not allowed", severity="error"
         )
 
-    @work(thread=True, group=WRITE_GROUP, exit_on_error=False, description="write")
-    def _write_worker(
+    def _write_work(
         self, action: str, pool: str, mode: str | None = None, enable: bool | None = None
     ) -> None:
+        try:
+            message = self._write(action, pool, mode, enable)
+            with self._outcome_lock:
+                self._unseen[id(message)] = self.outcome_text(message)[0]
+        finally:
+            with self._outcome_lock:
+                self.writes_in_flight.pop(pool, None)
+        self.post_message(message)
+
+    def _write(
+        self, action: str, pool: str, mode: str | None, enable: bool | None
+    ) -> ActionDone | ActionFailed:
+        """Carry out one write and say how it went (never raises: a failure is an outcome)."""
         runtime = self.runtime
         if runtime is None:  # perform checked; a runtime never goes away
-            return
+            return ActionFailed(action, pool, "no runtime")
         try:
             with self._cluster_lock:
                 if action == "workload_autoscale" and enable is not None:
@@ -608,21 +642,52 @@ class TfTuiApp(App[None]):
                     results = runtime.actuator.execute(plan, data.state if data is not None else None)
                     failed = [r.error for r in results if not r.ok]
                     if failed:
-                        self.post_message(ActionFailed(action, pool, "; ".join(failed)))
-                        return
+                        return ActionFailed(action, pool, "; ".join(failed))
                     word = "on" if enable else "off"
                     detail = f"{word} (spec.autoScalingConfig.autoSetResources.enable={str(enable).lower()})"
-                    self.post_message(ActionDone(action, pool, None, detail))
-                    return
+                    return ActionDone(action, pool, None, detail)
                 if action == "placement_mode" and mode is not None:
-                    detail = self._patch_mode(pool, mode)
-                    self.post_message(ActionDone(action, pool, None, detail))
-                    return
+                    return ActionDone(action, pool, None, self._patch_mode(pool, mode))
                 plan = runtime.manual_compaction(pool)
         except Exception as exc:
-            self.post_message(ActionFailed(action, pool, describe_error(exc)))
-            return
-        self.post_message(ActionDone(action, pool, plan))
+            return ActionFailed(action, pool, describe_error(exc))
+        return ActionDone(action, pool, plan)
+
+    def outcome_text(self, message: ActionDone | ActionFailed) -> tuple[str, bool]:
+        """How a finished write is told to the operator: (text, whether it failed)."""
+        words = WRITE_ACTIONS.get(message.action, message.action)
+        if isinstance(message, ActionFailed):
+            return f"{words} of {message.pool} failed: {message.error}", True
+        embedded = bool(getattr(self.runtime, "embedded", True))
+        what = (
+            message.detail
+            if message.plan is None
+            else released_words(message.plan, message.pool, embedded=embedded)
+        )
+        return f"{words} of {message.pool}: {what}", False
+
+    def _seen(self, message: ActionDone | ActionFailed) -> str:
+        """The outcome's text, now shown on screen (so `run` need not print it after exit)."""
+        self._writing.discard(message.pool)
+        with self._outcome_lock:
+            self._unseen.pop(id(message), None)
+        return self.outcome_text(message)[0]
+
+    def wait_for_writes(self, report: Callable[[str], None]) -> None:
+        """After the console closed: wait for the writes still running, then `report` every
+        outcome the operator did not see on screen. A quit never abandons a write half-done."""
+        with self._outcome_lock:
+            pending = [f"{words} of {pool}" for pool, words in self.writes_in_flight.items()]
+        if pending:
+            report(f"tftui: waiting for {', '.join(pending)} to finish…")
+        while True:
+            with self._outcome_lock:
+                if not self.writes_in_flight:
+                    unseen, self._unseen = list(self._unseen.values()), {}
+                    break
+            time.sleep(0.05)
+        for text in unseen:
+            report(f"tftui: {text}")
 
     def _patch_mode(self, pool: str, mode: str) -> str:
         """Patch the SchedulingConfigTemplate of `pool` (read from the cluster as shown)."""
@@ -640,21 +705,11 @@ class TfTuiApp(App[None]):
         return f"{mode} in SchedulingConfigTemplate {name}"
 
     def on_action_done(self, message: ActionDone) -> None:
-        self._writing.discard(message.pool)
-        words = WRITE_ACTIONS.get(message.action, message.action)
-        embedded = bool(getattr(self.runtime, "embedded", True))
-        what = (
-            message.detail
-            if message.plan is None
-            else released_words(message.plan, message.pool, embedded=embedded)
-        )
-        self.notify(f"{words} of {message.pool}: {what}", timeout=8)
+        self.notify(self._seen(message), timeout=8)
         self.action_refresh()
 
     def on_action_failed(self, message: ActionFailed) -> None:
-        self._writing.discard(message.pool)
-        words = WRITE_ACTIONS.get(message.action, message.action)
-        self.notify(f"{words} of {message.pool} failed: {message.error}", severity="error", timeout=10)
+        self.notify(self._seen(message), severity="error", timeout=10)
         self.action_refresh()
 
     # -- navigation ----------------------------------------------------------------------------
@@ -754,7 +809,7 @@ def run(
         config = load_config()
     origin = f"config {config.path}" if config.path is not None else "config"
     check_keymap(config.keymap, origin)
-    TfTuiApp(
+    app = TfTuiApp(
         cluster,
         metrics,
         clock=clock,
@@ -764,4 +819,7 @@ def run(
         analysis=analysis,
         sim_speed=sim_speed,
         config=config,
-    ).run()
+    )
+    app.run()
+    # the terminal is back; a write started before the quit still finishes and is reported
+    app.wait_for_writes(lambda line: print(line, file=sys.stderr, flush=True))

@@ -77,6 +77,10 @@ class Table:
     columns: tuple[Column, ...]
     rows: tuple[Row, ...]
 
+    def page(self, limit: int) -> Table:
+        """The first `limit` rows (the table itself when it has no more)."""
+        return self if len(self.rows) <= limit else Table(self.columns, self.rows[:limit])
+
     def filtered(self, needle: str) -> Table:
         """Rows whose text contains `needle` (case-insensitive substring, k9s `/`)."""
         needle = needle.strip().lower()

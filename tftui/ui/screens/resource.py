@@ -43,7 +43,7 @@ from tftui.ui.views import (
     workloads_table,
 )
 from tftui.ui.widgets.chrome import Breadcrumb, ConsoleHeader, Prompt, PromptMode
-from tftui.ui.widgets.table import ResourceTable
+from tftui.ui.widgets.table import ROW_LIMIT, ResourceTable
 
 if TYPE_CHECKING:
     from tftui.ui.app import TfTuiApp
@@ -98,6 +98,16 @@ PROMPT_HINT = "  ".join(VIEWS)
 EMPTY = Table((), ())
 SORT_FALLBACK: dict[str, tuple[str, ...]] = {"name": ("key",), "pool": ("node",)}
 """Where a view has no column of the sort key's name, the column that plays its part."""
+
+
+def count_words(displayed: int, matching: int, total: int, label: str = "") -> str:
+    """The breadcrumb's count of one table: `12`, `3/12` when filtered, and when more rows match
+    than are displayed `showing 1,000 of 40,000 — / to filter` (of 40,000 matching when filtered)."""
+    suffix = f" {label}" if label else ""
+    if displayed < matching:
+        of = f"{matching:,}" if matching == total else f"{matching:,} matching of {total:,}"
+        return f"showing {displayed:,} of {of}{suffix} — / to filter"
+    return (str(matching) if matching == total else f"{matching}/{total}") + suffix
 
 
 class ResourceScreen(Screen[None]):
@@ -211,11 +221,14 @@ class ResourceScreen(Screen[None]):
             if filtered and self.sort_column is not None:
                 shown = sorted_table(shown, self.sort_column, self.sort_reverse)
             self.shown_tables[table.id or ""] = shown
-            decorated = with_deltas(shown, self._previous_cells(table.id or "", full))
+            # only the first ROW_LIMIT rows reach the DataTable (k9s caps the same way): filling it
+            # costs per row, and 40,000 GPUs took minutes; sort, filter, marks and export still
+            # work on `shown`, every matching row
+            page = shown.page(ROW_LIMIT)
+            decorated = with_deltas(page, self._previous_cells(table.id or "", full))
             table.show(marked_table(decorated, self.marks.get(table.id or "", set())))
-            n, total = len(shown.rows), len(full.rows)
             label = self.COUNT_LABELS.get(table.id or "", "")
-            counts.append((str(n) if n == total else f"{n}/{total}") + (f" {label}" if label else ""))
+            counts.append(count_words(len(page.rows), len(shown.rows), len(full.rows), label))
         self.render_extra(data, layout)
         self.query_one(Breadcrumb).show(
             self.crumb_trail(), self.crumb_count(counts), self.needle, self.crumb_state()
@@ -259,7 +272,8 @@ class ResourceScreen(Screen[None]):
         last = self._built.get(table_id)
         if last is not None and last[0] != seq:
             self._previous[table_id] = last[1]
-        self._built[table_id] = (seq, {r.key: r.cells for r in full.rows})
+        if last is None or last[0] != seq:  # once per refresh, not on every filter keystroke
+            self._built[table_id] = (seq, {r.key: r.cells for r in full.rows})
         return self._previous.get(table_id, {})
 
     def render_extra(self, data: ConsoleData, layout: Layout) -> None:
@@ -387,7 +401,10 @@ class ResourceScreen(Screen[None]):
         if table is None:
             return
         marked = self.marks.get(table.id or "", set())
-        names = [k for k in table.row_keys if k in marked] or ([table.cursor_key] if table.cursor_key else [])
+        shown = self.shown_tables.get(table.id or "", EMPTY)  # marks beyond the displayed rows count too
+        names = [r.key for r in shown.rows if r.key in marked] or (
+            [table.cursor_key] if table.cursor_key else []
+        )
         if not names:
             self.notify("nothing to copy", severity="warning")
             return

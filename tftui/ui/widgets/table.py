@@ -20,6 +20,10 @@ from tftui.ui.actions import bindings
 from tftui.ui.views import Column, Row, Table
 from tftui.ui.widgets.gauge import COMPONENT_CLASSES, GaugeStyles, gauge_styles_of
 
+ROW_LIMIT = 1_000
+"""Rows a resource view hands its table at most (the rest: filter or sort to bring them up, as in
+k9s). A DataTable pays per row added; 40,000 GPUs took minutes to fill and every later re-order
+again. The view says `showing 1,000 of 40,000 — / to filter`; export and marks see every row."""
 REBUILD_AFTER = 200
 """Row removals above which `show` clears and re-adds instead of removing one by one."""
 
