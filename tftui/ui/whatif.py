@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any, ClassVar
 
 from rich.text import Text
-from textual import work
 from textual.app import ComposeResult
 from textual.events import Resize
 from textual.message import Message
@@ -22,6 +22,7 @@ from textual.widgets import Static
 from textual.worker import get_current_worker
 
 from tftui.runtime.whatif import MODES, PolicyResult, SimConfig, compare, parse_policy
+from tftui.ui.background import in_thread
 from tftui.ui.data import ConsoleData, describe_error
 from tftui.ui.screens.resource import ResourceScreen
 from tftui.ui.views import Column, Gauges, Layout, Row, Table
@@ -220,8 +221,17 @@ class WhatIfScreen(ResourceScreen):
         caption = f"active nodes, {times[0]:%d %b %H:%M} → {times[-1]:%d %b %H:%M} UTC" if times else ""
         self.query_one(NodeChart).show(series, caption)
 
-    @work(thread=True, exclusive=True, group=WHATIF_GROUP, exit_on_error=False, description="what-if")
     def _run(self, objects: list[dict[str, Any]], start: datetime) -> None:
+        """The comparison in a daemon thread (ui/background.py): quitting never waits for it."""
+        self.run_worker(
+            in_thread(partial(self._simulate, objects, start), name="tftui-whatif"),
+            exclusive=True,
+            group=WHATIF_GROUP,
+            exit_on_error=False,
+            description="what-if",
+        )
+
+    def _simulate(self, objects: list[dict[str, Any]], start: datetime) -> None:
         worker = get_current_worker()
 
         hook = self.config.on_sample
