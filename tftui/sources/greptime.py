@@ -39,7 +39,7 @@ Why it is written the way it is:
 - **Alert replay in a few queries (issue 4).** `alert_history` evaluates one rule at every instant
   of its grid in one query for the rows (plus one counting rows per instant, for NoData): each row
   is tagged with its evaluation `k = floor((now − epoch(ts)) / interval)` and rows on a window edge
-  (`floor = ceil`) are repeated with `k − 1` by a UNION ALL branch, since both ends of a window are
+  (`ts IN (…)` the bound edge instants) are repeated with `k − 1` by a UNION ALL branch, since both ends of a window are
   included. The rule's aggregate, WHERE and HAVING then run per (k, group keys), unchanged. Avoided
   for it: `generate_series` (absent in GreptimeDB), `date_bin`/`RANGE … ALIGN`, window functions,
   interval arithmetic, `VALUES` lists and joins against a grid of instants.
@@ -673,20 +673,21 @@ class GreptimeMetrics:
         query does. One query reads the whole span once and tags every row with the evaluation `k`
         (t = now − k·interval) whose window holds it: k = floor((now − ts) / interval), computed on
         the epoch. A row exactly on a window edge belongs to two windows; a UNION ALL branch repeats
-        just those rows (floor = ceil) with k − 1. The rule's own aggregate, WHERE and HAVING then
+        just those rows (`ts IN (<edge instants>)`, exact timestamp equality) with k − 1. The rule's own aggregate, WHERE and HAVING then
         run per (k, group keys) exactly as in a single evaluation, and only firing rows come back. A
         second query counts the rows (and peaks the never-written sentinel column) per k, for the
         NoData of an empty window.
 
-        NoData per instant (in the list): no rows in that window, or the sentinel NULL or 0 all
-        through it (`compute_throttled_cnt`, `vram_resumed_cnt`, `tf_gpu_usage.memory_percentage`).
+        NoData per instant (in the list; when `now` has it, every instant carries it and the rows are
+        not queried, as the engine replays nothing then): no rows in that window, or the sentinel
+        NULL or 0 all through it (`compute_throttled_cnt`, `vram_resumed_cnt`, `tf_gpu_usage.memory_percentage`).
         NoData raised: the rule's table or a column it reads is absent. IdleGPU still runs when
         memory_percentage is 0 (it then tests compute only, as upstream does) and adds
         `memory_bytes` (window average) so VRAM can be judged from bytes (M3).
 
-        Edges are exact for time columns of up to microsecond precision: the epochs of `now` and
-        of a row (doubles of the same binade until 2038) differ by exactly a whole number of
-        seconds when the row is on an edge, and by at least a microsecond otherwise.
+        `k` is exact for time columns of up to microsecond precision: the epochs of `now` and of a
+        row (doubles of the same binade until 2038) differ by exactly a whole number of intervals
+        when the row is on an edge, and by at least a microsecond from one otherwise.
         """
         spec = RULES.get(rule)
         if spec is None:
@@ -703,6 +704,15 @@ class GreptimeMetrics:
             "iv": spec.window.total_seconds(),
             "threshold": float(spec.threshold),
         }
+        # the instants that are window edges: a row exactly there belongs to two windows
+        edges = [f"e{m}" for m in range(1, steps + 2)]
+        params.update((e, _naive_utc(now - spec.window * m)) for m, e in enumerate(edges, 1))
+
+        def by_step(
+            t: TableInfo, columns: Sequence[str], where: sql.Composable | None = None
+        ) -> sql.Composed:
+            return self._by_step(t, columns, edges, where)
+
         sentinel: str | None = None
         empty: sql.Composed | None = None
         if rule in ("WorkerTFlopsThrottled", "WorkerVRAMSwitchCountIncreasing"):
@@ -717,14 +727,14 @@ class GreptimeMetrics:
             query = sql.SQL(
                 "SELECT k, workload, worker, uuid, node, max({c}) - min({c}) AS {a} FROM {s} "
                 "GROUP BY k, workload, worker, uuid, node HAVING max({c}) - min({c}) > %(threshold)s"
-            ).format(c=sql.Identifier(col), a=sql.Identifier(alias), s=self._by_step(t, (*keys, col)))
+            ).format(c=sql.Identifier(col), a=sql.Identifier(alias), s=by_step(t, (*keys, col)))
         elif rule == "WorkerAllocationFailed":
             col = "total_allocation_fail_cnt"
             t = self._alert_table(rule, "tf_system_metrics", ("pool", col))
             query = sql.SQL(
                 "SELECT k, pool, max({c}) - min({c}) AS failure_increase FROM {s} "
                 "GROUP BY k, pool HAVING max({c}) - min({c}) > %(threshold)s"
-            ).format(c=sql.Identifier(col), s=self._by_step(t, ("pool", col)))
+            ).format(c=sql.Identifier(col), s=by_step(t, ("pool", col)))
         elif rule in ("GPUVRAMFull", "GPUTFlopsFull", "GPUTemperatureHigh"):
             col, alias = {
                 "GPUVRAMFull": ("memory_percentage", "memory_used"),
@@ -737,7 +747,7 @@ class GreptimeMetrics:
             query = sql.SQL(
                 "SELECT k, node, pool, uuid, avg({c}) AS {a} FROM {s} GROUP BY k, node, pool, uuid"
             ).format(c=sql.Identifier(col), a=sql.Identifier(alias),
-                     s=self._by_step(t, ("node", "pool", "uuid", col), above))  # fmt: skip
+                     s=by_step(t, ("node", "pool", "uuid", col), above))  # fmt: skip
         elif rule.startswith(("Node", "Pool")):
             col = "allocated_tflops_percent" if "TFlops" in rule else "allocated_vram_percent"
             alias = "tflops_available" if "TFlops" in rule else "vram_available"
@@ -747,15 +757,13 @@ class GreptimeMetrics:
             query = sql.SQL(
                 "SELECT k, {g}, 100 - avg({c}) AS {a} FROM {s} GROUP BY k, {g} "
                 "HAVING 100 - avg({c}) < %(threshold)s"
-            ).format(
-                g=group, c=sql.Identifier(col), a=sql.Identifier(alias), s=self._by_step(t, (*keys, col))
-            )
+            ).format(g=group, c=sql.Identifier(col), a=sql.Identifier(alias), s=by_step(t, (*keys, col)))
         elif rule == "EmptyGPU":
             t = self._alert_table(rule, "tf_node_metrics", ("node",))
             u = self._alert_table(rule, "tf_worker_usage", ("node",))
-            query = sql.SQL("SELECT k, node FROM {s} GROUP BY k, node").format(s=self._by_step(t, ("node",)))
+            query = sql.SQL("SELECT k, node FROM {s} GROUP BY k, node").format(s=by_step(t, ("node",)))
             empty = sql.SQL("SELECT k, node FROM {s} GROUP BY k, node").format(
-                s=self._by_step(u, ("node",), sql.SQL("node IS NOT NULL"))
+                s=by_step(u, ("node",), sql.SQL("node IS NOT NULL"))
             )
         else:  # IdleGPU
             cols = ("node", "pool", "uuid", "compute_percentage", "memory_percentage", "memory_bytes")
@@ -765,26 +773,40 @@ class GreptimeMetrics:
                 "avg(memory_percentage) AS vram, avg(memory_bytes) AS memory_bytes FROM {s} "
                 "GROUP BY k, node, pool, uuid "
                 "HAVING avg(compute_percentage) < 1 AND avg(memory_percentage) < %(threshold)s"
-            ).format(s=self._by_step(t, cols))
+            ).format(s=by_step(t, cols))
         doing = f"evaluating {rule}"
         probe = sql.SQL("max(abs({c}))").format(c=sql.Identifier(sentinel)) if sentinel else sql.SQL("NULL")
         counted = self._fetch(
             sql.SQL("SELECT k, count(*), {p} FROM {s} GROUP BY k").format(
-                p=probe, s=self._by_step(t, (sentinel,) if sentinel else ())
+                p=probe, s=by_step(t, (sentinel,) if sentinel else ())
             ),
             params, doing, t.name,
         )  # fmt: skip
-        names, found = self._run(query, params, doing, t.name)
-        busy: dict[int, set[Any]] = {}
-        if empty is not None:
-            for k, node in self._fetch(empty, params, doing, "tf_worker_usage"):
-                busy.setdefault(int(k), set()).add(node)
         seen: dict[int, list[int | float]] = {}  # k → [rows, sentinel peak]
         with self._malformed(doing):
             for k, n, peak in counted:
                 acc = seen.setdefault(int(k), [0, 0.0])
                 acc[0] += int(n)
                 acc[1] = max(acc[1], abs(_f(peak)))
+
+        def no_data(k: int, at: datetime) -> NoData | None:
+            n, peak = seen.get(k, (0, 0.0))
+            if not n:
+                start, end = _naive_utc(at - spec.window), _naive_utc(at)
+                return NoData(f"{rule}: no rows in {t.name} between {start} and {end} UTC")
+            if sentinel and not peak:
+                return NoData(
+                    f"{rule}: {t.name}.{sentinel} is never written (NULL or 0 throughout the window)"
+                )
+            return None
+
+        if (last := no_data(0, now)) is not None:  # not evaluable now: nothing is replayed
+            return [last] * len(times)
+        names, found = self._run(query, params, doing, t.name)
+        busy: dict[int, set[Any]] = {}
+        if empty is not None:
+            for k, node in self._fetch(empty, params, doing, "tf_worker_usage"):
+                busy.setdefault(int(k), set()).add(node)
         rows: dict[int, list[AlertRow]] = {}
         for k, *values in found:
             row = {name: _num(v) for name, v in zip(names[1:], values, strict=True)}
@@ -796,34 +818,28 @@ class GreptimeMetrics:
         out: list[AlertResult] = []
         for i, at in enumerate(times):
             k = steps - i
-            n, peak = seen.get(k, (0, 0.0))
-            if not n:
-                start, end = _naive_utc(at - spec.window), _naive_utc(at)
-                out.append(NoData(f"{rule}: no rows in {t.name} between {start} and {end} UTC"))
-            elif sentinel and not peak:
-                out.append(
-                    NoData(f"{rule}: {t.name}.{sentinel} is never written (NULL or 0 throughout the window)")
-                )
-            else:
-                out.append(sorted(rows.get(k, []), key=alert_row_key))
+            out.append(no_data(k, at) or sorted(rows.get(k, []), key=alert_row_key))
         return out
 
     @staticmethod
-    def _by_step(t: TableInfo, columns: Sequence[str], where: sql.Composable | None = None) -> sql.Composed:
+    def _by_step(
+        t: TableInfo, columns: Sequence[str], edges: Sequence[str], where: sql.Composable | None = None
+    ) -> sql.Composed:
         """`(…) s`: the span's rows with the evaluation `k` of each window they fall in (see alert_history).
 
-        Plain arithmetic on `date_part('epoch', ts)`, `floor`/`ceil` and UNION ALL: no
-        `generate_series`, `date_bin`, window functions, interval arithmetic or `VALUES` lists.
+        `edges` name the bound edge instants (now − m·interval, m ≥ 1): the rows there come again
+        with k − 1. Plain arithmetic on `date_part('epoch', ts)`, `floor`, `IN (…)` and UNION ALL:
+        no `generate_series`, `date_bin`, window functions, interval arithmetic or `VALUES` lists.
         """
-        x = sql.SQL("(%(now_s)s - date_part('epoch', {ts})) / %(iv)s").format(ts=t.ts)
+        k = sql.SQL("floor((%(now_s)s - date_part('epoch', {ts})) / %(iv)s)").format(ts=t.ts)
         cond = GreptimeMetrics._window(t, upper="<=")
         if where is not None:
             cond = sql.SQL("{} AND {}").format(cond, where)
         cols = sql.SQL("").join(sql.SQL(", {}").format(sql.Identifier(c)) for c in columns)
+        on_edge = sql.SQL("{ts} IN ({e})").format(ts=t.ts, e=sql.SQL(", ").join(map(sql.Placeholder, edges)))
         return sql.SQL(
-            "(SELECT floor({x}) AS k{c} FROM {t} WHERE {w} "
-            "UNION ALL SELECT floor({x}) - 1 AS k{c} FROM {t} WHERE {w} AND floor({x}) = ceil({x})) s"
-        ).format(x=x, c=cols, t=t.ident, w=cond)
+            "(SELECT {k} AS k{c} FROM {t} WHERE {w} UNION ALL SELECT {k} - 1 AS k{c} FROM {t} WHERE {w} AND {e}) s"
+        ).format(k=k, c=cols, t=t.ident, w=cond, e=on_edge)
 
     def _alert_table(self, rule: str, name: str, columns: Sequence[str]) -> TableInfo:
         """The rule's table, or NoData when it or a column it reads is absent (SourceError: not numbers)."""

@@ -114,7 +114,9 @@ class Step1Port(Protocol):
         """`alert_rows` at each of `times` (oldest first, one evaluation interval apart, the last is
         `now`), in a few queries for the whole span rather than one per instant.
 
-        An instant whose window has nothing to read is a NoData in the list; NoData raised means
-        the rule cannot be evaluated at all (table or column absent).
+        An instant whose window has nothing to read is a NoData in the list (when that is `now`,
+        the earlier instants are not evaluated and carry the same NoData: the engine replays
+        nothing then); NoData raised means the rule cannot be evaluated at all (table or column
+        absent).
         """
         ...
