@@ -1,13 +1,16 @@
-"""Benchmark: step-1 report on a day of 1-minute metrics, as a ratio of a count(*) scan (issue 4).
+"""Benchmark: `tftui report` on a day of 1-minute metrics, as a ratio of a count(*) scan (issue 4).
 
 Loads 24 h × 1 min for 1,000 GPUs (125 nodes × 8) and 3,000 workers into a throwaway PostgreSQL
 (the tests' server, tests/pg.py) with GreptimeDB-shaped tables, then prints
 
     RATIO report/count_scan = X (goal <= 3)
+    RATIO step1/count_scan = Y
 
-where report = `GreptimeMetrics.step1(1d)` (its four queries run at once on the adapter's default
-pool) and count_scan = `SELECT count(*)` over the same four tables, one after the other (best of
-`--repeat` each, warm cache, the same server and settings). Peak memory (VmHWM) is reset before
+where report = everything `tftui report` reads from the store: `GreptimeMetrics.step1(1d)` (its
+four queries run at once on the adapter's default pool) plus the alert replay (`evaluate_history`
+over the last hour: two queries per rule, three for EmptyGPU), and step1 = the four queries alone;
+count_scan = `SELECT count(*)` over the same four tables, one after the other (best of `--repeat`
+each, warm cache, the same server and settings). Peak memory (VmHWM) is reset before
 each report and read after it, for a 1-hour and a 1-day window: the process streams aggregates,
 not rows, so the peak must not grow with the 24× more rows.
 
@@ -21,10 +24,8 @@ baseline runs under too: JIT off, work_mem 64 MB, a BRIN index on the time colum
 time index; it is what keeps the alert replay's short windows cheap), and, after loading, `ndistinct` statistics on the tag columns — without them the planner assumes independent
 tags, expects ~400 k groups instead of 3 k and gives up parallel aggregation.
 
-Secondary figures: the ratio against count(*) with the same time filter (the cheapest way to find
-the window's rows), the four queries one after the other, and the whole `tftui report` data path:
-step 1 plus the alert replay (`evaluate_history` over the last hour, one query per rule and
-evaluation instant).
+Secondary figures: step 1 against count(*) with the same time filter (the cheapest way to find the
+window's rows), the four queries one after the other, and the alert replay alone.
 """
 
 from __future__ import annotations
@@ -242,8 +243,10 @@ def main() -> None:
         serial.step1(timedelta(hours=1), NOW, capacity)
         serial_s = best(lambda: serial.step1(timedelta(days=1), NOW, capacity), args.repeat)
         t = time.perf_counter()
+        evaluate_history(metrics, RULES, now=NOW, span=ALERT_SPAN)  # first run, then the best
+        first_alerts_s = time.perf_counter() - t
+        alerts_s = best(lambda: evaluate_history(metrics, RULES, now=NOW, span=ALERT_SPAN), args.repeat)
         alerts = evaluate_history(metrics, RULES, now=NOW, span=ALERT_SPAN)
-        alerts_s = time.perf_counter() - t
         metrics.close()
         serial.close()
 
@@ -260,25 +263,24 @@ def main() -> None:
         print(f"peak memory (VmHWM): {before / 1024:.1f} MiB before the report; "
               f"{after_hour / 1024:.1f} MiB after step1(1h) over {rows_hour:,} rows; "
               f"{after_day / 1024:.1f} MiB after step1(1d) over {rows_day:,} rows{note}")  # fmt: skip
-        print(f"RATIO report/count_scan = {report_s / scan_s:.2f} (goal <= 3)")
-        print(
-            f"RATIO report/count_scan_window = {report_s / window_s:.2f} (count(*) with the same ts filter)"
-        )
         print(f"alert replay over {ALERT_SPAN}: {alerts_s:.3f} s ({len(alerts.statuses)} rules, "
-              f"{len(alerts.firing)} firing); step1(1d) with the four queries one after the other: "
+              f"{len(alerts.firing)} firing; first run {first_alerts_s:.3f} s); step1(1d) with the four queries one after the other: "
               f"{serial_s:.3f} s")  # fmt: skip
         print(f"count(*) of the four tables at once: {together_s:.3f} s")
         print(
-            f"RATIO report/count_scan_at_once = {report_s / together_s:.2f} (like for like: both run "
+            f"RATIO report/count_scan = {(report_s + alerts_s) / scan_s:.2f} (goal <= 3; the whole "
+            f"tftui report data path: step1(1d) + alert replay over {ALERT_SPAN})"
+        )
+        print(f"RATIO step1/count_scan = {report_s / scan_s:.2f} (the four step-1 queries alone)")
+        print(f"RATIO alert_replay/count_scan = {alerts_s / scan_s:.2f} (15 rules over {ALERT_SPAN})")
+        print(f"RATIO step1/count_scan_window = {report_s / window_s:.2f} (count(*) with the same ts filter)")
+        print(
+            f"RATIO step1/count_scan_at_once = {report_s / together_s:.2f} (like for like: both run "
             "their four scans at once)"
         )
         print(
-            f"RATIO report_serial/count_scan = {serial_s / scan_s:.2f} (like for like: both one after "
+            f"RATIO step1_serial/count_scan = {serial_s / scan_s:.2f} (like for like: both one after "
             "the other)"
-        )
-        print(
-            f"RATIO report_with_alert_replay/count_scan = {(report_s + alerts_s) / scan_s:.2f} "
-            "(step 1 + alert history, the whole tftui report data path)"
         )
         print(
             f"RATIO peak_memory_1d/1h = {after_day / after_hour:.2f} (goal ~ 1: memory independent of rows)"
