@@ -1,13 +1,16 @@
-"""Benchmark: step-1 report on a day of 1-minute metrics, as a ratio of a count(*) scan (issue 4).
+"""Benchmark: `tftui report` on a day of 1-minute metrics, as a ratio of a count(*) scan (issue 4).
 
 Loads 24 h × 1 min for 1,000 GPUs (125 nodes × 8) and 3,000 workers into a throwaway PostgreSQL
 (the tests' server, tests/pg.py) with GreptimeDB-shaped tables, then prints
 
     RATIO report/count_scan = X (goal <= 3)
+    RATIO step1/count_scan = Y
 
-where report = `GreptimeMetrics.step1(1d)` (its four queries run at once on the adapter's default
-pool) and count_scan = `SELECT count(*)` over the same four tables, one after the other (best of
-`--repeat` each, warm cache, the same server and settings). Peak memory (VmHWM) is reset before
+where report = everything `tftui report` reads from the store: `GreptimeMetrics.step1(1d)` (its
+four queries run at once on the adapter's default pool) plus the alert replay (`evaluate_history`
+over the last hour: two queries per rule, three for EmptyGPU), and step1 = the four queries alone;
+count_scan = `SELECT count(*)` over the same four tables, one after the other (best of `--repeat`
+each, warm cache, the same server and settings). Peak memory (VmHWM) is reset before
 each report and read after it, for a 1-hour and a 1-day window: the process streams aggregates,
 not rows, so the peak must not grow with the 24× more rows.
 
@@ -21,10 +24,8 @@ baseline runs under too: JIT off, work_mem 64 MB, a BRIN index on the time colum
 time index; it is what keeps the alert replay's short windows cheap), and, after loading, `ndistinct` statistics on the tag columns — without them the planner assumes independent
 tags, expects ~400 k groups instead of 3 k and gives up parallel aggregation.
 
-Secondary figures: the ratio against count(*) with the same time filter (the cheapest way to find
-the window's rows), the four queries one after the other, and the whole `tftui report` data path:
-step 1 plus the alert replay (`evaluate_history` over the last hour, one query per rule and
-evaluation instant).
+Secondary figures: step 1 against count(*) with the same time filter (the cheapest way to find the
+window's rows), the four queries one after the other, and the alert replay alone.
 """
 
 from __future__ import annotations
@@ -242,8 +243,10 @@ def main() -> None:
         serial.step1(timedelta(hours=1), NOW, capacity)
         serial_s = best(lambda: serial.step1(timedelta(days=1), NOW, capacity), args.repeat)
         t = time.perf_counter()
+        evaluate_history(metrics, RULES, now=NOW, span=ALERT_SPAN)  # first run, then the best
+        first_alerts_s = time.perf_counter() - t
+        alerts_s = best(lambda: evaluate_history(metrics, RULES, now=NOW, span=ALERT_SPAN), args.repeat)
         alerts = evaluate_history(metrics, RULES, now=NOW, span=ALERT_SPAN)
-        alerts_s = time.perf_counter() - t
         metrics.close()
         serial.close()
 
@@ -263,14 +266,16 @@ def main() -> None:
         from _timing import ratio  # bench/ is on sys.path when a script runs
 
         print(f"alert replay over {ALERT_SPAN}: {alerts_s:.3f} s ({len(alerts.statuses)} rules, "
-              f"{len(alerts.firing)} firing); step1(1d) with the four queries one after the other: "
-              f"{serial_s:.3f} s; count(*) of the four tables at once: {together_s:.3f} s")  # fmt: skip
-        ratio("report/count_scan", report_s / scan_s, 3, "<=")
-        ratio("report/count_scan_window", report_s / window_s)  # count(*) with the same ts filter
-        ratio("report/count_scan_at_once", report_s / together_s)  # like for like: four scans at once
-        ratio("report_serial/count_scan", serial_s / scan_s)  # like for like: one after the other
-        # step 1 + alert history: the whole `tftui report` data path
-        ratio("report_with_alert_replay/count_scan", (report_s + alerts_s) / scan_s, 3, "<=")
+              f"{len(alerts.firing)} firing; first run {first_alerts_s:.3f} s); step1(1d) with the four "
+              f"queries one after the other: {serial_s:.3f} s; count(*) of the four tables at once: "
+              f"{together_s:.3f} s")  # fmt: skip
+        # the whole `tftui report` data path: step1(1d) + the alert replay
+        ratio("report/count_scan", (report_s + alerts_s) / scan_s, 3, "<=")
+        ratio("step1/count_scan", report_s / scan_s)  # the four step-1 queries alone
+        ratio("alert_replay/count_scan", alerts_s / scan_s)  # 15 rules over ALERT_SPAN
+        ratio("step1/count_scan_window", report_s / window_s)  # count(*) with the same ts filter
+        ratio("step1/count_scan_at_once", report_s / together_s)  # like for like: four scans at once
+        ratio("step1_serial/count_scan", serial_s / scan_s)  # like for like: one after the other
         ratio("peak_memory_1d/1h", after_day / after_hour, 1.2, "<=")  # memory independent of rows
     finally:
         server.stop()

@@ -6,6 +6,7 @@ were computed with Go's `hash/fnv` exactly as `internal/config/rules.go` does.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -24,7 +25,7 @@ from tftui.engine.alerts import (
     format_value,
     render,
 )
-from tftui.model.metrics import ALERT_RULES, AlertRow, NoData
+from tftui.model.metrics import ALERT_RULES, AlertResult, AlertRow, NoData, history_by_step
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 S = timedelta(seconds=1)
@@ -258,11 +259,16 @@ def test_no_data_is_not_ok_and_leaves_the_state_alone() -> None:
 
 
 class FakePort:
-    """`alert_rows` from a function of (rule, time); records every call."""
+    """`alert_history` from a function of (rule, time); records every instant asked and every call."""
 
     def __init__(self, answer: Any) -> None:
         self.answer = answer
         self.calls: list[tuple[str, datetime]] = []
+        self.histories: list[str] = []
+
+    def alert_history(self, rule: str, times: Sequence[datetime]) -> list[AlertResult]:
+        self.histories.append(rule)
+        return history_by_step(self.alert_rows, rule, times)
 
     def alert_rows(self, rule: str, now: datetime) -> list[AlertRow]:
         self.calls.append((rule, now))
@@ -301,6 +307,7 @@ def test_history_decides_firing_pending_resolved_and_no_data() -> None:
     assert states["GPUTFlopsFull"] == "ok"
     assert [c for c in port.calls if c[0] == "WorkerTFlopsThrottled"] == [("WorkerTFlopsThrottled", NOW)]
     assert len([c for c in port.calls if c[0] == "GPUTFlopsFull"]) == 121  # every 30 s over 1 h, `now` once
+    assert port.histories == list(ALERT_RULES)  # one batched call per rule
     (idle,) = h.firing
     assert (idle.instance, idle.starts_at, idle.fired_at) == ("g1", NOW - 20 * M, NOW)
     assert [a.instance for a in h.pending] == ["n2"]

@@ -12,14 +12,16 @@ import dataclasses
 import math
 import time
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 
+from tests.alert_oracle import PerStepAlerts
 from tests.pg import (
     CAPACITY,
     EXPECTED_ALERTS,
+    GI,
     INJECTION,
     NOW,
     PASSWORD,
@@ -36,7 +38,8 @@ from tests.pg import (
     rounded,
     step1_rows,
 )
-from tftui.model.metrics import ALERT_RULES, NoData, Step1
+from tftui.engine.alerts import RULES, AlertHistory, evaluate_history, evaluation_times, render
+from tftui.model.metrics import ALERT_RULES, AlertResult, NoData, Step1, history_by_step
 from tftui.model.quantity import quantity_float
 from tftui.sources.greptime import DSN_ENV, GreptimeMetrics, dsn_from_env
 from tftui.sources.ports import SourceError
@@ -399,3 +402,191 @@ def test_sql_injection_in_names_is_harmless(pg_server: PgServer) -> None:
             "SELECT count(*) FROM tf_worker_usage WHERE workload = %s", (INJECTION,)
         ).fetchone()
         assert row == (1,)
+
+
+# -- batched alert replay ---------------------------------------------------------------------------------
+
+REPLAY_SPAN = timedelta(minutes=20)
+
+
+def replay_rows(offset: timedelta = timedelta(0)) -> dict[str, list[dict[str, Any]]]:
+    """25 minutes before NOW (+ `offset`) shaped to corner the batched replay.
+
+    Samples fall exactly on window edges (every 15/30 s against 15/30/60 s…10 min windows), plus
+    off-grid ones; every table has a gap (windows with no rows: NoData between evaluations); values
+    sit on thresholds (allocation 95 % = 5 % left, not < 5; compute 97 %, temperature 90 °C,
+    compute 1 % for IdleGPU: not above/below); the throttle counter is 0 for a while (sentinel
+    NoData per window); g1 reports from two pools and n1 from two pools (duplicate fingerprints in
+    one evaluation); a tf_worker_usage row has a NULL node; n3 never has a worker (EmptyGPU).
+    """
+    end = NOW + offset
+
+    def at(seconds: float) -> datetime:
+        return end - timedelta(seconds=seconds)
+
+    def gap(seconds: float, lo: float, hi: float) -> bool:
+        return lo <= seconds <= hi
+
+    nm: list[dict[str, Any]] = []
+    for i in range(0, 25 * 60 + 1, 30):
+        if gap(i, 9 * 60 + 10, 12 * 60 - 10):
+            continue
+        k = i // 30
+        nm += [
+            {"node": "n1", "pool": "p1", "allocated_tflops_percent": 94.0 if k % 2 else 96.0,
+             "allocated_vram_percent": 95.0, "ts": at(i)},
+            {"node": "n2", "pool": "p1", "allocated_tflops_percent": 91.0 if i > 600 else 85.0,
+             "allocated_vram_percent": 99.5 if 300 <= i <= 480 else 60.0, "ts": at(i)},
+            {"node": "n3", "pool": "p2", "allocated_tflops_percent": 50.0, "allocated_vram_percent": 50.0,
+             "ts": at(i)},
+        ]  # fmt: skip
+        if k % 5 == 0:
+            nm.append({"node": "n1", "pool": "p2", "allocated_tflops_percent": 99.0,
+                       "allocated_vram_percent": 92.0, "ts": at(i + 7.5)})  # fmt: skip
+    gu: list[dict[str, Any]] = []
+    for i in range(0, 25 * 60 + 1, 15):
+        if gap(i, 4 * 60 + 5, 6 * 60 - 5):
+            continue
+        k = i // 15
+        hot = 97.0 if k % 3 == 0 else 99.0
+        gu += [
+            {"node": "n1", "pool": "p1", "uuid": "g1", "compute_percentage": hot, "memory_percentage": hot,
+             "memory_bytes": 70 * GI, "temperature": 90.0 if k % 2 else 91.0, "ts": at(i)},
+            {"node": "n2", "pool": "p1", "uuid": "g2", "compute_percentage": 20.0, "memory_percentage": 97.0,
+             "memory_bytes": 8 * GI, "temperature": 60.0, "ts": at(i)},
+            {"node": "n3", "pool": "p2", "uuid": "g3", "compute_percentage": 0.5 if i < 900 else 3.0,
+             "memory_percentage": 2.0, "memory_bytes": GI, "temperature": 40.0, "ts": at(i)},
+            {"node": "n3", "pool": "p2", "uuid": "g4", "compute_percentage": 1.0, "memory_percentage": 0.0,
+             "memory_bytes": 0, "temperature": 40.0, "ts": at(i)},
+        ]  # fmt: skip
+        if k % 4 == 1:
+            gu.append({"node": "n1", "pool": "p9", "uuid": "g1", "compute_percentage": 98.0,
+                       "memory_percentage": 98.0, "memory_bytes": 70 * GI, "temperature": 95.0,
+                       "ts": at(i + 3.25)})  # fmt: skip
+    wu: list[dict[str, Any]] = []
+    for i in range(0, 25 * 60 + 1, 15):
+        if gap(i, 7 * 60 + 5, 8 * 60 - 5):
+            continue
+        k = i // 15
+        throttled = 0 if i < 3 * 60 else (25 * 60 - i) // 45  # restarted 3 min ago
+        wu += [
+            {"workload": "wl", "worker": "A", "pod_name": "pod-A", "namespace": "ns", "pool": "p1", "node": "n1",
+             "uuid": "g1", "compute_percentage": 10.0, "memory_bytes": GI, "memory_percentage": 10.0,
+             "compute_tflops": 0.0, "compute_throttled_cnt": throttled, "vram_resumed_cnt": k // 7,
+             "ts": at(i)},
+            {"workload": "wl", "worker": "B", "pod_name": "pod-B", "namespace": "ns", "pool": "p1",
+             "node": "n2" if i < 20 * 60 else None, "uuid": "g2", "compute_percentage": 10.0,
+             "memory_bytes": GI, "memory_percentage": 10.0, "compute_tflops": 0.0,
+             "compute_throttled_cnt": 0, "vram_resumed_cnt": 0, "ts": at(i)},
+        ]  # fmt: skip
+    sm = [
+        {"pool": "p1", "total_allocation_fail_cnt": i // 100, "ts": at(i)}
+        for i in range(0, 25 * 60 + 1, 20)
+        if not gap(i, 2 * 60 + 5, 3 * 60 - 5)
+    ]
+    return {
+        "tf_node_metrics": full_rows("tf_node_metrics", nm),
+        "tf_gpu_usage": full_rows("tf_gpu_usage", gu),
+        "tf_worker_usage": full_rows("tf_worker_usage", wu),
+        "tf_system_metrics": full_rows("tf_system_metrics", sm),
+    }
+
+
+OFFSETS = {"ts": timedelta(0), "greptime_timestamp": timedelta(milliseconds=123)}
+
+
+@pytest.fixture(scope="module", params=VARIANTS)
+def replay(
+    request: pytest.FixtureRequest, pg_server: PgServer
+) -> Iterator[tuple[GreptimeMetrics, timedelta]]:
+    """`replay_rows` in each variant; the second one off the whole second (`now` and rows .123 s)."""
+    col = request.param
+    with database(pg_server, f"replay_{col}", col) as conn:
+        load_rows(conn, replay_rows(OFFSETS[col]), col)
+    with _metrics(pg_server.dsn(f"replay_{col}")) as metrics:
+        yield metrics, OFFSETS[col]
+
+
+def _results(results: list[AlertResult]) -> list[Any]:
+    return [("NoData", str(r)) if isinstance(r, NoData) else rounded(r) for r in results]
+
+
+def test_batched_replay_equals_the_per_step_queries(replay: tuple[GreptimeMetrics, timedelta]) -> None:
+    metrics, offset = replay
+    oracle = PerStepAlerts(metrics)
+    gaps = firing = duplicates = 0
+    for now in (NOW + offset, NOW + offset - timedelta(minutes=3, seconds=15)):
+        for rule in RULES:
+            times = evaluation_times(rule, now, REPLAY_SPAN)
+            got = metrics.alert_history(rule.name, times)
+            expected = [r for t in times for r in history_by_step(oracle.alert_rows, rule.name, [t])]
+            if isinstance(expected[-1], NoData):  # not evaluable now: the replay is skipped
+                expected = [expected[-1]] * len(times)
+            assert _results(got) == _results(expected), (rule.name, now)
+            gaps += sum(isinstance(r, NoData) for r in got[:-1])
+            for r in got:
+                if not isinstance(r, NoData):
+                    firing += len(r)
+                    duplicates += len(r) - len({render(rule.instance, x) for x in r})
+    assert gaps > 20 and firing > 200 and duplicates > 10  # the data does corner the replay
+
+
+def test_batched_replay_gives_the_same_alerts(replay: tuple[GreptimeMetrics, timedelta]) -> None:
+    metrics, offset = replay
+    now = NOW + offset
+    batched = evaluate_history(metrics, RULES, now=now, span=REPLAY_SPAN)
+    per_step = evaluate_history(PerStepAlerts(metrics), RULES, now=now, span=REPLAY_SPAN)
+    sim = evaluate_history(SimStep1(DictRows(replay_rows(offset))), RULES, now=now, span=REPLAY_SPAN)
+    _same(batched, per_step)
+    _same(batched, sim)
+    states = {s.rule: s.state for s in batched.statuses}
+    assert states["WorkerTFlopsThrottled"] == "no-data"  # counter 0 all through the last window
+    assert {a.rule for a in batched.firing} >= {
+        "GPUTFlopsFull", "GPUVRAMFull", "GPUTemperatureHigh", "NodeTFlopsAllocationWarning", "EmptyGPU",
+    }  # fmt: skip
+    assert any(t.kind == "resolved" for t in batched.transitions)
+    assert len(batched.transitions) > 5
+
+
+def test_batched_replay_costs_a_few_queries_per_rule(replay: tuple[GreptimeMetrics, timedelta]) -> None:
+    metrics, offset = replay
+    calls: list[str] = []
+    run = metrics._run
+
+    def counted(query: Any, params: Any, doing: str, table: str) -> Any:
+        calls.append(doing)
+        return run(query, params, doing, table)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(metrics, "_run", counted)
+        for span in (timedelta(minutes=5), REPLAY_SPAN):
+            calls.clear()
+            evaluate_history(metrics, RULES, now=NOW + offset, span=span)
+            # rows and counts per step (EmptyGPU: + busy nodes); only the counts when no data now
+            assert len(calls) == 2 * len(RULES) + 1 - 1, span  # WorkerTFlopsThrottled: no data now
+    oracle = PerStepAlerts(metrics)
+    evaluate_history(oracle, RULES, now=NOW + offset, span=REPLAY_SPAN)
+    assert oracle.queries > 500  # what the replay used to cost over 20 min (× 3 per hour)
+
+
+def test_batched_replay_rejects_times_off_the_grid(alerts: GreptimeMetrics) -> None:
+    with pytest.raises(ValueError, match="must be 0:00:30 apart"):
+        alerts.alert_history("GPUVRAMFull", [NOW - timedelta(seconds=20), NOW])
+    assert alerts.alert_history("GPUVRAMFull", []) == []
+
+
+def _without_details(h: AlertHistory) -> AlertHistory:
+    return dataclasses.replace(h, statuses=tuple(dataclasses.replace(s, detail="") for s in h.statuses))
+
+
+def test_same_alert_history_as_simulator(sim: Sim) -> None:
+    with _metrics(sim.dsn["ts"]) as metrics:
+        for now in (sim.metrics.now, sim.metrics.now - timedelta(minutes=7, seconds=30)):
+            got = evaluate_history(metrics, RULES, now=now, span=timedelta(hours=1))
+            expected = evaluate_history(SimStep1(sim.metrics), RULES, now=now, span=timedelta(hours=1))
+            # a column the simulator never writes is absent there and NULL in the table: both NoData
+            _same(_without_details(got), _without_details(expected))
+            assert {s.rule for s in got.statuses if s.state == "no-data"} == {
+                "WorkerTFlopsThrottled", "WorkerVRAMSwitchCountIncreasing", "WorkerAllocationFailed", "GPUVRAMFull",
+            }  # fmt: skip
+            assert got.transitions or got.firing or got.pending

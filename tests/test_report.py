@@ -12,7 +12,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,7 @@ from tftui.engine.report import (
 )
 from tftui.engine.state import ClusterState
 from tftui.model.metrics import (
+    AlertResult,
     AlertRow,
     GPUUsageSummary,
     NoData,
@@ -40,6 +41,7 @@ from tftui.model.metrics import (
     Step1,
     WorkloadRequest,
     WorkloadUsage,
+    history_by_step,
 )
 from tftui.reportout import render_csv, render_report, render_verification
 
@@ -69,6 +71,9 @@ class FakeStep1Port:
         if isinstance(result, NoData):
             raise result
         return result
+
+    def alert_history(self, rule: str, times: Sequence[datetime]) -> list[AlertResult]:
+        return history_by_step(self.alert_rows, rule, times)
 
 
 def throttle_no_data(rule: str, now: datetime) -> list[AlertRow] | NoData:

@@ -187,3 +187,18 @@ def test_rule_windows_and_thresholds_match_the_alert_engine() -> None:
             rule.consecutive,
             rule.severity,
         ), name
+
+
+def test_alert_history_is_alert_rows_per_instant() -> None:
+    port = SimStep1(DictRows(alert_rows_data()))
+    times = [NOW - timedelta(seconds=30), NOW]
+    history = port.alert_history("GPUTFlopsFull", times)
+    assert history[-1] == port.alert_rows("GPUTFlopsFull", NOW) and len(history) == 2
+    assert isinstance(history[0], NoData)  # no rows in [NOW − 60 s, NOW − 30 s]
+    data = alert_rows_data()
+    del data["tf_system_metrics"]
+    gone = SimStep1(DictRows(data)).alert_history("WorkerAllocationFailed", times)
+    assert [str(g) for g in gone] == ["WorkerAllocationFailed: table tf_system_metrics does not exist "
+                                      "(the simulator does not write it)"] * 2  # fmt: skip
+    with pytest.raises(ValueError, match="unknown alert rule"):
+        port.alert_history("NoSuchRule", times)

@@ -13,7 +13,7 @@ import os
 os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
 
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -24,7 +24,7 @@ from textual.pilot import Pilot
 from textual.widgets import Input, Label, Sparkline, Static
 
 from tftui.engine.alerts import RULES
-from tftui.model.metrics import AlertRow, Step1
+from tftui.model.metrics import AlertResult, AlertRow, Step1
 from tftui.model.usage import GPUUsage, WorkerUsage
 from tftui.sources.ports import SourceError
 from tftui.sources.sim.cluster import DEFAULT_NOW, SimCluster
@@ -150,6 +150,10 @@ class Store:
     def alert_rows(self, rule: str, now: datetime) -> list[AlertRow]:
         self._check()
         return self.step1_port.alert_rows(rule, now)
+
+    def alert_history(self, rule: str, times: Sequence[datetime]) -> list[AlertResult]:
+        self._check()
+        return self.step1_port.alert_history(rule, times)
 
 
 class UsageOnly:

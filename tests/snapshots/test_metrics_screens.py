@@ -7,7 +7,7 @@ SVGs live in `snapshots/test_metrics_screens/`.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -15,7 +15,7 @@ import pytest
 from textual.pilot import Pilot
 
 from tests.snapshots.conftest import ANALYSIS, SIZES, fixed_clock, settle
-from tftui.model.metrics import AlertRow, Step1
+from tftui.model.metrics import AlertResult, AlertRow, Step1
 from tftui.model.usage import GPUUsage, WorkerUsage
 from tftui.sources.ports import SourceError
 from tftui.sources.sim.acting import ActingSimCluster
@@ -55,6 +55,9 @@ class UnreachableStore:
         raise self._fail()
 
     def alert_rows(self, rule: str, now: datetime) -> list[AlertRow]:
+        raise self._fail()
+
+    def alert_history(self, rule: str, times: Sequence[datetime]) -> list[AlertResult]:
         raise self._fail()
 
 

@@ -6,7 +6,7 @@ job=tensor-fusion, instance). A candidate fires once it has been seen in `consec
 consecutive evaluations; a miss before that drops it silently; a firing alert that is absent from an
 evaluation resolves (`internal/config/rules.go`, `internal/alert/evaluator.go`).
 
-The queries themselves belong to the metrics sources (`Step1Port.alert_rows`); this module holds the
+The queries themselves belong to the metrics sources (`Step1Port.alert_history`); this module holds the
 rules as data, renders their Go templates, and replays evaluations. Pure: no clock, no I/O of its own
 (the port passed to `evaluate_history` does the reading).
 
@@ -30,7 +30,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any, Literal, Protocol
 
-from tftui.model.metrics import ALERT_RULES, AlertRow, NoData
+from tftui.model.metrics import ALERT_RULES, AlertResult, AlertRow, NoData
 
 JOB = "tensor-fusion"  # upstream constants.TensorFusionSystemName, the `job` label of every alert
 RUNBOOK = "https://tensor-fusion.ai/guide/troubleshooting/handbook"
@@ -318,9 +318,9 @@ class AlertEvaluator:
 
 
 class AlertRowSource(Protocol):
-    """What `evaluate_history` reads: `Step1Port.alert_rows` (engine code never imports sources)."""
+    """What `evaluate_history` reads: `Step1Port.alert_history` (engine code never imports sources)."""
 
-    def alert_rows(self, rule: str, now: datetime) -> list[AlertRow]: ...
+    def alert_history(self, rule: str, times: Sequence[datetime]) -> list[AlertResult]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -353,25 +353,25 @@ def evaluate_history(
 ) -> AlertHistory:
     """Replay each rule's evaluations at its interval over `span` to decide what fires at `now`.
 
-    The evaluation at `now` is made first: a rule with no data then is reported as `no-data` without
-    replaying its history (its column is absent, every earlier evaluation would say the same).
+    Each rule's evaluations come from one `alert_history` call (the sources answer it with a few
+    queries for the whole span, not one per instant). A rule with no data at `now` is reported as
+    `no-data` without replaying its history (its column is absent or the store stopped receiving).
     """
     ev = AlertEvaluator(rules)
     transitions: list[Transition] = []
     for rule in rules:
+        times = evaluation_times(rule, now, span)
         try:
-            current: list[AlertRow] | NoData = port.alert_rows(rule.name, now)
+            results = port.alert_history(rule.name, times)
         except NoData as exc:
             ev.observe(rule.name, now, exc)
             continue
-        for t in evaluation_times(rule, now, span):
-            if t == now:
-                result: list[AlertRow] | NoData = current
-            else:
-                try:
-                    result = port.alert_rows(rule.name, t)
-                except NoData as exc:
-                    result = exc
+        if len(results) != len(times):
+            raise ValueError(f"{rule.name}: {len(results)} evaluation results for {len(times)} instants")
+        if isinstance(results[-1], NoData):
+            ev.observe(rule.name, now, results[-1])
+            continue
+        for t, result in zip(times, results, strict=True):
             transitions.extend(ev.observe(rule.name, t, result))
     transitions.sort(key=lambda tr: (tr.at, tr.alert.rule, tr.alert.instance, tr.kind))
     return AlertHistory(

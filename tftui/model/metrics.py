@@ -7,6 +7,7 @@ checkable. Window aggregates only; raw rows never leave the source.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -107,6 +108,31 @@ class Step1:
 
 
 AlertRow = dict[str, Any]
+#: One evaluation of a rule: the rows that would fire, or NoData when its window had nothing to read.
+AlertResult = list[AlertRow] | NoData
+
+
+def history_by_step(
+    alert_rows: Callable[[str, datetime], list[AlertRow]], rule: str, times: Sequence[datetime]
+) -> list[AlertResult]:
+    """`alert_history` made of one `alert_rows` call per instant (the simulator, test doubles).
+
+    The last instant (`now`) is evaluated first: with NoData there the engine replays nothing (the
+    rule is `no-data`), so the earlier instants are not queried and carry that same NoData.
+    """
+    if not times:
+        return []
+
+    def one(t: datetime) -> AlertResult:
+        try:
+            return alert_rows(rule, t)
+        except NoData as exc:
+            return exc
+
+    last = one(times[-1])
+    if isinstance(last, NoData):
+        return [last] * len(times)
+    return [one(t) for t in times[:-1]] + [last]
 
 
 def assemble_step1(

@@ -1,8 +1,9 @@
 """Metrics from GreptimeDB over its PostgreSQL wire protocol (issue 4; behaviour M1–M5).
 
 `GreptimeMetrics` answers the reference page's four step-1 queries and the 15 built-in alert rules
-of upstream-model §5 with SQL that aggregates in the database; Python only finishes what needs the
-GPU capacities the tables lack (TFLOPS from compute %, VRAM % from bytes).
+of upstream-model §5 (replayed over a span in two queries per rule) with SQL that aggregates in the
+database; Python only finishes what needs the GPU capacities the tables lack (TFLOPS from
+compute %, VRAM % from bytes).
 
 Why it is written the way it is:
 
@@ -34,6 +35,14 @@ Why it is written the way it is:
   sums per (worker, TFLOPS bucket) instead of one row per sample. It needs `date_part('epoch', …)`,
   `power`, `ln`, `floor`, `nullif`, `coalesce`, `CASE` and `IN (…)` lists, all in GreptimeDB's
   (DataFusion's) function set; `least`/`greatest` are avoided (the bucket clamp is done in Python).
+
+- **Alert replay in a few queries (issue 4).** `alert_history` evaluates one rule at every instant
+  of its grid in one query for the rows (plus one counting rows per instant, for NoData): each row
+  is tagged with its evaluation `k = floor((now − epoch(ts)) / interval)` and rows on a window edge
+  (`ts IN (…)` the bound edge instants) are repeated with `k − 1` by a UNION ALL branch, since both ends of a window are
+  included. The rule's aggregate, WHERE and HAVING then run per (k, group keys), unchanged. Avoided
+  for it: `generate_series` (absent in GreptimeDB), `date_bin`/`RANGE … ALIGN`, window functions,
+  interval arithmetic, `VALUES` lists and joins against a grid of instants.
 
 GreptimeDB SQL features deliberately avoided (upstream-model §7):
 
@@ -71,6 +80,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from tftui.model.metrics import (
     ALERT_RULES,
+    AlertResult,
     AlertRow,
     GPUUsageSummary,
     NoData,
@@ -650,42 +660,81 @@ class GreptimeMetrics:
     # -- alerts (M5) -----------------------------------------------------------------------------
 
     def alert_rows(self, rule: str, now: datetime) -> list[AlertRow]:
-        """Rows firing `rule` in [now − evaluationInterval, now]; NoData when there is nothing to read.
+        """Rows firing `rule` in [now − evaluationInterval, now]: one evaluation of `alert_history`."""
+        (result,) = self.alert_history(rule, [now])
+        if isinstance(result, NoData):
+            raise result
+        return result
 
-        NoData (not healthy, M5) when the rule's table or a column it reads is absent, the window
-        has no rows, or the column it fires on is never written (NULL or 0 throughout:
-        `compute_throttled_cnt`, `vram_resumed_cnt`, `tf_gpu_usage.memory_percentage`). IdleGPU
-        still runs when memory_percentage is 0 (it then tests compute only, as upstream does) and
-        adds `memory_bytes` (window average) so VRAM can be judged from bytes (M3).
+    def alert_history(self, rule: str, times: Sequence[datetime]) -> list[AlertResult]:
+        """`rule` evaluated at each of `times` (its evaluation grid up to `now`), in two or three queries.
+
+        Each evaluation at t reads [t − evaluationInterval, t], both ends included, as upstream's
+        query does. One query reads the whole span once and tags every row with the evaluation `k`
+        (t = now − k·interval) whose window holds it: k = floor((now − ts) / interval), computed on
+        the epoch. A row exactly on a window edge belongs to two windows; a UNION ALL branch repeats
+        just those rows (`ts IN (<edge instants>)`, exact timestamp equality) with k − 1. The rule's own aggregate, WHERE and HAVING then
+        run per (k, group keys) exactly as in a single evaluation, and only firing rows come back. A
+        second query counts the rows (and peaks the never-written sentinel column) per k, for the
+        NoData of an empty window.
+
+        NoData per instant (in the list; when `now` has it, every instant carries it and the rows are
+        not queried, as the engine replays nothing then): no rows in that window, or the sentinel
+        NULL or 0 all through it (`compute_throttled_cnt`, `vram_resumed_cnt`, `tf_gpu_usage.memory_percentage`).
+        NoData raised: the rule's table or a column it reads is absent. IdleGPU still runs when
+        memory_percentage is 0 (it then tests compute only, as upstream does) and adds
+        `memory_bytes` (window average) so VRAM can be judged from bytes (M3).
+
+        `k` is exact for time columns of up to microsecond precision: the epochs of `now` and of a
+        row (doubles of the same binade until 2038) differ by exactly a whole number of intervals
+        when the row is on an edge, and by at least a microsecond from one otherwise.
         """
         spec = RULES.get(rule)
         if spec is None:
             raise ValueError(f"unknown alert rule {rule!r}; known: {', '.join(ALERT_RULES)}")
-        params = {
-            "start": _naive_utc(now - spec.window),
+        if not times:
+            return []
+        now, steps = times[-1], len(times) - 1
+        if any(t != now - spec.window * (steps - i) for i, t in enumerate(times)):
+            raise ValueError(f"{rule}: evaluation times must be {spec.window} apart, oldest first")
+        params: dict[str, Any] = {
+            "start": _naive_utc(now - spec.window * (steps + 1)),
             "end": _naive_utc(now),
+            "now_s": _aware(now).timestamp(),
+            "iv": spec.window.total_seconds(),
             "threshold": float(spec.threshold),
         }
+        # the instants that are window edges: a row exactly there belongs to two windows
+        edges = [f"e{m}" for m in range(1, steps + 2)]
+        params.update((e, _naive_utc(now - spec.window * m)) for m, e in enumerate(edges, 1))
+
+        def by_step(
+            t: TableInfo, columns: Sequence[str], where: sql.Composable | None = None
+        ) -> sql.Composed:
+            return self._by_step(t, columns, edges, where)
+
+        sentinel: str | None = None
+        empty: sql.Composed | None = None
         if rule in ("WorkerTFlopsThrottled", "WorkerVRAMSwitchCountIncreasing"):
             col, alias = (
                 ("compute_throttled_cnt", "throttled_increase")
                 if rule == "WorkerTFlopsThrottled"
                 else ("vram_resumed_cnt", "switch_increase")
             )
-            t = self._alert_table(
-                rule, "tf_worker_usage", ("workload", "worker", "uuid", "node", col), params, col
-            )
+            keys: tuple[str, ...] = ("workload", "worker", "uuid", "node")
+            t = self._alert_table(rule, "tf_worker_usage", (*keys, col))
+            sentinel = col
             query = sql.SQL(
-                "SELECT workload, worker, uuid, node, max({c}) - min({c}) AS {a} FROM {t} WHERE {w} "
-                "GROUP BY workload, worker, uuid, node HAVING max({c}) - min({c}) > %(threshold)s"
-            ).format(c=sql.Identifier(col), a=sql.Identifier(alias), t=t.ident, w=self._window(t, upper="<="))
+                "SELECT k, workload, worker, uuid, node, max({c}) - min({c}) AS {a} FROM {s} "
+                "GROUP BY k, workload, worker, uuid, node HAVING max({c}) - min({c}) > %(threshold)s"
+            ).format(c=sql.Identifier(col), a=sql.Identifier(alias), s=by_step(t, (*keys, col)))
         elif rule == "WorkerAllocationFailed":
             col = "total_allocation_fail_cnt"
-            t = self._alert_table(rule, "tf_system_metrics", ("pool", col), params)
+            t = self._alert_table(rule, "tf_system_metrics", ("pool", col))
             query = sql.SQL(
-                "SELECT pool, max({c}) - min({c}) AS failure_increase FROM {t} WHERE {w} "
-                "GROUP BY pool HAVING max({c}) - min({c}) > %(threshold)s"
-            ).format(c=sql.Identifier(col), t=t.ident, w=self._window(t, upper="<="))
+                "SELECT k, pool, max({c}) - min({c}) AS failure_increase FROM {s} "
+                "GROUP BY k, pool HAVING max({c}) - min({c}) > %(threshold)s"
+            ).format(c=sql.Identifier(col), s=by_step(t, ("pool", col)))
         elif rule in ("GPUVRAMFull", "GPUTFlopsFull", "GPUTemperatureHigh"):
             col, alias = {
                 "GPUVRAMFull": ("memory_percentage", "memory_used"),
@@ -693,56 +742,107 @@ class GreptimeMetrics:
                 "GPUTemperatureHigh": ("temperature", "avg_temperature"),
             }[rule]
             sentinel = col if col == "memory_percentage" else None
-            t = self._alert_table(rule, "tf_gpu_usage", ("node", "pool", "uuid", col), params, sentinel)
+            t = self._alert_table(rule, "tf_gpu_usage", ("node", "pool", "uuid", col))
+            above = sql.SQL("{c} > %(threshold)s").format(c=sql.Identifier(col))
             query = sql.SQL(
-                "SELECT node, pool, uuid, avg({c}) AS {a} FROM {t} WHERE {c} > %(threshold)s AND {w} "
-                "GROUP BY node, pool, uuid"
-            ).format(c=sql.Identifier(col), a=sql.Identifier(alias), t=t.ident, w=self._window(t, upper="<="))
+                "SELECT k, node, pool, uuid, avg({c}) AS {a} FROM {s} GROUP BY k, node, pool, uuid"
+            ).format(c=sql.Identifier(col), a=sql.Identifier(alias),
+                     s=by_step(t, ("node", "pool", "uuid", col), above))  # fmt: skip
         elif rule.startswith(("Node", "Pool")):
             col = "allocated_tflops_percent" if "TFlops" in rule else "allocated_vram_percent"
             alias = "tflops_available" if "TFlops" in rule else "vram_available"
             keys = ("node", "pool") if rule.startswith("Node") else ("pool",)
-            t = self._alert_table(rule, "tf_node_metrics", (*keys, col), params)
+            t = self._alert_table(rule, "tf_node_metrics", (*keys, col))
             group = sql.SQL(", ").join(map(sql.Identifier, keys))
             query = sql.SQL(
-                "SELECT {g}, 100 - avg({c}) AS {a} FROM {t} WHERE {w} GROUP BY {g} "
+                "SELECT k, {g}, 100 - avg({c}) AS {a} FROM {s} GROUP BY k, {g} "
                 "HAVING 100 - avg({c}) < %(threshold)s"
-            ).format(g=group, c=sql.Identifier(col), a=sql.Identifier(alias), t=t.ident,
-                     w=self._window(t, upper="<="))  # fmt: skip
+            ).format(g=group, c=sql.Identifier(col), a=sql.Identifier(alias), s=by_step(t, (*keys, col)))
         elif rule == "EmptyGPU":
-            t = self._alert_table(rule, "tf_node_metrics", ("node",), params)
-            u = self._alert_table(rule, "tf_worker_usage", ("node",), params, empty_ok=True)
-            wu = sql.SQL("{ts} >= %(start)s AND {ts} <= %(end)s").format(ts=u.ts)
-            query = sql.SQL(
-                "SELECT DISTINCT node FROM {t} WHERE {w} AND node NOT IN "
-                "(SELECT DISTINCT node FROM {u} WHERE {wu} AND node IS NOT NULL)"
-            ).format(t=t.ident, w=self._window(t, upper="<="), u=u.ident, wu=wu)
+            t = self._alert_table(rule, "tf_node_metrics", ("node",))
+            u = self._alert_table(rule, "tf_worker_usage", ("node",))
+            query = sql.SQL("SELECT k, node FROM {s} GROUP BY k, node").format(s=by_step(t, ("node",)))
+            empty = sql.SQL("SELECT k, node FROM {s} GROUP BY k, node").format(
+                s=by_step(u, ("node",), sql.SQL("node IS NOT NULL"))
+            )
         else:  # IdleGPU
-            t = self._alert_table(
-                rule, "tf_gpu_usage", ("node", "pool", "uuid", "compute_percentage", "memory_percentage",
-                                       "memory_bytes"), params
-            )  # fmt: skip
+            cols = ("node", "pool", "uuid", "compute_percentage", "memory_percentage", "memory_bytes")
+            t = self._alert_table(rule, "tf_gpu_usage", cols)
             query = sql.SQL(
-                "SELECT node, pool, uuid, avg(compute_percentage) AS compute, "
-                "avg(memory_percentage) AS vram, avg(memory_bytes) AS memory_bytes FROM {t} WHERE {w} "
-                "GROUP BY node, pool, uuid "
+                "SELECT k, node, pool, uuid, avg(compute_percentage) AS compute, "
+                "avg(memory_percentage) AS vram, avg(memory_bytes) AS memory_bytes FROM {s} "
+                "GROUP BY k, node, pool, uuid "
                 "HAVING avg(compute_percentage) < 1 AND avg(memory_percentage) < %(threshold)s"
-            ).format(t=t.ident, w=self._window(t, upper="<="))
-        names, rows = self._run(query, params, f"evaluating {rule}", t.name)
-        out = [{k: _num(v) for k, v in zip(names, row, strict=True)} for row in rows]
-        return sorted(out, key=alert_row_key)
+            ).format(s=by_step(t, cols))
+        doing = f"evaluating {rule}"
+        probe = sql.SQL("max(abs({c}))").format(c=sql.Identifier(sentinel)) if sentinel else sql.SQL("NULL")
+        counted = self._fetch(
+            sql.SQL("SELECT k, count(*), {p} FROM {s} GROUP BY k").format(
+                p=probe, s=by_step(t, (sentinel,) if sentinel else ())
+            ),
+            params, doing, t.name,
+        )  # fmt: skip
+        seen: dict[int, list[int | float]] = {}  # k → [rows, sentinel peak]
+        with self._malformed(doing):
+            for k, n, peak in counted:
+                acc = seen.setdefault(int(k), [0, 0.0])
+                acc[0] += int(n)
+                acc[1] = max(acc[1], abs(_f(peak)))
 
-    def _alert_table(
-        self,
-        rule: str,
-        name: str,
-        columns: Sequence[str],
-        params: Mapping[str, Any],
-        sentinel: str | None = None,
-        *,
-        empty_ok: bool = False,
-    ) -> TableInfo:
-        """The rule's table, or NoData: absent table/column, empty window, never-written sentinel."""
+        def no_data(k: int, at: datetime) -> NoData | None:
+            n, peak = seen.get(k, (0, 0.0))
+            if not n:
+                start, end = _naive_utc(at - spec.window), _naive_utc(at)
+                return NoData(f"{rule}: no rows in {t.name} between {start} and {end} UTC")
+            if sentinel and not peak:
+                return NoData(
+                    f"{rule}: {t.name}.{sentinel} is never written (NULL or 0 throughout the window)"
+                )
+            return None
+
+        if (last := no_data(0, now)) is not None:  # not evaluable now: nothing is replayed
+            return [last] * len(times)
+        names, found = self._run(query, params, doing, t.name)
+        busy: dict[int, set[Any]] = {}
+        if empty is not None:
+            for k, node in self._fetch(empty, params, doing, "tf_worker_usage"):
+                busy.setdefault(int(k), set()).add(node)
+        rows: dict[int, list[AlertRow]] = {}
+        for k, *values in found:
+            row = {name: _num(v) for name, v in zip(names[1:], values, strict=True)}
+            if empty is not None:  # `node NOT IN (busy nodes)`: NULL passes only an empty list
+                others = busy.get(int(k), set())
+                if row["node"] in others or (row["node"] is None and others):
+                    continue
+            rows.setdefault(int(k), []).append(row)
+        out: list[AlertResult] = []
+        for i, at in enumerate(times):
+            k = steps - i
+            out.append(no_data(k, at) or sorted(rows.get(k, []), key=alert_row_key))
+        return out
+
+    @staticmethod
+    def _by_step(
+        t: TableInfo, columns: Sequence[str], edges: Sequence[str], where: sql.Composable | None = None
+    ) -> sql.Composed:
+        """`(…) s`: the span's rows with the evaluation `k` of each window they fall in (see alert_history).
+
+        `edges` name the bound edge instants (now − m·interval, m ≥ 1): the rows there come again
+        with k − 1. Plain arithmetic on `date_part('epoch', ts)`, `floor`, `IN (…)` and UNION ALL:
+        no `generate_series`, `date_bin`, window functions, interval arithmetic or `VALUES` lists.
+        """
+        k = sql.SQL("floor((%(now_s)s - date_part('epoch', {ts})) / %(iv)s)").format(ts=t.ts)
+        cond = GreptimeMetrics._window(t, upper="<=")
+        if where is not None:
+            cond = sql.SQL("{} AND {}").format(cond, where)
+        cols = sql.SQL("").join(sql.SQL(", {}").format(sql.Identifier(c)) for c in columns)
+        on_edge = sql.SQL("{ts} IN ({e})").format(ts=t.ts, e=sql.SQL(", ").join(map(sql.Placeholder, edges)))
+        return sql.SQL(
+            "(SELECT {k} AS k{c} FROM {t} WHERE {w} UNION ALL SELECT {k} - 1 AS k{c} FROM {t} WHERE {w} AND {e}) s"
+        ).format(k=k, c=cols, t=t.ident, w=cond, e=on_edge)
+
+    def _alert_table(self, rule: str, name: str, columns: Sequence[str]) -> TableInfo:
+        """The rule's table, or NoData when it or a column it reads is absent (SourceError: not numbers)."""
         table = self.tables().get(name)
         if table is None:
             raise NoData(
@@ -759,17 +859,6 @@ class GreptimeMetrics:
                     f"metrics store {self._where}: {name}.{column} holds {dtype}, not numbers — "
                     "malformed values; recreate the table from TensorFusion's schema"
                 )
-        if empty_ok:
-            return table
-        probe = sql.SQL("max(abs({c}))").format(c=sql.Identifier(sentinel)) if sentinel else sql.SQL("NULL")
-        query = sql.SQL("SELECT count(*), {p} FROM {t} WHERE {w}").format(
-            p=probe, t=table.ident, w=self._window(table, upper="<=")
-        )
-        (count, peak), *_ = self._fetch(query, params, f"evaluating {rule}", name)
-        if not count:
-            raise NoData(f"{rule}: no rows in {name} between {params['start']} and {params['end']} UTC")
-        if sentinel and not _f(peak):
-            raise NoData(f"{rule}: {name}.{sentinel} is never written (NULL or 0 throughout the window)")
         return table
 
     # -- MetricsPort -----------------------------------------------------------------------------

@@ -6,11 +6,11 @@ a live cluster and GreptimeDB are interchangeable.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from tftui.model.metrics import AlertRow, NoData, Step1
+from tftui.model.metrics import AlertResult, AlertRow, NoData, Step1
 from tftui.model.usage import GPUUsage, WorkerUsage
 
 if TYPE_CHECKING:
@@ -107,5 +107,16 @@ class Step1Port(Protocol):
         """Rows that fire `rule` (a name from ALERT_RULES) in its evaluation window ending at `now`.
 
         Raises NoData when the rule reads a table or column that is absent or never written.
+        """
+        ...
+
+    def alert_history(self, rule: str, times: Sequence[datetime]) -> list[AlertResult]:
+        """`alert_rows` at each of `times` (oldest first, one evaluation interval apart, the last is
+        `now`), in a few queries for the whole span rather than one per instant.
+
+        An instant whose window has nothing to read is a NoData in the list (when that is `now`,
+        the earlier instants are not evaluated and carry the same NoData: the engine replays
+        nothing then); NoData raised means the rule cannot be evaluated at all (table or column
+        absent).
         """
         ...

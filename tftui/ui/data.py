@@ -85,12 +85,15 @@ def step1_port(metrics: object) -> Step1Port | None:
     """The port that answers step 1 and the alerts for `metrics`, or None.
 
     Duck-typed like `Step1Port` (the protocol is not runtime-checkable): the metrics port itself
-    when it has `describe`, `step1` and `alert_rows` (`GreptimeMetrics`); `SimStep1` over a
-    `SimMetrics` (the demo); None for any other `MetricsPort`.
+    when it has `describe`, `step1`, `alert_rows` and `alert_history` (`GreptimeMetrics`);
+    `SimStep1` over a `SimMetrics` (the demo); None for any other `MetricsPort`.
     """
     if metrics is None:
         return None
-    if all(callable(getattr(metrics, name, None)) for name in ("describe", "step1", "alert_rows")):
+    if all(
+        callable(getattr(metrics, name, None))
+        for name in ("describe", "step1", "alert_rows", "alert_history")
+    ):
         return cast(Step1Port, metrics)
     from tftui.sources.sim.usage import SimMetrics
 

@@ -10,12 +10,13 @@ streamed from `SimMetrics.rows`; memory grows with the number of groups, never w
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Final, Protocol
 
 from tftui.model.metrics import (
     ALERT_RULES,
+    AlertResult,
     AlertRow,
     GPUUsageSummary,
     NoData,
@@ -24,6 +25,7 @@ from tftui.model.metrics import (
     WorkloadRequest,
     WorkloadUsage,
     assemble_step1,
+    history_by_step,
 )
 from tftui.sources.greptime import RULES, alert_row_key
 
@@ -70,7 +72,7 @@ class RowSource(Protocol):
 
 
 class SimStep1:
-    """`Step1Port` over a `SimMetrics` (describe / step1 / alert_rows).
+    """`Step1Port` over a `SimMetrics` (describe / step1 / alert_rows / alert_history).
 
     Tables the source does not know (`rows` raises ValueError, e.g. tf_system_metrics for the
     simulator) are absent → NoData for the rules that read them.
@@ -214,6 +216,16 @@ class SimStep1:
         if sentinel and not any(abs(r[sentinel] or 0) for r in rows):
             raise NoData(f"{rule}: {table}.{sentinel} is never written (NULL or 0 throughout the window)")
         return rows
+
+    def alert_history(self, rule: str, times: Sequence[datetime]) -> list[AlertResult]:
+        """`alert_rows` at each instant: the per-evaluation semantics the SQL adapter batches.
+
+        The simulator reads its in-memory rows per window, so there is no round trip to save; it is
+        the reference the batched GreptimeDB replay is tested against.
+        """
+        if rule not in RULES:
+            raise ValueError(f"unknown alert rule {rule!r}; known: {', '.join(ALERT_RULES)}")
+        return history_by_step(self.alert_rows, rule, times)
 
     def alert_rows(self, rule: str, now: datetime) -> list[AlertRow]:
         """Rows firing `rule` in [now − evaluationInterval, now]; NoData as in the SQL adapter."""
