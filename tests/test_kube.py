@@ -507,3 +507,24 @@ def test_settle_waits_for_the_cache_to_show_a_write(kube: KubeCluster, server: K
     kube.apply(EvictPod(ns, name))
     assert kube.settle(5)
     assert not [p for p in kube.snapshot() if p["kind"] == "Pod" and p["metadata"]["name"] == name]
+
+
+def test_read_secret_gets_by_name_retries_and_reports_one_line(
+    kube: KubeCluster, server: KubeApiServer
+) -> None:
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "k", "namespace": "ml"},
+        "data": {"token": "czNjcmV0", "bin": "/w=="},  # "s3cret", b"\xff"
+    }
+    server.seed([secret])
+    server.inject(Fault(status=500, method="GET", path="/secrets/k"))
+    assert kube.read_secret("ml", "k") == {"token": b"s3cret", "bin": b"\xff"}
+    assert server.stats.requests["GET /api/v1/namespaces/ml/secrets/k"] == 2  # the 500 was retried
+    with pytest.raises(SourceError, match=r"^Secret not found$"):
+        kube.read_secret("other", "k")
+    server.seed([{**secret, "data": {"token": "not base64!"}}])
+    with pytest.raises(SourceError, match=r"^Secret data unreadable: "):
+        kube.read_secret("ml", "k")
+    assert not [k for k in server.stats.requests if k.endswith("/secrets")]  # never listed

@@ -7,7 +7,8 @@ the API server's CRD semantics: status subresource, structural pruning of unknow
 (`x-kubernetes-preserve-unknown-fields` respected) and schema `default`s wherever the schema declares
 them (applied, as upstream, only inside objects that are present).
 
-Built-ins served: v1 nodes, pods (status subresource, `eviction`), namespaces are implicit;
+Built-ins served: v1 nodes, pods (status subresource, `eviction`), secrets,
+namespaces are implicit;
 policy/v1 poddisruptionbudgets; events.k8s.io/v1 events; coordination.k8s.io/v1 leases.
 Label values are validated on create/update/patch (422 `Invalid` with the API's wording), which is
 the validation error tests use. Pod status on create is reset to `Pending` (as the API does);
@@ -73,6 +74,7 @@ BUILTINS = (
     ResourceType("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True, True),
     ResourceType("events.k8s.io", "v1", "events", "Event", True, False),
     ResourceType("coordination.k8s.io", "v1", "leases", "Lease", True, False),
+    ResourceType("", "v1", "secrets", "Secret", True, False),
 )
 
 
@@ -288,7 +290,14 @@ class Fault:
         return (self.method is None or self.method == method) and self.path in path
 
 
-_REASONS = {409: "Conflict", 429: "TooManyRequests", 500: "InternalError", 503: "ServiceUnavailable"}
+_REASONS = {
+    403: "Forbidden",
+    404: "NotFound",
+    409: "Conflict",
+    429: "TooManyRequests",
+    500: "InternalError",
+    503: "ServiceUnavailable",
+}
 
 
 # -- the store --------------------------------------------------------------------------------------------

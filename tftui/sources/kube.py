@@ -30,6 +30,8 @@ message. Creations use deterministic names so a retry after a lost response cann
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
 import json
 import random
@@ -783,6 +785,40 @@ class KubeCluster:
             if len(self._series) > 1000:  # forget series whose window has passed
                 self._series = {i: v for i, v in self._series.items() if now - v[2] <= SERIES_WINDOW}
             self._series[ident] = (ev_name, 1, now)
+
+    def read_secret(self, namespace: str, name: str) -> dict[str, bytes]:
+        """One Secret's data, base64-decoded (the external scaler's bearer token, upstream §9).
+
+        A GET on demand rather than a cached watch: tftui needs a handful of Secrets, and RBAC then
+        grants `get` on secrets only, never `list`/`watch` of every Secret in the cluster. Retried
+        like the writes; 404, 403 and malformed data raise `SourceError` with one line saying what
+        (the caller names which reference pointed here). Values are bytes: the caller picks a key
+        and decides whether it must be text.
+        """
+        what = f"Secret {namespace}/{name}"
+
+        def get(_: int) -> bytes:
+            resp = self.core.read_namespaced_secret(
+                name, namespace, _preload_content=False, _request_timeout=self.request_timeout
+            )
+            return _done(resp)
+
+        try:
+            raw = self._call(f"read {what}", get)
+        except ActionError as exc:
+            if exc.status == 404:
+                raise SourceError("Secret not found") from None
+            if exc.status == 403:
+                raise SourceError("reading the Secret is forbidden (RBAC: get on secrets)") from None
+            raise SourceError(str(exc)) from None
+        try:
+            doc = json.loads(raw)
+            data = doc.get("data") or {}
+            if not isinstance(data, dict):
+                raise ValueError("data is not an object")
+            return {str(k): base64.b64decode(str(v), validate=True) for k, v in data.items()}
+        except (ValueError, binascii.Error, AttributeError) as exc:
+            raise SourceError(f"Secret data unreadable: {exc}") from None
 
     def events(self) -> list[dict[str, Any]]:
         """tftui's events, oldest first (from the watch cache once synced, else read from the API)."""
