@@ -81,7 +81,8 @@ def http(url: str) -> tuple[int, str]:
         return exc.code, exc.read().decode()
 
 
-def metric(text: str, name: str, **labels: str) -> float:
+def metric(text: str, name: str, default: float | None = None, **labels: str) -> float:
+    """A series' value; `default` when it is absent (else AssertionError)."""
     want = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
     for line in text.splitlines():
         if line.startswith("#"):
@@ -91,6 +92,8 @@ def metric(text: str, name: str, **labels: str) -> float:
         got = ",".join(sorted(rest.rstrip("}").split(","))) if rest else ""
         if head == name and got == want:
             return float(value)
+    if default is not None:
+        return default
     raise AssertionError(f"no series {name}{{{want}}} in /metrics")
 
 
@@ -401,7 +404,10 @@ def test_cli_daemon_dry_run_on_a_cluster_writes_nothing(server: KubeApiServer, k
         eventually(
             lambda: (
                 metric(
-                    http(f"http://127.0.0.1:{port}/metrics")[1], "tftui_decisions_total", kind="compaction"
+                    http(f"http://127.0.0.1:{port}/metrics")[1],
+                    "tftui_decisions_total",
+                    0.0,  # not there before the first compaction tick
+                    kind="compaction",
                 )
                 > 0
             )
