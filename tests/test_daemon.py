@@ -26,12 +26,16 @@ from tests.daemon_support import make_daemon
 from tests.kubeapi import KubeApiServer, write_kubeconfig
 from tftui.cli import main
 from tftui.daemon import Daemon, setup_logging
+from tftui.model import keys
+from tftui.runtime.journal import JournalEntry
 from tftui.sources.greptime import GreptimeMetrics
 from tftui.sources.sim.cluster import generate_objects
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = generate_objects()
 AFTER_CAMPAIGN = datetime.fromisoformat("2026-12-01T08:10:00+00:00")  # drained by 08:02, released 08:05
+WINDOW_END = datetime.fromisoformat("2026-12-01T10:00:00+00:00")
+A_KILLED = datetime.fromisoformat("2026-12-01T08:00:00+00:00")  # a daemon started 07:59:50 evicts first then
 EVICT = re.compile(r"^POST /api/v1/namespaces/([^/]+)/pods/([^/]+)/eviction$")
 
 
@@ -81,7 +85,8 @@ def http(url: str) -> tuple[int, str]:
         return exc.code, exc.read().decode()
 
 
-def metric(text: str, name: str, **labels: str) -> float:
+def metric(text: str, name: str, default: float | None = None, **labels: str) -> float:
+    """A series' value; `default` when it is absent (else AssertionError)."""
     want = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
     for line in text.splitlines():
         if line.startswith("#"):
@@ -91,6 +96,8 @@ def metric(text: str, name: str, **labels: str) -> float:
         got = ",".join(sorted(rest.rstrip("}").split(","))) if rest else ""
         if head == name and got == want:
             return float(value)
+    if default is not None:
+        return default
     raise AssertionError(f"no series {name}{{{want}}} in /metrics")
 
 
@@ -229,6 +236,64 @@ def test_two_daemons_one_acts_the_leader_is_killed_the_other_resumes_the_campaig
     lease = server.get("Lease", "tftui", "tf-sys")
     assert lease is not None and not lease["spec"].get("holderIdentity")  # B released it on stop
     assert lease["spec"]["leaseTransitions"] == 1
+
+
+def test_killed_between_an_eviction_and_its_marker_the_restart_waits_and_never_evicts_twice(
+    server: KubeApiServer, kubeconfig: str
+) -> None:
+    """Evicted pods stay terminating for a while (eviction grace). A is SIGKILLed right after its
+    first eviction call returns, before the pod's `defrag-evicted` marker is written. The restarted
+    daemon finds the evicted pod terminating and unmarked on the source node: it waits until the pod
+    is gone before evicting the next one, and never evicts any pod twice."""
+    server.eviction_grace = 1.5
+    a = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tests.daemon_support",
+            kubeconfig,
+            "a",
+            "2026-12-01T07:59:50Z",
+            "2026-12-01T08:10:00Z",
+            "--kill-after-evictions",
+            "1",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    _, err = a.communicate(timeout=30)
+    assert a.returncode == -signal.SIGKILL, err
+    (first,) = evictions(server)
+    ns, name = first.split("/")
+    left = server.get("Pod", name, ns)
+    assert left is not None and left["metadata"].get("deletionTimestamp")  # terminating ...
+    assert keys.DEFRAG_EVICTED not in (left["metadata"].get("labels") or {})  # ... and unmarked
+
+    # simulated time runs at full speed while B waits on a real 1.5 s: give it the whole window
+    b, kube = make_daemon(kubeconfig, "b", start=A_KILLED, stop_at=WINDOW_END, elect=False)
+    seen: list[tuple[str, bool]] = []  # B's defrag lines and evictions, with "first pod still there"
+
+    def on_entry(entry: JournalEntry) -> None:
+        if entry.kind == "defrag" or entry.message.startswith("evict Pod"):
+            seen.append((entry.message, server.get("Pod", name, ns) is not None))
+            if entry.message.startswith("evict Pod"):
+                server.eviction_grace = 0.2  # the rest of the campaign need not be slow
+
+    b.journal.subscribe(on_entry)
+    try:
+        assert b.run() == 0
+    finally:
+        kube.close()
+    b_evicts = [i for i, (m, _) in enumerate(seen) if m.startswith("evict Pod")]
+    assert b_evicts, seen
+    waited = seen[: b_evicts[0]]
+    assert waited and waited[0][0].startswith("paused: ") and waited[0][1]  # saw it terminating: waited
+    assert not seen[b_evicts[0]][1]  # the next eviction only once the first pod was gone
+    evicted = evictions(server)
+    assert len(evicted) >= 6 and set(evicted.values()) == {1}  # resumed, finished, nothing repeated
+    assert f"evict Pod {first}" not in [m for m, _ in seen]
 
 
 def test_metrics_store_down_pauses_autoscale_only(server: KubeApiServer, kubeconfig: str) -> None:
@@ -401,7 +466,10 @@ def test_cli_daemon_dry_run_on_a_cluster_writes_nothing(server: KubeApiServer, k
         eventually(
             lambda: (
                 metric(
-                    http(f"http://127.0.0.1:{port}/metrics")[1], "tftui_decisions_total", kind="compaction"
+                    http(f"http://127.0.0.1:{port}/metrics")[1],
+                    "tftui_decisions_total",
+                    0.0,  # not there before the first compaction tick
+                    kind="compaction",
                 )
                 > 0
             )

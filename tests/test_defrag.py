@@ -905,6 +905,33 @@ def test_34_drain_continues_after_the_evicted_pod_is_gone() -> None:
     assert res.state == "idle" and skip_of(res, "n-src") == "idle" and evictions(plan) == []
 
 
+def test_d5_unmarked_terminating_worker_on_the_source_blocks_like_a_marked_one() -> None:
+    """Crash gap: the eviction went through but the `defrag-evicted` marker was never written. The
+    terminating worker on this pool's source node is the only trace: the step waits for it to be
+    gone (never evicts the next one meanwhile) and keeps the source marker, even when it was the
+    node's last worker. A stale source marker (sourceNodeMarkerTTL, 30m) ends the wait."""
+    leaving = wk("w-big", "n-src", tflops=60, deleting=True)  # no evicted markers
+    plan, res = step(_two_workers(source_marks(since=2 * MIN), big=leaving))
+    assert res.state == "blocked" and evictions(plan) == []
+    assert reasons(plan) == ["DefragBlockedByEvictedPod"]
+    last = [
+        o
+        for o in _two_workers(source_marks(since=2 * MIN), big=leaving)
+        if o["metadata"]["name"] != "w-small"
+    ]
+    plan, res = step(last)
+    assert res.state == "blocked" and evictions(plan) == []
+    assert not [a for a in plan.actions if isinstance(a, LabelNode | AnnotateNode)]  # marker kept
+    stale = _two_workers(source_marks(since=HOUR), big=leaving)
+    plan, res = step(stale)
+    assert res.state != "blocked" and all(a in plan.actions for a in clear_source("n-src"))
+    # another pool's source, or a node that is no source: a terminating worker there is not ours
+    _, res = step(_two_workers(source_marks("pool-b", since=2 * MIN), big=leaving))
+    assert res.state != "blocked"
+    _, res = step(_two_workers(big=leaving))
+    assert res.state == "evict" and res.evict is not None and res.evict.pod == "default/w-small"
+
+
 def test_d5_source_that_no_longer_fits_is_abandoned() -> None:
     """D5: if the source's remaining workers no longer fit, its marker is cleared and other candidates
     are tried in the same step."""

@@ -3,17 +3,20 @@ the percentile and cron recommenders (§6.1), and the runtime's autoscale loop c
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.fixtures.engine_builders import GI, NOW, build
+from tests.kubeapi import Fault, KubeApiServer, write_kubeconfig
 from tests.test_autoscale import TFK, VK, astate_for, cluster
 from tftui.engine.autoscale import (
     AutoscaleState,
@@ -28,6 +31,7 @@ from tftui.model.quantity import parse_quantity
 from tftui.runtime.loops import Runtime
 from tftui.sources import external_scaler
 from tftui.sources.external_scaler import ask, ask_all, parse_answer
+from tftui.sources.kube import KubeCluster
 from tftui.sources.sim.acting import ActingSimCluster
 from tftui.sources.sim.usage import SimMetrics
 
@@ -196,6 +200,13 @@ def test_api_key_from_the_secret(scaler: Scaler) -> None:
     missing = ask(req, secrets=lambda ns, name: {"other": "x"})
     assert missing.error == "apiKeySecretRef default/scaler-key: none of the keys apiKey, token, key"
     assert ask(req).error == "apiKeySecretRef default/scaler-key: this source cannot read Secrets"
+    # bytes as a Secret stores them: text is sent, anything else is refused naming the key
+    assert ask(req, secrets=lambda ns, name: {"apiKey": b"b-key", "token": b"\xff"}).error is None
+    assert scaler.seen[-1][1]["Authorization"] == "Bearer b-key"
+    binary = ask(req, secrets=lambda ns, name: {"apiKey": b"\xff\xfe"})
+    assert binary.error == "apiKeySecretRef default/scaler-key: key apiKey is not UTF-8 text"
+    newline = ask(req, secrets=lambda ns, name: {"token": b"s3cret\n"})
+    assert newline.error == "apiKeySecretRef default/scaler-key: key token contains a line break"
 
 
 # -- the merge (§6.1, §9) --------------------------------------------------------------------------
@@ -309,3 +320,103 @@ def test_the_autoscale_loop_asks_the_scaler_and_shows_its_errors(scaler: Scaler)
     status = _workloads(sim)[key]["status"]
     assert status["recommendation"] == w.recommendation.to_json()  # type: ignore[union-attr]
     assert external_scaler.DEFAULT_TIMEOUT == 10.0
+
+
+# -- a live cluster: the bearer token from a Secret through the API ---------------------------------
+
+
+def _secret(name: str, data: dict[str, bytes], ns: str = "default") -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": ns},
+        "type": "Opaque",
+        "data": {k: base64.b64encode(v).decode() for k, v in data.items()},
+    }
+
+
+def test_live_cluster_reads_the_api_key_secret_and_reports_its_errors(scaler: Scaler, tmp_path: Path) -> None:
+    """The runtime against the test API server: the scaler answers only with the Secret's token; a
+    missing, forbidden, keyless or binary Secret blocks the workload with a reason naming it, and no
+    worker pod is patched."""
+    sim = ActingSimCluster(nodes=12)
+    key = sorted(k for k, o in _workloads(sim).items() if o["spec"].get("replicas"))[0]
+    ns, name = key.split("/")
+    ref = {"name": "scaler-key"}  # no namespace: the workload's
+    sim.patch("TensorFusionWorkload", name, {"spec": ext_spec(scaler.url, apiKeySecretRef=ref)}, namespace=ns)
+    current = _workloads(sim)[key]["spec"]["resources"]
+    big = {"requests": dict(current["requests"]), "limits": dict(current["limits"])}
+    big["requests"]["tflops"] = str(parse_quantity(current["requests"]["tflops"]).value() * 2)
+    answer = json.dumps(
+        {"needScaleUp": True, "needScaleDown": False, "reason": "burst", "recommendedResources": big}
+    ).encode()
+    scaler.respond = lambda body, headers: (
+        (200, answer) if headers.get("Authorization") == "Bearer s3cret" else (401, b"bad token")
+    )
+
+    now = [sim.now()]
+    metrics = SimMetrics(sim.snapshot(), sim.seed, now=sim.now() + timedelta(hours=1))
+    with KubeApiServer(bookmark_interval=0.2) as server:
+        server.seed(sim.snapshot())
+        kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", server.url)
+        kube = KubeCluster(kubeconfig=str(kubeconfig), backoff=0.01, max_backoff=0.05)
+        try:
+            kube.wait_synced(10)
+            rt = Runtime(kube, clock=lambda: now[0], metrics=metrics)
+            rt.external_timeout = 5
+
+            def tick(secret: dict[str, Any] | None = None, *faults: Fault) -> tuple[str, str]:
+                """One autoscale tick 30 s later; (external, detail) of the workload."""
+                if secret is not None:
+                    server.seed([secret])
+                server.inject(*faults)
+                now[0] += timedelta(seconds=30)
+                rt.autoscale_tick()
+                assert rt.last_autoscale is not None and rt.last_autoscale.result is not None
+                w = rt.last_autoscale.result.workloads[key]
+                return w.external, w.detail
+
+            def worker_patches() -> int:
+                return sum(
+                    n
+                    for k, n in server.stats.requests.items()
+                    if k.startswith(f"PATCH /api/v1/namespaces/{ns}/pods/{name}")
+                )
+
+            prefix = f"external scaler {scaler.url}: apiKeySecretRef {ns}/scaler-key: "
+            failures = [
+                (None, (), "Secret not found"),
+                (
+                    _secret("scaler-key", {"token": b"s3cret"}, ns),
+                    (Fault(status=403, method="GET", path="/secrets/scaler-key"),),
+                    "reading the Secret is forbidden (RBAC: get on secrets)",
+                ),
+                (_secret("scaler-key", {"password": b"x"}, ns), (), "none of the keys apiKey, token, key"),
+                (_secret("scaler-key", {"token": b"\xc3\x28"}, ns), (), "key token is not UTF-8 text"),
+            ]
+            for secret, faults, reason in failures:
+                external, detail = tick(secret, *faults)
+                assert detail == f"{prefix}{reason}; no change this tick"
+                assert external == f"error: apiKeySecretRef {ns}/scaler-key: {reason}"
+            assert scaler.seen == [] and worker_patches() == 0  # never called without its key
+
+            external, _ = tick(_secret("scaler-key", {"token": b"s3cret"}, ns))
+            assert external == "answered: scale up (burst)"
+            assert [h["Authorization"] for _, h in scaler.seen] == ["Bearer s3cret"]
+            assert worker_patches() > 0
+            want = parse_quantity(big["requests"]["tflops"])
+            pods = [
+                p
+                for p in server.objects("Pod")
+                if p["metadata"]["namespace"] == ns and p["metadata"]["name"].startswith(name)
+            ]
+            assert pods and all(parse_quantity(p["metadata"]["annotations"][TFK]) <= want for p in pods)
+            assert any(
+                parse_quantity(p["metadata"]["annotations"][TFK])
+                > parse_quantity(current["requests"]["tflops"])
+                for p in pods
+            )
+            gets = [k for k in server.stats.requests if "/secrets" in k]
+            assert gets == [f"GET /api/v1/namespaces/{ns}/secrets/scaler-key"]  # by name, never listed
+        finally:
+            kube.close()

@@ -222,6 +222,106 @@ def test_watch_faults_are_recovered(kube: KubeCluster, server: KubeApiServer) ->
     assert server.pending_faults() == 0
 
 
+def test_paged_initial_list_equals_a_fresh_list(kubeconfig: Path, server: KubeApiServer) -> None:
+    for i in range(120):
+        server.seed([pod(f"pg{i:03d}")])
+    k = KubeCluster(kubeconfig=str(kubeconfig), backoff=0.01, max_backoff=0.05, page_size=25)
+    try:
+        k.wait_synced(10)
+        assert cache_matches_server(k, server)
+        pods = len(server.objects("Pod"))
+        assert pods > 100
+        pages = [n for key, n in server.stats.requests.items() if key == "GET /api/v1/pods"]
+        assert pages == [-(-pods // 25)]  # ceil: every page asked for, one list
+        request(server, "POST", "/api/v1/namespaces/churn/pods", pod("after-paged-list"))
+        eventually(lambda: cache_matches_server(k, server))  # watched from the pages' resourceVersion
+        assert k.relists == 0
+    finally:
+        k.close()
+
+
+def test_continue_expiring_mid_list_relists_to_a_consistent_cache(
+    kubeconfig: Path, server: KubeApiServer
+) -> None:
+    """Between the first and second page of Pods: writes land and history is compacted, so the
+    continue token answers 410; the adapter lists again from the start (not a mix of two snapshots)."""
+    fired: list[str] = []
+
+    def between_pages(plural: str) -> None:
+        if plural != "pods" or fired:
+            return
+        fired.append(plural)
+        request(server, "POST", "/api/v1/namespaces/churn/pods", pod("mid-list"))
+        victim = next(o for o in server.objects("Pod") if o["metadata"]["name"] > "z")  # a later page's
+        request(server, "DELETE", f"/api/v1/namespaces/{victim['metadata']['namespace']}/pods/"
+                f"{victim['metadata']['name']}")  # fmt: skip
+        server.compact()
+
+    for i in range(60):
+        server.seed([pod(f"zz{i:03d}", ns="zz")])
+    server.on_continue = between_pages
+    k = KubeCluster(kubeconfig=str(kubeconfig), backoff=0.01, max_backoff=0.05, page_size=20)
+    try:
+        k.wait_synced(10)
+        assert fired == ["pods"]
+        assert cache_matches_server(k, server)
+        names = {o["metadata"]["name"] for o in k.snapshot() if o["kind"] == "Pod"}
+        assert "mid-list" in names
+        first_pages = server.stats.requests["GET /api/v1/pods"]
+        assert first_pages > -(-len(server.objects("Pod")) // 20)  # listed again from the start
+    finally:
+        k.close()
+
+
+def test_server_pagination_tokens(server: KubeApiServer) -> None:
+    _, page = request(server, "GET", "/api/v1/pods?limit=7")
+    assert len(page["items"]) == 7 and page["metadata"]["remainingItemCount"] > 0
+    token, rv = page["metadata"]["continue"], page["metadata"]["resourceVersion"]
+    request(server, "POST", "/api/v1/namespaces/churn/pods", pod("not-in-this-list"))
+    names = [p["metadata"]["name"] for p in page["items"]]
+    while token:
+        _, page = request(server, "GET", f"/api/v1/pods?limit=50&continue={token}")
+        assert page["metadata"]["resourceVersion"] == rv  # one snapshot for every page
+        names += [p["metadata"]["name"] for p in page["items"]]
+        token = page["metadata"].get("continue")
+    assert "not-in-this-list" not in names and len(names) == len(server.objects("Pod")) - 1
+    assert len(set(names)) == len(names)
+    status, err = request(server, "GET", "/api/v1/pods?continue=%21%21")
+    assert status == 400 and err["reason"] == "BadRequest"
+    _, page = request(server, "GET", "/api/v1/pods?limit=1")
+    server.compact()
+    status, err = request(server, "GET", f"/api/v1/pods?limit=1&continue={page['metadata']['continue']}")
+    assert status == 410 and err["reason"] == "Expired"
+
+
+def test_server_finalizers_and_eviction_grace(tmp_path: Path) -> None:
+    with KubeApiServer(finalizers=True) as srv:
+        held = {**pod("held"), "metadata": {**pod("held")["metadata"], "finalizers": ["example.com/f"]}}
+        request(srv, "POST", "/api/v1/namespaces/churn/pods", held)
+        status, body = request(srv, "DELETE", "/api/v1/namespaces/churn/pods/held")
+        assert status == 200 and body["metadata"]["deletionTimestamp"]
+        kept = srv.get("Pod", "held", "churn")
+        assert kept is not None and kept["metadata"]["deletionTimestamp"]
+        request(srv, "PATCH", "/api/v1/namespaces/churn/pods/held", {"metadata": {"labels": {"a": "b"}}},
+                "application/merge-patch+json")  # fmt: skip
+        assert srv.get("Pod", "held", "churn") is not None  # still held by its finalizer
+        request(srv, "PATCH", "/api/v1/namespaces/churn/pods/held", {"metadata": {"finalizers": None}},
+                "application/merge-patch+json")  # fmt: skip
+        assert srv.get("Pod", "held", "churn") is None
+
+        srv.eviction_grace = 0.3
+        request(srv, "POST", "/api/v1/namespaces/churn/pods", pod("evicted"))
+        ev = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "evicted"}}
+        status, _ = request(srv, "POST", "/api/v1/namespaces/churn/pods/evicted/eviction", ev)
+        assert status == 201
+        terminating = srv.get("Pod", "evicted", "churn")
+        assert terminating is not None and terminating["metadata"]["deletionGracePeriodSeconds"] == 1
+        assert terminating["metadata"]["deletionTimestamp"]
+        status, _ = request(srv, "POST", "/api/v1/namespaces/churn/pods/evicted/eviction", ev)
+        assert status == 201  # evicting a terminating pod is a no-op success
+        eventually(lambda: srv.get("Pod", "evicted", "churn") is None, timeout=5)
+
+
 # -- actions ---------------------------------------------------------------------------------------------
 
 
@@ -509,3 +609,24 @@ def test_settle_waits_for_the_cache_to_show_a_write(kube: KubeCluster, server: K
     kube.apply(EvictPod(ns, name))
     assert kube.settle(5)
     assert not [p for p in kube.snapshot() if p["kind"] == "Pod" and p["metadata"]["name"] == name]
+
+
+def test_read_secret_gets_by_name_retries_and_reports_one_line(
+    kube: KubeCluster, server: KubeApiServer
+) -> None:
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "k", "namespace": "ml"},
+        "data": {"token": "czNjcmV0", "bin": "/w=="},  # "s3cret", b"\xff"
+    }
+    server.seed([secret])
+    server.inject(Fault(status=500, method="GET", path="/secrets/k"))
+    assert kube.read_secret("ml", "k") == {"token": b"s3cret", "bin": b"\xff"}
+    assert server.stats.requests["GET /api/v1/namespaces/ml/secrets/k"] == 2  # the 500 was retried
+    with pytest.raises(SourceError, match=r"^Secret not found$"):
+        kube.read_secret("other", "k")
+    server.seed([{**secret, "data": {"token": "not base64!"}}])
+    with pytest.raises(SourceError, match=r"^Secret data unreadable: "):
+        kube.read_secret("ml", "k")
+    assert not [k for k in server.stats.requests if k.endswith("/secrets")]  # never listed

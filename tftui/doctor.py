@@ -111,6 +111,9 @@ DAEMON_EXTRA: Final = (
     *_perm("coordination.k8s.io", "leases", "get", "list", "watch", "create", "update"),
 )
 """Namespaced: checked in the lease namespace (`--lease-namespace`)."""
+SECRET_READ: Final = (Permission("", "secrets", "get"),)
+"""`KubeCluster.read_secret`: an external scaler's `apiKeySecretRef` (the daemon's autoscale loop).
+`get` only — a Secret is read by name when needed, never listed or watched."""
 
 
 def _reads() -> list[Permission]:
@@ -130,6 +133,7 @@ def role_permissions(role: str, lease_namespace: str = "") -> list[Permission]:
     elif role == "daemon":
         perms.update(p for k, ps in ACTION_PERMISSIONS.items() if k not in CONSOLE_ONLY_ACTIONS for p in ps)
         perms.update(replace(p, namespace=lease_namespace) for p in DAEMON_EXTRA)
+        perms.update(SECRET_READ)
     return sorted(perms)
 
 

@@ -7,11 +7,26 @@ the API server's CRD semantics: status subresource, structural pruning of unknow
 (`x-kubernetes-preserve-unknown-fields` respected) and schema `default`s wherever the schema declares
 them (applied, as upstream, only inside objects that are present).
 
-Built-ins served: v1 nodes, pods (status subresource, `eviction`), namespaces are implicit;
+Built-ins served: v1 nodes, pods (status subresource, `eviction`), secrets,
+namespaces are implicit;
 policy/v1 poddisruptionbudgets; events.k8s.io/v1 events; coordination.k8s.io/v1 leases.
 Label values are validated on create/update/patch (422 `Invalid` with the API's wording), which is
 the validation error tests use. Pod status on create is reset to `Pending` (as the API does);
 `seed()` bypasses the API so statuses can be loaded as they are.
+
+Lists paginate as the API server does: `limit` answers that many items and a `continue` token; the
+following pages are served from the snapshot the first page was cut from (one resourceVersion for
+the whole list). A token the server no longer knows (after `compact()`, a restart of the process, or
+more than `MAX_PAGED_LISTS` lists in flight) answers 410 Expired; a token that does not decode, 400.
+`on_continue` (a test hook) runs before each continued page is served, e.g. to write or compact
+between two pages.
+
+With `finalizers=True` deletion honours `metadata.finalizers`: a DELETE (or an eviction) of an object
+with finalizers only sets `deletionTimestamp`; the object goes when an update removes the last one.
+Off by default: no controller runs here to remove them (the demo's worker pods carry
+`tensor-fusion.ai/finalizer`, which TensorFusion's controller removes on a real cluster). With
+`eviction_grace` > 0 an evicted pod is first marked terminating (`deletionTimestamp`,
+`deletionGracePeriodSeconds`) and disappears that many seconds later, as a kubelet would stop it.
 
 Fault injection: `inject(Fault(...))` queues a fault; the first request whose method and path match
 consumes it (a status code with a Status body, a delay, or — for watches — a stream that is cut).
@@ -20,9 +35,12 @@ consumes it (a status code with a Status body, a delay, or — for watches — a
 
 from __future__ import annotations
 
+import base64
+import binascii
 import bisect
 import copy
 import json
+import math
 import re
 import threading
 import time
@@ -42,6 +60,11 @@ CRD_DIR = Path(__file__).resolve().parent.parent / "data" / "crds"
 _PDB_REFUSAL = "Cannot evict pod as it would violate the pod's disruption budget."
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 MAX_LOG = 50_000  # watch history kept; older resourceVersions answer 410 Gone
+MAX_PAGED_LISTS = 64  # paginated lists in flight whose snapshot is kept; older tokens answer 410
+_CONTINUE_EXPIRED = (
+    "The provided continue parameter is too old to display a consistent list result. You can start "
+    "a new list without the continue parameter."
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +96,7 @@ BUILTINS = (
     ResourceType("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True, True),
     ResourceType("events.k8s.io", "v1", "events", "Event", True, False),
     ResourceType("coordination.k8s.io", "v1", "leases", "Lease", True, False),
+    ResourceType("", "v1", "secrets", "Secret", True, False),
 )
 
 
@@ -288,7 +312,14 @@ class Fault:
         return (self.method is None or self.method == method) and self.path in path
 
 
-_REASONS = {409: "Conflict", 429: "TooManyRequests", 500: "InternalError", 503: "ServiceUnavailable"}
+_REASONS = {
+    403: "Forbidden",
+    404: "NotFound",
+    409: "Conflict",
+    429: "TooManyRequests",
+    500: "InternalError",
+    503: "ServiceUnavailable",
+}
 
 
 # -- the store --------------------------------------------------------------------------------------------
@@ -306,7 +337,9 @@ class _Stats:
 class KubeApiServer:
     """Start with `start()` (or as a context manager); `url` is `http://127.0.0.1:<port>`."""
 
-    def __init__(self, crd_dir: Path = CRD_DIR, bookmark_interval: float = 1.0) -> None:
+    def __init__(
+        self, crd_dir: Path = CRD_DIR, bookmark_interval: float = 1.0, *, finalizers: bool = False
+    ) -> None:
         self.types: list[ResourceType] = [*BUILTINS, *load_crds(crd_dir)]
         self._by_path = {(t.group, t.version, t.plural): t for t in self.types}
         self._by_kind = {(t.api_version, t.kind): t for t in self.types}
@@ -320,6 +353,13 @@ class KubeApiServer:
         self._drop_gen = 0
         self.bookmark_interval = bookmark_interval
         self.stats = _Stats()
+        self._pages: dict[int, tuple[int, list[str]]] = {}  # paged list id → (rv, serialized items)
+        self._page_seq = 0
+        self.on_continue: Callable[[str], None] | None = None
+        """Test hook: called with the resource plural before a continued page is served."""
+        self.finalizers = finalizers
+        self.eviction_grace = 0.0
+        """Seconds an evicted pod stays terminating before it is gone (0: gone at once)."""
         self.access: Callable[[Mapping[str, str]], bool] | None = None
         """SelfSubjectAccessReview policy: resourceAttributes → allowed (None: everything allowed)."""
         self._httpd: ThreadingHTTPServer | None = None
@@ -399,6 +439,7 @@ class KubeApiServer:
             self._floor = self._rv + 1
             self._log.clear()
             self._log_rvs.clear()
+            self._pages.clear()  # a paginated list's snapshot is history too
 
     def objects(self, kind: str | None = None) -> list[JSON]:
         """Current objects (copies, `kubectl get -o json` item shape)."""
@@ -495,23 +536,44 @@ class KubeApiServer:
     # -- verbs --------------------------------------------------------------------------------------------
 
     def list_items(self, rt: ResourceType, ns: str, q: Mapping[str, str]) -> JSON:
+        """A list (or one page of it: `limit`, `continue`), as raw JSON under `__raw__`."""
+        limit = _int_param(q, "limit")
+        token = q.get("continue") or ""
         with self._cond:
-            items = [
-                o
-                for (p, ons, _), o in self._objs.items()
-                if p == rt.qualified and (not ns or ons == ns) and self._selected(o, q)
-            ]
-            rv = self._rv
-            items.sort(key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
-            body = json.dumps(
-                {
-                    "kind": f"{rt.kind}List",
-                    "apiVersion": rt.api_version,
-                    "metadata": {"resourceVersion": str(rv)},
-                    "items": [_item(rt, o) for o in items],
-                },
+            if token:
+                list_id, offset = _decode_continue(token)
+                page = self._pages.get(list_id)
+                if page is None:
+                    raise ApiError(410, "Expired", _CONTINUE_EXPIRED)
+                rv, rows = page
+            else:
+                items = [
+                    o
+                    for (p, ons, _), o in self._objs.items()
+                    if p == rt.qualified and (not ns or ons == ns) and self._selected(o, q)
+                ]
+                rv, offset = self._rv, 0
+                items.sort(key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
+                rows = [json.dumps(_item(rt, o), separators=(",", ":")) for o in items]
+                list_id = -1
+            end = len(rows) if not limit else min(len(rows), offset + limit)
+            meta: JSON = {"resourceVersion": str(rv)}
+            if end < len(rows):
+                if list_id < 0:  # keep the snapshot for the next pages
+                    self._page_seq += 1
+                    list_id = self._page_seq
+                    self._pages[list_id] = (rv, rows)
+                    while len(self._pages) > MAX_PAGED_LISTS:
+                        del self._pages[min(self._pages)]
+                meta["continue"] = _encode_continue(list_id, end)
+                meta["remainingItemCount"] = len(rows) - end
+            elif list_id >= 0:
+                self._pages.pop(list_id, None)
+            head = json.dumps(
+                {"kind": f"{rt.kind}List", "apiVersion": rt.api_version, "metadata": meta, "items": []},
                 separators=(",", ":"),
             )
+            body = head[:-3] + "[" + ",".join(rows[offset:end]) + "]}"
         return {"__raw__": body}
 
     @staticmethod
@@ -594,9 +656,19 @@ class KubeApiServer:
                 else:
                     obj.pop("status", None)
             meta = obj.setdefault("metadata", {})
-            for k in ("uid", "creationTimestamp", "name", "namespace"):
+            for k in ("uid", "creationTimestamp", "name", "namespace", *_DELETION):
                 if k in old["metadata"]:
                     meta[k] = old["metadata"][k]
+                elif k in _DELETION:
+                    meta.pop(k, None)  # set by a deletion only
+            if (
+                self.finalizers
+                and meta.get("deletionTimestamp")
+                and old["metadata"].get("finalizers")
+                and not meta.get("finalizers")
+            ):
+                self._write(rt, copy.deepcopy(old), "DELETED")  # the last finalizer went: now it goes
+                return copy.deepcopy(obj)
             self._crd_shape(rt, obj)
             self._validate(rt, obj)
             if rt.schema is not None:
@@ -618,10 +690,38 @@ class KubeApiServer:
             return self.update(rt, ns, name, merged, status=status, put=False)
 
     def delete(self, rt: ResourceType, ns: str, name: str) -> JSON:
+        """Gone at once, or — with finalizers — marked terminating until the last one is removed."""
         with self._cond:
             old = copy.deepcopy(self._find(rt, ns, name))
+            if self.finalizers and old["metadata"].get("finalizers"):
+                return copy.deepcopy(self._terminate(rt, old, 0))
             self._write(rt, old, "DELETED")
             return copy.deepcopy(old)
+
+    def _terminate(self, rt: ResourceType, obj: JSON, grace: float) -> JSON:
+        """Set `deletionTimestamp` (caller holds the lock); a second deletion changes nothing."""
+        meta = obj["metadata"]
+        if meta.get("deletionTimestamp"):
+            return obj
+        meta["deletionTimestamp"] = _now()
+        meta["deletionGracePeriodSeconds"] = math.ceil(grace)
+        return self._write(rt, obj, "MODIFIED")
+
+    def _gone_after(self, rt: ResourceType, ns: str, name: str, uid: str, grace: float) -> None:
+        """After `grace` seconds the terminating object goes (unless a finalizer still holds it)."""
+
+        def fire() -> None:
+            with self._cond:
+                obj = self._objs.get((rt.qualified, ns, name))
+                if obj is None or obj["metadata"].get("uid") != uid:
+                    return
+                if self.finalizers and obj["metadata"].get("finalizers"):
+                    return
+                self._write(rt, copy.deepcopy(obj), "DELETED")
+
+        timer = threading.Timer(grace, fire)  # kept across stop()/start(): a restart keeps the clock
+        timer.daemon = True
+        timer.start()
 
     def evict(self, ns: str, name: str) -> JSON:
         """policy/v1 Eviction: PDB-guarded delete (pending pods bypass PDBs, as in Kubernetes)."""
@@ -629,6 +729,14 @@ class KubeApiServer:
         pdbs = self._by_path[("policy", "v1", "poddisruptionbudgets")]
         with self._cond:
             pod = self._find(pods, ns, name)
+            if pod["metadata"].get("deletionTimestamp"):  # already terminating: nothing to disrupt
+                return {
+                    "kind": "Status",
+                    "apiVersion": "v1",
+                    "metadata": {},
+                    "status": "Success",
+                    "code": 201,
+                }
             labels = pod["metadata"].get("labels") or {}
             covering = [
                 (k, o)
@@ -667,7 +775,13 @@ class KubeApiServer:
                 new["status"]["disruptionsAllowed"] = int(st["disruptionsAllowed"]) - 1
                 new["status"].setdefault("disruptedPods", {})[name] = _now()
                 self._write(pdbs, new, "MODIFIED")
-            self._write(pods, copy.deepcopy(pod), "DELETED")
+            gone = copy.deepcopy(pod)
+            if self.eviction_grace > 0 or (self.finalizers and gone["metadata"].get("finalizers")):
+                self._terminate(pods, gone, self.eviction_grace)
+                if self.eviction_grace > 0:
+                    self._gone_after(pods, ns, name, gone["metadata"].get("uid", ""), self.eviction_grace)
+            else:
+                self._write(pods, gone, "DELETED")
             return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
 
     # -- watch -----------------------------------------------------------------------------------------
@@ -709,6 +823,30 @@ class KubeApiServer:
             out.append({"type": etype, "object": obj})
             since = rv
         return out, self._rv
+
+
+_DELETION = ("deletionTimestamp", "deletionGracePeriodSeconds")
+
+
+def _int_param(q: Mapping[str, str], name: str) -> int:
+    raw = q.get(name) or "0"
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ApiError(400, "BadRequest", f"invalid {name}: {raw!r}") from None
+    return max(0, value)
+
+
+def _encode_continue(list_id: int, offset: int) -> str:
+    return base64.urlsafe_b64encode(json.dumps({"l": list_id, "o": offset}).encode()).decode()
+
+
+def _decode_continue(token: str) -> tuple[int, int]:
+    try:
+        doc = json.loads(base64.urlsafe_b64decode(token.encode()))
+        return int(doc["l"]), int(doc["o"])
+    except (ValueError, KeyError, TypeError, binascii.Error):
+        raise ApiError(400, "BadRequest", "continue key is not valid: invalid token") from None
 
 
 def _same(a: JSON, b: JSON) -> bool:
@@ -917,6 +1055,9 @@ class _Handler(BaseHTTPRequestHandler):
             if method == "GET" and watch:
                 self._watch(rt, ns, q, drop)
             elif method == "GET":
+                hook = api.on_continue
+                if q.get("continue") and hook is not None:
+                    hook(rt.plural)
                 self._send(200, api.list_items(rt, ns, q)["__raw__"])
             elif method == "POST":
                 if not isinstance(body, dict):

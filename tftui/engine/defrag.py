@@ -23,6 +23,9 @@ Deliberate differences from the TensorFusion controller (each also in the README
   GPUNodes being deleted are not targets.
 - A source marker without `-since` is cleared once its node is empty (upstream never clears it and
   blocks the pool forever, §6 note 21). Native-GPU pods that are terminating or finished do not block.
+- A terminating worker on one of this pool's source nodes blocks like a `defrag-evicted` pod, and the
+  source marker stays until it is gone (or stale): the eviction comes before the pod's marker, so a
+  crash between the two must not let the next step evict without waiting (see `_sweep`).
 - Events: `DefragStarted` marks the start of a node's drain (upstream: every step with candidates);
   `DefragFinished` (with upstream's stats line) closes a step that had candidates but evicted nothing.
   D7 ("emit on state change") and D1's "once per distinct error" are the runtime's job: a plan lists the
@@ -333,6 +336,7 @@ class _Ctx:
     now: datetime
     max_workers: int
     active: dict[str, list[WorkerView]] = field(default_factory=dict)  # node → live workers
+    leaving: dict[str, list[WorkerView]] = field(default_factory=dict)  # node → terminating workers
     k8s_nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
     terminating_pods: set[str] = field(default_factory=set)
     # PDBs by namespace, then by one of their matchLabels pairs (so a pod only tests PDBs that can
@@ -348,8 +352,8 @@ class _Ctx:
     ) -> _Ctx:
         ctx = cls(state, pool, cfg, now.astimezone(UTC), max_workers)
         for w in sorted(state.workers.values(), key=lambda w: w.key):
-            if w.node and not w.terminating:
-                ctx.active.setdefault(w.node, []).append(w)
+            if w.node:
+                (ctx.leaving if w.terminating else ctx.active).setdefault(w.node, []).append(w)
         for n in state.snapshot.kind("Node"):
             ctx.k8s_nodes[_meta(n).get("name", "")] = n
         for p in state.snapshot.kind("Pod"):
@@ -660,6 +664,12 @@ def _sweep(ctx: _Ctx) -> tuple[list[Action], list[dict[str, Any]], list[str], li
     """Upstream §3.4 safety sweep: clear what is stale; return what still stands.
 
     Returns (actions, blocking evicted pods, source nodes still draining, nodes still on evict-skip).
+
+    A terminating worker on one of this pool's source nodes blocks like a marked evicted pod: the
+    `defrag-evicted` marker is written after the eviction, so a crash between the two leaves the
+    evicted pod unmarked, and its deletionTimestamp is then the only trace. For the same reason a
+    source node keeps its marker until its terminating workers are gone too (unless the marker is
+    stale, which bounds a pod stuck terminating by `sourceNodeMarkerTTL`).
     """
     actions: list[Action] = []
     blocking: list[dict[str, Any]] = []
@@ -684,10 +694,13 @@ def _sweep(ctx: _Ctx) -> tuple[list[Action], list[dict[str, Any]], list[str], li
         has_active = bool(ctx.active.get(name))
         if ctx.owned(k8s, keys.DEFRAG_SOURCE, keys.DEFRAG_SOURCE_POOL):
             since = _annotations(k8s).get(keys.DEFRAG_SOURCE_SINCE)
-            if not has_active or _stale(since, ctx.cfg.source_ttl, ctx.now):
+            leaving = ctx.leaving.get(name, [])
+            if _stale(since, ctx.cfg.source_ttl, ctx.now) or not (has_active or leaving):
                 actions += _clear_source(name)
             else:
-                sources.append(name)
+                blocking += [w.obj for w in leaving if not any(w.obj is b for b in blocking)]
+                if has_active:
+                    sources.append(name)
         if ctx.owned(k8s, keys.DEFRAG_EVICT_SKIP, keys.DEFRAG_EVICT_SKIP_POOL):
             if has_active:
                 skips.append(name)

@@ -31,8 +31,9 @@ API_KEY_FIELDS: Final = ("apiKey", "token", "key")
 """The Secret keys tried, in order, for the bearer token (§9)."""
 BODY_EXCERPT: Final = 200
 
-SecretReader = Callable[[str, str], Mapping[str, str]]
-"""(namespace, name) → the Secret's decoded data; raises with a message when it cannot."""
+SecretReader = Callable[[str, str], Mapping[str, str | bytes]]
+"""(namespace, name) → the Secret's data (bytes as stored, or text); raises with a one-line message
+when it cannot (e.g. `KubeCluster.read_secret`)."""
 
 
 class _Malformed(ValueError):
@@ -106,8 +107,17 @@ def _bearer(req: ExternalRequest, secrets: SecretReader | None) -> str | None:
     except Exception as exc:
         raise _Malformed(f"apiKeySecretRef {ns}/{name}: {' '.join(str(exc).split())}") from None
     for k in API_KEY_FIELDS:
-        if data.get(k):
-            return data[k]
+        value = data.get(k)
+        if not value:
+            continue
+        if isinstance(value, bytes):
+            try:
+                value = value.decode("utf-8")
+            except UnicodeDecodeError:
+                raise _Malformed(f"apiKeySecretRef {ns}/{name}: key {k} is not UTF-8 text") from None
+        if "\n" in value or "\r" in value:  # not sendable in a header (a file saved with a newline)
+            raise _Malformed(f"apiKeySecretRef {ns}/{name}: key {k} contains a line break")
+        return value
     raise _Malformed(f"apiKeySecretRef {ns}/{name}: none of the keys {', '.join(API_KEY_FIELDS)}")
 
 

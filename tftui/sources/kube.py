@@ -8,10 +8,11 @@ line by line the same way (`kubernetes.watch.watch.iter_resp_lines`) rather than
 its typed mode rejects objects the models consider incomplete and its `deserialize=False` mode
 crashes on the in-stream ERROR that carries 410 Gone.
 
-Consistency: each kind is listed, then watched from the list's resourceVersion; every event replaces
-the stored dict (stored dicts are never mutated), bookmarks advance the resourceVersion, a dropped
-watch resumes from the last one seen, and 410 Gone (history compacted) triggers a relist that
-replaces the kind's objects wholesale. `wait_synced()` waits for the first list of every kind.
+Consistency: each kind is listed (in pages of `PAGE_SIZE`, all cut from one snapshot), then watched
+from the list's resourceVersion; every event replaces the stored dict (stored dicts are never
+mutated), bookmarks advance the resourceVersion, a dropped watch resumes from the last one seen, and
+410 Gone (history compacted, or a list's continue token expired between two pages) triggers a relist
+that replaces the kind's objects wholesale. `wait_synced()` waits for the first list of every kind.
 Besides the `KINDS` of the snapshot, two kinds are cached in one namespace each, with a field selector
 so a busy cluster's other Events and Leases (every node renews one every 10 s) are never streamed:
 tftui's own events.k8s.io/v1 Events (`reportingController`, in `EVENT_NAMESPACE`) and, when `lease`
@@ -30,6 +31,8 @@ message. Creations use deterministic names so a retry after a lost response cann
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
 import json
 import random
@@ -72,6 +75,7 @@ MERGE: Final = "application/merge-patch+json"
 EVENT_NAMESPACE: Final = "default"  # events about cluster-scoped objects live here (as kubectl's)
 SERIES_WINDOW: Final = timedelta(minutes=5)  # client-go's event series window
 WATCH_TIMEOUT: Final = 300  # seconds per watch request; the server ends it, we resume
+PAGE_SIZE: Final = 500  # items per list page (client-go's pager default): no giant single response
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,8 +178,10 @@ class KubeCluster:
         max_backoff: float = 5.0,
         request_timeout: float = 30.0,
         lease: tuple[str, str] | None = None,
+        page_size: int = PAGE_SIZE,
     ) -> None:
-        """`lease` = (namespace, name) also caches that Lease (the daemon's leader election)."""
+        """`lease` = (namespace, name) also caches that Lease (the daemon's leader election);
+        `page_size` is the `limit` of each list page (0: one unpaginated list)."""
         self.kinds: tuple[Kind, ...] = (*KINDS, EVENT_KIND) + ((lease_kind(*lease),) if lease else ())
         self._name = self._load_config(context, kubeconfig, in_cluster)
         self.api = client.ApiClient(self._cfg)
@@ -187,6 +193,7 @@ class KubeCluster:
         self.backoff = backoff
         self.max_backoff = max_backoff
         self.request_timeout = request_timeout
+        self.page_size = page_size
         self._lock = threading.Lock()
         self._store: dict[str, dict[tuple[str, str], JSON]] = {k.kind: {} for k in self.kinds}
         self._rv: dict[str, str] = {}
@@ -292,6 +299,9 @@ class KubeCluster:
     def _seen(self, key: tuple[str, str, str], written: str, before: str) -> bool:
         obj = self._store.get(key[0], {}).get((key[1], key[2]))
         if obj is None:
+            if written:  # a creation not yet delivered, or created and gone since: the kind's rv says
+                head = self._rv.get(key[0], "")
+                return not (head.isdigit() and written.isdigit()) or int(head) >= int(written)
             return True  # gone (deleted, evicted) — or never cached (an Event of another namespace)
         rv = str((obj.get("metadata") or {}).get("resourceVersion") or "")
         if written:
@@ -371,21 +381,35 @@ class KubeCluster:
         return list_custom
 
     def _list(self, k: Kind) -> None:
-        resp = self._list_fn(k)(_preload_content=False, _request_timeout=self.request_timeout)
-        try:
-            data = resp.data
-        finally:
-            resp.release_conn()
+        """List one kind in pages of `page_size` (a 410 on a later page, its snapshot expired, propagates
+        and `_run` relists from the start); the cache takes the whole list at once."""
+        items: dict[tuple[str, str], JSON] = {}
+        token, rv = "", ""
         with gc_paused():  # a big list allocates millions of containers that all stay alive
-            doc = json.loads(data)
-            items: dict[tuple[str, str], JSON] = {}
-            for obj in doc.get("items") or []:
-                obj["apiVersion"] = k.api_version  # the API omits these on list items
-                obj["kind"] = k.kind
-                items[_key(obj)] = obj
+            while True:
+                resp = self._list_fn(k)(
+                    limit=self.page_size or None,
+                    _continue=token or None,
+                    _preload_content=False,
+                    _request_timeout=self.request_timeout,
+                )
+                try:
+                    data = resp.data
+                finally:
+                    resp.release_conn()
+                doc = json.loads(data)
+                for obj in doc.get("items") or []:
+                    obj["apiVersion"] = k.api_version  # the API omits these on list items
+                    obj["kind"] = k.kind
+                    items[_key(obj)] = obj
+                meta = doc.get("metadata") or {}
+                rv = str(meta.get("resourceVersion") or "")  # every page carries the list's rv
+                token = str(meta.get("continue") or "")
+                if not token:
+                    break
         with self._lock:
             self._store[k.kind] = items
-            self._rv[k.kind] = str((doc.get("metadata") or {}).get("resourceVersion") or "")
+            self._rv[k.kind] = rv
             self.generation += 1
             if self._synced[k.kind].is_set():
                 self.relists += 1
@@ -792,6 +816,40 @@ class KubeCluster:
             if len(self._series) > 1000:  # forget series whose window has passed
                 self._series = {i: v for i, v in self._series.items() if now - v[2] <= SERIES_WINDOW}
             self._series[ident] = (ev_name, 1, now)
+
+    def read_secret(self, namespace: str, name: str) -> dict[str, bytes]:
+        """One Secret's data, base64-decoded (the external scaler's bearer token, upstream §9).
+
+        A GET on demand rather than a cached watch: tftui needs a handful of Secrets, and RBAC then
+        grants `get` on secrets only, never `list`/`watch` of every Secret in the cluster. Retried
+        like the writes; 404, 403 and malformed data raise `SourceError` with one line saying what
+        (the caller names which reference pointed here). Values are bytes: the caller picks a key
+        and decides whether it must be text.
+        """
+        what = f"Secret {namespace}/{name}"
+
+        def get(_: int) -> bytes:
+            resp = self.core.read_namespaced_secret(
+                name, namespace, _preload_content=False, _request_timeout=self.request_timeout
+            )
+            return _done(resp)
+
+        try:
+            raw = self._call(f"read {what}", get)
+        except ActionError as exc:
+            if exc.status == 404:
+                raise SourceError("Secret not found") from None
+            if exc.status == 403:
+                raise SourceError("reading the Secret is forbidden (RBAC: get on secrets)") from None
+            raise SourceError(str(exc)) from None
+        try:
+            doc = json.loads(raw)
+            data = doc.get("data") or {}
+            if not isinstance(data, dict):
+                raise ValueError("data is not an object")
+            return {str(k): base64.b64decode(str(v), validate=True) for k, v in data.items()}
+        except (ValueError, binascii.Error, AttributeError) as exc:
+            raise SourceError(f"Secret data unreadable: {exc}") from None
 
     def events(self) -> list[dict[str, Any]]:
         """tftui's events, oldest first (from the watch cache once synced, else read from the API)."""
