@@ -64,7 +64,7 @@ def make_daemon(
     kube.wait_synced(10)
     clock = VirtualClock(start)
     elector = (
-        LeaderElector(kube.api, LeaderConfig(name="tftui", namespace="tf-sys", identity=identity, **LEASE))  # type: ignore[arg-type]
+        LeaderElector(kube.api, LeaderConfig(name="tftui", namespace="tf-sys", identity=identity, **LEASE))
         if lease
         else None
     )

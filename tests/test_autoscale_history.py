@@ -184,7 +184,7 @@ def test_runtime_first_tick_aggregates_in_the_store_then_reads_new_rows(pg_serve
     calls: list[Any] = []
     with GreptimeMetrics(pg_server.dsn("asrt"), connect_timeout=3) as metrics:
         agg = metrics.usage_histograms
-        metrics.usage_histograms = lambda q: calls.append(q) or agg(q)  # type: ignore[method-assign]
+        metrics.usage_histograms = lambda q: calls.append(q) or agg(q)  # type: ignore[method-assign,func-returns-value]
         rt = Runtime(sim, clock=sim.clock, metrics=metrics)
         assert rt.tick_due() is not None
         assert len(calls) == 1 and calls[0].start == now - timedelta(hours=2)

@@ -190,15 +190,15 @@ def test_manual_compaction_through_the_api_server(tmp_path: Path) -> None:
             assert rt.embedded is False
             plan = rt.manual_compaction(DEV)
             assert len(plan.actions) == 1 and all(r.ok for r in rt.last_results)
-            pool = kube.custom.get_cluster_custom_object("tensor-fusion.ai", "v1", "gpupools", DEV)
+            pool: Any = kube.custom.get_cluster_custom_object("tensor-fusion.ai", "v1", "gpupools", DEV)
             assert pool["metadata"]["annotations"][keys.MANUAL_COMPACTION] == rfc3339(DEFAULT_NOW)
-            claims = kube.custom.list_cluster_custom_object("tensor-fusion.ai", "v1", "gpunodeclaims")
+            claims: Any = kube.custom.list_cluster_custom_object("tensor-fusion.ai", "v1", "gpunodeclaims")
             assert not any(c["metadata"].get("deletionTimestamp") for c in claims["items"])
             # and the workload status subresource takes autoscale's patch
             wl = next(o for o in generate_objects() if o["kind"] == "TensorFusionWorkload")
             ns, name = wl["metadata"]["namespace"], wl["metadata"]["name"]
             kube.apply(PatchWorkloadStatus(ns, name, {"recommendation": {"requests": {"tflops": "7"}}}))
-            got = kube.custom.get_namespaced_custom_object(
+            got: Any = kube.custom.get_namespaced_custom_object(
                 "tensor-fusion.ai", "v1", ns, "tensorfusionworkloads", name
             )
             assert got["status"]["recommendation"]["requests"]["tflops"] == "7"

@@ -31,6 +31,11 @@ from tftui.ui.widgets.table import ResourceTable
 NODES = 12
 
 
+def _plain(cell: object) -> str:
+    assert isinstance(cell, Text), cell
+    return cell.plain
+
+
 def demo() -> tuple[ActingSimCluster, SimMetrics]:
     sim = ActingSimCluster(seed=7, nodes=NODES, now=DEFAULT_NOW)
     return sim, SimMetrics(sim.snapshot(), seed=7, now=DEFAULT_NOW)
@@ -104,9 +109,9 @@ async def test_workloads_columns_and_detail_show_the_engines_recommendation() ->
         assert isinstance(cell, Text) and cell.plain.split(" TF ")[1].endswith("i")  # e.g. 8.5Gi
         no_data = [k for k in without if expected.workloads[k].reason == "no-data"]
         if no_data:
-            assert table.get_cell(no_data[0], "rec").plain == NO_DATA
+            assert _plain(table.get_cell(no_data[0], "rec")) == NO_DATA
         steady = [k for k in without if expected.workloads[k].reason == "below-threshold"]
-        assert steady and table.get_cell(steady[0], "rec").plain == "≈ request"
+        assert steady and _plain(table.get_cell(steady[0], "rec")) == "≈ request"
         # the detail: percentiles, bounds, cron rule, verdict and the distribution
         app.open_workload(key)
         await wait_until(pilot, lambda: isinstance(app.screen, WorkloadScreen))

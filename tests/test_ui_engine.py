@@ -341,6 +341,7 @@ async def test_confirm_runs_the_manual_compaction(demo: ActingSimCluster, metric
         await settle(pilot)
         done = [m for m in seen if isinstance(m, ActionDone)]
         assert len(done) == 1 and done[0].pool == "demo-dev"
+        assert done[0].plan is not None
         result = done[0].plan.pools["demo-dev"].compaction
         assert result is not None and [r.node for r in result.released] == RELEASED
         assert any(f"released {', '.join(RELEASED)}" in n.message for n in app._notifications)
@@ -540,6 +541,7 @@ class FailingRuntime:
     def __init__(self, inner: Any) -> None:
         self.inner = inner
         self.journal = inner.journal
+        self.actuator = inner.actuator
 
     def preview_manual_compaction(self, pool: str) -> Any:
         return self.inner.preview_manual_compaction(pool)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import RenderableType
 from rich.text import Text
 from textual.pilot import Pilot
 from textual.widgets import Input, Label
@@ -71,7 +72,7 @@ def column(table: ResourceTable, key: str) -> list[str]:
 
 
 def test_sort_key_orders_numbers_ages_gauges_then_text_then_unknown() -> None:
-    cells = ["b", "10", "2", "—", "3d", "5h", Text("██▒··  40%/ 30%"), "A"]
+    cells: list[RenderableType] = ["b", "10", "2", "—", "3d", "5h", Text("██▒··  40%/ 30%"), "A"]
     ordered = sorted(cells, key=sort_key)
     assert ordered[:5] == ["2", "10", Text("██▒··  40%/ 30%"), "5h", "3d"]
     assert ordered[5:] == ["A", "b", "—"]
