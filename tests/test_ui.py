@@ -51,6 +51,7 @@ from tftui.ui.views import (
     gpus_table,
     nodes_table,
     pools_table,
+    rendered,
     workers_table,
     workloads_table,
 )
@@ -610,5 +611,5 @@ def test_every_table_fits_its_layout(demo: SimCluster, metrics: SimMetrics) -> N
             assert total <= LAYOUT_MIN_WIDTH[layout.name], (layout.name, [c.key for c in table.columns])
             for row in table.rows:
                 for col in table.columns:
-                    text = plain(row.cells[col.key])
+                    text = plain(rendered(row.cells[col.key]))
                     assert len(text) <= col.width, (col.key, text)

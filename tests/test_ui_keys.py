@@ -22,12 +22,28 @@ from tftui.config import ConsoleConfig
 from tftui.sources.sim.cluster import DEFAULT_NOW, SimCluster
 from tftui.sources.sim.usage import SimMetrics
 from tftui.ui.app import LoadFailed, TfTuiApp
+from tftui.ui.data import load
+from tftui.ui.format import fmt_bytes, fmt_num
 from tftui.ui.screens.resource import ResourceScreen
 from tftui.ui.screens.text import TextScreen
-from tftui.ui.tableops import MARK, sort_key, table_csv, with_deltas
+from tftui.ui.tableops import MARK, sort_key, sorted_table, table_csv, with_deltas
 from tftui.ui.themes import DARK
-from tftui.ui.views import Column, Row, Table
+from tftui.ui.views import (
+    NARROW,
+    WIDE,
+    Column,
+    Gauges,
+    LazyCell,
+    Row,
+    Table,
+    gpus_table,
+    nodes_table,
+    rendered,
+    workers_table,
+    workloads_table,
+)
 from tftui.ui.widgets.chrome import Breadcrumb, ConsoleHeader
+from tftui.ui.widgets.gauge import gauge_plain, render_gauge
 from tftui.ui.widgets.table import ResourceTable
 
 
@@ -92,6 +108,61 @@ def test_csv_is_the_table_as_shown() -> None:
     cols = (Column("name", "NAME", 5), Column("tflops", "TFLOPS", 9))
     table = Table(cols, (Row("x,y", {"name": "x,y", "tflops": Text("█ 40%")}, ""),))
     assert list(csv.reader(table_csv(table).splitlines())) == [["NAME", "TFLOPS"], ["x,y", "█ 40%"]]
+
+
+def test_gauge_plain_is_the_drawn_text() -> None:
+    """Sort and export read `gauge_plain`, the screen shows `render_gauge`: same characters."""
+    GI = 1024**3
+    cases = [
+        (cap, alloc, used)
+        for cap in (0.0, 100.0, 80.0 * GI)
+        for alloc in (0.0, 0.3, 37.5, 95.0, 120.0, 40.0 * GI)
+        for used in (None, 0.0, 0.2, 12.0, 99.0, 130.0, 10.0 * GI)
+    ]
+    for cap, alloc, used in cases:
+        for width in (4, 8, 20):
+            for fmt, unit in ((None, ""), (fmt_num, "TF"), (fmt_bytes, "")):
+                kw: dict[str, Any] = {"fmt": fmt, "unit": unit, "value_width": 12}
+                drawn = render_gauge(cap, alloc, used, width, **kw).plain
+                assert gauge_plain(cap, alloc, used, width, **kw) == drawn, (cap, alloc, used, width)
+
+
+def _drawn_now(table: Table) -> Table:
+    """`table` with every lazy cell replaced by its drawn Text (how tables were built before)."""
+    rows = tuple(Row(r.key, {k: rendered(c) for k, c in r.cells.items()}, r.search) for r in table.rows)
+    return Table(table.columns, rows)
+
+
+def test_lazy_gauges_build_undrawn_and_sort_and_export_as_drawn(
+    demo: SimCluster, metrics: SimMetrics
+) -> None:
+    """Building a table draws no gauge; sorting and CSV export read every row exactly as they
+    would with the gauges drawn (the order and the bytes of the export are unchanged)."""
+    data = load(demo, metrics, DEFAULT_NOW)
+    node = next(iter(data.state.nodes))
+    for layout in (NARROW, WIDE):
+        g = Gauges(layout)
+        for table in (
+            nodes_table(data, g),
+            gpus_table(data, g),
+            workloads_table(data, g),
+            workers_table(data, g, data.state.nodes[node].workers),
+        ):
+            lazy = [c for r in table.rows for c in r.cells.values() if isinstance(c, LazyCell)]
+            assert len(lazy) == 2 * len(table.rows) > 0
+            assert not any(c.drawn for c in lazy)
+            csv_lazy = table_csv(table)
+            order = {
+                (col, rev): [r.key for r in sorted_table(table, col, rev).rows]
+                for col in ("tflops", "vram")
+                for rev in (False, True)
+            }
+            assert not any(c.drawn for c in lazy)  # sort and export drew nothing
+            drawn = _drawn_now(table)
+            assert all(isinstance(r.cells["tflops"], Text) for r in drawn.rows)
+            assert table_csv(drawn) == csv_lazy
+            for (col, rev), keys in order.items():
+                assert [r.key for r in sorted_table(drawn, col, rev).rows] == keys, (layout.name, col, rev)
 
 
 # -- keys ------------------------------------------------------------------------------------------
@@ -329,6 +400,17 @@ async def test_large_view_shows_a_page_but_filter_sort_marks_and_export_see_ever
         assert total > 20
         table = main(app)
         assert table.row_count == 20
+        screen = app.screen
+        assert isinstance(screen, ResourceScreen)
+
+        def drawn_rows() -> set[str]:
+            return {
+                r.key
+                for r in screen.shown_tables["main"].rows
+                if any(isinstance(c, LazyCell) and c.drawn for c in r.cells.values())
+            }
+
+        assert drawn_rows() == set(table.row_keys)  # gauges drawn for the page only
         crumb = plain_crumbs(app)
         assert f"showing 20 of {total:,} — / to filter" in crumb, crumb
 
@@ -344,13 +426,16 @@ async def test_large_view_shows_a_page_but_filter_sort_marks_and_export_see_ever
         await pilot.pause()
         assert app.clipboard == first
 
-        # export: every row in the sorted order, not the page
+        # export: every row in the sorted order, not the page, without drawing their gauges
+        before_export = drawn_rows()
+        assert len(before_export) < total
         await pilot.press("ctrl+s")
         await pilot.pause()
         files = list((tmp_path / "out").glob("*.csv"))
         assert len(files) == 1
         exported = [r[0] for r in list(csv.reader(files[0].read_text().splitlines()))[1:]]
         assert len(exported) == total and exported[:20] == column(table, "name")
+        assert drawn_rows() == before_export
 
         # a filter that matches fewer rows than the limit shows them all, with the usual count
         node = app.data.state.nodes["inf-h100-03"]

@@ -1,7 +1,9 @@
 """Pure operations on a built `views.Table`: sort (k9s shift+letter), marks, CSV export, deltas.
 
 They work on what the operator sees (cells as displayed), so export writes the visible table and
-sorting by a gauge column sorts by its first figure (the allocated percentage).
+sorting by a gauge column sorts by its first figure (the allocated percentage). Lazy cells (gauges)
+are read through their plain text, which is the drawn text without its styles: sort and export read
+every row without drawing a gauge.
 """
 
 from __future__ import annotations
@@ -12,10 +14,9 @@ import re
 from collections.abc import Collection, Mapping
 from dataclasses import replace
 
-from rich.console import RenderableType
 from rich.text import Text
 
-from tftui.ui.views import Row, Table
+from tftui.ui.views import Cell, LazyCell, Row, Table, rendered
 
 _NUMBER = re.compile(r"^-?\d+(?:\.\d+)?$")
 _AGE = re.compile(r"^(\d+)([smhd])$")
@@ -24,14 +25,16 @@ _AGE_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 MARK = "▸"
 
 
-def plain(cell: RenderableType) -> str:
+def plain(cell: Cell) -> str:
     """A cell's text as shown (gauges included)."""
+    if isinstance(cell, LazyCell):
+        return cell.plain
     if isinstance(cell, Text):
         return cell.plain
     return cell if isinstance(cell, str) else str(cell)
 
 
-def sort_key(cell: RenderableType) -> tuple[int, float, str]:
+def sort_key(cell: Cell) -> tuple[int, float, str]:
     """Numbers (counts, ages, a gauge's allocated %) before text; unknowns (`—`) last."""
     text = plain(cell).strip()
     if _NUMBER.match(text):
@@ -69,7 +72,7 @@ def marked_table(table: Table, marked: Collection[str]) -> Table:
         if row.key in marked:
             cells = dict(row.cells)
             text = Text(MARK, style="bold")
-            cell = cells.get(first, "")
+            cell = rendered(cells.get(first, ""))
             text.append_text(cell if isinstance(cell, Text) else Text(plain(cell)))
             cells[first] = text
             row = replace(row, cells=cells)
@@ -87,12 +90,12 @@ def table_csv(table: Table) -> str:
     return out.getvalue()
 
 
-def _number(cell: RenderableType) -> float | None:
+def _number(cell: Cell) -> float | None:
     text = plain(cell).strip()
     return float(text) if _NUMBER.match(text) else None
 
 
-def with_deltas(table: Table, previous: Mapping[str, Mapping[str, RenderableType]]) -> Table:
+def with_deltas(table: Table, previous: Mapping[str, Mapping[str, Cell]]) -> Table:
     """Numeric cells that changed since the previous refresh get `↑`/`↓` (k9s deltas)."""
     if not previous:
         return table

@@ -21,7 +21,7 @@ from tftui.engine.usage import Used
 from tftui.ui.autoscaleview import AutoscaleAnalysis, rec_cell, used_cell
 from tftui.ui.data import ConsoleData
 from tftui.ui.format import NO_DATA, ellipsize, fmt_age, fmt_bytes, fmt_num, fmt_req_lim, fmt_res
-from tftui.ui.widgets.gauge import DEFAULT_STYLES, GaugeStyles, gauge_width, render_gauge
+from tftui.ui.widgets.gauge import DEFAULT_STYLES, GaugeStyles, gauge_plain, gauge_width, render_gauge
 
 LayoutName = Literal["narrow", "normal", "wide"]
 FIGURES_WIDTH = 12  # "1.2k/9.9k TF", "479Gi/1.2Ti"
@@ -63,12 +63,64 @@ class Column:
     width: int
 
 
+class LazyCell:
+    """A cell whose text is cheap and whose styled rendering is drawn only when it is displayed.
+
+    A view of 40,000 GPUs shows at most `ROW_LIMIT` rows, but sort and export read every row:
+    `plain` (what sort, `↑`/`↓` deltas and CSV read) is computed on first use, `rendered` (the Rich
+    renderable the table draws) only for the rows on screen. Both are kept once computed, so a
+    cached build re-uses them on every filter keystroke. Subclasses say how to compute them.
+    """
+
+    __slots__ = ("_plain", "_rendered")
+
+    def __init__(self) -> None:
+        self._plain: str | None = None
+        self._rendered: RenderableType | None = None
+
+    def text(self) -> str:
+        """The cell's characters as drawn, without styles."""
+        raise NotImplementedError
+
+    def draw(self) -> RenderableType:
+        raise NotImplementedError
+
+    @property
+    def plain(self) -> str:
+        if self._plain is None:
+            self._plain = self.text()
+        return self._plain
+
+    @property
+    def rendered(self) -> RenderableType:
+        if self._rendered is None:
+            self._rendered = self.draw()
+        return self._rendered
+
+    @property
+    def drawn(self) -> bool:
+        """Whether `rendered` has been asked for (tests and the bench check only shown rows are)."""
+        return self._rendered is not None
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.plain!r})"
+
+
+Cell = RenderableType | LazyCell
+"""A table cell: text or a Rich renderable as displayed, or one drawn when displayed."""
+
+
+def rendered(cell: Cell) -> RenderableType:
+    """What the DataTable draws for `cell`."""
+    return cell.rendered if isinstance(cell, LazyCell) else cell
+
+
 @dataclass(frozen=True, slots=True)
 class Row:
     """One table row: cells by column key (hidden columns included) and the text `/` matches."""
 
     key: str
-    cells: Mapping[str, RenderableType]
+    cells: Mapping[str, Cell]
     search: str
 
 
@@ -121,7 +173,10 @@ class Gauges:
         self.layout = layout
         self.styles = styles
 
-    def _draw(
+    def _fmt(self, fmt: Callable[[float], str]) -> Callable[[float], str] | None:
+        return fmt if self.layout.figures else None
+
+    def draw(
         self, cap: float, alloc: float, used: float | None, fmt: Callable[[float], str], unit: str
     ) -> Text:
         return render_gauge(
@@ -129,19 +184,71 @@ class Gauges:
             alloc,
             used,
             self.layout.bar,
-            fmt=fmt if self.layout.figures else None,
+            fmt=self._fmt(fmt),
             unit=unit,
             value_width=FIGURES_WIDTH,
             styles=self.styles,
         )
 
+    def plain(
+        self, cap: float, alloc: float, used: float | None, fmt: Callable[[float], str], unit: str
+    ) -> str:
+        """`draw(...).plain`, without drawing."""
+        return gauge_plain(
+            cap, alloc, used, self.layout.bar, fmt=self._fmt(fmt), unit=unit, value_width=FIGURES_WIDTH
+        )
+
     def tflops(self, cap: Res, alloc: Res, used: Used | None) -> Text:
-        u = used.res.tflops if used is not None and used.has_data else None
-        return self._draw(cap.tflops, alloc.tflops, u, fmt_num, "TF")
+        return self.tflops_cell(cap, alloc, used).draw()
 
     def vram(self, cap: Res, alloc: Res, used: Used | None) -> Text:
+        return self.vram_cell(cap, alloc, used).draw()
+
+    def tflops_cell(self, cap: Res, alloc: Res, used: Used | None) -> GaugeCell:
+        """The TFLOPS gauge of a table row, drawn only if the row is displayed."""
+        u = used.res.tflops if used is not None and used.has_data else None
+        return GaugeCell(self, cap.tflops, alloc.tflops, u, fmt_num, "TF")
+
+    def vram_cell(self, cap: Res, alloc: Res, used: Used | None) -> GaugeCell:
+        """The VRAM gauge of a table row, drawn only if the row is displayed."""
         u = used.res.vram if used is not None and used.has_data else None
-        return self._draw(cap.vram, alloc.vram, u, fmt_bytes, "")
+        return GaugeCell(self, cap.vram, alloc.vram, u, fmt_bytes, "")
+
+
+class GaugeCell(LazyCell):
+    """One gauge of a table row: its numbers, drawn by `gauges` when displayed.
+
+    One object per gauge holding plain floats: a 40,000-row build allocates few objects the cyclic
+    garbage collector has to trace (with the cluster's millions of objects in memory, each full
+    collection it triggers costs seconds).
+    """
+
+    __slots__ = ("alloc", "cap", "fmt", "gauges", "unit", "used")
+
+    def __init__(
+        self,
+        gauges: Gauges,
+        cap: float,
+        alloc: float,
+        used: float | None,
+        fmt: Callable[[float], str],
+        unit: str,
+    ) -> None:
+        super().__init__()
+        self.gauges, self.cap, self.alloc, self.used, self.fmt, self.unit = (
+            gauges,
+            cap,
+            alloc,
+            used,
+            fmt,
+            unit,
+        )
+
+    def text(self) -> str:
+        return self.gauges.plain(self.cap, self.alloc, self.used, self.fmt, self.unit)
+
+    def draw(self) -> Text:
+        return self.gauges.draw(self.cap, self.alloc, self.used, self.fmt, self.unit)
 
 
 def _search(*parts: object) -> str:
@@ -154,12 +261,13 @@ def _table(spec: Sequence[_Col], layout: Layout, rows: Iterable[Row]) -> Table:
     widths = {c.key: c.width for c in columns}
     fitted = []
     for row in rows:
-        cells = dict(row.cells)
-        for key, width in widths.items():
-            value = cells.get(key)
-            if isinstance(value, str) and len(value) > width:
-                cells[key] = ellipsize(value, width)
-        fitted.append(Row(row.key, cells, row.search))
+        cut = {
+            key: ellipsize(value, width)
+            for key, width in widths.items()
+            if isinstance(value := row.cells.get(key), str) and len(value) > width
+        }
+        # a row is copied only when a cell is cut: a large build allocates less
+        fitted.append(Row(row.key, {**row.cells, **cut}, row.search) if cut else row)
     return Table(columns, tuple(fitted))
 
 
@@ -193,8 +301,8 @@ def pools_table(data: ConsoleData, gauges: Gauges) -> Table:
                     "nodes": str(len(p.nodes)),
                     "gpus": str(p.gpu_count),
                     "workers": str(p.worker_count),
-                    "tflops": gauges.tflops(p.capacity, p.allocated, used),
-                    "vram": gauges.vram(p.capacity, p.allocated, used),
+                    "tflops": gauges.tflops_cell(p.capacity, p.allocated, used),
+                    "vram": gauges.vram_cell(p.capacity, p.allocated, used),
                 },
                 _search(name, p.provisioning_mode, p.placement_mode, p.template),
             )
@@ -260,8 +368,8 @@ def nodes_table(data: ConsoleData, gauges: Gauges, pool: str | None = None) -> T
                     "gpus": str(len(n.gpus)),
                     "workers": str(len(n.workers)),
                     "flags": _flag_letters(flags),
-                    "tflops": gauges.tflops(n.capacity, n.allocated, used),
-                    "vram": gauges.vram(n.capacity, n.allocated, used),
+                    "tflops": gauges.tflops_cell(n.capacity, n.allocated, used),
+                    "vram": gauges.vram_cell(n.capacity, n.allocated, used),
                     "age": fmt_age(n.created, data.refreshed_at),
                 },
                 _search(name, n.pool, n.phase, *flags, *models),
@@ -331,8 +439,8 @@ def gpus_table(data: ConsoleData, gauges: Gauges, node: str | None = None) -> Ta
                 "node": g.node or NO_DATA,
                 "model": short_model(g.model, g.vendor),
                 "workers": str(len(g.workers)),
-                "tflops": gauges.tflops(g.capacity, g.allocated, usage.gpus.get(g.name)),
-                "vram": gauges.vram(g.capacity, g.allocated, usage.gpus.get(g.name)),
+                "tflops": gauges.tflops_cell(g.capacity, g.allocated, usage.gpus.get(g.name)),
+                "vram": gauges.vram_cell(g.capacity, g.allocated, usage.gpus.get(g.name)),
             },
             _search(g.name, g.node, g.model, g.pool, g.phase),
         )
@@ -399,8 +507,8 @@ def workloads_table(
                     "request": fmt_res(wl.request),
                     "used": used_cell(autoscale, key, autoscale_pending),
                     "rec": rec_cell(autoscale, key, autoscale_pending),
-                    "tflops": gauges.tflops(cap, wl.allocated, used),
-                    "vram": gauges.vram(cap, wl.allocated, used),
+                    "tflops": gauges.tflops_cell(cap, wl.allocated, used),
+                    "vram": gauges.vram_cell(cap, wl.allocated, used),
                 },
                 _search(key, wl.pool, wl.qos),
             )
@@ -440,8 +548,8 @@ def workers_table(data: ConsoleData, gauges: Gauges, keys: Iterable[str]) -> Tab
                     "gpus": str(w.gpu_count),
                     "qos": w.qos,
                     "reqlim": fmt_req_lim(w.request, w.limit),
-                    "tflops": gauges.tflops(cap, w.allocated, used),
-                    "vram": gauges.vram(cap, w.allocated, used),
+                    "tflops": gauges.tflops_cell(cap, w.allocated, used),
+                    "vram": gauges.vram_cell(cap, w.allocated, used),
                 },
                 _search(key, w.workload, w.node, w.qos, w.phase, *w.gpu_ids),
             )

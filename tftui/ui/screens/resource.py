@@ -13,7 +13,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
-from rich.console import RenderableType
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import BindingType
@@ -31,6 +30,7 @@ from tftui.ui.screens.autoscale import AUTOSCALE_BINDINGS, AutoscaleActions
 from tftui.ui.screens.text import TextScreen
 from tftui.ui.tableops import has_column, marked_table, sorted_table, table_csv, with_deltas
 from tftui.ui.views import (
+    Cell,
     Gauges,
     Layout,
     Table,
@@ -138,8 +138,8 @@ class ResourceScreen(Screen[None]):
         """Marked row keys per table id (`space`)."""
         self.shown_tables: dict[str, Table] = {}
         """Each table as last shown (filtered and sorted, before marks and deltas): what `ctrl+s` exports."""
-        self._built: dict[str, tuple[int, dict[str, Mapping[str, RenderableType]]]] = {}
-        self._previous: dict[str, dict[str, Mapping[str, RenderableType]]] = {}
+        self._built: dict[str, tuple[int, dict[str, Mapping[str, Cell]]]] = {}
+        self._previous: dict[str, dict[str, Mapping[str, Cell]]] = {}
         self._build_cache: dict[str, tuple[tuple[int, Layout, str], Table, tuple[object, ...]]] = {}
 
     @property
@@ -223,7 +223,8 @@ class ResourceScreen(Screen[None]):
             self.shown_tables[table.id or ""] = shown
             # only the first ROW_LIMIT rows reach the DataTable (k9s caps the same way): filling it
             # costs per row, and 40,000 GPUs took minutes; sort, filter, marks and export still
-            # work on `shown`, every matching row
+            # work on `shown`, every matching row, through plain values: the gauges (lazy cells)
+            # are drawn when the table shows their row, so for this page only
             page = shown.page(ROW_LIMIT)
             decorated = with_deltas(page, self._previous_cells(table.id or "", full))
             table.show(marked_table(decorated, self.marks.get(table.id or "", set())))
@@ -246,7 +247,7 @@ class ResourceScreen(Screen[None]):
 
     def _built_table(self, table: ResourceTable, data: ConsoleData, layout: Layout) -> Table:
         """`build`, cached per refresh, layout and theme when the screen allows it: filter
-        keystrokes, sort and marks then re-use the built rows instead of redrawing every gauge."""
+        keystrokes, sort and marks then re-use the built rows and the gauges already drawn."""
         table_id = table.id or ""
         if not self.CACHE_BUILDS:
             return self.build(table_id, data, Gauges(layout, table.gauge_styles()))
@@ -266,7 +267,7 @@ class ResourceScreen(Screen[None]):
         self._build_cache[table_id] = (key, full, shown)
         return full
 
-    def _previous_cells(self, table_id: str, full: Table) -> dict[str, Mapping[str, RenderableType]]:
+    def _previous_cells(self, table_id: str, full: Table) -> dict[str, Mapping[str, Cell]]:
         """The cells of the refresh before the one on screen (for `↑`/`↓` deltas)."""
         seq = self.tui.data_seq
         last = self._built.get(table_id)

@@ -101,6 +101,41 @@ def _cells(value: float | None, capacity: float, width: int) -> int:
     return min(width, max(1, math.floor(value / capacity * width + 0.5)))
 
 
+def _gauge_parts(
+    capacity: float,
+    allocated: float,
+    used: float | None,
+    width: int,
+    fmt: Callable[[float], str] | None,
+    unit: str,
+    value_width: int,
+) -> list[tuple[str, Level | Literal["free"] | None]]:
+    """The gauge's pieces of text with the level each is coloured by (None: unstyled).
+
+    Shared by `render_gauge` and `gauge_plain`, so the text sorted and exported is the text drawn.
+    """
+    alloc_pct = percent(allocated, capacity)
+    used_pct = percent(used, capacity)
+    alloc_level, used_level = level_of(alloc_pct), level_of(used_pct)
+    n_used = _cells(used, capacity, width)
+    n_alloc = max(_cells(allocated, capacity, width), n_used)
+    parts: list[tuple[str, Level | Literal["free"] | None]] = []
+    if n_used:
+        parts.append((USED_CHAR * n_used, used_level))
+    if n_alloc > n_used:
+        parts.append((ALLOC_CHAR * (n_alloc - n_used), alloc_level))
+    if width > n_alloc:
+        parts.append((FREE_CHAR * (width - n_alloc), "free"))
+    parts.append((" ", None))
+    parts.append((format_percent(alloc_pct), alloc_level if alloc_pct is not None else "free"))
+    parts.append(("/", "free"))
+    parts.append((format_percent(used_pct), used_level if used_pct is not None else "free"))
+    if fmt is not None:
+        figures = f"{fmt(allocated)}/{fmt(capacity)}{(' ' + unit) if unit else ''}"
+        parts.append((" " + figures.rjust(value_width), None))
+    return parts
+
+
 def render_gauge(
     capacity: float,
     allocated: float,
@@ -118,28 +153,30 @@ def render_gauge(
     Values above capacity fill the bar and print their real percentage (e.g. `120%`).
     `value_width` right-aligns the optional absolute figures so columns line up.
     """
-    alloc_pct = percent(allocated, capacity)
-    used_pct = percent(used, capacity)
-    alloc_style = styles.level(level_of(alloc_pct))
-    used_style = styles.level(level_of(used_pct))
-    n_used = _cells(used, capacity, width)
-    n_alloc = max(_cells(allocated, capacity, width), n_used)
-
     text = Text(no_wrap=True, overflow="crop", end="")
-    if n_used:
-        text.append(USED_CHAR * n_used, used_style)
-    if n_alloc > n_used:
-        text.append(ALLOC_CHAR * (n_alloc - n_used), alloc_style)
-    if width > n_alloc:
-        text.append(FREE_CHAR * (width - n_alloc), styles.free)
-    text.append(" ")
-    text.append(format_percent(alloc_pct), alloc_style if alloc_pct is not None else styles.free)
-    text.append("/", styles.free)
-    text.append(format_percent(used_pct), used_style if used_pct is not None else styles.free)
-    if fmt is not None:
-        figures = f"{fmt(allocated)}/{fmt(capacity)}{(' ' + unit) if unit else ''}"
-        text.append(" " + figures.rjust(value_width))
+    for piece, level in _gauge_parts(capacity, allocated, used, width, fmt, unit, value_width):
+        if level is None:
+            text.append(piece)
+        else:
+            text.append(piece, styles.free if level == "free" else styles.level(level))
     return text
+
+
+def gauge_plain(
+    capacity: float,
+    allocated: float,
+    used: float | None,
+    width: int,
+    *,
+    fmt: Callable[[float], str] | None = None,
+    unit: str = "",
+    value_width: int = 0,
+) -> str:
+    """`render_gauge(...).plain` without building the styled Text: what sort and CSV export read
+    for every row, where the styled gauge is only drawn for the rows on screen."""
+    return "".join(
+        piece for piece, _ in _gauge_parts(capacity, allocated, used, width, fmt, unit, value_width)
+    )
 
 
 def gauge_width(bar: int, value_width: int = 0) -> int:

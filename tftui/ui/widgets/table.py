@@ -17,7 +17,7 @@ from textual.widgets import DataTable
 from textual.widgets.data_table import RowDoesNotExist
 
 from tftui.ui.actions import bindings
-from tftui.ui.views import Column, Row, Table
+from tftui.ui.views import Column, Row, Table, rendered
 from tftui.ui.widgets.gauge import COMPONENT_CLASSES, GaugeStyles, gauge_styles_of
 
 ROW_LIMIT = 1_000
@@ -134,7 +134,7 @@ class ResourceTable(DataTable[RenderableType]):
             del self._shown[key]
             changes += 1
         for index, row in enumerate(rows):
-            values = [row.cells.get(k, "") for k in keys]
+            values = [rendered(row.cells.get(k, "")) for k in keys]  # gauges drawn here, page rows only
             if index >= prefix:
                 self.add_row(*values, key=row.key)
                 changes += 1
