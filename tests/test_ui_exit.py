@@ -60,14 +60,19 @@ SLOW_ANALYSIS = textwrap.dedent(
         def alert_rows(self, rule, now):
             return self.step1_port.alert_rows(rule, now)
 
+        def alert_history(self, rule, times):
+            return self.step1_port.alert_history(rule, times)
+
     demo = SimCluster(seed=7, nodes=40, now=DEFAULT_NOW)
     app = TfTuiApp(
         demo, SlowStore(SimMetrics(demo.snapshot(), seed=7, now=DEFAULT_NOW)),
         clock=lambda: DEFAULT_NOW, refresh_interval=None,
     )
 
-    def drive():
+    def steps():
+        loading = time.monotonic() + 60
         while app.data is None:
+            assert time.monotonic() < loading, "the console never loaded the cluster"
             time.sleep(0.05)
         app.call_from_thread(app.switch_view, "waste")
         assert started.wait(30), "the waste analysis never started"
@@ -75,6 +80,13 @@ SLOW_ANALYSIS = textwrap.dedent(
         assert app.computing("waste")
         print("exit requested", flush=True)
         app.call_from_thread(app.exit)
+
+    def drive():  # a failed step is the parent's first line (not "exit requested"), then quit
+        try:
+            steps()
+        except BaseException as exc:
+            print(f"driver failed: {exc!r}", flush=True)
+            app.call_from_thread(app.exit)
 
     threading.Thread(target=drive, daemon=True).start()
     app.run(headless=True, size=(120, 40))
@@ -105,13 +117,22 @@ SLOW_WRITE = textwrap.dedent(
     demo = SlowCluster(seed=7, nodes=40, now=DEFAULT_NOW)
     app = TfTuiApp(demo, None, clock=demo.clock, refresh_interval=None)
 
-    def drive():
+    def steps():
+        loading = time.monotonic() + 60
         while app.data is None:
+            assert time.monotonic() < loading, "the console never loaded the cluster"
             time.sleep(0.05)
         assert app.call_from_thread(app.perform, "manual_compaction", pool="demo-dev")
         assert applying.wait(30), "the compaction never started writing"
         print("exit requested", flush=True)
         app.call_from_thread(app.exit)
+
+    def drive():  # a failed step is the parent's first line (not "exit requested"), then quit
+        try:
+            steps()
+        except BaseException as exc:
+            print(f"driver failed: {exc!r}", flush=True)
+            app.call_from_thread(app.exit)
 
     threading.Thread(target=drive, daemon=True).start()
     app.run(headless=True, size=(120, 40))
