@@ -290,6 +290,10 @@ class ActingSimCluster:
         if objects is None:
             objects = generate_objects(seed, nodes, self.start, gpus_per_node=gpus_per_node, workers=workers)
         self._objs: dict[Key, JSON] = {_key(o): o for o in objects}
+        # the keys of each kind, in `_objs` order: the passes over one kind never walk the others
+        self._by_kind: dict[str, dict[Key, None]] = {}
+        for k in self._objs:
+            self._by_kind.setdefault(k[0], {})[k] = None
         self._owned: set[Key] = set()  # copied since the last snapshot: safe to mutate in place
         self._dirty = False  # statuses need recomputing
         self._cache: list[JSON] | None = None
@@ -407,6 +411,7 @@ class ActingSimCluster:
     def _add(self, obj: JSON) -> None:
         key = _key(obj)
         self._objs[key] = obj
+        self._by_kind.setdefault(key[0], {})[key] = None
         self._owned.add(key)
         if _is_pending_worker(key, obj):
             self._pending[key] = None
@@ -415,12 +420,17 @@ class ActingSimCluster:
 
     def _delete(self, key: Key) -> None:
         if self._objs.pop(key, None) is not None:
+            self._by_kind[key[0]].pop(key, None)
             self._owned.discard(key)
             self._pending.pop(key, None)
             self._untried.discard(key)
             if key[0] == "Pod":
                 self._retry_all = True  # its GPUs are free now
             self._changed()
+
+    def _keys(self, kind: str) -> list[Key]:
+        """The keys of one kind, in `_objs` order (a copy: safe to change the store meanwhile)."""
+        return list(self._by_kind.get(kind, ()))
 
     def _at(self, t: datetime, kind: str, *args: str) -> None:
         self._seq += 1
@@ -530,8 +540,8 @@ class ActingSimCluster:
     def _claim_nodes(self, claim: JSON) -> list[str]:
         name = _meta(claim).get("name", "")
         nodes = {n for n in [(claim.get("spec") or {}).get("nodeName")] if n}
-        for k, o in self._objs.items():
-            if k[0] in ("Node", "GPUNode") and _labels(o).get(keys.NODE_PROVISIONER) == name:
+        for k in self._keys("Node") + self._keys("GPUNode"):
+            if _labels(self._objs[k]).get(keys.NODE_PROVISIONER) == name:
                 nodes.add(k[2])
         return sorted(nodes)
 
@@ -563,14 +573,11 @@ class ActingSimCluster:
 
     def _remove_node(self, node: str) -> None:
         """The machine is gone: its pods, Node, GPUNode and GPUs disappear (workers get replacements)."""
-        for k, o in list(self._objs.items()):
-            if k[0] == "Pod" and (o.get("spec") or {}).get("nodeName") == node:
-                self._delete_pod(k)
-        for k, o in list(self._objs.items()):
-            if (
-                k[0] == "GPU"
-                and ((o.get("status") or {}).get("nodeSelector") or {}).get(keys.HOSTNAME) == node
-            ):
+        objs = self._objs
+        for k in [k for k in self._keys("Pod") if (objs[k].get("spec") or {}).get("nodeName") == node]:
+            self._delete_pod(k)
+        for k in self._keys("GPU"):
+            if ((objs[k].get("status") or {}).get("nodeSelector") or {}).get(keys.HOSTNAME) == node:
                 self._delete(k)
         self._delete(("GPUNode", "", node))
         self._delete(("Node", "", node))
@@ -579,13 +586,8 @@ class ActingSimCluster:
 
     def _covering_pdbs(self, pod: JSON) -> list[JSON]:
         ns, labels = _meta(pod).get("namespace", ""), _labels(pod)
-        return [
-            p
-            for k, p in self._objs.items()
-            if k[0] == "PodDisruptionBudget"
-            and k[1] == ns
-            and _selector_matches((p.get("spec") or {}).get("selector"), labels)
-        ]
+        pdbs = (self._objs[k] for k in self._keys("PodDisruptionBudget") if k[1] == ns)
+        return [p for p in pdbs if _selector_matches((p.get("spec") or {}).get("selector"), labels)]
 
     def _evict(self, namespace: str, name: str) -> None:
         key: Key = ("Pod", namespace, name)
@@ -651,15 +653,13 @@ class ActingSimCluster:
             return
         wl_name = _meta(wl)["name"]
         replicas = _int((wl.get("spec") or {}).get("replicas"), 1)
+        pods = [k for k in self._by_kind.get("Pod", ()) if k[1] == ns]
         active = [
             p
-            for k, p in self._objs.items()
-            if k[0] == "Pod"
-            and k[1] == ns
-            and _labels(p).get(keys.WORKLOAD) == wl_name
-            and not _meta(p).get("deletionTimestamp")
+            for p in (self._objs[k] for k in pods)
+            if _labels(p).get(keys.WORKLOAD) == wl_name and not _meta(p).get("deletionTimestamp")
         ]
-        names = {k[2] for k in self._objs if k[0] == "Pod" and k[1] == ns}
+        names = {k[2] for k in pods}
         for _ in range(replicas - len(active)):
             name = f"{wl_name}-tf-worker-{self._suffix()}"
             while name in names:
@@ -737,7 +737,7 @@ class ActingSimCluster:
             "type": "PodScheduled",
             "status": "False",
             "reason": "Unschedulable",
-            "message": f"0/{sum(1 for k in self._objs if k[0] == 'Node')} nodes are available: {reason}",
+            "message": f"0/{len(self._by_kind.get('Node', ()))} nodes are available: {reason}",
         }
         current = ((self._objs[key].get("status") or {}).get("conditions") or [{}])[0]
         if all(current.get(k) == v for k, v in cond.items()):
@@ -806,11 +806,10 @@ class ActingSimCluster:
             if obj is None or _labels(obj).get(keys.SHOULD_DELETE) != keys.TRUE:
                 return
             busy = any(
-                k[0] == "Pod"
-                and (p.get("spec") or {}).get("nodeName") == node
+                (p.get("spec") or {}).get("nodeName") == node
                 and not _meta(p).get("deletionTimestamp")
                 and (p.get("status") or {}).get("phase") not in _ENDED
-                for k, p in self._objs.items()
+                for p in (self._objs[k] for k in self._by_kind.get("Pod", ()))
             )
             if busy:
                 self._at(self._now + AUTOSCALER_DELAY, "autoscaler", node)
@@ -833,9 +832,7 @@ class ActingSimCluster:
         """Recompute every derived status from the pods, in one pass over the objects."""
         self._dirty = False
         self._cache = None
-        by_kind: dict[str, list[Key]] = {}
-        for k in self._objs:
-            by_kind.setdefault(k[0], []).append(k)
+        by_kind = {kind: list(ks) for kind, ks in self._by_kind.items()}
         objs = self._objs
         gpus: dict[str, _GpuAcc] = {}
         for k in by_kind.get("GPU", []):
