@@ -589,6 +589,18 @@ class ActingSimCluster:
         pdbs = (self._objs[k] for k in self._keys("PodDisruptionBudget") if k[1] == ns)
         return [p for p in pdbs if _selector_matches((p.get("spec") or {}).get("selector"), labels)]
 
+    def _refresh_pdbs(self, namespace: str, pdbs: list[JSON]) -> list[JSON]:
+        """Bring these PDBs' statuses up to date (as the status pass would), returning them as now
+        stored: an eviction reads only its own budgets, so it need not recompute every status."""
+        pods = [self._objs[k] for k in self._by_kind.get("Pod", ()) if k[1] == namespace]
+        ready = {id(p): _ready(p) for p in pods}
+        out = []
+        for pdb in pdbs:
+            key = _key(pdb)
+            self._pdb_status(key, pods, ready)
+            out.append(self._objs[key])
+        return out
+
     def _evict(self, namespace: str, name: str) -> None:
         key: Key = ("Pod", namespace, name)
         pod = self._get(key)
@@ -596,9 +608,9 @@ class ActingSimCluster:
             return  # already going: the Eviction API accepts it again
         phase = (pod.get("status") or {}).get("phase") or "Pending"
         if phase not in ("Pending", *_ENDED):  # Kubernetes lets Pending and finished pods go unchecked
-            if self._dirty:
-                self._refresh()  # the budget must reflect every earlier eviction
             pdbs = self._covering_pdbs(pod)
+            if self._dirty and pdbs:  # the budget must reflect every earlier eviction
+                pdbs = self._refresh_pdbs(namespace, pdbs)
             if len(pdbs) > 1:
                 raise ActionError(f'pods "{name}" in namespace {namespace}: {_MULTI_PDB}', 500)
             if pdbs:
@@ -843,14 +855,25 @@ class ActingSimCluster:
         wl_pods: dict[tuple[str, str], list[int]] = {}
         pods_by_ns: dict[str, list[JSON]] = {}
         pods_by_label: dict[tuple[str, str, str], list[JSON]] = {}  # (ns, key, value): PDB candidates
+        pdb_keys: dict[str, set[str]] = {}  # namespace → label keys its PDBs' matchLabels name
+        for k in by_kind.get("PodDisruptionBudget", []):
+            selector = (objs[k].get("spec") or {}).get("selector")
+            ml = selector.get("matchLabels") if isinstance(selector, dict) else None
+            if isinstance(ml, dict):
+                pdb_keys.setdefault(k[1], set()).update(str(lk) for lk in ml)
+        pod_ready: dict[int, bool] = {}  # id(pod) → Ready condition, read once per pass
         for k in by_kind.get("Pod", []):
             pod = objs[k]
+            pod_ready[id(pod)] = _ready(pod)
             pods_by_ns.setdefault(k[1], []).append(pod)
-            for lk, lv in _labels(pod).items():
-                pods_by_label.setdefault((k[1], lk, lv), []).append(pod)
+            wanted = pdb_keys.get(k[1])
+            if wanted:
+                for lk, lv in _labels(pod).items():
+                    if lk in wanted:
+                        pods_by_label.setdefault((k[1], lk, lv), []).append(pod)
             if not _is_worker(pod) or (pod.get("status") or {}).get("phase") in _ENDED:
                 continue
-            self._account_worker(k, pod, gpus, node_lim, node_pods, wl_pods)
+            self._account_worker(k, pod, pod_ready[id(pod)], gpus, node_lim, node_pods, wl_pods)
         for k in by_kind.get("GPU", []):
             self._gpu_status(k, gpus[k[2]])
         pool_sums = self._node_statuses(by_kind, gpus, node_lim, node_pods)
@@ -862,12 +885,13 @@ class ActingSimCluster:
             phase = "Running" if ready >= replicas else "Pending"
             self._set_status(k, {**old, "workerCount": count, "readyWorkers": ready, "phase": phase})
         for k in by_kind.get("PodDisruptionBudget", []):
-            self._pdb_status(k, _pdb_candidates(objs[k], k[1], pods_by_ns, pods_by_label))
+            self._pdb_status(k, _pdb_candidates(objs[k], k[1], pods_by_ns, pods_by_label), pod_ready)
 
     def _account_worker(
         self,
         key: Key,
         pod: JSON,
+        is_ready: bool,
         gpus: dict[str, _GpuAcc],
         node_lim: dict[str, list[int]],
         node_pods: dict[str, int],
@@ -880,7 +904,7 @@ class ActingSimCluster:
         counts = wl_pods.setdefault((key[1], wl), [0, 0])
         if not terminating:
             counts[0] += 1
-            counts[1] += _ready(pod)
+            counts[1] += is_ready
         if not ids:
             return
         first = gpus.get(ids[0])
@@ -1013,7 +1037,7 @@ class ActingSimCluster:
             status["totalGPUs"] = grand.get("gpus", 0)
             self._set_status(k, status)
 
-    def _pdb_status(self, key: Key, pods: list[JSON]) -> None:
+    def _pdb_status(self, key: Key, pods: list[JSON], ready: Mapping[int, bool]) -> None:
         pdb = self._objs[key]
         spec = pdb.get("spec") or {}
         selector = spec.get("selector")
@@ -1023,7 +1047,7 @@ class ActingSimCluster:
             for p in matched
             if not _meta(p).get("deletionTimestamp")
             and (p.get("status") or {}).get("phase") == "Running"
-            and _ready(p)
+            and ready[id(p)]
         )
         owners: dict[str, int] = {}
         uncontrolled = 0
