@@ -296,6 +296,12 @@ class ActingSimCluster:
             self._by_kind.setdefault(k[0], {})[k] = None
         self._owned: set[Key] = set()  # copied since the last snapshot: safe to mutate in place
         self._dirty = False  # statuses need recomputing
+        # incremental status pass: a node's GPU and GPUNode statuses are recomputed only when the
+        # worker pods touching it (key, version) or its pool's oversubscription changed; any change
+        # to a GPU or GPUNode object makes the next pass a full one
+        self._version: dict[Key, int] = {}
+        self._hw_changed = True
+        self._node_cache: dict[str, tuple[tuple[tuple[Key, int], ...], tuple[int, int, int], JSON]] = {}
         self._cache: list[JSON] | None = None
         self._rng = Random(f"tftui-acting-{seed}")
         # the scheduler's queue: Pending workers; new ones are tried at once, all of them again only
@@ -393,7 +399,11 @@ class ActingSimCluster:
             raise ActionError(f'{kind} "{name}"{where} not found', 404)
         return obj
 
-    def _changed(self) -> None:
+    def _changed(self, key: Key | None = None) -> None:
+        if key is not None:
+            self._version[key] = self._version.get(key, 0) + 1
+            if key[0] in ("GPU", "GPUNode"):
+                self._hw_changed = True
         self._dirty = True
         self._cache = None
         self.generation += 1
@@ -405,7 +415,7 @@ class ActingSimCluster:
             obj = copy.deepcopy(obj)
             self._objs[key] = obj
             self._owned.add(key)
-        self._changed()
+        self._changed(key)
         return obj
 
     def _add(self, obj: JSON) -> None:
@@ -416,7 +426,7 @@ class ActingSimCluster:
         if _is_pending_worker(key, obj):
             self._pending[key] = None
             self._untried.add(key)
-        self._changed()
+        self._changed(key)
 
     def _delete(self, key: Key) -> None:
         if self._objs.pop(key, None) is not None:
@@ -426,7 +436,8 @@ class ActingSimCluster:
             self._untried.discard(key)
             if key[0] == "Pod":
                 self._retry_all = True  # its GPUs are free now
-            self._changed()
+            self._changed(key)
+            self._version.pop(key, None)
 
     def _keys(self, kind: str) -> list[Key]:
         """The keys of one kind, in `_objs` order (a copy: safe to change the store meanwhile)."""
@@ -841,15 +852,23 @@ class ActingSimCluster:
             self._objs[key] = {**obj, "status": status}  # shares metadata/spec, so stays un-owned
 
     def _refresh(self) -> None:
-        """Recompute every derived status from the pods, in one pass over the objects."""
+        """Recompute every derived status from the pods, in one pass over the objects.
+
+        GPU and GPUNode statuses are recomputed only for nodes whose inputs changed since the last
+        pass (`_node_cache`); the result is the same as recomputing everything."""
         self._dirty = False
         self._cache = None
+        full = self._hw_changed
+        self._hw_changed = False
         by_kind = {kind: list(ks) for kind, ks in self._by_kind.items()}
         objs = self._objs
         gpus: dict[str, _GpuAcc] = {}
+        gpu_node: dict[str, str | None] = {}
         for k in by_kind.get("GPU", []):
-            cap = (objs[k].get("status") or {}).get("capacity") or {}
+            status = objs[k].get("status") or {}
+            cap = status.get("capacity") or {}
             gpus[k[2]] = _GpuAcc(_milli(str(cap.get("tflops", "0"))), _units(str(cap.get("vram", "0"))))
+            gpu_node[k[2]] = (status.get("nodeSelector") or {}).get(keys.HOSTNAME) or None
         node_lim: dict[str, list[int]] = {}
         node_pods: dict[str, int] = {}
         wl_pods: dict[tuple[str, str], list[int]] = {}
@@ -862,6 +881,8 @@ class ActingSimCluster:
             if isinstance(ml, dict):
                 pdb_keys.setdefault(k[1], set()).update(str(lk) for lk in ml)
         pod_ready: dict[int, bool] = {}  # id(pod) → Ready condition, read once per pass
+        sigs: dict[str, list[tuple[Key, int]]] = {}  # node → (key, version) of the workers touching it
+        workers: list[tuple[Key, JSON, set[str | None]]] = []
         for k in by_kind.get("Pod", []):
             pod = objs[k]
             pod_ready[id(pod)] = _ready(pod)
@@ -873,10 +894,35 @@ class ActingSimCluster:
                         pods_by_label.setdefault((k[1], lk, lv), []).append(pod)
             if not _is_worker(pod) or (pod.get("status") or {}).get("phase") in _ENDED:
                 continue
-            self._account_worker(k, pod, pod_ready[id(pod)], gpus, node_lim, node_pods, wl_pods)
+            if not _meta(pod).get("deletionTimestamp"):
+                counts = wl_pods.setdefault((k[1], _labels(pod).get(keys.WORKLOAD, "")), [0, 0])
+                counts[0] += 1
+                counts[1] += pod_ready[id(pod)]
+            ids = [g for g in (_annotations(pod).get(keys.GPU_IDS) or "").split(",") if g]
+            touched = {gpu_node[g] for g in ids if g in gpus}
+            if ids:
+                touched.add((pod.get("spec") or {}).get("nodeName") or None)
+            ver = (k, self._version.get(k, 0))
+            for n in touched:
+                if n is not None:
+                    sigs.setdefault(n, []).append(ver)
+            workers.append((k, pod, touched))
+        cache = self._node_cache
+        dirty: set[str | None] = {None}  # GPUs on no node: always recomputed
+        if full:
+            dirty.update(gpu_node.values())
+            dirty.update(sigs)
+            cache.clear()
+        else:
+            dirty.update(n for n, sig in sigs.items() if n not in cache or cache[n][0] != tuple(sig))
+            dirty.update(n for n, c in cache.items() if c[0] and n not in sigs)
+        for k, pod, touched in workers:
+            if not touched.isdisjoint(dirty):
+                self._account_worker(k, pod, gpus, node_lim, node_pods)
         for k in by_kind.get("GPU", []):
-            self._gpu_status(k, gpus[k[2]])
-        pool_sums = self._node_statuses(by_kind, gpus, node_lim, node_pods)
+            if gpu_node[k[2]] in dirty:
+                self._gpu_status(k, gpus[k[2]])
+        pool_sums = self._node_statuses(by_kind, gpus, node_lim, node_pods, sigs, dirty)
         self._pool_statuses(by_kind, pool_sums)
         for k in by_kind.get("TensorFusionWorkload", []):
             count, ready = wl_pods.get((k[1], k[2]), [0, 0])
@@ -891,20 +937,13 @@ class ActingSimCluster:
         self,
         key: Key,
         pod: JSON,
-        is_ready: bool,
         gpus: dict[str, _GpuAcc],
         node_lim: dict[str, list[int]],
         node_pods: dict[str, int],
-        wl_pods: dict[tuple[str, str], list[int]],
     ) -> None:
         ann = _annotations(pod)
         ids = [g for g in (ann.get(keys.GPU_IDS) or "").split(",") if g]
-        terminating = bool(_meta(pod).get("deletionTimestamp"))
         wl = _labels(pod).get(keys.WORKLOAD, "")
-        counts = wl_pods.setdefault((key[1], wl), [0, 0])
-        if not terminating:
-            counts[0] += 1
-            counts[1] += is_ready
         if not ids:
             return
         first = gpus.get(ids[0])
@@ -960,6 +999,8 @@ class ActingSimCluster:
         gpus: dict[str, _GpuAcc],
         node_lim: dict[str, list[int]],
         node_pods: dict[str, int],
+        sigs: dict[str, list[tuple[Key, int]]],
+        dirty: set[str | None],
     ) -> dict[str, dict[str, int]]:
         objs = self._objs
         gpus_of: dict[str, list[str]] = {}
@@ -980,41 +1021,61 @@ class ActingSimCluster:
             gn = objs[k]
             name = k[2]
             pool = _pool_of_gpunode(gn)
-            names = gpus_of.get(name, [])
-            accs = [gpus[g] for g in names]
-            total_t, total_v = sum(a.cap_t for a in accs), sum(a.cap_v for a in accs)
-            old = gn.get("status") or {}
-            info = old.get("nodeInfo") or {}
-            ratio, mem, disk = oversub.get(pool or "", _DEFAULT_OVERSUB)
-            virt_t = total_t * ratio // 100
-            ram_b, disk_b = _int_str(info.get("ramSize")), _int_str(info.get("dataDiskSize"))
-            virt_v = total_v + ram_b * mem // 100 + disk_b * disk // 100
-            lim_t, lim_v = node_lim.get(name, [0, 0])
-            sums = {
-                "nodes": 1,
-                "gpus": len(names),
-                "total_t": total_t,
-                "total_v": total_v,
-                "avail_t": sum(a.avail_t for a in accs),
-                "avail_v": sum(a.avail_v for a in accs),
-                "virt_t": virt_t,
-                "virt_v": virt_v,
-                "vavail_t": virt_t - lim_t,
-                "vavail_v": virt_v - lim_v,
-                "pods": node_pods.get(name, 0),
-            }
-            status = dict(old)
-            status.update(capacity_status(sums))
-            status["totalGPUs"] = status["managedGPUs"] = len(names)
-            status["managedGPUDeviceIDs"] = list(names)
-            status["totalGPUPods"] = sums["pods"]
-            status["allocatedPods"] = {g: list(gpus[g].pods) for g in names if gpus[g].pods}
-            self._set_status(k, status)
+            over = oversub.get(pool or "", _DEFAULT_OVERSUB)
+            cached = self._node_cache.get(name)
+            if name not in dirty and cached is not None and cached[1] == over:
+                sums = cached[2]
+            else:
+                sums = self._node_status(k, gpus_of.get(name, []), over, gpus, node_lim, node_pods)
+                self._node_cache[name] = (tuple(sigs.get(name, ())), over, sums)
             if pool is not None:
                 acc = pool_sums.setdefault(pool, dict.fromkeys(sums, 0))
                 for f, v in sums.items():
                     acc[f] += v
         return pool_sums
+
+    def _node_status(
+        self,
+        k: Key,
+        names: list[str],
+        over: tuple[int, int, int],
+        gpus: dict[str, _GpuAcc],
+        node_lim: dict[str, list[int]],
+        node_pods: dict[str, int],
+    ) -> dict[str, int]:
+        """Set one GPUNode's status from its GPUs and pods; returns its sums for the pool."""
+        gn = self._objs[k]
+        name = k[2]
+        accs = [gpus[g] for g in names]
+        total_t, total_v = sum(a.cap_t for a in accs), sum(a.cap_v for a in accs)
+        old = gn.get("status") or {}
+        info = old.get("nodeInfo") or {}
+        ratio, mem, disk = over
+        virt_t = total_t * ratio // 100
+        ram_b, disk_b = _int_str(info.get("ramSize")), _int_str(info.get("dataDiskSize"))
+        virt_v = total_v + ram_b * mem // 100 + disk_b * disk // 100
+        lim_t, lim_v = node_lim.get(name, [0, 0])
+        sums = {
+            "nodes": 1,
+            "gpus": len(names),
+            "total_t": total_t,
+            "total_v": total_v,
+            "avail_t": sum(a.avail_t for a in accs),
+            "avail_v": sum(a.avail_v for a in accs),
+            "virt_t": virt_t,
+            "virt_v": virt_v,
+            "vavail_t": virt_t - lim_t,
+            "vavail_v": virt_v - lim_v,
+            "pods": node_pods.get(name, 0),
+        }
+        status = dict(old)
+        status.update(capacity_status(sums))
+        status["totalGPUs"] = status["managedGPUs"] = len(names)
+        status["managedGPUDeviceIDs"] = list(names)
+        status["totalGPUPods"] = sums["pods"]
+        status["allocatedPods"] = {g: list(gpus[g].pods) for g in names if gpus[g].pods}
+        self._set_status(k, status)
+        return sums
 
     def _pool_statuses(self, by_kind: dict[str, list[Key]], pool_sums: dict[str, dict[str, int]]) -> None:
         grand: dict[str, int] = {}
