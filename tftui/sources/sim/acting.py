@@ -333,6 +333,13 @@ class ActingSimCluster:
             self._owned.clear()
             return list(self._cache)
 
+    def recompute_statuses(self) -> None:
+        """Recompute every derived status from scratch at the next read (the status pass is
+        otherwise incremental); the result is the same either way."""
+        with self._lock:
+            self._hw_changed = True
+            self._changed()
+
     def events(self) -> list[dict[str, Any]]:
         """Recorded events, oldest first (copies)."""
         with self._lock:
