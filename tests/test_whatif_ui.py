@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 from datetime import timedelta
 
@@ -81,7 +82,8 @@ async def test_colon_whatif_switches_and_leaving_cancels_the_run(typed: str) -> 
         await pilot.press("colon", *typed, "enter")
         await pilot.pause()
         assert isinstance(app.screen, WhatIfScreen)
-        assert "simulating 3 policies over 24 h" in app.screen.status
+        # still running: just started, or some of the three policies done (a fast machine)
+        assert re.search(r"simulating 3 policies over 24 h|simulated [012]/3 policies", app.screen.status)
         (run,) = [w for w in app.workers if w.group == "whatif"]
         assert app.switch_view("pools")  # a day of three policies: leaving must stop it
         await pilot.pause()

@@ -98,7 +98,7 @@ def filter_gpus(
         if n:
             rejected[stage] = rejected.get(stage, 0) + n
 
-    gpus = sorted((g for g in state.gpus.values() if g.pool == pool), key=lambda g: g.name)
+    gpus = state.gpus_in_pool(pool)
     if not gpus:
         return Candidates({}, rejected, f"no gpu devices in pool {pool}")
     by_node: dict[str, list[str]] = {}

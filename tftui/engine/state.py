@@ -231,6 +231,8 @@ class ClusterState:
     compaction_sums: dict[str, dict[str, list[int]]] = field(default_factory=dict)
     warnings: list[StateWarning] = field(default_factory=list)
     snapshot: Snapshot = field(default_factory=Snapshot, repr=False)
+    # derived on first use, per pool: its GPUs sorted by name (every placement starts from them)
+    _pool_gpus: dict[str | None, list[GPUView]] | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def build(cls, source: Snapshot | Iterable[dict[str, Any]]) -> ClusterState:
@@ -567,6 +569,19 @@ class ClusterState:
     def nodes_of(self, pool: str) -> list[NodeView]:
         pv = self.pools.get(pool)
         return [self.nodes[n] for n in pv.nodes] if pv else []
+
+    def gpus_in_pool(self, pool: str) -> list[GPUView]:
+        """The GPUs whose pool is `pool`, sorted by name (computed once per state: the state is
+        never changed after `build`). Treat as read-only."""
+        by_pool = self._pool_gpus
+        if by_pool is None:  # built aside, then published whole: safe if two threads race here
+            by_pool = {}
+            for g in self.gpus.values():
+                by_pool.setdefault(g.pool, []).append(g)
+            for lst in by_pool.values():
+                lst.sort(key=lambda g: g.name)
+            self._pool_gpus = by_pool
+        return by_pool.get(pool, [])
 
     def gpus_of(self, node: str) -> list[GPUView]:
         nv = self.nodes.get(node)

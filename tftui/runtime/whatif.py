@@ -13,7 +13,8 @@ cluster: a pool's next reconcile or the autoscale run (`Runtime.next_due`), a si
 timer (`ActingSimCluster.next_due`: pod gone, worker ready, claim or node gone), a workload arrival or
 departure batch, a provisioned node coming up, or a sample. Nothing is computed between events, and
 the `ClusterState` is rebuilt only when the objects changed (`WhatIfCluster.state`), so quiet hours
-cost a few plan calls. A week of a 500-node cluster takes well under a minute (bench/simulate.py).
+cost a few plan calls; the Runtime is only entered when a pool or autoscale is due, and Pending
+workers are read from the scheduler's queue, so an instant with nothing due builds no state.
 
 **Workload churn** is generated from a seed before any policy runs, so every policy sees the same
 arrivals and departures: each workload lives an exponential time (mean `1/churn` days); each pool
@@ -42,6 +43,7 @@ from __future__ import annotations
 
 import copy
 import csv
+import gc
 import io
 import json
 import math
@@ -56,6 +58,7 @@ from tftui.engine.lowerbound import pool_bound
 from tftui.engine.plan import DeleteGPUNodeClaim, EvictPod, LabelNode, Plan
 from tftui.engine.state import ClusterState, NodeView, WorkerView
 from tftui.model import keys
+from tftui.model.gcpause import gc_paused
 from tftui.model.gpuinfo import lookup
 from tftui.runtime.loops import Runtime
 from tftui.sources.ports import MetricsPort
@@ -242,6 +245,18 @@ class WhatIfCluster(ActingSimCluster):
             ]
             self._replace(tpl)  # Pending until `schedule()`: a batch of arrivals is placed in one pass
 
+    def pending_pools(self) -> set[str]:
+        """Pools of the workers waiting for a node: the scheduler's queue (the same workers as
+        `ClusterState`'s Pending, unbound, not terminating ones), read without building a state."""
+        with self._lock:
+            out: set[str] = set()
+            for k in self._pending:
+                pod = self._objs[k]
+                meta = pod["metadata"]
+                ann, labels = meta.get("annotations") or {}, meta.get("labels") or {}
+                out.add(ann.get(keys.GPUPOOL) or labels.get(keys.GPUPOOL) or "")
+            return out
+
     def schedule(self) -> None:
         """Run the simulated scheduler over the Pending workers (after a batch of arrivals)."""
         with self._lock:
@@ -255,8 +270,8 @@ class WhatIfCluster(ActingSimCluster):
             for ns, name in gone:
                 self._delete(("TensorFusionWorkload", ns, name))
             if gone:
-                for k, o in list(self._objs.items()):
-                    wl = (o["metadata"].get("labels") or {}).get(keys.WORKLOAD) if k[0] == "Pod" else None
+                for k in self._keys("Pod"):
+                    wl = (self._objs[k]["metadata"].get("labels") or {}).get(keys.WORKLOAD)
                     if wl is not None and (k[1], wl) in gone:
                         self._delete(k)
                 self._schedule_pending()
@@ -612,7 +627,26 @@ def simulate(
     inspect: Callable[[WhatIfCluster, _SimRuntime], None] | None = None,
 ) -> PolicyResult:
     """Run `policy` from `objects` at `start` for `cfg.duration`; `inspect` is called before each
-    reconcile (tests dump the state there)."""
+    reconcile (tests dump the state there).
+
+    The cyclic GC is paused for the run: each step allocates a state's worth of objects while the
+    cluster's own stay alive, so generation-2 collections kept rescanning the whole heap; nothing
+    the run builds needs the cycle collector (reference counting frees it), and one collection
+    runs at the end."""
+    try:
+        with gc_paused():
+            return _simulate(objects, policy, start, cfg, inspect)
+    finally:
+        gc.collect()
+
+
+def _simulate(
+    objects: Sequence[JSON],
+    policy: Policy,
+    start: datetime,
+    cfg: SimConfig,
+    inspect: Callable[[WhatIfCluster, _SimRuntime], None] | None,
+) -> PolicyResult:
     wall = time.perf_counter()
     start = as_utc(start)
     sim = WhatIfCluster(apply_policy(objects, policy), start, cfg.seed)
@@ -630,7 +664,8 @@ def simulate(
     ci = 0
     next_sample = start
     provisioning: dict[str, datetime] = {}  # pool → when its node comes up
-    waiting_of: ClusterState | None = None
+    pool_names = sorted(state0.pools)  # the simulation adds and removes no pools
+    waiting_of = -1  # sim.generation `waiting` was read at
     waiting: set[str] = set()
     serial = 0
     while True:
@@ -658,9 +693,11 @@ def simulate(
                     serial += 1
                     sim.add_node_like(like.name, f"whatif-{serial:04d}")
                     res.provisioned += 1
-        if inspect is not None and rt.due_pools(sim.state(), now):
+        # Nothing due: skip the Runtime (it would build a state only to find no pool due).
+        due = rt.autoscale_due(now) or any(rt.next_reconcile.get(p, now) <= now for p in pool_names)
+        if due and inspect is not None and rt.due_pools(sim.state(), now):
             inspect(sim, rt)
-        plan = rt.tick_due()
+        plan = rt.tick_due() if due else None
         if plan is not None:
             res.plans.append(plan)
             for r in rt.last_results:
@@ -672,19 +709,21 @@ def simulate(
                     isinstance(r.action, LabelNode) and r.action.labels.get(keys.SHOULD_DELETE) == keys.TRUE
                 ):
                     res.releases += 1
-        state = sim.state()
-        if state is not waiting_of:  # Pending workers ask their pool for a node
-            waiting_of = state
-            waiting = {
-                w.pool or ""
-                for w in state.workers.values()
-                if w.phase == "Pending" and not w.node and not w.terminating
-            }
-        for pool in sorted(waiting):
-            pv = state.pools.get(pool)
-            if pv is not None and pool not in provisioning and len(pv.nodes) < 2 * start_nodes.get(pool, 0):
-                provisioning[pool] = now + cfg.provision_delay
+        if sim.generation != waiting_of:  # Pending workers ask their pool for a node
+            waiting_of = sim.generation
+            waiting = sim.pending_pools()
+        if any(p in pool_names and p not in provisioning for p in waiting):
+            state = sim.state()
+            for pool in sorted(waiting):
+                pv = state.pools.get(pool)
+                if (
+                    pv is not None
+                    and pool not in provisioning
+                    and len(pv.nodes) < 2 * start_nodes.get(pool, 0)
+                ):
+                    provisioning[pool] = now + cfg.provision_delay
         if now >= next_sample:
+            state = sim.state()
             _sample(res, state, usage, now, min(cfg.sample, end - now) if now < end else timedelta(0))
             if cfg.on_sample is not None:
                 cfg.on_sample(now)

@@ -290,8 +290,18 @@ class ActingSimCluster:
         if objects is None:
             objects = generate_objects(seed, nodes, self.start, gpus_per_node=gpus_per_node, workers=workers)
         self._objs: dict[Key, JSON] = {_key(o): o for o in objects}
+        # the keys of each kind, in `_objs` order: the passes over one kind never walk the others
+        self._by_kind: dict[str, dict[Key, None]] = {}
+        for k in self._objs:
+            self._by_kind.setdefault(k[0], {})[k] = None
         self._owned: set[Key] = set()  # copied since the last snapshot: safe to mutate in place
         self._dirty = False  # statuses need recomputing
+        # incremental status pass: a node's GPU and GPUNode statuses are recomputed only when the
+        # worker pods touching it (key, version) or its pool's oversubscription changed; any change
+        # to a GPU or GPUNode object makes the next pass a full one
+        self._version: dict[Key, int] = {}
+        self._hw_changed = True
+        self._node_cache: dict[str, tuple[tuple[tuple[Key, int], ...], tuple[int, int, int], JSON]] = {}
         self._cache: list[JSON] | None = None
         self._rng = Random(f"tftui-acting-{seed}")
         # the scheduler's queue: Pending workers; new ones are tried at once, all of them again only
@@ -322,6 +332,13 @@ class ActingSimCluster:
                 self._cache = list(self._objs.values())
             self._owned.clear()
             return list(self._cache)
+
+    def recompute_statuses(self) -> None:
+        """Recompute every derived status from scratch at the next read (the status pass is
+        otherwise incremental); the result is the same either way."""
+        with self._lock:
+            self._hw_changed = True
+            self._changed()
 
     def events(self) -> list[dict[str, Any]]:
         """Recorded events, oldest first (copies)."""
@@ -389,7 +406,11 @@ class ActingSimCluster:
             raise ActionError(f'{kind} "{name}"{where} not found', 404)
         return obj
 
-    def _changed(self) -> None:
+    def _changed(self, key: Key | None = None) -> None:
+        if key is not None:
+            self._version[key] = self._version.get(key, 0) + 1
+            if key[0] in ("GPU", "GPUNode"):
+                self._hw_changed = True
         self._dirty = True
         self._cache = None
         self.generation += 1
@@ -401,26 +422,33 @@ class ActingSimCluster:
             obj = copy.deepcopy(obj)
             self._objs[key] = obj
             self._owned.add(key)
-        self._changed()
+        self._changed(key)
         return obj
 
     def _add(self, obj: JSON) -> None:
         key = _key(obj)
         self._objs[key] = obj
+        self._by_kind.setdefault(key[0], {})[key] = None
         self._owned.add(key)
         if _is_pending_worker(key, obj):
             self._pending[key] = None
             self._untried.add(key)
-        self._changed()
+        self._changed(key)
 
     def _delete(self, key: Key) -> None:
         if self._objs.pop(key, None) is not None:
+            self._by_kind[key[0]].pop(key, None)
             self._owned.discard(key)
             self._pending.pop(key, None)
             self._untried.discard(key)
             if key[0] == "Pod":
                 self._retry_all = True  # its GPUs are free now
-            self._changed()
+            self._changed(key)
+            self._version.pop(key, None)
+
+    def _keys(self, kind: str) -> list[Key]:
+        """The keys of one kind, in `_objs` order (a copy: safe to change the store meanwhile)."""
+        return list(self._by_kind.get(kind, ()))
 
     def _at(self, t: datetime, kind: str, *args: str) -> None:
         self._seq += 1
@@ -530,8 +558,8 @@ class ActingSimCluster:
     def _claim_nodes(self, claim: JSON) -> list[str]:
         name = _meta(claim).get("name", "")
         nodes = {n for n in [(claim.get("spec") or {}).get("nodeName")] if n}
-        for k, o in self._objs.items():
-            if k[0] in ("Node", "GPUNode") and _labels(o).get(keys.NODE_PROVISIONER) == name:
+        for k in self._keys("Node") + self._keys("GPUNode"):
+            if _labels(self._objs[k]).get(keys.NODE_PROVISIONER) == name:
                 nodes.add(k[2])
         return sorted(nodes)
 
@@ -563,14 +591,11 @@ class ActingSimCluster:
 
     def _remove_node(self, node: str) -> None:
         """The machine is gone: its pods, Node, GPUNode and GPUs disappear (workers get replacements)."""
-        for k, o in list(self._objs.items()):
-            if k[0] == "Pod" and (o.get("spec") or {}).get("nodeName") == node:
-                self._delete_pod(k)
-        for k, o in list(self._objs.items()):
-            if (
-                k[0] == "GPU"
-                and ((o.get("status") or {}).get("nodeSelector") or {}).get(keys.HOSTNAME) == node
-            ):
+        objs = self._objs
+        for k in [k for k in self._keys("Pod") if (objs[k].get("spec") or {}).get("nodeName") == node]:
+            self._delete_pod(k)
+        for k in self._keys("GPU"):
+            if ((objs[k].get("status") or {}).get("nodeSelector") or {}).get(keys.HOSTNAME) == node:
                 self._delete(k)
         self._delete(("GPUNode", "", node))
         self._delete(("Node", "", node))
@@ -579,13 +604,20 @@ class ActingSimCluster:
 
     def _covering_pdbs(self, pod: JSON) -> list[JSON]:
         ns, labels = _meta(pod).get("namespace", ""), _labels(pod)
-        return [
-            p
-            for k, p in self._objs.items()
-            if k[0] == "PodDisruptionBudget"
-            and k[1] == ns
-            and _selector_matches((p.get("spec") or {}).get("selector"), labels)
-        ]
+        pdbs = (self._objs[k] for k in self._keys("PodDisruptionBudget") if k[1] == ns)
+        return [p for p in pdbs if _selector_matches((p.get("spec") or {}).get("selector"), labels)]
+
+    def _refresh_pdbs(self, namespace: str, pdbs: list[JSON]) -> list[JSON]:
+        """Bring these PDBs' statuses up to date (as the status pass would), returning them as now
+        stored: an eviction reads only its own budgets, so it need not recompute every status."""
+        pods = [self._objs[k] for k in self._by_kind.get("Pod", ()) if k[1] == namespace]
+        ready = {id(p): _ready(p) for p in pods}
+        out = []
+        for pdb in pdbs:
+            key = _key(pdb)
+            self._pdb_status(key, pods, ready)
+            out.append(self._objs[key])
+        return out
 
     def _evict(self, namespace: str, name: str) -> None:
         key: Key = ("Pod", namespace, name)
@@ -594,9 +626,9 @@ class ActingSimCluster:
             return  # already going: the Eviction API accepts it again
         phase = (pod.get("status") or {}).get("phase") or "Pending"
         if phase not in ("Pending", *_ENDED):  # Kubernetes lets Pending and finished pods go unchecked
-            if self._dirty:
-                self._refresh()  # the budget must reflect every earlier eviction
             pdbs = self._covering_pdbs(pod)
+            if self._dirty and pdbs:  # the budget must reflect every earlier eviction
+                pdbs = self._refresh_pdbs(namespace, pdbs)
             if len(pdbs) > 1:
                 raise ActionError(f'pods "{name}" in namespace {namespace}: {_MULTI_PDB}', 500)
             if pdbs:
@@ -651,15 +683,13 @@ class ActingSimCluster:
             return
         wl_name = _meta(wl)["name"]
         replicas = _int((wl.get("spec") or {}).get("replicas"), 1)
+        pods = [k for k in self._by_kind.get("Pod", ()) if k[1] == ns]
         active = [
             p
-            for k, p in self._objs.items()
-            if k[0] == "Pod"
-            and k[1] == ns
-            and _labels(p).get(keys.WORKLOAD) == wl_name
-            and not _meta(p).get("deletionTimestamp")
+            for p in (self._objs[k] for k in pods)
+            if _labels(p).get(keys.WORKLOAD) == wl_name and not _meta(p).get("deletionTimestamp")
         ]
-        names = {k[2] for k in self._objs if k[0] == "Pod" and k[1] == ns}
+        names = {k[2] for k in pods}
         for _ in range(replicas - len(active)):
             name = f"{wl_name}-tf-worker-{self._suffix()}"
             while name in names:
@@ -737,7 +767,7 @@ class ActingSimCluster:
             "type": "PodScheduled",
             "status": "False",
             "reason": "Unschedulable",
-            "message": f"0/{sum(1 for k in self._objs if k[0] == 'Node')} nodes are available: {reason}",
+            "message": f"0/{len(self._by_kind.get('Node', ()))} nodes are available: {reason}",
         }
         current = ((self._objs[key].get("status") or {}).get("conditions") or [{}])[0]
         if all(current.get(k) == v for k, v in cond.items()):
@@ -806,11 +836,10 @@ class ActingSimCluster:
             if obj is None or _labels(obj).get(keys.SHOULD_DELETE) != keys.TRUE:
                 return
             busy = any(
-                k[0] == "Pod"
-                and (p.get("spec") or {}).get("nodeName") == node
+                (p.get("spec") or {}).get("nodeName") == node
                 and not _meta(p).get("deletionTimestamp")
                 and (p.get("status") or {}).get("phase") not in _ENDED
-                for k, p in self._objs.items()
+                for p in (self._objs[k] for k in self._by_kind.get("Pod", ()))
             )
             if busy:
                 self._at(self._now + AUTOSCALER_DELAY, "autoscaler", node)
@@ -830,33 +859,77 @@ class ActingSimCluster:
             self._objs[key] = {**obj, "status": status}  # shares metadata/spec, so stays un-owned
 
     def _refresh(self) -> None:
-        """Recompute every derived status from the pods, in one pass over the objects."""
+        """Recompute every derived status from the pods, in one pass over the objects.
+
+        GPU and GPUNode statuses are recomputed only for nodes whose inputs changed since the last
+        pass (`_node_cache`); the result is the same as recomputing everything."""
         self._dirty = False
         self._cache = None
-        by_kind: dict[str, list[Key]] = {}
-        for k in self._objs:
-            by_kind.setdefault(k[0], []).append(k)
+        full = self._hw_changed
+        self._hw_changed = False
+        by_kind = {kind: list(ks) for kind, ks in self._by_kind.items()}
         objs = self._objs
         gpus: dict[str, _GpuAcc] = {}
+        gpu_node: dict[str, str | None] = {}
         for k in by_kind.get("GPU", []):
-            cap = (objs[k].get("status") or {}).get("capacity") or {}
+            status = objs[k].get("status") or {}
+            cap = status.get("capacity") or {}
             gpus[k[2]] = _GpuAcc(_milli(str(cap.get("tflops", "0"))), _units(str(cap.get("vram", "0"))))
+            gpu_node[k[2]] = (status.get("nodeSelector") or {}).get(keys.HOSTNAME) or None
         node_lim: dict[str, list[int]] = {}
         node_pods: dict[str, int] = {}
         wl_pods: dict[tuple[str, str], list[int]] = {}
         pods_by_ns: dict[str, list[JSON]] = {}
         pods_by_label: dict[tuple[str, str, str], list[JSON]] = {}  # (ns, key, value): PDB candidates
+        pdb_keys: dict[str, set[str]] = {}  # namespace → label keys its PDBs' matchLabels name
+        for k in by_kind.get("PodDisruptionBudget", []):
+            selector = (objs[k].get("spec") or {}).get("selector")
+            ml = selector.get("matchLabels") if isinstance(selector, dict) else None
+            if isinstance(ml, dict):
+                pdb_keys.setdefault(k[1], set()).update(str(lk) for lk in ml)
+        pod_ready: dict[int, bool] = {}  # id(pod) → Ready condition, read once per pass
+        sigs: dict[str, list[tuple[Key, int]]] = {}  # node → (key, version) of the workers touching it
+        workers: list[tuple[Key, JSON, set[str | None]]] = []
         for k in by_kind.get("Pod", []):
             pod = objs[k]
+            pod_ready[id(pod)] = _ready(pod)
             pods_by_ns.setdefault(k[1], []).append(pod)
-            for lk, lv in _labels(pod).items():
-                pods_by_label.setdefault((k[1], lk, lv), []).append(pod)
+            wanted = pdb_keys.get(k[1])
+            if wanted:
+                for lk, lv in _labels(pod).items():
+                    if lk in wanted:
+                        pods_by_label.setdefault((k[1], lk, lv), []).append(pod)
             if not _is_worker(pod) or (pod.get("status") or {}).get("phase") in _ENDED:
                 continue
-            self._account_worker(k, pod, gpus, node_lim, node_pods, wl_pods)
+            if not _meta(pod).get("deletionTimestamp"):
+                counts = wl_pods.setdefault((k[1], _labels(pod).get(keys.WORKLOAD, "")), [0, 0])
+                counts[0] += 1
+                counts[1] += pod_ready[id(pod)]
+            ids = [g for g in (_annotations(pod).get(keys.GPU_IDS) or "").split(",") if g]
+            touched = {gpu_node[g] for g in ids if g in gpus}
+            if ids:
+                touched.add((pod.get("spec") or {}).get("nodeName") or None)
+            ver = (k, self._version.get(k, 0))
+            for n in touched:
+                if n is not None:
+                    sigs.setdefault(n, []).append(ver)
+            workers.append((k, pod, touched))
+        cache = self._node_cache
+        dirty: set[str | None] = {None}  # GPUs on no node: always recomputed
+        if full:
+            dirty.update(gpu_node.values())
+            dirty.update(sigs)
+            cache.clear()
+        else:
+            dirty.update(n for n, sig in sigs.items() if n not in cache or cache[n][0] != tuple(sig))
+            dirty.update(n for n, c in cache.items() if c[0] and n not in sigs)
+        for k, pod, touched in workers:
+            if not touched.isdisjoint(dirty):
+                self._account_worker(k, pod, gpus, node_lim, node_pods)
         for k in by_kind.get("GPU", []):
-            self._gpu_status(k, gpus[k[2]])
-        pool_sums = self._node_statuses(by_kind, gpus, node_lim, node_pods)
+            if gpu_node[k[2]] in dirty:
+                self._gpu_status(k, gpus[k[2]])
+        pool_sums = self._node_statuses(by_kind, gpus, node_lim, node_pods, sigs, dirty)
         self._pool_statuses(by_kind, pool_sums)
         for k in by_kind.get("TensorFusionWorkload", []):
             count, ready = wl_pods.get((k[1], k[2]), [0, 0])
@@ -865,7 +938,7 @@ class ActingSimCluster:
             phase = "Running" if ready >= replicas else "Pending"
             self._set_status(k, {**old, "workerCount": count, "readyWorkers": ready, "phase": phase})
         for k in by_kind.get("PodDisruptionBudget", []):
-            self._pdb_status(k, _pdb_candidates(objs[k], k[1], pods_by_ns, pods_by_label))
+            self._pdb_status(k, _pdb_candidates(objs[k], k[1], pods_by_ns, pods_by_label), pod_ready)
 
     def _account_worker(
         self,
@@ -874,16 +947,10 @@ class ActingSimCluster:
         gpus: dict[str, _GpuAcc],
         node_lim: dict[str, list[int]],
         node_pods: dict[str, int],
-        wl_pods: dict[tuple[str, str], list[int]],
     ) -> None:
         ann = _annotations(pod)
         ids = [g for g in (ann.get(keys.GPU_IDS) or "").split(",") if g]
-        terminating = bool(_meta(pod).get("deletionTimestamp"))
         wl = _labels(pod).get(keys.WORKLOAD, "")
-        counts = wl_pods.setdefault((key[1], wl), [0, 0])
-        if not terminating:
-            counts[0] += 1
-            counts[1] += _ready(pod)
         if not ids:
             return
         first = gpus.get(ids[0])
@@ -939,6 +1006,8 @@ class ActingSimCluster:
         gpus: dict[str, _GpuAcc],
         node_lim: dict[str, list[int]],
         node_pods: dict[str, int],
+        sigs: dict[str, list[tuple[Key, int]]],
+        dirty: set[str | None],
     ) -> dict[str, dict[str, int]]:
         objs = self._objs
         gpus_of: dict[str, list[str]] = {}
@@ -959,41 +1028,61 @@ class ActingSimCluster:
             gn = objs[k]
             name = k[2]
             pool = _pool_of_gpunode(gn)
-            names = gpus_of.get(name, [])
-            accs = [gpus[g] for g in names]
-            total_t, total_v = sum(a.cap_t for a in accs), sum(a.cap_v for a in accs)
-            old = gn.get("status") or {}
-            info = old.get("nodeInfo") or {}
-            ratio, mem, disk = oversub.get(pool or "", _DEFAULT_OVERSUB)
-            virt_t = total_t * ratio // 100
-            ram_b, disk_b = _int_str(info.get("ramSize")), _int_str(info.get("dataDiskSize"))
-            virt_v = total_v + ram_b * mem // 100 + disk_b * disk // 100
-            lim_t, lim_v = node_lim.get(name, [0, 0])
-            sums = {
-                "nodes": 1,
-                "gpus": len(names),
-                "total_t": total_t,
-                "total_v": total_v,
-                "avail_t": sum(a.avail_t for a in accs),
-                "avail_v": sum(a.avail_v for a in accs),
-                "virt_t": virt_t,
-                "virt_v": virt_v,
-                "vavail_t": virt_t - lim_t,
-                "vavail_v": virt_v - lim_v,
-                "pods": node_pods.get(name, 0),
-            }
-            status = dict(old)
-            status.update(capacity_status(sums))
-            status["totalGPUs"] = status["managedGPUs"] = len(names)
-            status["managedGPUDeviceIDs"] = list(names)
-            status["totalGPUPods"] = sums["pods"]
-            status["allocatedPods"] = {g: list(gpus[g].pods) for g in names if gpus[g].pods}
-            self._set_status(k, status)
+            over = oversub.get(pool or "", _DEFAULT_OVERSUB)
+            cached = self._node_cache.get(name)
+            if name not in dirty and cached is not None and cached[1] == over:
+                sums = cached[2]
+            else:
+                sums = self._node_status(k, gpus_of.get(name, []), over, gpus, node_lim, node_pods)
+                self._node_cache[name] = (tuple(sigs.get(name, ())), over, sums)
             if pool is not None:
                 acc = pool_sums.setdefault(pool, dict.fromkeys(sums, 0))
                 for f, v in sums.items():
                     acc[f] += v
         return pool_sums
+
+    def _node_status(
+        self,
+        k: Key,
+        names: list[str],
+        over: tuple[int, int, int],
+        gpus: dict[str, _GpuAcc],
+        node_lim: dict[str, list[int]],
+        node_pods: dict[str, int],
+    ) -> dict[str, int]:
+        """Set one GPUNode's status from its GPUs and pods; returns its sums for the pool."""
+        gn = self._objs[k]
+        name = k[2]
+        accs = [gpus[g] for g in names]
+        total_t, total_v = sum(a.cap_t for a in accs), sum(a.cap_v for a in accs)
+        old = gn.get("status") or {}
+        info = old.get("nodeInfo") or {}
+        ratio, mem, disk = over
+        virt_t = total_t * ratio // 100
+        ram_b, disk_b = _int_str(info.get("ramSize")), _int_str(info.get("dataDiskSize"))
+        virt_v = total_v + ram_b * mem // 100 + disk_b * disk // 100
+        lim_t, lim_v = node_lim.get(name, [0, 0])
+        sums = {
+            "nodes": 1,
+            "gpus": len(names),
+            "total_t": total_t,
+            "total_v": total_v,
+            "avail_t": sum(a.avail_t for a in accs),
+            "avail_v": sum(a.avail_v for a in accs),
+            "virt_t": virt_t,
+            "virt_v": virt_v,
+            "vavail_t": virt_t - lim_t,
+            "vavail_v": virt_v - lim_v,
+            "pods": node_pods.get(name, 0),
+        }
+        status = dict(old)
+        status.update(capacity_status(sums))
+        status["totalGPUs"] = status["managedGPUs"] = len(names)
+        status["managedGPUDeviceIDs"] = list(names)
+        status["totalGPUPods"] = sums["pods"]
+        status["allocatedPods"] = {g: list(gpus[g].pods) for g in names if gpus[g].pods}
+        self._set_status(k, status)
+        return sums
 
     def _pool_statuses(self, by_kind: dict[str, list[Key]], pool_sums: dict[str, dict[str, int]]) -> None:
         grand: dict[str, int] = {}
@@ -1016,7 +1105,7 @@ class ActingSimCluster:
             status["totalGPUs"] = grand.get("gpus", 0)
             self._set_status(k, status)
 
-    def _pdb_status(self, key: Key, pods: list[JSON]) -> None:
+    def _pdb_status(self, key: Key, pods: list[JSON], ready: Mapping[int, bool]) -> None:
         pdb = self._objs[key]
         spec = pdb.get("spec") or {}
         selector = spec.get("selector")
@@ -1026,7 +1115,7 @@ class ActingSimCluster:
             for p in matched
             if not _meta(p).get("deletionTimestamp")
             and (p.get("status") or {}).get("phase") == "Running"
-            and _ready(p)
+            and ready[id(p)]
         )
         owners: dict[str, int] = {}
         uncontrolled = 0
