@@ -245,7 +245,7 @@ def test_killed_between_an_eviction_and_its_marker_the_restart_waits_and_never_e
     first eviction call returns, before the pod's `defrag-evicted` marker is written. The restarted
     daemon finds the evicted pod terminating and unmarked on the source node: it waits until the pod
     is gone before evicting the next one, and never evicts any pod twice."""
-    server.eviction_grace = 1.5
+    server.eviction_grace = 600.0  # A's evicted pod stays terminating until the test reaps it
     a = subprocess.Popen(
         [
             sys.executable,
@@ -271,15 +271,17 @@ def test_killed_between_an_eviction_and_its_marker_the_restart_waits_and_never_e
     assert left is not None and left["metadata"].get("deletionTimestamp")  # terminating ...
     assert keys.DEFRAG_EVICTED not in (left["metadata"].get("labels") or {})  # ... and unmarked
 
-    # simulated time runs at full speed while B waits on a real 1.5 s: give it the whole window
     b, kube = make_daemon(kubeconfig, "b", start=A_KILLED, stop_at=WINDOW_END, elect=False)
     seen: list[tuple[str, bool]] = []  # B's defrag lines and evictions, with "first pod still there"
 
     def on_entry(entry: JournalEntry) -> None:
         if entry.kind == "defrag" or entry.message.startswith("evict Pod"):
             seen.append((entry.message, server.get("Pod", name, ns) is not None))
-            if entry.message.startswith("evict Pod"):
-                server.eviction_grace = 0.2  # the rest of the campaign need not be slow
+            if entry.message.startswith("paused: "):
+                # B waits on the terminating pod; its grace ends now, not after real seconds that
+                # B's virtual clock (speed ∞) would turn into a stale source marker
+                server.reap_pod(ns, name)
+                server.eviction_grace = 0.0  # B's own evictions: pods go at once (no real-time race)
 
     b.journal.subscribe(on_entry)
     try:

@@ -723,6 +723,14 @@ class KubeApiServer:
         timer.daemon = True
         timer.start()
 
+    def reap_pod(self, ns: str, name: str) -> None:
+        """End a terminating pod's grace now (tests that must not race a real-time grace period)."""
+        pods = self._by_path[("", "v1", "pods")]
+        with self._cond:
+            obj = self._objs.get((pods.qualified, ns, name))
+            if obj is not None and obj["metadata"].get("deletionTimestamp"):
+                self._write(pods, copy.deepcopy(obj), "DELETED")
+
     def evict(self, ns: str, name: str) -> JSON:
         """policy/v1 Eviction: PDB-guarded delete (pending pods bypass PDBs, as in Kubernetes)."""
         pods = self._by_path[("", "v1", "pods")]
