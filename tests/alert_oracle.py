@@ -15,11 +15,7 @@ from psycopg import sql
 
 from tftui.model.metrics import ALERT_RULES, AlertResult, AlertRow, NoData, history_by_step
 from tftui.sources.greptime import (
-    _NUMERIC_TYPE,
-    _TEXT_COLUMNS,
-    _WRITER,
     RULES,
-    TIME_COLUMNS,
     GreptimeMetrics,
     TableInfo,
     _f,
@@ -27,7 +23,6 @@ from tftui.sources.greptime import (
     _num,
     alert_row_key,
 )
-from tftui.sources.ports import SourceError
 
 
 class PerStepAlerts:
@@ -137,22 +132,7 @@ class PerStepAlerts:
         empty_ok: bool = False,
     ) -> TableInfo:
         """The rule's table, or NoData: absent table/column, empty window, never-written sentinel."""
-        table = self.m.tables().get(name)
-        if table is None:
-            raise NoData(
-                f"{rule}: table {name} does not exist (written by {_WRITER.get(name, 'TensorFusion')})"
-            )
-        if not table.time:
-            raise NoData(f"{rule}: table {name} has no time column ({' or '.join(TIME_COLUMNS)})")
-        for column in columns:
-            if not table.has(column):
-                raise NoData(f"{rule}: column {name}.{column} does not exist (never written)")
-            dtype = table.columns[column]
-            if column not in _TEXT_COLUMNS and not _NUMERIC_TYPE.search(dtype):
-                raise SourceError(
-                    f"metrics store {self.m._where}: {name}.{column} holds {dtype}, not numbers — "
-                    "malformed values; recreate the table from TensorFusion's schema"
-                )
+        table = self.m._alert_table(rule, name, columns)  # absent table/column, not numbers
         if empty_ok:
             return table
         probe = sql.SQL("max(abs({c}))").format(c=sql.Identifier(sentinel)) if sentinel else sql.SQL("NULL")
