@@ -496,12 +496,14 @@ class KubeApiServer:
         self._cond.notify_all()
         return obj
 
-    def _take_fault(self, method: str, path: str, watch: bool) -> Fault | None:
+    def _take_fault(self, method: str, path: str, watch: bool) -> tuple[Fault | None, int]:
+        """The first matching fault (removed) and the watch-drop generation, read together: a watch
+        request already received when `drop_watches()` runs counts as open and is cut."""
         with self._cond:
             for i, f in enumerate(self._faults):
                 if f.matches(method, path, watch):
-                    return self._faults.pop(i)
-        return None
+                    return self._faults.pop(i), self._drop_gen
+            return None, self._drop_gen
 
     def _find(self, rt: ResourceType, ns: str, name: str) -> JSON:
         obj = self._objs.get((rt.qualified, ns, name))
@@ -929,6 +931,7 @@ class _Handler(BaseHTTPRequestHandler):
     # headers and body go out in separate writes: without TCP_NODELAY every answer on a kept-alive
     # connection waits for the client's delayed ACK (~40 ms)
     disable_nagle_algorithm = True
+    drop_gen = 0  # watch-drop generation when this request arrived (set by _serve)
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
@@ -977,7 +980,7 @@ class _Handler(BaseHTTPRequestHandler):
         api.stats.hit(method, path + ("?watch" if watch else ""))
         try:
             body = self._body() if method in ("POST", "PUT", "PATCH") else None
-            fault = api._take_fault(method, path, watch)
+            fault, self.drop_gen = api._take_fault(method, path, watch)
             if fault is not None:
                 if fault.delay:
                     time.sleep(fault.delay)
@@ -1115,8 +1118,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         sent = 0
+        gen = self.drop_gen  # as of the request's arrival, not of this handler reaching here
         with api._cond:
-            gen = api._drop_gen
             if raw_rv in ("", "0"):  # "any": synthetic ADDED for the current state
                 since = api._rv
                 initial = [
