@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tftui.cli import main
-from tftui.engine.plan import AnnotatePod, EvictPod
+from tftui.engine.plan import AnnotatePod, Candidate, CompactionResult, DefragResult, EvictPod, Plan, Skip
 from tftui.engine.state import ClusterState
 from tftui.model.dump import dumps
 from tftui.runtime.whatif import (
@@ -22,6 +22,7 @@ from tftui.runtime.whatif import (
     WhatIfCluster,
     apply_policy,
     churn_schedule,
+    holds,
     parse_policy,
     recorded_usage,
     render_table,
@@ -103,6 +104,34 @@ def test_one_night_compact_first_with_defrag_against_the_lower_bound() -> None:
     assert cf.final_active["demo-dev"] >= cf.final_bound["demo-dev"]  # a bound is a bound
     start = cf.active["demo-dev"][0]
     assert cf.final_active["demo-dev"] <= start / 2  # the night at least halved the pool
+    # every node left is explained by the rule that kept it — the demo's blockers among them
+    held = cf.final_holds["demo-dev"]
+    assert len(held) == cf.final_active["demo-dev"]
+    assert held["dev-4090-09"] == "cordoned"
+    assert held["dev-4090-12"] == "pdb-blocked"
+    assert held["dev-4090-17"] == "native-gpu-pod"
+    assert set(held.values()) <= {"above-threshold", "cordoned", "pdb-blocked", "native-gpu-pod"}
+    pools = cf.summary()["pools"]
+    assert sum(pools["demo-dev"]["held_by"].values()) == cf.final_active["demo-dev"]
+    assert "demo-dev nodes kept by: above-threshold" in render_table([cf])
+
+
+def test_holds_prefer_the_last_defrag_ranking_then_compaction() -> None:
+    now = DEFAULT_NOW
+    ranked = Plan(now)
+    ranked.pool("p").defrag = DefragResult(
+        "idle", candidates=[Candidate("n1", 25.0)], skipped=[Skip("n2", "cordoned")]
+    )
+    later = Plan(now + timedelta(minutes=5))
+    later.pool("p").defrag = DefragResult("not-due")  # no ranking: does not hide the last one
+    later.pool("p").compaction = CompactionResult(True, kept=[Skip("n3", "has-workers"), Skip("n2", "x")])
+    assert holds([ranked, later], "p", ["n1", "n2", "n3", "n4"]) == {
+        "n1": "not-drained",
+        "n2": "cordoned",
+        "n3": "has-workers",
+        "n4": "unknown",
+    }
+    assert holds([], "p", ["n1"]) == {"n1": "unknown"}
 
 
 def test_policy_is_written_into_the_objects() -> None:

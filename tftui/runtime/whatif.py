@@ -48,6 +48,7 @@ import io
 import json
 import math
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -85,6 +86,7 @@ __all__ = [
     "SimConfig",
     "WhatIfCluster",
     "compare",
+    "holds",
     "parse_policy",
     "render_csv",
     "render_json",
@@ -472,6 +474,7 @@ class PolicyResult:
     final_active: dict[str, int] = field(default_factory=dict)
     final_bound: dict[str, int] = field(default_factory=dict)
     final_packing_bound: dict[str, int] = field(default_factory=dict)
+    final_holds: dict[str, dict[str, str]] = field(default_factory=dict)  # pool → active node → why kept
     times: list[datetime] = field(default_factory=list)
     active: dict[str, list[int]] = field(default_factory=dict)  # pool → active nodes per sample
     bound: dict[str, list[int]] = field(default_factory=dict)  # pool → configured bound per sample
@@ -515,6 +518,7 @@ class PolicyResult:
                     "lower_bound": self.final_bound[p],
                     "packing_bound": self.final_packing_bound[p],
                     "ratio": None if (r := self.final_ratio(p)) is None else round(r, 4),
+                    "held_by": dict(Counter(self.final_holds.get(p, {}).values())),
                 }
                 for p in sorted(self.final_active)
             },
@@ -745,9 +749,51 @@ def _simulate(
         res.final_active[pool] = sum(not _releasing(final.nodes[n], final) for n in names)
         res.final_bound[pool] = pool_bound(final, pool).nodes
         res.final_packing_bound[pool] = pool_bound(final, pool, configured=False).nodes
+        res.final_holds[pool] = holds(
+            res.plans, pool, [n for n in names if not _releasing(final.nodes[n], final)]
+        )
     res.sim_seconds = cfg.duration.total_seconds()
     res.wall_seconds = time.perf_counter() - wall
     return res
+
+
+def holds(plans: Sequence[Plan], pool: str, active: Sequence[str]) -> dict[str, str]:
+    """Why each of `pool`'s `active` nodes is still there: the reason code its last defrag step with
+    a ranking gave (`above-threshold`, `cordoned`, `pdb-blocked`, `native-gpu-pod`, …; a candidate
+    the campaign did not reach is `not-drained`), else the last compaction round's (`has-workers`,
+    …). This is what an operator changes to get closer to the bound (e.g. `+defrag=80` for
+    `above-threshold`); `unknown` when no decision ran for the pool."""
+    defrag: dict[str, str] | None = None
+    compaction: dict[str, str] | None = None
+    for plan in reversed(plans):
+        pp = plan.pools.get(pool)
+        if pp is None:
+            continue
+        d = pp.defrag
+        if defrag is None and d is not None and (d.candidates or d.skipped):
+            defrag = {c.node: "not-drained" for c in d.candidates}
+            defrag.update((s.node, s.reason) for s in d.skipped)
+        if compaction is None and pp.compaction is not None and pp.compaction.due:
+            compaction = {k.node: k.reason for k in pp.compaction.kept}
+        if defrag is not None and compaction is not None:
+            break
+    out: dict[str, str] = {}
+    for node in active:
+        reason = (defrag or {}).get(node) or (compaction or {}).get(node)
+        out[node] = reason or "unknown"
+    return out
+
+
+def _held_by(holds_: Mapping[str, str]) -> str:
+    """`above-threshold 6 (dev-05, dev-06, dev-07, …), cordoned 1 (dev-09)`, most nodes first."""
+    by: dict[str, list[str]] = {}
+    for node in sorted(holds_):
+        by.setdefault(holds_[node], []).append(node)
+    parts = []
+    for reason, nodes in sorted(by.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        names = ", ".join(nodes[:3]) + (", …" if len(nodes) > 3 else "")
+        parts.append(f"{reason} {len(nodes)} ({names})")
+    return ", ".join(parts)
 
 
 def _sample(res: PolicyResult, state: ClusterState, usage: Usage, now: datetime, dt: timedelta) -> None:
@@ -846,6 +892,9 @@ def render_table(results: Sequence[PolicyResult]) -> str:
                     + (f" = {ratio:.2f}" if ratio is not None else "")
                 )
             out.append(f"  {r.policy}: " + ", ".join(parts))
+            for p in sorted(r.final_active):
+                if r.final_active[p] > r.final_bound[p] and r.final_holds.get(p):
+                    out.append(f"    {p} nodes kept by: {_held_by(r.final_holds[p])}")
     return "\n".join(out) + "\n"
 
 
