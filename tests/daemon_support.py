@@ -47,7 +47,7 @@ class VirtualClock:
 
 
 def make_daemon(
-    kubeconfig: str,
+    kubeconfig: str | os.PathLike[str],
     identity: str = "a",
     *,
     start: datetime = NIGHT_START,
@@ -60,7 +60,7 @@ def make_daemon(
 ) -> tuple[Daemon, KubeCluster]:
     """A daemon on a virtual clock (speed ∞) against the cluster of `kubeconfig`; caller closes `kube`."""
     lease = None if dry_run or not elect else ("tf-sys", "tftui")
-    kube = KubeCluster(kubeconfig=kubeconfig, backoff=0.01, max_backoff=0.05, lease=lease)
+    kube = KubeCluster(kubeconfig=os.fspath(kubeconfig), backoff=0.01, max_backoff=0.05, lease=lease)
     kube.wait_synced(10)
     clock = VirtualClock(start)
     elector = (

@@ -16,14 +16,14 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
 import pytest
 
 from tests.daemon_support import make_daemon
-from tests.kubeapi import KubeApiServer, write_kubeconfig
+from tests.kubeapi import KubeApiServer
 from tftui.cli import main
 from tftui.daemon import Daemon, setup_logging
 from tftui.model import keys
@@ -37,21 +37,6 @@ AFTER_CAMPAIGN = datetime.fromisoformat("2026-12-01T08:10:00+00:00")  # drained 
 WINDOW_END = datetime.fromisoformat("2026-12-01T10:00:00+00:00")
 A_KILLED = datetime.fromisoformat("2026-12-01T08:00:00+00:00")  # a daemon started 07:59:50 evicts first then
 EVICT = re.compile(r"^POST /api/v1/namespaces/([^/]+)/pods/([^/]+)/eviction$")
-
-
-@pytest.fixture
-def server() -> Iterator[KubeApiServer]:
-    srv = KubeApiServer(bookmark_interval=0.2).start()
-    srv.seed(DEMO)
-    try:
-        yield srv
-    finally:
-        srv.stop()
-
-
-@pytest.fixture
-def kubeconfig(server: KubeApiServer, tmp_path: Path) -> str:
-    return str(write_kubeconfig(tmp_path / "kubeconfig", server.url))
 
 
 def evictions(server: KubeApiServer) -> dict[str, int]:
@@ -107,7 +92,7 @@ def run_in_thread(daemon: Daemon) -> threading.Thread:
     return t
 
 
-def test_a_night_on_the_demo_cluster(server: KubeApiServer, kubeconfig: str) -> None:
+def test_a_night_on_the_demo_cluster(server: KubeApiServer, kubeconfig: Path) -> None:
     """Defrag drains candidates one pod at a time, compaction releases the emptied nodes; events,
     metrics and JSON journal lines appear."""
     logs = io.StringIO()
@@ -159,7 +144,7 @@ def test_a_night_on_the_demo_cluster(server: KubeApiServer, kubeconfig: str) -> 
     assert lines[-1]["msg"] == "daemon stopped"
 
 
-def test_dry_run_decides_and_journals_but_writes_nothing(server: KubeApiServer, kubeconfig: str) -> None:
+def test_dry_run_decides_and_journals_but_writes_nothing(server: KubeApiServer, kubeconfig: Path) -> None:
     daemon, kube = make_daemon(kubeconfig, dry_run=True, stop_at=AFTER_CAMPAIGN)
     try:
         assert daemon.run() == 0
@@ -175,7 +160,7 @@ def test_dry_run_decides_and_journals_but_writes_nothing(server: KubeApiServer, 
 
 
 def test_two_daemons_one_acts_the_leader_is_killed_the_other_resumes_the_campaign(
-    server: KubeApiServer, kubeconfig: str
+    server: KubeApiServer, kubeconfig: Path
 ) -> None:
     """A (a process) leads and is SIGKILLed right after its 2nd eviction; B, standing by, takes over
     within the lease duration and finishes the campaign; no eviction is repeated."""
@@ -184,7 +169,7 @@ def test_two_daemons_one_acts_the_leader_is_killed_the_other_resumes_the_campaig
             sys.executable,
             "-m",
             "tests.daemon_support",
-            kubeconfig,
+            str(kubeconfig),
             "a",
             "2026-12-01T07:59:50Z",
             "2026-12-01T08:10:00Z",
@@ -239,7 +224,7 @@ def test_two_daemons_one_acts_the_leader_is_killed_the_other_resumes_the_campaig
 
 
 def test_killed_between_an_eviction_and_its_marker_the_restart_waits_and_never_evicts_twice(
-    server: KubeApiServer, kubeconfig: str
+    server: KubeApiServer, kubeconfig: Path
 ) -> None:
     """Evicted pods stay terminating for a while (eviction grace). A is SIGKILLed right after its
     first eviction call returns, before the pod's `defrag-evicted` marker is written. The restarted
@@ -251,7 +236,7 @@ def test_killed_between_an_eviction_and_its_marker_the_restart_waits_and_never_e
             sys.executable,
             "-m",
             "tests.daemon_support",
-            kubeconfig,
+            str(kubeconfig),
             "a",
             "2026-12-01T07:59:50Z",
             "2026-12-01T08:10:00Z",
@@ -298,7 +283,7 @@ def test_killed_between_an_eviction_and_its_marker_the_restart_waits_and_never_e
     assert f"evict Pod {first}" not in [m for m, _ in seen]
 
 
-def test_metrics_store_down_pauses_autoscale_only(server: KubeApiServer, kubeconfig: str) -> None:
+def test_metrics_store_down_pauses_autoscale_only(server: KubeApiServer, kubeconfig: Path) -> None:
     down = GreptimeMetrics("host=127.0.0.1 port=1 dbname=public user=tftui", connect_timeout=1)
     daemon, kube = make_daemon(kubeconfig, metrics=down, stop_at=None, listen="127.0.0.1:0")
     thread = run_in_thread(daemon)
@@ -323,7 +308,7 @@ def test_metrics_store_down_pauses_autoscale_only(server: KubeApiServer, kubecon
     assert "compaction and defrag go on" in paused[0].message
 
 
-def test_follower_never_acts(server: KubeApiServer, kubeconfig: str) -> None:
+def test_follower_never_acts(server: KubeApiServer, kubeconfig: Path) -> None:
     lease = {
         "apiVersion": "coordination.k8s.io/v1",
         "kind": "Lease",
@@ -432,11 +417,11 @@ def _ready(port: int) -> bool:
 
 
 def test_cli_daemon_on_a_cluster_leads_and_releases_on_sigterm(
-    server: KubeApiServer, kubeconfig: str
+    server: KubeApiServer, kubeconfig: Path
 ) -> None:
     """The flags' wiring: kubeconfig, the Lease from POD_NAMESPACE/POD_NAME, release on SIGTERM."""
     port = _free_port()
-    proc = _start(["--daemon", "--kubeconfig", kubeconfig, "--listen", f"127.0.0.1:{port}",
+    proc = _start(["--daemon", "--kubeconfig", str(kubeconfig), "--listen", f"127.0.0.1:{port}",
                    "--lease-duration", "2s", "--renew-deadline", "1500ms", "--retry-period", "200ms"])  # fmt: skip
     try:
         eventually(lambda: _ready(port), 20)
@@ -460,9 +445,9 @@ def test_cli_daemon_on_a_cluster_leads_and_releases_on_sigterm(
     assert any(d["msg"] == "acting: this replica leads" and d["identity"] == "pod-7" for d in docs)
 
 
-def test_cli_daemon_dry_run_on_a_cluster_writes_nothing(server: KubeApiServer, kubeconfig: str) -> None:
+def test_cli_daemon_dry_run_on_a_cluster_writes_nothing(server: KubeApiServer, kubeconfig: Path) -> None:
     port = _free_port()
-    proc = _start(["--daemon", "--kubeconfig", kubeconfig, "--dry-run", "--listen", f"127.0.0.1:{port}"])
+    proc = _start(["--daemon", "--kubeconfig", str(kubeconfig), "--dry-run", "--listen", f"127.0.0.1:{port}"])
     try:
         eventually(lambda: _ready(port), 20)
         eventually(

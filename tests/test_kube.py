@@ -41,21 +41,6 @@ DEMO = generate_objects()
 
 
 @pytest.fixture
-def server() -> Iterator[KubeApiServer]:
-    srv = KubeApiServer(bookmark_interval=0.2).start()
-    srv.seed(DEMO)
-    try:
-        yield srv
-    finally:
-        srv.stop()
-
-
-@pytest.fixture
-def kubeconfig(server: KubeApiServer, tmp_path: Path) -> Path:
-    return write_kubeconfig(tmp_path / "kubeconfig", server.url)
-
-
-@pytest.fixture
 def kube(kubeconfig: Path) -> Iterator[KubeCluster]:
     k = KubeCluster(kubeconfig=str(kubeconfig), backoff=0.01, max_backoff=0.05)
     k.wait_synced(10)

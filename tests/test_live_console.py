@@ -18,7 +18,7 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import Input, Label
 
-from tests.kubeapi import KubeApiServer, write_kubeconfig
+from tests.kubeapi import KubeApiServer
 from tftui.sources.kube import KubeCluster
 from tftui.sources.sim.cluster import generate_objects
 from tftui.ui.app import TfTuiApp
@@ -36,19 +36,8 @@ def _still_cursor(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def server() -> Iterator[KubeApiServer]:
-    srv = KubeApiServer(bookmark_interval=0.2).start()
-    srv.seed(DEMO)
-    try:
-        yield srv
-    finally:
-        srv.stop()
-
-
-@pytest.fixture
-def kube(server: KubeApiServer, tmp_path: Path) -> Iterator[KubeCluster]:
-    cfg = write_kubeconfig(tmp_path / "kubeconfig", server.url)
-    k = KubeCluster(kubeconfig=str(cfg), retries=2, backoff=0.01, max_backoff=0.05, request_timeout=3)
+def kube(kubeconfig: Path) -> Iterator[KubeCluster]:
+    k = KubeCluster(kubeconfig=str(kubeconfig), retries=2, backoff=0.01, max_backoff=0.05, request_timeout=3)
     k.wait_synced(10)
     try:
         yield k
