@@ -1,5 +1,6 @@
-"""Shared fixtures: the throwaway PostgreSQL server of the metrics tests (tests/pg.py), and the
-test Kubernetes API server seeded with the demo cluster plus a kubeconfig pointing at it."""
+"""Shared fixtures: the throwaway PostgreSQL server of the metrics tests (tests/pg.py); the test
+Kubernetes API server seeded with the demo cluster plus a kubeconfig pointing at it; the console
+tests' demo cluster and metrics (one per module); a still text cursor for every test."""
 
 from __future__ import annotations
 
@@ -7,10 +8,29 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from textual.widgets import Input
 
 from tests.kubeapi import KubeApiServer, write_kubeconfig
 from tests.pg import PgServer, PgUnavailable, start_server
-from tftui.sources.sim.cluster import generate_objects
+from tftui.sources.sim.cluster import DEFAULT_NOW, SimCluster, generate_objects
+from tftui.sources.sim.usage import SimMetrics
+
+
+@pytest.fixture(autouse=True)
+def _still_cursor(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Input cursor blinks on a timer; still, console tests and snapshots are deterministic."""
+    monkeypatch.setattr(Input, "_toggle_cursor", lambda self: None)
+
+
+@pytest.fixture(scope="module")
+def demo() -> SimCluster:
+    """The 40-node demo cluster (seed 7), one per test module: modules that act on it stay apart."""
+    return SimCluster(seed=7, nodes=40, now=DEFAULT_NOW)
+
+
+@pytest.fixture(scope="module")
+def metrics(demo: SimCluster) -> SimMetrics:
+    return SimMetrics(demo.snapshot(), seed=7, now=DEFAULT_NOW)
 
 
 @pytest.fixture(scope="session")

@@ -21,7 +21,7 @@ from textual.binding import Binding
 from textual.command import CommandPalette
 from textual.dom import DOMNode
 from textual.pilot import Pilot
-from textual.widgets import Button, Footer, Input
+from textual.widgets import Button, Footer
 
 import tftui.ui
 import tftui.ui.screens
@@ -36,11 +36,6 @@ from tftui.ui.keymap import COMMON_CHORDS, check_keymap, keys_of
 from tftui.ui.palette import ActionCommands
 from tftui.ui.screens.modals import ConfirmScreen, HelpScreen
 from tftui.ui.screens.resource import ResourceScreen
-
-
-@pytest.fixture(autouse=True)
-def _still_cursor(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(Input, "_toggle_cursor", lambda self: None)
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from textual.pilot import Pilot
-from textual.widgets import Input, Label
+from textual.widgets import Label
 
 from tests.kubeapi import KubeApiServer
 from tftui.sources.kube import KubeCluster
@@ -28,11 +28,6 @@ from tftui.ui.widgets.table import ResourceTable
 
 ANNOTATION = "tensor-fusion.ai/manual-compaction"
 DEMO = generate_objects()
-
-
-@pytest.fixture(autouse=True)
-def _still_cursor(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(Input, "_toggle_cursor", lambda self: None)
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from rich.console import RenderableType
 from rich.text import Text
 from textual.message import Message
 from textual.pilot import Pilot
-from textual.widgets import Input, Label
+from textual.widgets import Label
 
 from tftui.engine.state import ClusterState
 from tftui.model.usage import GPUUsage, WorkerUsage
@@ -59,21 +59,6 @@ from tftui.ui.widgets.chrome import Breadcrumb, Prompt
 from tftui.ui.widgets.table import ResourceTable
 
 POOLS = ["demo-dev", "demo-inference", "demo-training"]
-
-
-@pytest.fixture(autouse=True)
-def _still_cursor(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(Input, "_toggle_cursor", lambda self: None)
-
-
-@pytest.fixture(scope="module")
-def demo() -> SimCluster:
-    return SimCluster(seed=7, nodes=40, now=DEFAULT_NOW)
-
-
-@pytest.fixture(scope="module")
-def metrics(demo: SimCluster) -> SimMetrics:
-    return SimMetrics(demo.snapshot(), seed=7, now=DEFAULT_NOW)
 
 
 @pytest.fixture(scope="module")

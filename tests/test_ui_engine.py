@@ -57,11 +57,6 @@ from tftui.ui.widgets.table import ResourceTable
 RELEASED = ["dev-4090-03", "dev-4090-04"]  # what a forced round of demo-dev releases at DEFAULT_NOW
 
 
-@pytest.fixture(autouse=True)
-def _still_cursor(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(Input, "_toggle_cursor", lambda self: None)
-
-
 @pytest.fixture(scope="module")
 def metrics() -> SimMetrics:
     return SimMetrics(SimCluster(seed=7, nodes=40, now=DEFAULT_NOW).snapshot(), seed=7, now=DEFAULT_NOW)

@@ -16,7 +16,7 @@ import pytest
 from rich.console import RenderableType
 from rich.text import Text
 from textual.pilot import Pilot
-from textual.widgets import Input, Label
+from textual.widgets import Label
 
 from tftui.config import ConsoleConfig
 from tftui.sources.sim.cluster import DEFAULT_NOW, SimCluster
@@ -45,21 +45,6 @@ from tftui.ui.views import (
 from tftui.ui.widgets.chrome import Breadcrumb, ConsoleHeader
 from tftui.ui.widgets.gauge import gauge_plain, render_gauge
 from tftui.ui.widgets.table import ResourceTable
-
-
-@pytest.fixture(autouse=True)
-def _still_cursor(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(Input, "_toggle_cursor", lambda self: None)
-
-
-@pytest.fixture(scope="module")
-def demo() -> SimCluster:
-    return SimCluster(seed=7, nodes=40, now=DEFAULT_NOW)
-
-
-@pytest.fixture(scope="module")
-def metrics(demo: SimCluster) -> SimMetrics:
-    return SimMetrics(demo.snapshot(), seed=7, now=DEFAULT_NOW)
 
 
 def make_app(cluster: Any, metrics: Any, **kw: Any) -> TfTuiApp:

@@ -21,7 +21,7 @@ import pytest
 from rich.console import Console, RenderableType
 from rich.text import Text
 from textual.pilot import Pilot
-from textual.widgets import Input, Label, Sparkline, Static
+from textual.widgets import Label, Sparkline, Static
 
 from tftui.engine.alerts import RULES
 from tftui.model.metrics import AlertResult, AlertRow, Step1
@@ -63,21 +63,6 @@ WINDOW = timedelta(hours=1)
 FAST = AnalysisSettings(waste_window=WINDOW, history_span=timedelta(hours=2))
 WORKLOAD = "ml-serving/bert-ner"  # 3 workers, a full day of history
 STORE = "metrics.example:4003/public"
-
-
-@pytest.fixture(autouse=True)
-def _still_cursor(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(Input, "_toggle_cursor", lambda self: None)
-
-
-@pytest.fixture(scope="module")
-def demo() -> SimCluster:
-    return SimCluster(seed=7, nodes=40, now=DEFAULT_NOW)
-
-
-@pytest.fixture(scope="module")
-def metrics(demo: SimCluster) -> SimMetrics:
-    return SimMetrics(demo.snapshot(), seed=7, now=DEFAULT_NOW)
 
 
 @pytest.fixture(scope="module")

@@ -47,12 +47,6 @@ ANALYSIS = AnalysisSettings(waste_window=timedelta(hours=1))
 about 4 s on the 40-node demo, an hour 0.2 s). The alert replay and the 24 h sparklines are as shipped."""
 
 
-@pytest.fixture(autouse=True)
-def _still_cursor(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A blinking Input cursor flips on a wall-clock timer; keep it still."""
-    monkeypatch.setattr(Input, "_toggle_cursor", lambda self: None)
-
-
 @pytest.fixture(scope="session")
 def demo_cluster() -> SimCluster:
     return SimCluster(seed=7, nodes=40, now=DEFAULT_NOW)
