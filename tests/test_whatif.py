@@ -27,6 +27,7 @@ from tftui.runtime.whatif import (
     recorded_usage,
     render_table,
     simulate,
+    unblock,
 )
 from tftui.sources.sim.cluster import DEFAULT_NOW, generate_objects
 from tftui.sources.sim.usage import SimMetrics
@@ -114,6 +115,38 @@ def test_one_night_compact_first_with_defrag_against_the_lower_bound() -> None:
     pools = cf.summary()["pools"]
     assert sum(pools["demo-dev"]["held_by"].values()) == cf.final_active["demo-dev"]
     assert "demo-dev nodes kept by: above-threshold" in render_table([cf])
+
+
+def test_unblock_prices_the_blockers_an_operator_controls() -> None:
+    """`+unblock` lifts cordons, do-not-disrupt and PDB blocks (never foreign GPU pods); on the
+    demo's fragmented pool CompactFirst with an 80 % defrag threshold then meets the bound."""
+    objs = unblock(OBJECTS)
+    state = ClusterState.build(objs)
+    before = ClusterState.build(OBJECTS)
+    assert any(n.unschedulable for n in before.nodes.values())
+    assert not any(n.unschedulable or n.do_not_disrupt for n in state.nodes.values())
+    assert before.nodes["dev-4090-17"].native_gpu_pods == state.nodes["dev-4090-17"].native_gpu_pods != []
+    pdbs = {
+        (o["metadata"]["namespace"], o["metadata"]["name"]): o
+        for o in objs
+        if o["kind"] == "PodDisruptionBudget"
+    }
+    blocked = [
+        o for o in OBJECTS if o["kind"] == "PodDisruptionBudget" and o["status"]["disruptionsAllowed"] == 0
+    ]
+    assert blocked
+    for o in blocked:
+        assert pdbs[(o["metadata"]["namespace"], o["metadata"]["name"])]["spec"]["maxUnavailable"] == 1
+    added = [k for k in pdbs if k[1].endswith("-whatif-pdb")]
+    assert added  # the demo has workers no PDB covers
+    untouched = [o for o in OBJECTS if o["kind"] == "GPU"]
+    assert all(a is b for a, b in zip(untouched, [o for o in objs if o["kind"] == "GPU"], strict=True))
+    assert parse_policy("CompactFirst+defrag=80+unblock").unblock
+
+    cfg = SimConfig(duration=NIGHT, churn=0)
+    r = simulate(OBJECTS, parse_policy("CompactFirst+defrag=80+unblock"), DEFAULT_NOW, cfg)
+    print(render_table([r]))
+    assert r.final_active["demo-dev"] <= 1.15 * r.final_bound["demo-dev"]
 
 
 def test_holds_prefer_the_last_defrag_ranking_then_compaction() -> None:

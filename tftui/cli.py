@@ -212,8 +212,8 @@ def _add_simulate_parser(sub: Any) -> None:
         "--policy",
         action="append",
         metavar="P",
-        help="a policy: `configured` or a placement mode, plus +defrag[=PCT], +nodefrag, +autoscale "
-        "(e.g. CompactFirst+defrag); repeat to compare",
+        help="a policy: `configured` or a placement mode, plus +defrag[=PCT], +nodefrag, +autoscale, "
+        "+unblock (lift cordons, do-not-disrupt and PDB blocks) (e.g. CompactFirst+defrag); repeat to compare",
     )
     sim.add_argument("--compare", metavar="PRESET", help="a set of policies: modes, autoscale or all")
     sim.add_argument(

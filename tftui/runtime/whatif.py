@@ -61,6 +61,7 @@ from tftui.engine.state import ClusterState, NodeView, WorkerView
 from tftui.model import keys
 from tftui.model.gcpause import gc_paused
 from tftui.model.gpuinfo import lookup
+from tftui.model.selectors import selector_matches
 from tftui.runtime.loops import Runtime
 from tftui.sources.ports import MetricsPort
 from tftui.sources.sim.acting import ActingSimCluster
@@ -92,6 +93,7 @@ __all__ = [
     "render_json",
     "render_table",
     "simulate",
+    "unblock",
 ]
 
 JSON = dict[str, Any]
@@ -118,6 +120,7 @@ class Policy:
     defrag: bool | None = None  # True: enable (a 03:00 UTC, 2 h campaign where none is set)
     threshold: float | None = None  # defrag utilizationThresholdPercent (None: as configured)
     autoscale: bool = False  # autoSetResources on every workload, and the autoscale loop on
+    unblock: bool = False  # lift the blockers an operator controls (see `unblock`)
 
 
 PRESETS: Final[dict[str, tuple[str, ...]]] = {
@@ -128,8 +131,9 @@ PRESETS: Final[dict[str, tuple[str, ...]]] = {
 
 
 def parse_policy(text: str) -> Policy:
-    """`configured` or a mode, then `+defrag[=PCT]`/`+nodefrag`/`+autoscale` (e.g. `CompactFirst+defrag`);
-    `defrag=PCT` also sets the utilization threshold under which nodes are drained."""
+    """`configured` or a mode, then `+defrag[=PCT]`/`+nodefrag`/`+autoscale`/`+unblock` (e.g.
+    `CompactFirst+defrag`); `defrag=PCT` also sets the utilization threshold under which nodes are
+    drained; `unblock` lifts cordons, do-not-disrupt and PDB blocks first (`unblock()`)."""
     parts = [p.strip() for p in text.split("+")]
     head, flags = parts[0], parts[1:]
     placement: str | None
@@ -142,7 +146,7 @@ def parse_policy(text: str) -> Policy:
         placement = match[0]
     defrag: bool | None = None
     threshold: float | None = None
-    autoscale = False
+    autoscale = unblock_ = False
     for f in flags:
         if f.lower().startswith("defrag="):
             defrag = True
@@ -158,18 +162,20 @@ def parse_policy(text: str) -> Policy:
             defrag = False
         elif f.lower() == "autoscale":
             autoscale = True
+        elif f.lower() == "unblock":
+            unblock_ = True
         else:
             raise ValueError(
-                f"policy {text!r}: unknown option {f!r} (defrag, defrag=PCT, nodefrag, autoscale)"
+                f"policy {text!r}: unknown option {f!r} (defrag, defrag=PCT, nodefrag, autoscale, unblock)"
             )
-    return Policy(text, placement, defrag, threshold, autoscale)
+    return Policy(text, placement, defrag, threshold, autoscale, unblock_)
 
 
 def apply_policy(objects: Iterable[JSON], policy: Policy) -> list[JSON]:
     """`objects` with the policy's settings written in; only the objects it changes are copied (the
     simulated cluster copies on write, so the others are shared, never modified)."""
     out: list[JSON] = []
-    for original in objects:
+    for original in unblock(objects) if policy.unblock else objects:
         kind = original.get("kind")
         if (
             (kind == "SchedulingConfigTemplate" and policy.placement is not None)
@@ -195,6 +201,66 @@ def apply_policy(objects: Iterable[JSON], policy: Policy) -> list[JSON]:
             out.append(obj)
         else:
             out.append(original)
+    return out
+
+
+def _allows_none(pdb: JSON) -> bool:
+    """A PDB that lets no pod go: its status says so, or (no status yet) `maxUnavailable: 0`."""
+    status = pdb.get("status") or {}
+    if "disruptionsAllowed" in status:
+        return bool(status.get("disruptionsAllowed") == 0)
+    return (pdb.get("spec") or {}).get("maxUnavailable") in (0, "0", "0%")
+
+
+def unblock(objects: Iterable[JSON]) -> list[JSON]:
+    """`objects` without the blockers an operator controls, to price them (`+unblock`): nodes
+    uncordoned; `do-not-disrupt` cleared on Nodes and GPUNodes; PDBs that allow no disruption set to
+    `maxUnavailable: 1`; a `maxUnavailable: 1` PDB (`<workload>-whatif-pdb`) for every workload
+    whose workers no PDB covers (defrag requires one). Pods using GPUs outside TensorFusion stay:
+    they are not the operator's to move. Only changed objects are copied."""
+    objs = list(objects)
+    pdbs = [o for o in objs if o.get("kind") == "PodDisruptionBudget"]
+    uncovered: dict[tuple[str, str], None] = {}
+    for o in objs:
+        meta = o.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        if o.get("kind") != "Pod" or labels.get(keys.COMPONENT) != keys.COMPONENT_WORKER:
+            continue
+        ns, wl = meta.get("namespace") or "", labels.get(keys.WORKLOAD)
+        if not wl or any(
+            (p.get("metadata") or {}).get("namespace") == ns
+            and selector_matches((p.get("spec") or {}).get("selector"), labels, empty_matches_all=False)
+            for p in pdbs
+        ):
+            continue
+        uncovered[(ns, wl)] = None
+    out: list[JSON] = []
+    for o in objs:
+        kind = o.get("kind")
+        meta = o.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        cordoned = kind == "Node" and bool((o.get("spec") or {}).get("unschedulable"))
+        dnd = kind in ("Node", "GPUNode") and keys.DO_NOT_DISRUPT in labels
+        if cordoned or dnd:
+            o = copy.deepcopy(o)
+            o.get("spec", {}).pop("unschedulable", None)
+            o["metadata"].get("labels", {}).pop(keys.DO_NOT_DISRUPT, None)
+        elif kind == "PodDisruptionBudget" and _allows_none(o):
+            o = copy.deepcopy(o)
+            spec = o.setdefault("spec", {})
+            spec.pop("minAvailable", None)
+            spec["maxUnavailable"] = 1
+            o.pop("status", None)  # the simulated disruption controller recomputes it
+        out.append(o)
+    for ns, wl in uncovered:
+        out.append(
+            {
+                "apiVersion": "policy/v1",
+                "kind": "PodDisruptionBudget",
+                "metadata": {"name": f"{wl}-whatif-pdb", "namespace": ns},
+                "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {keys.WORKLOAD: wl}}},
+            }
+        )
     return out
 
 
