@@ -18,6 +18,7 @@ from tftui.engine.state import ClusterState
 from tftui.model.dump import dumps
 from tftui.runtime.whatif import (
     PRESETS,
+    PolicyResult,
     SimConfig,
     WhatIfCluster,
     apply_policy,
@@ -31,6 +32,7 @@ from tftui.runtime.whatif import (
 )
 from tftui.sources.sim.cluster import DEFAULT_NOW, generate_objects
 from tftui.sources.sim.usage import SimMetrics
+from tftui.ui.whatif import kept_by
 
 OBJECTS = generate_objects(7, 40, DEFAULT_NOW)
 # the demo-dev defrag campaign runs 03:00-05:00 America/New_York = 08:00-10:00 UTC the next day
@@ -165,6 +167,19 @@ def test_holds_prefer_the_last_defrag_ranking_then_compaction() -> None:
         "n4": "unknown",
     }
     assert holds([], "p", ["n1"]) == {"n1": "unknown"}
+
+
+def test_console_kept_by_counts_only_pools_above_their_bound() -> None:
+    r = PolicyResult("x")
+    r.final_active = {"a": 3, "b": 2, "c": 4}
+    r.final_bound = {"a": 1, "b": 2, "c": 1}
+    r.final_holds = {
+        "a": {"a1": "cordoned", "a2": "above-threshold", "a3": "above-threshold"},
+        "b": {"b1": "pdb-blocked", "b2": "pdb-blocked"},  # at its bound: nothing to explain
+        "c": {"c1": "above-threshold", "c2": "cordoned", "c3": "native-gpu-pod", "c4": "above-threshold"},
+    }
+    assert kept_by(r) == "above-threshold 4, cordoned 2, native-gpu-pod 1"
+    assert kept_by(PolicyResult("empty")) == "—"
 
 
 def test_policy_is_written_into_the_objects() -> None:

@@ -28,7 +28,7 @@ from tftui.ui.screens.resource import ResourceScreen
 from tftui.ui.views import Column, Gauges, Layout, Row, Table
 from tftui.ui.widgets.table import ResourceTable
 
-__all__ = ["DEFAULT_POLICIES", "NodeChart", "WhatIfScreen", "chart_lines"]
+__all__ = ["DEFAULT_POLICIES", "NodeChart", "WhatIfScreen", "chart_lines", "kept_by"]
 
 DEFAULT_POLICIES = tuple(f"{m}+defrag" for m in MODES)
 COLORS = ("cyan", "magenta", "yellow", "green", "red", "blue", "bright_white", "bright_cyan")
@@ -142,7 +142,20 @@ _COLUMNS = (
     Column("throttled", "THROTTLED", 9),
     Column("cost", "COST $", 8),
     Column("ratio", "ACTIVE/LB", 11),
+    Column("kept", "KEPT BY", 34),
 )
+
+
+def kept_by(result: PolicyResult) -> str:
+    """The rules that keep the nodes above the bound, most nodes first, over the pools that have any:
+    what to change next (`above-threshold 10, cordoned 2`)."""
+    counts: dict[str, int] = {}
+    for pool, active in result.final_active.items():
+        if active <= result.final_bound.get(pool, 0):
+            continue
+        for reason in result.final_holds.get(pool, {}).values():
+            counts[reason] = counts.get(reason, 0) + 1
+    return ", ".join(f"{r} {n}" for r, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))) or "—"
 
 
 class WhatIfScreen(ResourceScreen):
@@ -206,6 +219,7 @@ class WhatIfScreen(ResourceScreen):
                 "ratio": "—"
                 if ratio is None
                 else f"{s['final_active_nodes']}/{s['final_lower_bound']} {ratio:.2f}",
+                "kept": kept_by(r),
             }
             rows.append(Row(r.policy, cells, r.policy.lower()))
         return Table(_COLUMNS, tuple(rows))
