@@ -8,7 +8,8 @@ Loads 24 h × 1 min for 1,000 GPUs (125 nodes × 8) and 3,000 workers into a thr
 
 where report = everything `tftui report` reads from the store: `GreptimeMetrics.step1(1d)` (its
 four queries run at once on the adapter's default pool) plus the alert replay (`evaluate_history`
-over the last hour: two queries per rule, three for EmptyGPU), and step1 = the four queries alone;
+over the last hour: per table and interval a probe of the last window, then counts per evaluation
+and the shared rows queries of the rules with data now), and step1 = the four queries alone;
 count_scan = `SELECT count(*)` over the same four tables, one after the other (best of `--repeat`
 each, warm cache, the same server and settings). Peak memory (VmHWM) is reset before
 each report and read after it, for a 1-hour and a 1-day window: the process streams aggregates,

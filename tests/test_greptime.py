@@ -516,13 +516,17 @@ def test_batched_replay_equals_the_per_step_queries(replay: tuple[GreptimeMetric
     oracle = PerStepAlerts(metrics)
     gaps = firing = duplicates = 0
     for now in (NOW + offset, NOW + offset - timedelta(minutes=3, seconds=15)):
+        grid = {rule.name: evaluation_times(rule, now, REPLAY_SPAN) for rule in RULES}
+        together = metrics.alert_histories(grid)  # rules of one table and interval share queries
         for rule in RULES:
-            times = evaluation_times(rule, now, REPLAY_SPAN)
-            got = metrics.alert_history(rule.name, times)
+            times = grid[rule.name]
+            got = metrics.alert_history(rule.name, times)  # the rule alone
             expected = [r for t in times for r in history_by_step(oracle.alert_rows, rule.name, [t])]
             if isinstance(expected[-1], NoData):  # not evaluable now: the replay is skipped
                 expected = [expected[-1]] * len(times)
             assert _results(got) == _results(expected), (rule.name, now)
+            shared = together[rule.name]
+            assert not isinstance(shared, NoData) and _results(shared) == _results(expected), (rule.name, now)
             gaps += sum(isinstance(r, NoData) for r in got[:-1])
             for r in got:
                 if not isinstance(r, NoData):
@@ -562,8 +566,18 @@ def test_batched_replay_costs_a_few_queries_per_rule(replay: tuple[GreptimeMetri
         for span in (timedelta(minutes=5), REPLAY_SPAN):
             calls.clear()
             evaluate_history(metrics, RULES, now=NOW + offset, span=span)
-            # rows and counts per step (EmptyGPU: + busy nodes); only the counts when no data now
-            assert len(calls) == 2 * len(RULES) + 1 - 1, span  # WorkerTFlopsThrottled: no data now
+            # per family (table × interval): a probe of the last window, counts per step, one rows
+            # query per set of group keys (EmptyGPU: + busy nodes); only the probe when no data now
+            families = {
+                "worker_usage@15s": 1,  # WorkerTFlopsThrottled: counter 0 in the last window
+                "worker_usage@2m": 3,
+                "system_metrics@30s": 3,
+                "gpu_usage@30s": 3,  # GPUVRAMFull, GPUTFlopsFull, GPUTemperatureHigh: one rows query
+                "node_metrics@1m": 4,  # 7 rules: one rows query per node, one per pool
+                "node_metrics@5m": 4,  # EmptyGPU
+                "gpu_usage@10m": 3,  # IdleGPU
+            }
+            assert len(calls) == sum(families.values()), span
     oracle = PerStepAlerts(metrics)
     evaluate_history(oracle, RULES, now=NOW + offset, span=REPLAY_SPAN)
     assert oracle.queries > 500  # what the replay used to cost over 20 min (× 3 per hour)
