@@ -525,8 +525,7 @@ def test_batched_replay_equals_the_per_step_queries(replay: tuple[GreptimeMetric
             if isinstance(expected[-1], NoData):  # not evaluable now: the replay is skipped
                 expected = [expected[-1]] * len(times)
             assert _results(got) == _results(expected), (rule.name, now)
-            shared = together[rule.name]
-            assert not isinstance(shared, NoData) and _results(shared) == _results(expected), (rule.name, now)
+            assert _results(_listed(together[rule.name])) == _results(expected), (rule.name, now)
             gaps += sum(isinstance(r, NoData) for r in got[:-1])
             for r in got:
                 if not isinstance(r, NoData):
@@ -581,6 +580,34 @@ def test_batched_replay_costs_a_few_queries_per_rule(replay: tuple[GreptimeMetri
     oracle = PerStepAlerts(metrics)
     evaluate_history(oracle, RULES, now=NOW + offset, span=REPLAY_SPAN)
     assert oracle.queries > 500  # what the replay used to cost over 20 min (× 3 per hour)
+
+
+def _listed(result: list[AlertResult] | NoData) -> list[AlertResult]:
+    """A rule's results from `alert_histories`: a list (NoData as a whole means an absent table)."""
+    assert not isinstance(result, NoData), result
+    return result
+
+
+def test_rules_asked_together_get_their_own_rows(
+    alerts: GreptimeMetrics, replay: tuple[GreptimeMetrics, timedelta]
+) -> None:
+    """One instant each: rules of one table with other intervals, keys or filters are not mixed up."""
+    got = alerts.alert_histories({rule: [NOW] for rule in ALERT_RULES})
+    for rule in ALERT_RULES:
+        assert _results(_listed(got[rule])) == [EXPECTED_ALERTS[rule]], rule
+    metrics, offset = replay
+    for back in (0, 5 * 60, 10 * 60):
+        now = NOW + offset - timedelta(seconds=back)
+        together = metrics.alert_histories({rule: [now] for rule in ALERT_RULES})
+        for rule in ALERT_RULES:
+            alone = metrics.alert_histories({rule: [now]})[rule]
+            assert _results(_listed(together[rule])) == _results(_listed(alone)), (rule, back)
+    # 5 min ago the 30 s GPU windows fall in the data's gap, IdleGPU's 10 min window does not
+    gap = metrics.alert_histories(
+        {r: [NOW + offset - timedelta(minutes=5)] for r in ("GPUTFlopsFull", "IdleGPU")}
+    )
+    assert isinstance(_listed(gap["GPUTFlopsFull"])[0], NoData)
+    assert not isinstance(_listed(gap["IdleGPU"])[0], NoData)
 
 
 def test_batched_replay_rejects_times_off_the_grid(alerts: GreptimeMetrics) -> None:

@@ -737,7 +737,7 @@ class GreptimeMetrics:
         does) and adds `memory_bytes` (window average) so VRAM can be judged from bytes (M3).
         """
         out: dict[str, list[AlertResult] | NoData] = {}
-        families: dict[tuple[str, tuple[datetime, ...]], list[_Replay]] = {}
+        families: dict[tuple[str, timedelta, tuple[datetime, ...]], list[_Replay]] = {}
         for n, (rule, times) in enumerate(grid.items()):
             spec = RULES.get(rule)
             if spec is None:
@@ -753,8 +753,8 @@ class GreptimeMetrics:
             except NoData as exc:
                 out[rule] = exc
                 continue
-            families.setdefault((part.table.name, tuple(times)), []).append(part)
-        jobs = [(parts, list(times)) for (_name, times), parts in families.items()]
+            families.setdefault((part.table.name, spec.window, tuple(times)), []).append(part)
+        jobs = [(parts, list(times)) for (_name, _window, times), parts in families.items()]
         if len(jobs) > 1 and self._pool_size > 1:
             with ThreadPoolExecutor(max_workers=self._pool_size) as ex:
                 for done in list(ex.map(lambda job: self._replay_family(*job), jobs)):
