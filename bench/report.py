@@ -27,6 +27,14 @@ tags, expects ~400 k groups instead of 3 k and gives up parallel aggregation.
 
 Secondary figures: step 1 against count(*) with the same time filter (the cheapest way to find the
 window's rows), the four queries one after the other, and the alert replay alone.
+
+Where step 1's time goes (measured on the stand-in without parallel workers, the request query on
+tf_worker_resources' 4.3 M rows, best of 5): count(*) 0.25 s; + the time filter, which deforms
+every row to its last column, 0.28 s; + hash aggregation on one key 0.42 s; + the two other keys
+(namespace, workload, worker) 0.26 s; + the eight aggregates 0.26 s. Every step is the page's
+semantics; the other three queries split alike, so step 1 costs about 3.5 count(*) scans. Grouping
+by the pod alone (namespace, worker; worker, uuid) would save about 10 % but assumes a pod never
+changes workload; JIT saves about 9 % and would slow the count(*) baseline: neither is done.
 """
 
 from __future__ import annotations
