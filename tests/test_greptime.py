@@ -417,7 +417,8 @@ def replay_rows(offset: timedelta = timedelta(0)) -> dict[str, list[dict[str, An
     sit on thresholds (allocation 95 % = 5 % left, not < 5; compute 97 %, temperature 90 °C,
     compute 1 % for IdleGPU: not above/below); the throttle counter is 0 for a while (sentinel
     NoData per window); g1 reports from two pools and n1 from two pools (duplicate fingerprints in
-    one evaluation); a tf_worker_usage row has a NULL node; n3 never has a worker (EmptyGPU).
+    one evaluation); a tf_worker_usage row has a NULL node; n3 never has a worker (EmptyGPU); n4's
+    one worker reports every 10 min on the grid, so some 5 min windows see it only on their edge.
     """
     end = NOW + offset
 
@@ -438,6 +439,8 @@ def replay_rows(offset: timedelta = timedelta(0)) -> dict[str, list[dict[str, An
             {"node": "n2", "pool": "p1", "allocated_tflops_percent": 91.0 if i > 600 else 85.0,
              "allocated_vram_percent": 99.5 if 300 <= i <= 480 else 60.0, "ts": at(i)},
             {"node": "n3", "pool": "p2", "allocated_tflops_percent": 50.0, "allocated_vram_percent": 50.0,
+             "ts": at(i)},
+            {"node": "n4", "pool": "p2", "allocated_tflops_percent": 50.0, "allocated_vram_percent": 50.0,
              "ts": at(i)},
         ]  # fmt: skip
         if k % 5 == 0:
@@ -479,6 +482,12 @@ def replay_rows(offset: timedelta = timedelta(0)) -> dict[str, list[dict[str, An
              "memory_bytes": GI, "memory_percentage": 10.0, "compute_tflops": 0.0,
              "compute_throttled_cnt": 0, "vram_resumed_cnt": 0, "ts": at(i)},
         ]  # fmt: skip
+    wu += [
+        {"workload": "wl", "worker": "C", "pod_name": "pod-C", "namespace": "ns", "pool": "p2", "node": "n4",
+         "uuid": "g5", "compute_percentage": 10.0, "memory_bytes": GI, "memory_percentage": 10.0,
+         "compute_tflops": 0.0, "compute_throttled_cnt": 0, "vram_resumed_cnt": 0, "ts": at(i)}
+        for i in range(0, 25 * 60 + 1, 600)
+    ]  # fmt: skip
     sm = [
         {"pool": "p1", "total_allocation_fail_cnt": i // 100, "ts": at(i)}
         for i in range(0, 25 * 60 + 1, 20)
