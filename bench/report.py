@@ -8,7 +8,8 @@ Loads 24 h × 1 min for 1,000 GPUs (125 nodes × 8) and 3,000 workers into a thr
 
 where report = everything `tftui report` reads from the store: `GreptimeMetrics.step1(1d)` (its
 four queries run at once on the adapter's default pool) plus the alert replay (`evaluate_history`
-over the last hour: two queries per rule, three for EmptyGPU), and step1 = the four queries alone;
+over the last hour: per table and interval a probe of the last window, then counts per evaluation
+and the shared rows queries of the rules with data now), and step1 = the four queries alone;
 count_scan = `SELECT count(*)` over the same four tables, one after the other (best of `--repeat`
 each, warm cache, the same server and settings). Peak memory (VmHWM) is reset before
 each report and read after it, for a 1-hour and a 1-day window: the process streams aggregates,
@@ -26,6 +27,14 @@ tags, expects ~400 k groups instead of 3 k and gives up parallel aggregation.
 
 Secondary figures: step 1 against count(*) with the same time filter (the cheapest way to find the
 window's rows), the four queries one after the other, and the alert replay alone.
+
+Where step 1's time goes (measured on the stand-in without parallel workers, the request query on
+tf_worker_resources' 4.3 M rows, best of 5): count(*) 0.25 s; + the time filter, which deforms
+every row to its last column, 0.28 s; + hash aggregation on one key 0.42 s; + the two other keys
+(namespace, workload, worker) 0.26 s; + the eight aggregates 0.26 s. Every step is the page's
+semantics; the other three queries split alike, so step 1 costs about 3.5 count(*) scans. Grouping
+by the pod alone (namespace, worker; worker, uuid) would save about 10 % but assumes a pod never
+changes workload; JIT saves about 9 % and would slow the count(*) baseline: neither is done.
 """
 
 from __future__ import annotations

@@ -417,7 +417,8 @@ def replay_rows(offset: timedelta = timedelta(0)) -> dict[str, list[dict[str, An
     sit on thresholds (allocation 95 % = 5 % left, not < 5; compute 97 %, temperature 90 °C,
     compute 1 % for IdleGPU: not above/below); the throttle counter is 0 for a while (sentinel
     NoData per window); g1 reports from two pools and n1 from two pools (duplicate fingerprints in
-    one evaluation); a tf_worker_usage row has a NULL node; n3 never has a worker (EmptyGPU).
+    one evaluation); a tf_worker_usage row has a NULL node; n3 never has a worker (EmptyGPU); n4's
+    one worker reports every 10 min on the grid, so some 5 min windows see it only on their edge.
     """
     end = NOW + offset
 
@@ -438,6 +439,8 @@ def replay_rows(offset: timedelta = timedelta(0)) -> dict[str, list[dict[str, An
             {"node": "n2", "pool": "p1", "allocated_tflops_percent": 91.0 if i > 600 else 85.0,
              "allocated_vram_percent": 99.5 if 300 <= i <= 480 else 60.0, "ts": at(i)},
             {"node": "n3", "pool": "p2", "allocated_tflops_percent": 50.0, "allocated_vram_percent": 50.0,
+             "ts": at(i)},
+            {"node": "n4", "pool": "p2", "allocated_tflops_percent": 50.0, "allocated_vram_percent": 50.0,
              "ts": at(i)},
         ]  # fmt: skip
         if k % 5 == 0:
@@ -479,6 +482,12 @@ def replay_rows(offset: timedelta = timedelta(0)) -> dict[str, list[dict[str, An
              "memory_bytes": GI, "memory_percentage": 10.0, "compute_tflops": 0.0,
              "compute_throttled_cnt": 0, "vram_resumed_cnt": 0, "ts": at(i)},
         ]  # fmt: skip
+    wu += [
+        {"workload": "wl", "worker": "C", "pod_name": "pod-C", "namespace": "ns", "pool": "p2", "node": "n4",
+         "uuid": "g5", "compute_percentage": 10.0, "memory_bytes": GI, "memory_percentage": 10.0,
+         "compute_tflops": 0.0, "compute_throttled_cnt": 0, "vram_resumed_cnt": 0, "ts": at(i)}
+        for i in range(0, 25 * 60 + 1, 600)
+    ]  # fmt: skip
     sm = [
         {"pool": "p1", "total_allocation_fail_cnt": i // 100, "ts": at(i)}
         for i in range(0, 25 * 60 + 1, 20)
@@ -516,13 +525,16 @@ def test_batched_replay_equals_the_per_step_queries(replay: tuple[GreptimeMetric
     oracle = PerStepAlerts(metrics)
     gaps = firing = duplicates = 0
     for now in (NOW + offset, NOW + offset - timedelta(minutes=3, seconds=15)):
+        grid = {rule.name: evaluation_times(rule, now, REPLAY_SPAN) for rule in RULES}
+        together = metrics.alert_histories(grid)  # rules of one table and interval share queries
         for rule in RULES:
-            times = evaluation_times(rule, now, REPLAY_SPAN)
-            got = metrics.alert_history(rule.name, times)
+            times = grid[rule.name]
+            got = metrics.alert_history(rule.name, times)  # the rule alone
             expected = [r for t in times for r in history_by_step(oracle.alert_rows, rule.name, [t])]
             if isinstance(expected[-1], NoData):  # not evaluable now: the replay is skipped
                 expected = [expected[-1]] * len(times)
             assert _results(got) == _results(expected), (rule.name, now)
+            assert _results(_listed(together[rule.name])) == _results(expected), (rule.name, now)
             gaps += sum(isinstance(r, NoData) for r in got[:-1])
             for r in got:
                 if not isinstance(r, NoData):
@@ -562,11 +574,49 @@ def test_batched_replay_costs_a_few_queries_per_rule(replay: tuple[GreptimeMetri
         for span in (timedelta(minutes=5), REPLAY_SPAN):
             calls.clear()
             evaluate_history(metrics, RULES, now=NOW + offset, span=span)
-            # rows and counts per step (EmptyGPU: + busy nodes); only the counts when no data now
-            assert len(calls) == 2 * len(RULES) + 1 - 1, span  # WorkerTFlopsThrottled: no data now
+            # per family (table × interval): a probe of the last window, counts per step, one rows
+            # query per set of group keys (EmptyGPU: + busy nodes); only the probe when no data now
+            families = {
+                "worker_usage@15s": 1,  # WorkerTFlopsThrottled: counter 0 in the last window
+                "worker_usage@2m": 3,
+                "system_metrics@30s": 3,
+                "gpu_usage@30s": 3,  # GPUVRAMFull, GPUTFlopsFull, GPUTemperatureHigh: one rows query
+                "node_metrics@1m": 4,  # 7 rules: one rows query per node, one per pool
+                "node_metrics@5m": 4,  # EmptyGPU
+                "gpu_usage@10m": 3,  # IdleGPU
+            }
+            assert len(calls) == sum(families.values()), span
     oracle = PerStepAlerts(metrics)
     evaluate_history(oracle, RULES, now=NOW + offset, span=REPLAY_SPAN)
     assert oracle.queries > 500  # what the replay used to cost over 20 min (× 3 per hour)
+
+
+def _listed(result: list[AlertResult] | NoData) -> list[AlertResult]:
+    """A rule's results from `alert_histories`: a list (NoData as a whole means an absent table)."""
+    assert not isinstance(result, NoData), result
+    return result
+
+
+def test_rules_asked_together_get_their_own_rows(
+    alerts: GreptimeMetrics, replay: tuple[GreptimeMetrics, timedelta]
+) -> None:
+    """One instant each: rules of one table with other intervals, keys or filters are not mixed up."""
+    got = alerts.alert_histories({rule: [NOW] for rule in ALERT_RULES})
+    for rule in ALERT_RULES:
+        assert _results(_listed(got[rule])) == [EXPECTED_ALERTS[rule]], rule
+    metrics, offset = replay
+    for back in (0, 5 * 60, 10 * 60):
+        now = NOW + offset - timedelta(seconds=back)
+        together = metrics.alert_histories({rule: [now] for rule in ALERT_RULES})
+        for rule in ALERT_RULES:
+            alone = metrics.alert_histories({rule: [now]})[rule]
+            assert _results(_listed(together[rule])) == _results(_listed(alone)), (rule, back)
+    # 5 min ago the 30 s GPU windows fall in the data's gap, IdleGPU's 10 min window does not
+    gap = metrics.alert_histories(
+        {r: [NOW + offset - timedelta(minutes=5)] for r in ("GPUTFlopsFull", "IdleGPU")}
+    )
+    assert isinstance(_listed(gap["GPUTFlopsFull"])[0], NoData)
+    assert not isinstance(_listed(gap["IdleGPU"])[0], NoData)
 
 
 def test_batched_replay_rejects_times_off_the_grid(alerts: GreptimeMetrics) -> None:

@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from tftui.model.metrics import ALERT_RULES, AlertResult, AlertRow, NoData
 
@@ -323,6 +323,17 @@ class AlertRowSource(Protocol):
     def alert_history(self, rule: str, times: Sequence[datetime]) -> list[AlertResult]: ...
 
 
+@runtime_checkable
+class AlertBatchSource(Protocol):
+    """A source that answers several rules at once (`GreptimeMetrics`: rules reading the same table
+    share their queries). Per rule: one result per instant, or NoData when it cannot be evaluated at all.
+    """
+
+    def alert_histories(
+        self, grid: Mapping[str, Sequence[datetime]]
+    ) -> dict[str, list[AlertResult] | NoData]: ...
+
+
 @dataclass(frozen=True, slots=True)
 class AlertHistory:
     """Outcome of replaying every rule over `span` up to `now`."""
@@ -354,17 +365,22 @@ def evaluate_history(
     """Replay each rule's evaluations at its interval over `span` to decide what fires at `now`.
 
     Each rule's evaluations come from one `alert_history` call (the sources answer it with a few
-    queries for the whole span, not one per instant). A rule with no data at `now` is reported as
-    `no-data` without replaying its history (its column is absent or the store stopped receiving).
+    queries for the whole span, not one per instant), or all rules' from one `alert_histories`
+    call when the port has it. A rule with no data at `now` is reported as `no-data` without
+    replaying its history (its column is absent or the store stopped receiving).
     """
     ev = AlertEvaluator(rules)
     transitions: list[Transition] = []
+    grid = {rule.name: evaluation_times(rule, now, span) for rule in rules}
+    batch = port.alert_histories(grid) if isinstance(port, AlertBatchSource) else None
     for rule in rules:
-        times = evaluation_times(rule, now, span)
+        times = grid[rule.name]
         try:
-            results = port.alert_history(rule.name, times)
+            results = batch[rule.name] if batch is not None else port.alert_history(rule.name, times)
         except NoData as exc:
-            ev.observe(rule.name, now, exc)
+            results = exc
+        if isinstance(results, NoData):
+            ev.observe(rule.name, now, results)
             continue
         if len(results) != len(times):
             raise ValueError(f"{rule.name}: {len(results)} evaluation results for {len(times)} instants")

@@ -1,7 +1,7 @@
 """Metrics from GreptimeDB over its PostgreSQL wire protocol (issue 4; behaviour M1–M5).
 
 `GreptimeMetrics` answers the reference page's four step-1 queries and the 15 built-in alert rules
-of upstream-model §5 (replayed over a span in two queries per rule) with SQL that aggregates in the
+of upstream-model §5 (replayed over a span in a few queries per table) with SQL that aggregates in the
 database; Python only finishes what needs the GPU capacities the tables lack (TFLOPS from
 compute %, VRAM % from bytes).
 
@@ -36,13 +36,17 @@ Why it is written the way it is:
   `power`, `ln`, `floor`, `nullif`, `coalesce`, `CASE` and `IN (…)` lists, all in GreptimeDB's
   (DataFusion's) function set; `least`/`greatest` are avoided (the bucket clamp is done in Python).
 
-- **Alert replay in a few queries (issue 4).** `alert_history` evaluates one rule at every instant
-  of its grid in one query for the rows (plus one counting rows per instant, for NoData): each row
-  is tagged with its evaluation `k = floor((now − epoch(ts)) / interval)` and rows on a window edge
-  (`ts IN (…)` the bound edge instants) are repeated with `k − 1` by a UNION ALL branch, since both ends of a window are
-  included. The rule's aggregate, WHERE and HAVING then run per (k, group keys), unchanged. Avoided
-  for it: `generate_series` (absent in GreptimeDB), `date_bin`/`RANGE … ALIGN`, window functions,
-  interval arithmetic, `VALUES` lists and joins against a grid of instants.
+- **Alert replay in a few queries (issue 4).** `alert_histories` evaluates rules at every instant
+  of their grid at once. Rules reading the same table at the same instants (the three GPU rules,
+  the seven node/pool allocation rules) share a *family*: one probe of the last window (a rule
+  with nothing to read now is not replayed), one count per evaluation (NoData of an empty window)
+  and one rows query per set of group keys computing every live rule's aggregate. Each row is
+  tagged with its evaluation `k = floor((now − epoch(ts)) / interval)` and rows on a window edge
+  (`ts IN (…)` the bound edge instants) are repeated with `k − 1` by a UNION ALL branch, since both
+  ends of a window are included. A rule's row filter becomes a CASE inside its aggregate and its
+  HAVING is re-tested per rule in Python on the returned values. Families run at once on the pool.
+  Avoided for it: `generate_series` (absent in GreptimeDB), `date_bin`/`RANGE … ALIGN`, window
+  functions, interval arithmetic, `VALUES` lists and joins against a grid of instants.
 
 GreptimeDB SQL features deliberately avoided (upstream-model §7):
 
@@ -65,7 +69,7 @@ import logging
 import os
 import re
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -197,6 +201,29 @@ class TableInfo:
 
     def has(self, column: str) -> bool:
         return column in self.columns
+
+
+@dataclass(frozen=True, slots=True)
+class _Replay:
+    """One rule's share of a replay family (`alert_histories`): what it reads, computes and fires on.
+
+    `outputs` are the rule's columns (alias, aggregate); `keep` its row filter and `having` its
+    group filter, in SQL; `fires` the same test on the returned values, for rules that share a query.
+    """
+
+    rule: str
+    spec: RuleSpec
+    threshold: float
+    param: str  # the threshold's placeholder
+    table: TableInfo
+    keys: tuple[str, ...]
+    reads: tuple[str, ...]
+    sentinel: str | None  # NoData when NULL or 0 all through a window
+    outputs: tuple[tuple[str, sql.Composable], ...]
+    keep: sql.Composable | None
+    having: sql.Composable | None
+    fires: Callable[[Mapping[str, Any]], bool]
+    busy: TableInfo | None = None  # EmptyGPU: the table of nodes with a worker
 
 
 def _naive_utc(dt: datetime) -> datetime:
@@ -667,159 +694,275 @@ class GreptimeMetrics:
         return result
 
     def alert_history(self, rule: str, times: Sequence[datetime]) -> list[AlertResult]:
-        """`rule` evaluated at each of `times` (its evaluation grid up to `now`), in two or three queries.
+        """`rule` evaluated at each of `times` (its evaluation grid up to `now`): `alert_histories` of one rule.
+
+        Raises NoData when the rule's table or a column it reads is absent.
+        """
+        result = self.alert_histories({rule: times})[rule]
+        if isinstance(result, NoData):
+            raise result
+        return result
+
+    def alert_histories(
+        self, grid: Mapping[str, Sequence[datetime]]
+    ) -> dict[str, list[AlertResult] | NoData]:
+        """Each rule of `grid` evaluated at its instants (its evaluation grid up to `now`, oldest first).
 
         Each evaluation at t reads [t − evaluationInterval, t], both ends included, as upstream's
-        query does. One query reads the whole span once and tags every row with the evaluation `k`
-        (t = now − k·interval) whose window holds it: k = floor((now − ts) / interval), computed on
-        the epoch. A row exactly on a window edge belongs to two windows; a UNION ALL branch repeats
-        just those rows (`ts IN (<edge instants>)`, exact timestamp equality) with k − 1. The rule's own aggregate, WHERE and HAVING then
-        run per (k, group keys) exactly as in a single evaluation, and only firing rows come back. A
-        second query counts the rows (and peaks the never-written sentinel column) per k, for the
-        NoData of an empty window.
+        query does. Rules reading the same table at the same instants form one *family* and share
+        their queries:
 
-        NoData per instant (in the list; when `now` has it, every instant carries it and the rows are
-        not queried, as the engine replays nothing then): no rows in that window, or the sentinel
-        NULL or 0 all through it (`compute_throttled_cnt`, `vram_resumed_cnt`, `tf_gpu_usage.memory_percentage`).
-        NoData raised: the rule's table or a column it reads is absent. IdleGPU still runs when
-        memory_percentage is 0 (it then tests compute only, as upstream does) and adds
-        `memory_bytes` (window average) so VRAM can be judged from bytes (M3).
+        1. a probe of the last window (count, and the peak of each never-written sentinel column):
+           a rule with nothing to read at `now` is NoData at every instant and is not replayed (the
+           engine replays nothing then), so a dead family costs one short read;
+        2. a count of the rows (and sentinel peaks) per evaluation `k`, for the NoData of an empty
+           window between evaluations;
+        3. one rows query per set of group keys, computing every live rule's aggregate per
+           (k, keys): a rule's row filter becomes a CASE inside its aggregate (GPU rules: average of
+           the samples above the threshold), its HAVING an OR of the rules' conditions that Python
+           re-tests per rule on the same returned values, so each rule gets exactly its own rows.
 
-        `k` is exact for time columns of up to microsecond precision: the epochs of `now` and of a
-        row (doubles of the same binade until 2038) differ by exactly a whole number of intervals
-        when the row is on an edge, and by at least a microsecond from one otherwise.
+        Every row of the span is tagged with its evaluation `k = floor((now − ts) / interval)`
+        (t = now − k·interval), computed on the epoch; a row exactly on a window edge belongs to two
+        windows, so a UNION ALL branch repeats just those rows (`ts IN (<edge instants>)`, exact
+        timestamp equality) with k − 1. `k` is exact for time columns of up to microsecond
+        precision: the epochs of `now` and of a row (doubles of the same binade until 2038) differ
+        by exactly a whole number of intervals when the row is on an edge, and by at least a
+        microsecond from one otherwise. Families run at once on the pool's connections.
+
+        Per rule: a list with one result per instant (NoData where that window had no rows or the
+        sentinel was NULL or 0 all through it: `compute_throttled_cnt`, `vram_resumed_cnt`,
+        `tf_gpu_usage.memory_percentage`), or NoData when its table or a column it reads is absent.
+        IdleGPU still runs when memory_percentage is 0 (it then tests compute only, as upstream
+        does) and adds `memory_bytes` (window average) so VRAM can be judged from bytes (M3).
         """
-        spec = RULES.get(rule)
-        if spec is None:
-            raise ValueError(f"unknown alert rule {rule!r}; known: {', '.join(ALERT_RULES)}")
-        if not times:
-            return []
-        now, steps = times[-1], len(times) - 1
-        if any(t != now - spec.window * (steps - i) for i, t in enumerate(times)):
-            raise ValueError(f"{rule}: evaluation times must be {spec.window} apart, oldest first")
-        params: dict[str, Any] = {
-            "start": _naive_utc(now - spec.window * (steps + 1)),
-            "end": _naive_utc(now),
-            "now_s": _aware(now).timestamp(),
-            "iv": spec.window.total_seconds(),
-            "threshold": float(spec.threshold),
-        }
-        # the instants that are window edges: a row exactly there belongs to two windows
-        edges = [f"e{m}" for m in range(1, steps + 2)]
-        params.update((e, _naive_utc(now - spec.window * m)) for m, e in enumerate(edges, 1))
+        out: dict[str, list[AlertResult] | NoData] = {}
+        families: dict[tuple[str, timedelta, tuple[datetime, ...]], list[_Replay]] = {}
+        for n, (rule, times) in enumerate(grid.items()):
+            spec = RULES.get(rule)
+            if spec is None:
+                raise ValueError(f"unknown alert rule {rule!r}; known: {', '.join(ALERT_RULES)}")
+            if not times:
+                out[rule] = []
+                continue
+            now, steps = times[-1], len(times) - 1
+            if any(t != now - spec.window * (steps - i) for i, t in enumerate(times)):
+                raise ValueError(f"{rule}: evaluation times must be {spec.window} apart, oldest first")
+            try:
+                part = self._replay_part(rule, spec, n)
+            except NoData as exc:
+                out[rule] = exc
+                continue
+            families.setdefault((part.table.name, spec.window, tuple(times)), []).append(part)
+        jobs = [(parts, list(times)) for (_name, _window, times), parts in families.items()]
+        if len(jobs) > 1 and self._pool_size > 1:
+            with ThreadPoolExecutor(max_workers=self._pool_size) as ex:
+                for done in list(ex.map(lambda job: self._replay_family(*job), jobs)):
+                    out.update(done)
+        else:
+            for parts, times in jobs:
+                out.update(self._replay_family(parts, times))
+        return {rule: out[rule] for rule in grid}
 
-        def by_step(
-            t: TableInfo, columns: Sequence[str], where: sql.Composable | None = None
-        ) -> sql.Composed:
-            return self._by_step(t, columns, edges, where)
-
-        sentinel: str | None = None
-        empty: sql.Composed | None = None
-        if rule in ("WorkerTFlopsThrottled", "WorkerVRAMSwitchCountIncreasing"):
-            col, alias = (
-                ("compute_throttled_cnt", "throttled_increase")
-                if rule == "WorkerTFlopsThrottled"
-                else ("vram_resumed_cnt", "switch_increase")
-            )
-            keys: tuple[str, ...] = ("workload", "worker", "uuid", "node")
-            t = self._alert_table(rule, "tf_worker_usage", (*keys, col))
-            sentinel = col
-            query = sql.SQL(
-                "SELECT k, workload, worker, uuid, node, max({c}) - min({c}) AS {a} FROM {s} "
-                "GROUP BY k, workload, worker, uuid, node HAVING max({c}) - min({c}) > %(threshold)s"
-            ).format(c=sql.Identifier(col), a=sql.Identifier(alias), s=by_step(t, (*keys, col)))
-        elif rule == "WorkerAllocationFailed":
-            col = "total_allocation_fail_cnt"
-            t = self._alert_table(rule, "tf_system_metrics", ("pool", col))
-            query = sql.SQL(
-                "SELECT k, pool, max({c}) - min({c}) AS failure_increase FROM {s} "
-                "GROUP BY k, pool HAVING max({c}) - min({c}) > %(threshold)s"
-            ).format(c=sql.Identifier(col), s=by_step(t, ("pool", col)))
-        elif rule in ("GPUVRAMFull", "GPUTFlopsFull", "GPUTemperatureHigh"):
+    def _replay_part(self, rule: str, spec: RuleSpec, n: int) -> _Replay:
+        """What `rule` reads and computes, with its threshold bound as `t<n>` (NoData: table/column absent)."""
+        th = sql.Placeholder(f"t{n}")
+        thr = float(spec.threshold)
+        if rule in ("WorkerTFlopsThrottled", "WorkerVRAMSwitchCountIncreasing", "WorkerAllocationFailed"):
+            col, alias, table, keys = {
+                "WorkerTFlopsThrottled": ("compute_throttled_cnt", "throttled_increase", "tf_worker_usage",
+                                          ("workload", "worker", "uuid", "node")),
+                "WorkerVRAMSwitchCountIncreasing": ("vram_resumed_cnt", "switch_increase", "tf_worker_usage",
+                                                    ("workload", "worker", "uuid", "node")),
+                "WorkerAllocationFailed": ("total_allocation_fail_cnt", "failure_increase", "tf_system_metrics",
+                                           ("pool",)),
+            }[rule]  # fmt: skip
+            t = self._alert_table(rule, table, (*keys, col))
+            c = sql.Identifier(col)
+            increase = sql.SQL("max({c}) - min({c})").format(c=c)
+            return _Replay(rule, spec, thr, f"t{n}", t, keys, (col,), None if table == "tf_system_metrics" else col,
+                           ((alias, increase),), None, sql.SQL("{} > {}").format(increase, th),
+                           lambda r: r[alias] is not None and r[alias] > thr)  # fmt: skip
+        if rule in ("GPUVRAMFull", "GPUTFlopsFull", "GPUTemperatureHigh"):
             col, alias = {
                 "GPUVRAMFull": ("memory_percentage", "memory_used"),
                 "GPUTFlopsFull": ("compute_percentage", "compute_used"),
                 "GPUTemperatureHigh": ("temperature", "avg_temperature"),
             }[rule]
-            sentinel = col if col == "memory_percentage" else None
-            t = self._alert_table(rule, "tf_gpu_usage", ("node", "pool", "uuid", col))
-            above = sql.SQL("{c} > %(threshold)s").format(c=sql.Identifier(col))
-            query = sql.SQL(
-                "SELECT k, node, pool, uuid, avg({c}) AS {a} FROM {s} GROUP BY k, node, pool, uuid"
-            ).format(c=sql.Identifier(col), a=sql.Identifier(alias),
-                     s=by_step(t, ("node", "pool", "uuid", col), above))  # fmt: skip
-        elif rule.startswith(("Node", "Pool")):
+            keys = ("node", "pool", "uuid")
+            t = self._alert_table(rule, "tf_gpu_usage", (*keys, col))
+            above = sql.SQL("{c} > {th}").format(c=sql.Identifier(col), th=th)
+            # upstream filters the samples before averaging: the average of those above the threshold
+            mean = sql.SQL("avg(CASE WHEN {a} THEN {c} END)").format(a=above, c=sql.Identifier(col))
+            return _Replay(rule, spec, thr, f"t{n}", t, keys, (col,), col if col == "memory_percentage" else None,
+                           ((alias, mean),), above, None, lambda r: r[alias] is not None)  # fmt: skip
+        if rule.startswith(("Node", "Pool")):
             col = "allocated_tflops_percent" if "TFlops" in rule else "allocated_vram_percent"
             alias = "tflops_available" if "TFlops" in rule else "vram_available"
             keys = ("node", "pool") if rule.startswith("Node") else ("pool",)
             t = self._alert_table(rule, "tf_node_metrics", (*keys, col))
-            group = sql.SQL(", ").join(map(sql.Identifier, keys))
-            query = sql.SQL(
-                "SELECT k, {g}, 100 - avg({c}) AS {a} FROM {s} GROUP BY k, {g} "
-                "HAVING 100 - avg({c}) < %(threshold)s"
-            ).format(g=group, c=sql.Identifier(col), a=sql.Identifier(alias), s=by_step(t, (*keys, col)))
-        elif rule == "EmptyGPU":
+            left = sql.SQL("100 - avg({c})").format(c=sql.Identifier(col))
+            return _Replay(rule, spec, thr, f"t{n}", t, keys, (col,), None, ((alias, left),), None,
+                           sql.SQL("{} < {}").format(left, th),
+                           lambda r: r[alias] is not None and r[alias] < thr)  # fmt: skip
+        if rule == "EmptyGPU":
             t = self._alert_table(rule, "tf_node_metrics", ("node",))
-            u = self._alert_table(rule, "tf_worker_usage", ("node",))
-            query = sql.SQL("SELECT k, node FROM {s} GROUP BY k, node").format(s=by_step(t, ("node",)))
-            empty = sql.SQL("SELECT k, node FROM {s} GROUP BY k, node").format(
-                s=by_step(u, ("node",), sql.SQL("node IS NOT NULL"))
+            busy = self._alert_table(rule, "tf_worker_usage", ("node",))
+            return _Replay(
+                rule, spec, thr, f"t{n}", t, ("node",), (), None, (), None, None, lambda r: True, busy
             )
-        else:  # IdleGPU
-            cols = ("node", "pool", "uuid", "compute_percentage", "memory_percentage", "memory_bytes")
-            t = self._alert_table(rule, "tf_gpu_usage", cols)
-            query = sql.SQL(
-                "SELECT k, node, pool, uuid, avg(compute_percentage) AS compute, "
-                "avg(memory_percentage) AS vram, avg(memory_bytes) AS memory_bytes FROM {s} "
-                "GROUP BY k, node, pool, uuid "
-                "HAVING avg(compute_percentage) < 1 AND avg(memory_percentage) < %(threshold)s"
-            ).format(s=by_step(t, cols))
-        doing = f"evaluating {rule}"
-        probe = sql.SQL("max(abs({c}))").format(c=sql.Identifier(sentinel)) if sentinel else sql.SQL("NULL")
-        counted = self._fetch(
-            sql.SQL("SELECT k, count(*), {p} FROM {s} GROUP BY k").format(
-                p=probe, s=by_step(t, (sentinel,) if sentinel else ())
-            ),
-            params, doing, t.name,
+        # IdleGPU
+        keys = ("node", "pool", "uuid")
+        t = self._alert_table(rule, "tf_gpu_usage", (*keys, "compute_percentage", "memory_percentage",
+                                                     "memory_bytes"))  # fmt: skip
+        outputs = tuple(
+            (alias, sql.SQL("avg({})").format(sql.Identifier(col)))
+            for alias, col in (("compute", "compute_percentage"), ("vram", "memory_percentage"),
+                               ("memory_bytes", "memory_bytes"))
         )  # fmt: skip
-        seen: dict[int, list[int | float]] = {}  # k → [rows, sentinel peak]
-        with self._malformed(doing):
-            for k, n, peak in counted:
-                acc = seen.setdefault(int(k), [0, 0.0])
-                acc[0] += int(n)
-                acc[1] = max(acc[1], abs(_f(peak)))
+        having = sql.SQL("avg(compute_percentage) < 1 AND avg(memory_percentage) < {}").format(th)
+        return _Replay(
+            rule, spec, thr, f"t{n}", t, keys, ("compute_percentage", "memory_percentage", "memory_bytes"), None, outputs,
+            None, having,
+            lambda r: r["compute"] is not None and r["compute"] < 1 and r["vram"] is not None and r["vram"] < thr,
+        )  # fmt: skip
 
-        def no_data(k: int, at: datetime) -> NoData | None:
-            n, peak = seen.get(k, (0, 0.0))
+    def _replay_family(
+        self, parts: Sequence[_Replay], times: Sequence[datetime]
+    ) -> dict[str, list[AlertResult]]:
+        """The rules of one table evaluated at the same `times`: probe, counts per k, rows (alert_histories)."""
+        t, spec = parts[0].table, parts[0].spec
+        now, steps = times[-1], len(times) - 1
+        doing = f"evaluating {', '.join(p.rule for p in parts)}"
+        params: dict[str, Any] = {
+            "start": _naive_utc(now - spec.window * (steps + 1)),
+            "end": _naive_utc(now),
+            "now_s": _aware(now).timestamp(),
+            "iv": spec.window.total_seconds(),
+            "last": _naive_utc(now - spec.window),
+        }
+        params.update((p.param, p.threshold) for p in parts)
+        # the instants that are window edges: a row exactly there belongs to two windows
+        edges = [f"e{m}" for m in range(1, steps + 2)]
+        params.update((e, _naive_utc(now - spec.window * m)) for m, e in enumerate(edges, 1))
+        sentinels = sorted({p.sentinel for p in parts if p.sentinel})
+        peaks = sql.SQL("").join(sql.SQL(", max(abs({}))").format(sql.Identifier(s)) for s in sentinels)
+
+        def no_data(
+            rule: str, sentinel: str | None, seen: Mapping[int, Sequence[Any]], k: int
+        ) -> NoData | None:
+            n, *peak = seen.get(k, (0, *(0.0 for _ in sentinels)))
             if not n:
+                at = now - spec.window * k
                 start, end = _naive_utc(at - spec.window), _naive_utc(at)
                 return NoData(f"{rule}: no rows in {t.name} between {start} and {end} UTC")
-            if sentinel and not peak:
+            if sentinel and not peak[sentinels.index(sentinel)]:
                 return NoData(
                     f"{rule}: {t.name}.{sentinel} is never written (NULL or 0 throughout the window)"
                 )
             return None
 
-        if (last := no_data(0, now)) is not None:  # not evaluable now: nothing is replayed
-            return [last] * len(times)
-        names, found = self._run(query, params, doing, t.name)
-        busy: dict[int, set[Any]] = {}
-        if empty is not None:
-            for k, node in self._fetch(empty, params, doing, "tf_worker_usage"):
-                busy.setdefault(int(k), set()).add(node)
-        rows: dict[int, list[AlertRow]] = {}
-        for k, *values in found:
-            row = {name: _num(v) for name, v in zip(names[1:], values, strict=True)}
-            if empty is not None:  # `node NOT IN (busy nodes)`: NULL passes only an empty list
-                others = busy.get(int(k), set())
-                if row["node"] in others or (row["node"] is None and others):
-                    continue
-            rows.setdefault(int(k), []).append(row)
-        out: list[AlertResult] = []
-        for i, at in enumerate(times):
-            k = steps - i
-            out.append(no_data(k, at) or sorted(rows.get(k, []), key=alert_row_key))
+        out: dict[str, list[AlertResult]] = {}
+        # 1. the last window: a rule with nothing to read now is not replayed
+        probe = sql.SQL("SELECT count(*){p} FROM {t} WHERE {ts} >= %(last)s AND {ts} <= %(end)s").format(
+            p=peaks, t=t.ident, ts=t.ts
+        )
+        with self._malformed(doing):
+            (n, *peak), *_ = self._fetch(probe, params, doing, t.name)
+            last = {0: (int(n), *(abs(_f(v)) for v in peak))}
+        live = []
+        for p in parts:
+            if (dead := no_data(p.rule, p.sentinel, last, 0)) is not None:
+                out[p.rule] = [dead] * len(times)
+            else:
+                live.append(p)
+        if not live:
+            return out
+        # 2. rows (and sentinel peaks) per evaluation
+        counted = self._fetch(
+            sql.SQL("SELECT k, count(*){p} FROM {s} GROUP BY k").format(
+                p=peaks, s=self._by_step(t, sentinels, edges)
+            ),
+            params, doing, t.name,
+        )  # fmt: skip
+        seen: dict[int, list[Any]] = {}  # k → [rows, sentinel peaks…]
+        with self._malformed(doing):
+            for k, n, *peak in counted:
+                acc = seen.setdefault(int(k), [0, *(0.0 for _ in sentinels)])
+                acc[0] += int(n)
+                for i, v in enumerate(peak, 1):
+                    acc[i] = max(acc[i], abs(_f(v)))
+        # 3. the firing rows, one query per set of group keys
+        rows: dict[str, dict[int, list[AlertRow]]] = {p.rule: {} for p in live}
+        by_keys: dict[tuple[str, ...], list[_Replay]] = {}
+        for p in live:
+            by_keys.setdefault(p.keys, []).append(p)
+        for keys, group in by_keys.items():
+            for p, found in self._replay_rows(t, keys, group, edges, params, doing):
+                rows[p.rule].setdefault(found[0], []).append(found[1])
+        for p in live:
+            out[p.rule] = [
+                no_data(p.rule, p.sentinel, seen, steps - i)
+                or sorted(rows[p.rule].get(steps - i, []), key=alert_row_key)
+                for i in range(len(times))
+            ]
         return out
+
+    def _replay_rows(
+        self,
+        t: TableInfo,
+        keys: tuple[str, ...],
+        parts: Sequence[_Replay],
+        edges: Sequence[str],
+        params: Mapping[str, Any],
+        doing: str,
+    ) -> Iterator[tuple[_Replay, tuple[int, AlertRow]]]:
+        """(rule, (k, row)) for every row firing one of `parts`, from one query grouped by (k, keys)."""
+        reads = tuple(dict.fromkeys(c for p in parts for c in p.reads if c not in keys))
+        # a row filter or HAVING applies only when every rule has one (then: any of them)
+        where: sql.Composable | None = None
+        if all(p.keep is not None for p in parts):
+            where = sql.SQL("({})").format(sql.SQL(" OR ").join(p.keep for p in parts if p.keep is not None))
+        having: sql.Composable = sql.SQL("")
+        if all(p.having is not None for p in parts):
+            having = sql.SQL(" HAVING {}").format(
+                sql.SQL(" OR ").join(sql.SQL("({})").format(p.having) for p in parts if p.having is not None)
+            )
+        group = sql.SQL(", ").join(map(sql.Identifier, keys))
+        outputs = [expr for p in parts for _alias, expr in p.outputs]
+        query = sql.SQL("SELECT k, {g}{o} FROM {s} GROUP BY k, {g}{h}").format(
+            g=group,
+            o=sql.SQL("").join(sql.SQL(", {}").format(e) for e in outputs),
+            s=self._by_step(t, (*keys, *reads), edges, where),
+            h=having,
+        )
+        found = self._fetch(query, params, doing, t.name)
+        busy: dict[int, set[Any]] = {}
+        for p in parts:
+            if p.busy is not None:  # EmptyGPU: `node NOT IN (nodes with a worker in the window)`
+                empty = sql.SQL("SELECT k, node FROM {s} GROUP BY k, node").format(
+                    s=self._by_step(p.busy, ("node",), edges, sql.SQL("node IS NOT NULL"))
+                )
+                for k, node in self._fetch(empty, params, doing, p.busy.name):
+                    busy.setdefault(int(k), set()).add(node)
+        with self._malformed(doing):
+            for k, *values in found:
+                k = int(k)
+                named = {key: _num(v) for key, v in zip(keys, values, strict=False)}
+                at = len(keys)
+                for p in parts:
+                    row = {
+                        **named,
+                        **{a: _num(v) for (a, _e), v in zip(p.outputs, values[at:], strict=False)},
+                    }
+                    at += len(p.outputs)
+                    if not p.fires(row):
+                        continue
+                    if p.busy is not None:  # NULL passes `NOT IN` only an empty list
+                        others = busy.get(k, set())
+                        if row["node"] in others or (row["node"] is None and others):
+                            continue
+                    yield p, (k, row)
 
     @staticmethod
     def _by_step(
