@@ -138,9 +138,12 @@ def test_demo_console_in_tmux(tmux: Tmux) -> None:
     # The shell stays after the console exits and prints its status, so the exit can be asserted.
     tmux.start(f"{console}; echo '{EXIT_MARK}' $?; sleep 60")
 
-    pools = tmux.wait_text("demo-inference")
+    # the table and the header are drawn in separate updates: wait for both (under load a capture
+    # once caught the header half-written)
+    pools = tmux.wait_for(
+        lambda s: "demo-inference" in s and "refreshed 12:00:00 UTC" in s, "the pools table and its header"
+    )
     assert "pools (3)" in pools and "demo-training" in pools and "demo-dev" in pools
-    assert "refreshed 12:00:00 UTC" in pools
 
     tmux.open_prompt(":")
     tmux.keys("nodes", literal=True)
@@ -243,7 +246,10 @@ def test_read_only_production_console_in_tmux(tmux: Tmux, tmp_path: Path) -> Non
     tmux.start(
         f"TFTUI_CONFIG={shlex.quote(str(config))} {demo_console('--read-only')}; echo '{EXIT_MARK}' $?; sleep 60"
     )
-    pools = tmux.wait_text("demo-inference")
+    pools = tmux.wait_for(
+        lambda s: "demo-inference" in s and "PRODUCTION" in (s.splitlines() or [""])[0] and "p Place" in s,
+        "the pools table, the production header and the footer",
+    )
     header = pools.splitlines()[0]
     assert "read-only" in header and "PRODUCTION" in header
     footer = pools.rstrip().splitlines()[-1]
