@@ -218,7 +218,7 @@ class WhatIfCluster(ActingSimCluster):
             if self._state is None or self._state_src is not self._cache:
                 assert self._cache is not None
                 self._state_src = self._cache
-                self._state = ClusterState.build(list(self._cache))
+                self._state = self._build_state(list(self._cache))
             return self._state
 
     def add_workload(self, template: JSON, pod: JSON, name: str) -> None:

@@ -316,6 +316,7 @@ class ActingSimCluster:
         self._event_seq = 0
         self._lock = threading.RLock()
         self.generation = 0  # bumped on every change: cheap "did anything happen?" for readers
+        self._last_state: ClusterState | None = None  # the last state built (`_build_state`)
 
     # -- the port ----------------------------------------------------------------------------------
 
@@ -738,7 +739,7 @@ class ActingSimCluster:
         if not todo:
             return
         todo.sort(key=lambda k: (_meta(self._objs[k]).get("creationTimestamp", ""), k))
-        state = ClusterState.build(list(self._objs.values()))
+        state = self._build_state(list(self._objs.values()))
         available: dict[str, Res] = {}
         counts: dict[str, int] = {}
         for key in todo:
@@ -761,6 +762,14 @@ class ActingSimCluster:
             apply_placement(available, state, placement, request)
             counts[placement.node] = counts.get(placement.node, len(state.nodes[placement.node].workers)) + 1
             self._bind(key, placement.node, placement.gpus)
+
+    def _build_state(self, objects: list[JSON]) -> ClusterState:
+        """`ClusterState` of `objects`, derived from the last one built here: copy-on-write hands
+        the same dict for every object that did not change, so only the changes are re-indexed."""
+        state = ClusterState.build(objects, previous=self._last_state)
+        self._last_state = state
+        self._owned.clear()  # the state holds these dicts now: copy before changing them
+        return state
 
     def _unschedulable(self, key: Key, reason: str) -> None:
         cond = {
