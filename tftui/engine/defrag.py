@@ -327,14 +327,10 @@ def _clear_evicted(namespace: str, name: str) -> list[Action]:
 
 
 @dataclass(slots=True)
-class _Ctx:
-    """What one step needs from the snapshot, indexed once (all lists sorted by name)."""
+class _Index:
+    """The pool-independent part of a step's index, derived once per `ClusterState` (the state
+    never changes after `build`), so the steps of every pool and every quiet reconcile share it."""
 
-    state: ClusterState
-    pool: str
-    cfg: DefragConfig
-    now: datetime
-    max_workers: int
     active: dict[str, list[WorkerView]] = field(default_factory=dict)  # node → live workers
     leaving: dict[str, list[WorkerView]] = field(default_factory=dict)  # node → terminating workers
     k8s_nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -345,21 +341,35 @@ class _Ctx:
         default_factory=dict
     )
     pdb_scan: dict[str, list[tuple[int, dict[str, Any]]]] = field(default_factory=dict)
+    # what the safety sweep looks at: pods labelled defrag-evicted (by namespace, name) and the
+    # Nodes labelled defrag-source or defrag-evict-skip (by name); the rest cannot carry a marker
+    evicted_pods: list[dict[str, Any]] = field(default_factory=list)
+    marked_nodes: list[str] = field(default_factory=list)
 
     @classmethod
-    def build(
-        cls, state: ClusterState, pool: str, cfg: DefragConfig, now: datetime, max_workers: int
-    ) -> _Ctx:
-        ctx = cls(state, pool, cfg, now.astimezone(UTC), max_workers)
+    def of(cls, state: ClusterState) -> _Index:
+        idx = cls()
         for w in sorted(state.workers.values(), key=lambda w: w.key):
             if w.node:
-                (ctx.leaving if w.terminating else ctx.active).setdefault(w.node, []).append(w)
+                (idx.leaving if w.terminating else idx.active).setdefault(w.node, []).append(w)
         for n in state.snapshot.kind("Node"):
-            ctx.k8s_nodes[_meta(n).get("name", "")] = n
+            idx.k8s_nodes[_meta(n).get("name", "")] = n
+        evicted = []
         for p in state.snapshot.kind("Pod"):
             m = _meta(p)
             if m.get("deletionTimestamp"):
-                ctx.terminating_pods.add(f"{m.get('namespace', '')}/{m.get('name')}")
+                idx.terminating_pods.add(f"{m.get('namespace', '')}/{m.get('name')}")
+            if (m.get("labels") or {}).get(keys.DEFRAG_EVICTED) == keys.TRUE:
+                evicted.append(p)
+        idx.evicted_pods = sorted(
+            evicted, key=lambda o: (_meta(o).get("namespace", ""), _meta(o).get("name", ""))
+        )
+        idx.marked_nodes = sorted(
+            name
+            for name, n in idx.k8s_nodes.items()
+            if _labels(n).get(keys.DEFRAG_SOURCE) == keys.TRUE
+            or _labels(n).get(keys.DEFRAG_EVICT_SKIP) == keys.TRUE
+        )
         ranked = sorted(state.pdbs, key=lambda o: (_meta(o).get("namespace", ""), _meta(o).get("name", "")))
         for rank, pdb in enumerate(ranked):
             ns = _meta(pdb).get("namespace", "")
@@ -367,10 +377,45 @@ class _Ctx:
             ml = selector.get("matchLabels") if isinstance(selector, dict) else None
             if isinstance(ml, dict) and ml:
                 pair = min(ml.items())
-                ctx.pdb_pairs.setdefault(ns, {}).setdefault(pair, []).append((rank, pdb))
+                idx.pdb_pairs.setdefault(ns, {}).setdefault(pair, []).append((rank, pdb))
             else:
-                ctx.pdb_scan.setdefault(ns, []).append((rank, pdb))
-        return ctx
+                idx.pdb_scan.setdefault(ns, []).append((rank, pdb))
+        return idx
+
+
+@dataclass(slots=True)
+class _Ctx:
+    """What one step needs from the snapshot: the state's shared `_Index` (all lists sorted by
+    name; read-only) plus this step's pool, config and time."""
+
+    state: ClusterState
+    pool: str
+    cfg: DefragConfig
+    now: datetime
+    max_workers: int
+    index: _Index = field(default_factory=_Index)
+
+    @property
+    def active(self) -> dict[str, list[WorkerView]]:
+        return self.index.active
+
+    @property
+    def leaving(self) -> dict[str, list[WorkerView]]:
+        return self.index.leaving
+
+    @property
+    def k8s_nodes(self) -> dict[str, dict[str, Any]]:
+        return self.index.k8s_nodes
+
+    @property
+    def terminating_pods(self) -> set[str]:
+        return self.index.terminating_pods
+
+    @classmethod
+    def build(
+        cls, state: ClusterState, pool: str, cfg: DefragConfig, now: datetime, max_workers: int
+    ) -> _Ctx:
+        return cls(state, pool, cfg, now.astimezone(UTC), max_workers, state.derived("defrag", _Index.of))
 
     def event(self, type_: Literal["Normal", "Warning"], reason: str, message: str) -> Action:
         return pool_event(self.pool, type_, reason, message)
@@ -378,8 +423,8 @@ class _Ctx:
     def covering(self, w: WorkerView) -> list[dict[str, Any]]:
         """PDBs (non-empty selector) in the worker's namespace that select it."""
         labels = _labels(w.obj)
-        pairs = self.pdb_pairs.get(w.namespace, {})
-        maybe = list(self.pdb_scan.get(w.namespace, ()))
+        pairs = self.index.pdb_pairs.get(w.namespace, {})
+        maybe = list(self.index.pdb_scan.get(w.namespace, ()))
         for item in labels.items():
             maybe += pairs.get(item, ())
         maybe.sort(key=lambda rp: rp[0])
@@ -673,12 +718,7 @@ def _sweep(ctx: _Ctx) -> tuple[list[Action], list[dict[str, Any]], list[str], li
     """
     actions: list[Action] = []
     blocking: list[dict[str, Any]] = []
-    for p in sorted(
-        ctx.state.snapshot.kind("Pod"),
-        key=lambda o: (_meta(o).get("namespace", ""), _meta(o).get("name", "")),
-    ):
-        if _labels(p).get(keys.DEFRAG_EVICTED) != keys.TRUE:
-            continue
+    for p in ctx.index.evicted_pods:
         ann = _annotations(p)
         owner = ann.get(keys.DEFRAG_EVICTED_POOL) or ann.get(keys.GPUPOOL)  # legacy fallback (upstream)
         if owner != ctx.pool:
@@ -689,7 +729,7 @@ def _sweep(ctx: _Ctx) -> tuple[list[Action], list[dict[str, Any]], list[str], li
             blocking.append(p)
     sources: list[str] = []
     skips: list[str] = []
-    for name in sorted(ctx.k8s_nodes):
+    for name in ctx.index.marked_nodes:  # a node without either label owns no marker
         k8s = ctx.k8s_nodes[name]
         has_active = bool(ctx.active.get(name))
         if ctx.owned(k8s, keys.DEFRAG_SOURCE, keys.DEFRAG_SOURCE_POOL):
