@@ -266,6 +266,112 @@ class _GpuAcc:
         self.pods: list[JSON] = []
 
 
+class _PodRec:
+    """What the status pass reads from one pod, kept between passes."""
+
+    __slots__ = ("counted", "gpus", "labels", "nodes", "ready", "workload")
+
+    def __init__(self, pod: JSON, gpu_node: Mapping[str, str | None]) -> None:
+        meta = _meta(pod)
+        self.labels: dict[str, str] = dict(meta.get("labels") or {})
+        self.workload: str = self.labels.get(keys.WORKLOAD, "")
+        self.ready = _ready(pod)
+        live_worker = _is_worker(pod) and (pod.get("status") or {}).get("phase") not in _ENDED
+        self.counted = live_worker and not meta.get("deletionTimestamp")
+        ids = [g for g in (_annotations(pod).get(keys.GPU_IDS) or "").split(",") if g] if live_worker else []
+        self.gpus = tuple(g for g in ids if g in gpu_node)
+        nodes: set[str | None] = {gpu_node[g] for g in self.gpus}
+        if ids:
+            nodes.add((pod.get("spec") or {}).get("nodeName") or None)
+        self.nodes = frozenset(nodes)  # the nodes whose GPU/GPUNode statuses it is accounted on
+
+
+class _PodIndex:
+    """The status pass's indexes of pods (kept between passes, updated for the changed pods) and
+    of GPUs and PDBs (rebuilt by a full pass: any GPU, GPUNode or PDB change triggers one)."""
+
+    def __init__(self) -> None:
+        self._clear()
+
+    def _clear(self) -> None:
+        self.recs: dict[Key, _PodRec] = {}
+        self.on_node: dict[str | None, set[Key]] = {}  # node → live workers accounted on it
+        self.by_workload: dict[tuple[str, str], set[Key]] = {}  # (ns, workload label) → counted
+        self.by_label: dict[tuple[str, str, str], set[Key]] = {}  # (ns, key, value) a PDB selects on
+        self.by_ns: dict[str, set[Key]] = {}
+        self.gpu_node: dict[str, str | None] = {}
+        self.gpus_of: dict[str | None, list[str]] = {}  # node → its GPUs, in object order
+        self.pdb_pairs: dict[tuple[str, str, str], list[Key]] = {}  # every matchLabels pair → PDBs
+        self.pdb_scan: dict[str, list[Key]] = {}  # namespace → PDBs without matchLabels
+        self.wanted: dict[str, set[str]] = {}  # namespace → label keys its PDBs' matchLabels name
+
+    def reset(self, objs: Mapping[Key, JSON], by_kind: Mapping[str, Mapping[Key, None]]) -> None:
+        self._clear()
+        for k in by_kind.get("GPU", ()):
+            status = objs[k].get("status") or {}
+            node = (status.get("nodeSelector") or {}).get(keys.HOSTNAME) or None
+            self.gpu_node[k[2]] = node
+            self.gpus_of.setdefault(node, []).append(k[2])
+        for k in by_kind.get("PodDisruptionBudget", ()):
+            selector = (objs[k].get("spec") or {}).get("selector")
+            ml = selector.get("matchLabels") if isinstance(selector, dict) else None
+            if isinstance(ml, dict) and ml:
+                self.wanted.setdefault(k[1], set()).update(str(lk) for lk in ml)
+                for lk, lv in ml.items():
+                    self.pdb_pairs.setdefault((k[1], str(lk), str(lv)), []).append(k)
+            else:
+                self.pdb_scan.setdefault(k[1], []).append(k)
+
+    def drop(self, key: Key) -> _PodRec | None:
+        rec = self.recs.pop(key, None)
+        if rec is None:
+            return None
+        for n in rec.nodes:
+            self.on_node[n].discard(key)
+        if rec.counted:
+            self.by_workload[(key[1], rec.workload)].discard(key)
+        for lk in self.wanted.get(key[1], ()):
+            if lk in rec.labels:
+                self.by_label[(key[1], lk, rec.labels[lk])].discard(key)
+        self.by_ns[key[1]].discard(key)
+        return rec
+
+    def add(self, key: Key, pod: JSON | None) -> _PodRec | None:
+        if pod is None:
+            return None
+        rec = self.recs[key] = _PodRec(pod, self.gpu_node)
+        for n in rec.nodes:
+            self.on_node.setdefault(n, set()).add(key)
+        if rec.counted:
+            self.by_workload.setdefault((key[1], rec.workload), set()).add(key)
+        for lk in self.wanted.get(key[1], ()):
+            if lk in rec.labels:
+                self.by_label.setdefault((key[1], lk, rec.labels[lk]), set()).add(key)
+        self.by_ns.setdefault(key[1], set()).add(key)
+        return rec
+
+    def pdbs_selecting(self, ns: str, labels: Mapping[str, str]) -> list[Key]:
+        """The PDBs that might select a pod with these labels (a superset)."""
+        out = list(self.pdb_scan.get(ns, ()))
+        for lk, lv in labels.items():
+            out += self.pdb_pairs.get((ns, lk, lv), ())
+        return out
+
+    def candidates(self, pdb: JSON, ns: str) -> set[Key]:
+        """The pods a PDB's selector can match: those with its rarest `matchLabels` pair, else the
+        namespace's (a superset the selector then filters; a status does not depend on order)."""
+        selector = (pdb.get("spec") or {}).get("selector")
+        ml = selector.get("matchLabels") if isinstance(selector, dict) else None
+        if isinstance(ml, dict) and ml:
+            return min((self.by_label.get((ns, str(k), str(v)), set()) for k, v in ml.items()), key=len)
+        return self.by_ns.get(ns, set())
+
+    def workload_counts(self, ns: str, name: str) -> tuple[int, int]:
+        """(live workers, ready ones) carrying the workload label."""
+        keys_ = self.by_workload.get((ns, name), set())
+        return len(keys_), sum(self.recs[k].ready for k in keys_)
+
+
 class ActingSimCluster:
     """`WritableClusterPort` over the demo objects, with a simulated clock (see the module docstring).
 
@@ -290,18 +396,23 @@ class ActingSimCluster:
         if objects is None:
             objects = generate_objects(seed, nodes, self.start, gpus_per_node=gpus_per_node, workers=workers)
         self._objs: dict[Key, JSON] = {_key(o): o for o in objects}
+        # position of each key in `_objs` (a replaced object keeps its place, a new key goes last)
+        self._order: dict[Key, int] = {k: i for i, k in enumerate(self._objs)}
+        self._next_order = len(self._order)
         # the keys of each kind, in `_objs` order: the passes over one kind never walk the others
         self._by_kind: dict[str, dict[Key, None]] = {}
         for k in self._objs:
             self._by_kind.setdefault(k[0], {})[k] = None
         self._owned: set[Key] = set()  # copied since the last snapshot: safe to mutate in place
         self._dirty = False  # statuses need recomputing
-        # incremental status pass: a node's GPU and GPUNode statuses are recomputed only when the
-        # worker pods touching it (key, version) or its pool's oversubscription changed; any change
-        # to a GPU or GPUNode object makes the next pass a full one
-        self._version: dict[Key, int] = {}
+        # incremental status pass (`_refresh`): only the statuses whose inputs changed since the
+        # last pass are recomputed: the GPUs and GPUNodes the changed pods touch (or whose pool's
+        # oversubscription changed), the workloads and PDBs they count in. Any change to a GPU,
+        # GPUNode or PDB object makes the next pass a full one.
+        self._touched: set[Key] = set()  # objects changed since the last pass
         self._hw_changed = True
-        self._node_cache: dict[str, tuple[tuple[tuple[Key, int], ...], tuple[int, int, int], JSON]] = {}
+        self._node_cache: dict[str, tuple[tuple[int, int, int], dict[str, int]]] = {}  # → (oversub, sums)
+        self._pods = _PodIndex()
         self._cache: list[JSON] | None = None
         self._rng = Random(f"tftui-acting-{seed}")
         # the scheduler's queue: Pending workers; new ones are tried at once, all of them again only
@@ -409,8 +520,8 @@ class ActingSimCluster:
 
     def _changed(self, key: Key | None = None) -> None:
         if key is not None:
-            self._version[key] = self._version.get(key, 0) + 1
-            if key[0] in ("GPU", "GPUNode"):
+            self._touched.add(key)
+            if key[0] in ("GPU", "GPUNode", "PodDisruptionBudget"):
                 self._hw_changed = True
         self._dirty = True
         self._cache = None
@@ -428,6 +539,9 @@ class ActingSimCluster:
 
     def _add(self, obj: JSON) -> None:
         key = _key(obj)
+        if key not in self._objs:
+            self._order[key] = self._next_order
+            self._next_order += 1
         self._objs[key] = obj
         self._by_kind.setdefault(key[0], {})[key] = None
         self._owned.add(key)
@@ -439,13 +553,13 @@ class ActingSimCluster:
     def _delete(self, key: Key) -> None:
         if self._objs.pop(key, None) is not None:
             self._by_kind[key[0]].pop(key, None)
+            self._order.pop(key, None)
             self._owned.discard(key)
             self._pending.pop(key, None)
             self._untried.discard(key)
             if key[0] == "Pod":
                 self._retry_all = True  # its GPUs are free now
             self._changed(key)
-            self._version.pop(key, None)
 
     def _keys(self, kind: str) -> list[Key]:
         """The keys of one kind, in `_objs` order (a copy: safe to change the store meanwhile)."""
@@ -868,86 +982,99 @@ class ActingSimCluster:
             self._objs[key] = {**obj, "status": status}  # shares metadata/spec, so stays un-owned
 
     def _refresh(self) -> None:
-        """Recompute every derived status from the pods, in one pass over the objects.
+        """Recompute the derived statuses from the pods.
 
-        GPU and GPUNode statuses are recomputed only for nodes whose inputs changed since the last
-        pass (`_node_cache`); the result is the same as recomputing everything."""
+        A full pass re-indexes every pod; otherwise only the pods changed since the last pass are
+        re-indexed (`_PodIndex`) and only the statuses they reach are recomputed: GPUs and GPUNodes
+        of the nodes they touch (before or after the change) or whose pool's oversubscription
+        changed, the workloads they count in, the PDBs whose selectors they carry (all of a
+        namespace's PDBs when a workload there changed). The result is the same as a full pass."""
         self._dirty = False
         self._cache = None
         full = self._hw_changed
         self._hw_changed = False
-        by_kind = {kind: list(ks) for kind, ks in self._by_kind.items()}
+        touched, self._touched = self._touched, set()
         objs = self._objs
+        idx = self._pods
+        nodes: set[str | None] = {None}  # GPUs on no node: always recomputed
+        if full:
+            self._node_cache.clear()
+            idx.reset(objs, self._by_kind)
+            pods = self._by_kind.get("Pod", {})
+            nodes.update(idx.gpus_of)
+        else:
+            pods = {k: None for k in touched if k[0] == "Pod"}
+        workloads: set[tuple[str, str]] = set()
+        pdbs: set[Key] = set()
+        namespaces: set[str] = set()  # whose PDBs all need a look
+        for k in pods:
+            old = idx.drop(k)
+            new = idx.add(k, objs.get(k))
+            for rec in (old, new):
+                if rec is not None:
+                    nodes.update(rec.nodes)
+                    if rec.counted:
+                        workloads.add((k[1], rec.workload))
+                    pdbs.update(idx.pdbs_selecting(k[1], rec.labels))
+        for k in touched:
+            if k[0] == "TensorFusionWorkload":
+                workloads.add((k[1], k[2]))
+                namespaces.add(k[1])
+        by_kind = self._by_kind
+        oversub: dict[str, tuple[int, int, int]] = {}
+        for k in by_kind.get("GPUPool", ()):
+            over = ((objs[k].get("spec") or {}).get("capacityConfig") or {}).get("oversubscription") or {}
+            oversub[k[2]] = (
+                _int(over.get("tflopsOversellRatio"), _DEFAULT_OVERSUB[0]),
+                _int(over.get("vramExpandToHostMem"), _DEFAULT_OVERSUB[1]),
+                _int(over.get("vramExpandToHostDisk"), _DEFAULT_OVERSUB[2]),
+            )
+        pool_of: dict[str, str | None] = {}
+        for k in by_kind.get("GPUNode", ()):
+            pool = pool_of[k[2]] = _pool_of_gpunode(objs[k])
+            cached = self._node_cache.get(k[2])
+            if full or cached is None or cached[0] != oversub.get(pool or "", _DEFAULT_OVERSUB):
+                nodes.add(k[2])
         gpus: dict[str, _GpuAcc] = {}
-        gpu_node: dict[str, str | None] = {}
-        for k in by_kind.get("GPU", []):
-            status = objs[k].get("status") or {}
-            cap = status.get("capacity") or {}
-            gpus[k[2]] = _GpuAcc(_milli(str(cap.get("tflops", "0"))), _units(str(cap.get("vram", "0"))))
-            gpu_node[k[2]] = (status.get("nodeSelector") or {}).get(keys.HOSTNAME) or None
+        for n in nodes:
+            for g in idx.gpus_of.get(n, ()):
+                status = objs[("GPU", "", g)].get("status") or {}
+                cap = status.get("capacity") or {}
+                gpus[g] = _GpuAcc(_milli(str(cap.get("tflops", "0"))), _units(str(cap.get("vram", "0"))))
         node_lim: dict[str, list[int]] = {}
         node_pods: dict[str, int] = {}
-        wl_pods: dict[tuple[str, str], list[int]] = {}
-        pods_by_ns: dict[str, list[JSON]] = {}
-        pods_by_label: dict[tuple[str, str, str], list[JSON]] = {}  # (ns, key, value): PDB candidates
-        pdb_keys: dict[str, set[str]] = {}  # namespace → label keys its PDBs' matchLabels name
-        for k in by_kind.get("PodDisruptionBudget", []):
-            selector = (objs[k].get("spec") or {}).get("selector")
-            ml = selector.get("matchLabels") if isinstance(selector, dict) else None
-            if isinstance(ml, dict):
-                pdb_keys.setdefault(k[1], set()).update(str(lk) for lk in ml)
-        pod_ready: dict[int, bool] = {}  # id(pod) → Ready condition, read once per pass
-        sigs: dict[str, list[tuple[Key, int]]] = {}  # node → (key, version) of the workers touching it
-        workers: list[tuple[Key, JSON, set[str | None]]] = []
-        for k in by_kind.get("Pod", []):
-            pod = objs[k]
-            pod_ready[id(pod)] = _ready(pod)
-            pods_by_ns.setdefault(k[1], []).append(pod)
-            wanted = pdb_keys.get(k[1])
-            if wanted:
-                for lk, lv in _labels(pod).items():
-                    if lk in wanted:
-                        pods_by_label.setdefault((k[1], lk, lv), []).append(pod)
-            if not _is_worker(pod) or (pod.get("status") or {}).get("phase") in _ENDED:
-                continue
-            if not _meta(pod).get("deletionTimestamp"):
-                counts = wl_pods.setdefault((k[1], _labels(pod).get(keys.WORKLOAD, "")), [0, 0])
-                counts[0] += 1
-                counts[1] += pod_ready[id(pod)]
-            ids = [g for g in (_annotations(pod).get(keys.GPU_IDS) or "").split(",") if g]
-            touched = {gpu_node[g] for g in ids if g in gpus}
-            if ids:
-                touched.add((pod.get("spec") or {}).get("nodeName") or None)
-            ver = (k, self._version.get(k, 0))
-            for n in touched:
-                if n is not None:
-                    sigs.setdefault(n, []).append(ver)
-            workers.append((k, pod, touched))
-        cache = self._node_cache
-        dirty: set[str | None] = {None}  # GPUs on no node: always recomputed
-        if full:
-            dirty.update(gpu_node.values())
-            dirty.update(sigs)
-            cache.clear()
-        else:
-            dirty.update(n for n, sig in sigs.items() if n not in cache or cache[n][0] != tuple(sig))
-            dirty.update(n for n, c in cache.items() if c[0] and n not in sigs)
-        for k, pod, touched in workers:
-            if not touched.isdisjoint(dirty):
-                self._account_worker(k, pod, gpus, node_lim, node_pods)
-        for k in by_kind.get("GPU", []):
-            if gpu_node[k[2]] in dirty:
-                self._gpu_status(k, gpus[k[2]])
-        pool_sums = self._node_statuses(by_kind, gpus, node_lim, node_pods, sigs, dirty)
+        accounted: set[Key] = set()
+        for n in nodes:
+            accounted.update(idx.on_node.get(n, ()))
+        for k in sorted(accounted, key=self._order.__getitem__):
+            for g in idx.recs[k].gpus:  # a worker may name GPUs of a clean node too
+                if g not in gpus:
+                    status = objs[("GPU", "", g)].get("status") or {}
+                    cap = status.get("capacity") or {}
+                    gpus[g] = _GpuAcc(_milli(str(cap.get("tflops", "0"))), _units(str(cap.get("vram", "0"))))
+            self._account_worker(k, objs[k], gpus, node_lim, node_pods)
+        for n in nodes:
+            for g in idx.gpus_of.get(n, ()):
+                self._gpu_status(("GPU", "", g), gpus[g])
+        pool_sums = self._node_statuses(by_kind, gpus, node_lim, node_pods, nodes, oversub, pool_of)
         self._pool_statuses(by_kind, pool_sums)
-        for k in by_kind.get("TensorFusionWorkload", []):
-            count, ready = wl_pods.get((k[1], k[2]), [0, 0])
-            old = objs[k].get("status") or {}
+        wl_keys = by_kind.get("TensorFusionWorkload", {})
+        for ns, name in [(k[1], k[2]) for k in wl_keys] if full else workloads:
+            k = ("TensorFusionWorkload", ns, name)
+            if k not in objs:
+                continue
+            count, ready = idx.workload_counts(ns, name)
+            old_status = objs[k].get("status") or {}
             replicas = _int((objs[k].get("spec") or {}).get("replicas"), count)
             phase = "Running" if ready >= replicas else "Pending"
-            self._set_status(k, {**old, "workerCount": count, "readyWorkers": ready, "phase": phase})
-        for k in by_kind.get("PodDisruptionBudget", []):
-            self._pdb_status(k, _pdb_candidates(objs[k], k[1], pods_by_ns, pods_by_label), pod_ready)
+            self._set_status(k, {**old_status, "workerCount": count, "readyWorkers": ready, "phase": phase})
+        pdb_keys = by_kind.get("PodDisruptionBudget", {})
+        if not full:
+            pdbs.update(k for k in pdb_keys if k[1] in namespaces)
+        for k in pdb_keys if full else pdbs:
+            if k in objs:
+                cands = idx.candidates(objs[k], k[1])
+                self._pdb_status(k, [objs[p] for p in cands], {id(objs[p]): idx.recs[p].ready for p in cands})
 
     def _account_worker(
         self,
@@ -1011,39 +1138,26 @@ class ActingSimCluster:
 
     def _node_statuses(
         self,
-        by_kind: dict[str, list[Key]],
+        by_kind: dict[str, dict[Key, None]],
         gpus: dict[str, _GpuAcc],
         node_lim: dict[str, list[int]],
         node_pods: dict[str, int],
-        sigs: dict[str, list[tuple[Key, int]]],
         dirty: set[str | None],
+        oversub: dict[str, tuple[int, int, int]],
+        pool_of: dict[str, str | None],
     ) -> dict[str, dict[str, int]]:
-        objs = self._objs
-        gpus_of: dict[str, list[str]] = {}
-        for k in by_kind.get("GPU", []):
-            node = ((objs[k].get("status") or {}).get("nodeSelector") or {}).get(keys.HOSTNAME)
-            if node:
-                gpus_of.setdefault(node, []).append(k[2])
-        oversub: dict[str, tuple[int, int, int]] = {}
-        for k in by_kind.get("GPUPool", []):
-            over = ((objs[k].get("spec") or {}).get("capacityConfig") or {}).get("oversubscription") or {}
-            oversub[k[2]] = (
-                _int(over.get("tflopsOversellRatio"), _DEFAULT_OVERSUB[0]),
-                _int(over.get("vramExpandToHostMem"), _DEFAULT_OVERSUB[1]),
-                _int(over.get("vramExpandToHostDisk"), _DEFAULT_OVERSUB[2]),
-            )
+        """Recompute the dirty GPUNodes' statuses; every pool's sums (clean nodes' from the cache)."""
         pool_sums: dict[str, dict[str, int]] = {}
-        for k in by_kind.get("GPUNode", []):
-            gn = objs[k]
+        for k in by_kind.get("GPUNode", ()):
             name = k[2]
-            pool = _pool_of_gpunode(gn)
+            pool = pool_of[name]
             over = oversub.get(pool or "", _DEFAULT_OVERSUB)
-            cached = self._node_cache.get(name)
-            if name not in dirty and cached is not None and cached[1] == over:
-                sums = cached[2]
+            if name in dirty:
+                names = self._pods.gpus_of.get(name, [])
+                sums = self._node_status(k, names, over, gpus, node_lim, node_pods)
+                self._node_cache[name] = (over, sums)
             else:
-                sums = self._node_status(k, gpus_of.get(name, []), over, gpus, node_lim, node_pods)
-                self._node_cache[name] = (tuple(sigs.get(name, ())), over, sums)
+                sums = self._node_cache[name][1]
             if pool is not None:
                 acc = pool_sums.setdefault(pool, dict.fromkeys(sums, 0))
                 for f, v in sums.items():
@@ -1093,7 +1207,9 @@ class ActingSimCluster:
         self._set_status(k, status)
         return sums
 
-    def _pool_statuses(self, by_kind: dict[str, list[Key]], pool_sums: dict[str, dict[str, int]]) -> None:
+    def _pool_statuses(
+        self, by_kind: dict[str, dict[Key, None]], pool_sums: dict[str, dict[str, int]]
+    ) -> None:
         grand: dict[str, int] = {}
         for k in by_kind.get("GPUPool", []):
             sums = pool_sums.get(k[2]) or dict.fromkeys(_SUM_FIELDS, 0)
@@ -1160,22 +1276,6 @@ class ActingSimCluster:
         if prev is None or prev.get("status") != cond["status"]:
             status["conditions"] = [{**cond, "lastTransitionTime": _ts(self._now)}]
         self._set_status(key, status)
-
-
-def _pdb_candidates(
-    pdb: JSON,
-    ns: str,
-    pods_by_ns: dict[str, list[JSON]],
-    pods_by_label: dict[tuple[str, str, str], list[JSON]],
-) -> list[JSON]:
-    """The pods a PDB's selector can match: those carrying its rarest `matchLabels` pair, else the
-    namespace's. A superset the selector then filters, so each PDB costs its own pods, not the
-    namespace's (the status pass stays linear in the pods)."""
-    selector = (pdb.get("spec") or {}).get("selector")
-    ml = selector.get("matchLabels") if isinstance(selector, dict) else None
-    if isinstance(ml, dict) and ml:
-        return min((pods_by_label.get((ns, str(k), str(v)), []) for k, v in ml.items()), key=len)
-    return pods_by_ns.get(ns, [])
 
 
 def _int_str(value: Any) -> int:
