@@ -442,7 +442,17 @@ class _Ctx:
 
 
 def _pool_gpus(state: ClusterState, node: NodeView, pool: str) -> list[GPUView]:
-    """The node's GPUs that count for `pool` (upstream §3.6 step 8): pool label, TF-usable, capacity set."""
+    """The node's GPUs that count for `pool` (upstream §3.6 step 8): pool label, TF-usable, capacity set.
+    Derived once per state and pool (read-only)."""
+    per_node: dict[str, list[GPUView]] = state.derived(
+        f"defrag-pool-gpus/{pool}",
+        lambda st: {n.name: _node_pool_gpus(st, n, pool) for n in st.nodes_of(pool)},
+    )
+    got = per_node.get(node.name)
+    return got if got is not None else _node_pool_gpus(state, node, pool)
+
+
+def _node_pool_gpus(state: ClusterState, node: NodeView, pool: str) -> list[GPUView]:
     out = []
     for g in sorted(state.gpus_of(node.name), key=lambda g: g.name):
         cap = (g.obj.get("status") or {}).get("capacity") or {}
@@ -566,12 +576,28 @@ class _Simulation:
 
 
 def _budget(ctx: _Ctx, source: str) -> tuple[list[_Target], list[str]]:
-    """Other pool nodes a worker may move to, and why the rest may not (upstream §3.7 part 1 + D4)."""
+    """Other pool nodes a worker may move to, and why the rest may not (upstream §3.7 part 1 + D4).
+    The pool's nodes are judged once per state (`_judged`); each call copies the availabilities
+    its simulation books into."""
     targets: list[_Target] = []
     excluded: list[str] = []
-    for node in sorted(ctx.state.nodes_of(ctx.pool), key=lambda n: n.name):
-        if node.name == source:
+    judged: list[tuple[str, str | None, _Target | None]] = ctx.state.derived(
+        f"defrag-budget/{ctx.pool}", lambda st: _judged(ctx)
+    )
+    for name, reason, t in judged:
+        if name == source:
             continue
+        if t is not None:
+            targets.append(_Target(t.node, t.gpus, dict(t.avail), t.used, t.workers))
+        else:
+            excluded.append(f"{name}({reason})")
+    return targets, excluded
+
+
+def _judged(ctx: _Ctx) -> list[tuple[str, str | None, _Target | None]]:
+    """Every pool node by name: why it cannot be a target, or the target it is (state-only)."""
+    out: list[tuple[str, str | None, _Target | None]] = []
+    for node in sorted(ctx.state.nodes_of(ctx.pool), key=lambda n: n.name):
         k8s = ctx.k8s_nodes.get(node.name)
         reason = None
         if k8s is None:
@@ -593,10 +619,11 @@ def _budget(ctx: _Ctx, source: str) -> tuple[list[_Target], list[str]]:
             if used == 0:
                 reason = f"empty node (t={len(gpus)},u=0,f={len(gpus)})"
             else:
-                targets.append(_Target(node.name, gpus, avail, used, len(ctx.active.get(node.name, []))))
+                t = _Target(node.name, gpus, avail, used, len(ctx.active.get(node.name, [])))
+                out.append((node.name, None, t))
         if reason is not None:
-            excluded.append(f"{node.name}({reason})")
-    return targets, excluded
+            out.append((node.name, reason, None))
+    return out
 
 
 def _size_key(w: WorkerView) -> tuple[float, float, str]:
