@@ -326,61 +326,96 @@ def _clear_evicted(namespace: str, name: str) -> list[Action]:
 # -- per-call index ------------------------------------------------------------------------------
 
 
-@dataclass(slots=True)
 class _Index:
     """The pool-independent part of a step's index, derived once per `ClusterState` (the state
-    never changes after `build`), so the steps of every pool and every quiet reconcile share it."""
+    never changes after `build`), so the steps of every pool and every quiet reconcile share it.
+    What only a due campaign reads (workers per node, PDBs) is built on first use."""
 
-    active: dict[str, list[WorkerView]] = field(default_factory=dict)  # node → live workers
-    leaving: dict[str, list[WorkerView]] = field(default_factory=dict)  # node → terminating workers
-    k8s_nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
-    terminating_pods: set[str] = field(default_factory=set)
-    # PDBs by namespace, then by one of their matchLabels pairs (so a pod only tests PDBs that can
-    # match it); PDBs with matchExpressions only are tested for every pod. Values: (rank, PDB).
-    pdb_pairs: dict[str, dict[tuple[str, str], list[tuple[int, dict[str, Any]]]]] = field(
-        default_factory=dict
-    )
-    pdb_scan: dict[str, list[tuple[int, dict[str, Any]]]] = field(default_factory=dict)
-    # what the safety sweep looks at: pods labelled defrag-evicted (by namespace, name) and the
-    # Nodes labelled defrag-source or defrag-evict-skip (by name); the rest cannot carry a marker
-    evicted_pods: list[dict[str, Any]] = field(default_factory=list)
-    marked_nodes: list[str] = field(default_factory=list)
-
-    @classmethod
-    def of(cls, state: ClusterState) -> _Index:
-        idx = cls()
-        for w in sorted(state.workers.values(), key=lambda w: w.key):
-            if w.node:
-                (idx.leaving if w.terminating else idx.active).setdefault(w.node, []).append(w)
+    def __init__(self, state: ClusterState) -> None:
+        self.state = state
+        self.k8s_nodes: dict[str, dict[str, Any]] = {}
         for n in state.snapshot.kind("Node"):
-            idx.k8s_nodes[_meta(n).get("name", "")] = n
-        evicted = []
-        for p in state.snapshot.kind("Pod"):
-            m = _meta(p)
-            if m.get("deletionTimestamp"):
-                idx.terminating_pods.add(f"{m.get('namespace', '')}/{m.get('name')}")
-            if (m.get("labels") or {}).get(keys.DEFRAG_EVICTED) == keys.TRUE:
-                evicted.append(p)
-        idx.evicted_pods = sorted(
+            self.k8s_nodes[_meta(n).get("name", "")] = n
+        # what the safety sweep looks at: pods labelled defrag-evicted (by namespace, name) and the
+        # Nodes labelled defrag-source or defrag-evict-skip (by name); the rest cannot carry a marker
+        evicted = [p for p in state.snapshot.kind("Pod") if _labels(p).get(keys.DEFRAG_EVICTED) == keys.TRUE]
+        self.evicted_pods = sorted(
             evicted, key=lambda o: (_meta(o).get("namespace", ""), _meta(o).get("name", ""))
         )
-        idx.marked_nodes = sorted(
+        self.marked_nodes = sorted(
             name
-            for name, n in idx.k8s_nodes.items()
+            for name, n in self.k8s_nodes.items()
             if _labels(n).get(keys.DEFRAG_SOURCE) == keys.TRUE
             or _labels(n).get(keys.DEFRAG_EVICT_SKIP) == keys.TRUE
         )
-        ranked = sorted(state.pdbs, key=lambda o: (_meta(o).get("namespace", ""), _meta(o).get("name", "")))
-        for rank, pdb in enumerate(ranked):
-            ns = _meta(pdb).get("namespace", "")
-            selector = (pdb.get("spec") or {}).get("selector")
-            ml = selector.get("matchLabels") if isinstance(selector, dict) else None
-            if isinstance(ml, dict) and ml:
-                pair = min(ml.items())
-                idx.pdb_pairs.setdefault(ns, {}).setdefault(pair, []).append((rank, pdb))
-            else:
-                idx.pdb_scan.setdefault(ns, []).append((rank, pdb))
-        return idx
+        self._workers: dict[str, tuple[list[WorkerView], list[WorkerView]]] = {}
+        self._elsewhere: dict[str, tuple[list[WorkerView], list[WorkerView]]] | None = None
+        self._terminating: set[str] | None = None
+        self._pdbs: (
+            tuple[
+                dict[str, dict[tuple[str, str], list[tuple[int, dict[str, Any]]]]],
+                dict[str, list[tuple[int, dict[str, Any]]]],
+            ]
+            | None
+        ) = None
+
+    def workers_on(self, node: str) -> tuple[list[WorkerView], list[WorkerView]]:
+        """(live, terminating) workers on `node`, sorted by key."""
+        got = self._workers.get(node)
+        if got is not None:
+            return got
+        nv = self.state.nodes.get(node)
+        if nv is not None:  # a GPUNode lists every worker whose spec.nodeName names it
+            views = sorted((self.state.workers[k] for k in nv.workers), key=lambda w: w.key)
+            got = ([w for w in views if not w.terminating], [w for w in views if w.terminating])
+        else:  # a Node without a GPUNode: found by a scan, once per state
+            if self._elsewhere is None:
+                self._elsewhere = {}
+                for w in sorted(self.state.workers.values(), key=lambda w: w.key):
+                    if w.node and w.node not in self.state.nodes:
+                        live, leaving = self._elsewhere.setdefault(w.node, ([], []))
+                        (leaving if w.terminating else live).append(w)
+            got = self._elsewhere.get(node, ([], []))
+        self._workers[node] = got
+        return got
+
+    @property
+    def terminating_pods(self) -> set[str]:
+        if self._terminating is None:
+            out = set()
+            for p in self.state.snapshot.kind("Pod"):
+                m = _meta(p)
+                if m.get("deletionTimestamp"):
+                    out.add(f"{m.get('namespace', '')}/{m.get('name')}")
+            self._terminating = out
+        return self._terminating
+
+    @property
+    def pdbs(
+        self,
+    ) -> tuple[
+        dict[str, dict[tuple[str, str], list[tuple[int, dict[str, Any]]]]],
+        dict[str, list[tuple[int, dict[str, Any]]]],
+    ]:
+        """PDBs by namespace, then by one of their matchLabels pairs (so a pod only tests PDBs that
+        can match it), and PDBs with matchExpressions only, tested for every pod. Values: (rank, PDB)."""
+        if self._pdbs is None:
+            pairs: dict[str, dict[tuple[str, str], list[tuple[int, dict[str, Any]]]]] = {}
+            scan: dict[str, list[tuple[int, dict[str, Any]]]] = {}
+            ranked = sorted(
+                self.state.pdbs, key=lambda o: (_meta(o).get("namespace", ""), _meta(o).get("name", ""))
+            )
+            for rank, pdb in enumerate(ranked):
+                ns = _meta(pdb).get("namespace", "")
+                selector = (pdb.get("spec") or {}).get("selector")
+                ml = selector.get("matchLabels") if isinstance(selector, dict) else None
+                if isinstance(ml, dict) and ml:
+                    pair = min(ml.items())
+                    pairs.setdefault(ns, {}).setdefault(pair, []).append((rank, pdb))
+                else:
+                    scan.setdefault(ns, []).append((rank, pdb))
+            self._pdbs = (pairs, scan)
+        return self._pdbs
 
 
 @dataclass(slots=True)
@@ -393,15 +428,7 @@ class _Ctx:
     cfg: DefragConfig
     now: datetime
     max_workers: int
-    index: _Index = field(default_factory=_Index)
-
-    @property
-    def active(self) -> dict[str, list[WorkerView]]:
-        return self.index.active
-
-    @property
-    def leaving(self) -> dict[str, list[WorkerView]]:
-        return self.index.leaving
+    index: _Index
 
     @property
     def k8s_nodes(self) -> dict[str, dict[str, Any]]:
@@ -411,11 +438,19 @@ class _Ctx:
     def terminating_pods(self) -> set[str]:
         return self.index.terminating_pods
 
+    def active(self, node: str) -> list[WorkerView]:
+        """The node's live workers, sorted by key."""
+        return self.index.workers_on(node)[0]
+
+    def leaving(self, node: str) -> list[WorkerView]:
+        """The node's terminating workers, sorted by key."""
+        return self.index.workers_on(node)[1]
+
     @classmethod
     def build(
         cls, state: ClusterState, pool: str, cfg: DefragConfig, now: datetime, max_workers: int
     ) -> _Ctx:
-        return cls(state, pool, cfg, now.astimezone(UTC), max_workers, state.derived("defrag", _Index.of))
+        return cls(state, pool, cfg, now.astimezone(UTC), max_workers, state.derived("defrag", _Index))
 
     def event(self, type_: Literal["Normal", "Warning"], reason: str, message: str) -> Action:
         return pool_event(self.pool, type_, reason, message)
@@ -423,8 +458,9 @@ class _Ctx:
     def covering(self, w: WorkerView) -> list[dict[str, Any]]:
         """PDBs (non-empty selector) in the worker's namespace that select it."""
         labels = _labels(w.obj)
-        pairs = self.index.pdb_pairs.get(w.namespace, {})
-        maybe = list(self.index.pdb_scan.get(w.namespace, ()))
+        pdb_pairs, pdb_scan = self.index.pdbs
+        pairs = pdb_pairs.get(w.namespace, {})
+        maybe = list(pdb_scan.get(w.namespace, ()))
         for item in labels.items():
             maybe += pairs.get(item, ())
         maybe.sort(key=lambda rp: rp[0])
@@ -524,7 +560,7 @@ def _gate(ctx: _Ctx, node: NodeView, *, drain: bool) -> tuple[_Eligible | None, 
             Skip(name, "native-gpu-pod", f"pod {sorted(native)[0]} uses GPUs outside TensorFusion"),
             None,
         )
-    workers = ctx.active.get(name, [])
+    workers = ctx.active(name)
     if not workers:
         return None, Skip(name, "no-workers", ""), None
     for w in workers:
@@ -619,7 +655,7 @@ def _judged(ctx: _Ctx) -> list[tuple[str, str | None, _Target | None]]:
             if used == 0:
                 reason = f"empty node (t={len(gpus)},u=0,f={len(gpus)})"
             else:
-                t = _Target(node.name, gpus, avail, used, len(ctx.active.get(node.name, [])))
+                t = _Target(node.name, gpus, avail, used, len(ctx.active(node.name)))
                 out.append((node.name, None, t))
         if reason is not None:
             out.append((node.name, reason, None))
@@ -758,10 +794,10 @@ def _sweep(ctx: _Ctx) -> tuple[list[Action], list[dict[str, Any]], list[str], li
     skips: list[str] = []
     for name in ctx.index.marked_nodes:  # a node without either label owns no marker
         k8s = ctx.k8s_nodes[name]
-        has_active = bool(ctx.active.get(name))
+        has_active = bool(ctx.active(name))
         if ctx.owned(k8s, keys.DEFRAG_SOURCE, keys.DEFRAG_SOURCE_POOL):
             since = _annotations(k8s).get(keys.DEFRAG_SOURCE_SINCE)
-            leaving = ctx.leaving.get(name, [])
+            leaving = ctx.leaving(name)
             if _stale(since, ctx.cfg.source_ttl, ctx.now) or not (has_active or leaving):
                 actions += _clear_source(name)
             else:
