@@ -3,6 +3,9 @@ checked on every state a what-if run with churn, defrag evictions and node relea
 
 from __future__ import annotations
 
+import copy
+import random
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -10,6 +13,8 @@ import pytest
 
 from tftui.engine import incremental
 from tftui.engine.state import ClusterState
+from tftui.model import keys
+from tftui.model.dump import Snapshot
 from tftui.runtime.whatif import SimConfig, parse_policy, simulate
 from tftui.sources.sim.cluster import DEFAULT_NOW, generate_objects
 
@@ -48,8 +53,8 @@ def test_incremental_state_equals_the_full_build_at_every_step(
         return st
 
     def checked(prev: ClusterState, source: Any) -> ClusterState:
-        objs = list(source)
-        inc = original(prev, objs)
+        objs = source.objects if isinstance(source, Snapshot) else list(source)
+        inc = original(prev, source)
         assert_same_state(inc, ClusterState.build(objs))
         runs["checked"] += 1
         return inc
@@ -64,3 +69,87 @@ def test_incremental_state_equals_the_full_build_at_every_step(
     assert res.evictions > 5 and res.releases > 0
     assert runs["checked"] > 100
     assert runs["incremental"] > 0.9 * runs["checked"]  # almost never fell back to the full build
+
+
+def _replaced(objs: list[dict[str, Any]], i: int, change: Any) -> None:
+    """Copy-on-write: object `i` becomes a changed copy (the earlier snapshot keeps the original)."""
+    new = copy.deepcopy(objs[i])
+    change(new)
+    objs[i] = new
+
+
+def _mutations(objs: list[dict[str, Any]], rng: random.Random) -> Iterator[str]:
+    """Structural changes the simulator never makes, each applied to `objs` in place (by copy)."""
+
+    def idx(kind: str, pred: Any = lambda o: True) -> int:
+        return rng.choice([i for i, o in enumerate(objs) if o["kind"] == kind and pred(o)])
+
+    def worker(o: dict[str, Any]) -> bool:
+        return (o["metadata"].get("labels") or {}).get(keys.COMPONENT) == keys.COMPONENT_WORKER
+
+    i = idx("GPU")
+    _replaced(objs, i, lambda o: o["status"]["capacity"].update(tflops="1000"))
+    yield "GPU capacity"
+    i = idx("GPU", lambda o: o["status"].get("phase") == "Running")
+    _replaced(objs, i, lambda o: o["status"].update(usedBy="nvidia-device-plugin"))
+    yield "GPU taken out of TensorFusion"
+    i = idx("Pod", worker)
+    _replaced(objs, i, lambda o: o["status"].update(phase="Succeeded"))
+    yield "worker ended"
+    i = idx("Pod", worker)
+    objs.append(objs.pop(i))  # same dict, moved to the end (deleted and re-created)
+    yield "pod re-created"
+    i = idx("TensorFusionWorkload")
+    del objs[i]
+    yield "workload object deleted, its workers stay (local-GPU mode)"
+    node = objs[idx("GPUNode")]["metadata"]["name"]
+    objs.append(
+        {
+            "kind": "Pod",
+            "metadata": {"name": "cuda-job", "namespace": "default"},
+            "spec": {
+                "nodeName": node,
+                "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
+            },
+            "status": {"phase": "Running"},
+        }
+    )
+    yield "native GPU pod"
+    i = idx("GPU")
+    del objs[i]
+    yield "GPU gone"
+    i = idx("GPUNode")
+
+    def other_pool(o: dict[str, Any]) -> None:
+        labels = o["metadata"]["labels"]
+        for k in [k for k in labels if k.startswith(keys.POOL_LABEL_PREFIX)]:
+            del labels[k]
+        labels[keys.MANAGED_BY] = "demo-dev" if labels.get(keys.MANAGED_BY) != "demo-dev" else "demo-training"
+
+    _replaced(objs, i, other_pool)
+    yield "GPUNode moved to another pool"
+    name = objs[idx("GPUNode")]["metadata"]["name"]
+    objs[:] = [
+        o
+        for o in objs
+        if not (o["kind"] in ("GPUNode", "Node") and o["metadata"]["name"] == name)
+        and ((o.get("status") or {}).get("nodeSelector") or {}).get(keys.HOSTNAME) != name
+        and (o.get("spec") or {}).get("nodeName") != name
+    ]
+    yield "node gone with its GPUs and pods"
+    i = idx("Pod", worker)
+    _replaced(objs, i, lambda o: o["metadata"]["annotations"].update({keys.GPU_IDS: "no-such-gpu"}))
+    yield "worker names an unknown GPU (a warning: full build)"
+
+
+def test_incremental_state_equals_the_full_build_after_structural_changes() -> None:
+    rng = random.Random(4)
+    objs = generate_objects(3, 24, DEFAULT_NOW)
+    prev = ClusterState.build(list(objs))
+    done = []
+    for what in _mutations(objs, rng):
+        inc = ClusterState.build(list(objs), previous=prev)
+        assert_same_state(inc, ClusterState.build(list(objs)))
+        done.append(what)
+        prev = inc
+    assert len(done) == 10 and prev.warnings  # every change was checked, the last one warns

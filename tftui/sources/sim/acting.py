@@ -75,6 +75,7 @@ from tftui.engine.plan import (
 )
 from tftui.engine.state import ClusterState, Res
 from tftui.model import keys
+from tftui.model.dump import KINDS, Snapshot
 from tftui.model.quantity import QuantityError, parse_quantity
 from tftui.model.selectors import selector_matches
 from tftui.sources.ports import ActionError
@@ -300,6 +301,7 @@ class _PodIndex:
         self.by_label: dict[tuple[str, str, str], set[Key]] = {}  # (ns, key, value) a PDB selects on
         self.by_ns: dict[str, set[Key]] = {}
         self.gpu_node: dict[str, str | None] = {}
+        self.pool_of: dict[str, str | None] = {}  # GPUNode → its pool
         self.gpus_of: dict[str | None, list[str]] = {}  # node → its GPUs, in object order
         self.pdb_pairs: dict[tuple[str, str, str], list[Key]] = {}  # every matchLabels pair → PDBs
         self.pdb_scan: dict[str, list[Key]] = {}  # namespace → PDBs without matchLabels
@@ -307,6 +309,8 @@ class _PodIndex:
 
     def reset(self, objs: Mapping[Key, JSON], by_kind: Mapping[str, Mapping[Key, None]]) -> None:
         self._clear()
+        for k in by_kind.get("GPUNode", ()):
+            self.pool_of[k[2]] = _pool_of_gpunode(objs[k])
         for k in by_kind.get("GPU", ()):
             status = objs[k].get("status") or {}
             node = (status.get("nodeSelector") or {}).get(keys.HOSTNAME) or None
@@ -878,9 +882,15 @@ class ActingSimCluster:
             self._bind(key, placement.node, placement.gpus)
 
     def _build_state(self, objects: list[JSON]) -> ClusterState:
-        """`ClusterState` of `objects`, derived from the last one built here: copy-on-write hands
-        the same dict for every object that did not change, so only the changes are re-indexed."""
-        state = ClusterState.build(objects, previous=self._last_state)
+        """`ClusterState` of `objects` (the current `_objs`, in order), derived from the last one
+        built here: copy-on-write hands the same dict for every object that did not change, so only
+        the changes are re-indexed."""
+        snap: Snapshot | list[JSON] = objects
+        if all(kind in KINDS for kind in self._by_kind):  # grouped from the kind index, not per object
+            snap = Snapshot(
+                objects, {k: list(map(self._objs.__getitem__, ks)) for k, ks in self._by_kind.items() if ks}
+            )
+        state = ClusterState.build(snap, previous=self._last_state)
         self._last_state = state
         self._owned.clear()  # the state holds these dicts now: copy before changing them
         return state
@@ -1029,9 +1039,9 @@ class ActingSimCluster:
                 _int(over.get("vramExpandToHostMem"), _DEFAULT_OVERSUB[1]),
                 _int(over.get("vramExpandToHostDisk"), _DEFAULT_OVERSUB[2]),
             )
-        pool_of: dict[str, str | None] = {}
+        pool_of = idx.pool_of
         for k in by_kind.get("GPUNode", ()):
-            pool = pool_of[k[2]] = _pool_of_gpunode(objs[k])
+            pool = pool_of[k[2]]
             cached = self._node_cache.get(k[2])
             if full or cached is None or cached[0] != oversub.get(pool or "", _DEFAULT_OVERSUB):
                 nodes.add(k[2])
