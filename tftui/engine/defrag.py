@@ -594,6 +594,16 @@ class _Target:
     avail: dict[str, Res]
     used: int
     workers: int
+    scores: dict[str, int] = field(default_factory=dict)  # GPU-level scores at `avail` (memo)
+
+    def rank(self, g: GPUView) -> int:
+        """The GPU's CompactFirst score at its current availability in this simulation."""
+        s = self.scores.get(g.name)
+        if s is None:
+            s = self.scores[g.name] = gpu_level_score(
+                "CompactFirst", g.capacity, self.avail[g.name], DEFRAG_WEIGHTS
+            )
+        return s
 
     @property
     def util(self) -> float:
@@ -624,7 +634,7 @@ def _budget(ctx: _Ctx, source: str) -> tuple[list[_Target], list[str]]:
         if name == source:
             continue
         if t is not None:
-            targets.append(_Target(t.node, t.gpus, dict(t.avail), t.used, t.workers))
+            targets.append(_Target(t.node, t.gpus, dict(t.avail), t.used, t.workers, dict(t.scores)))
         else:
             excluded.append(f"{name}({reason})")
     return targets, excluded
@@ -656,6 +666,8 @@ def _judged(ctx: _Ctx) -> list[tuple[str, str | None, _Target | None]]:
                 reason = f"empty node (t={len(gpus)},u=0,f={len(gpus)})"
             else:
                 t = _Target(node.name, gpus, avail, used, len(ctx.active(node.name)))
+                for g in gpus:
+                    t.rank(g)  # every simulation over this state starts from these scores
                 out.append((node.name, None, t))
         if reason is not None:
             out.append((node.name, reason, None))
@@ -691,20 +703,19 @@ def _simulate(ctx: _Ctx, source: str, source_util: float, workers: Sequence[Work
                     f"{t.node}:monotonicity(targetUtil={_fmt_pct(t.util)} sourceUtil={_fmt_pct(source_util)})"
                 )
                 continue
-            why = {g.name: reject_reason(g, t.avail[g.name], req) for g in t.gpus}
-            fits = [g for g in t.gpus if why[g.name] is None]
+            avail = t.avail
+            reasons = [reject_reason(g, avail[g.name], req) for g in t.gpus]
+            fits = [g for g, r in zip(t.gpus, reasons, strict=True) if r is None]
             if len(fits) < req.count:
                 detail = f"filtered={len(fits)} required={req.count}"
-                failed = _filter_summary(r for r in why.values() if r is not None)
+                failed = _filter_summary(r for r in reasons if r is not None)
                 rejects.append(f"{t.node}:allocator-filter({detail}{' ' + failed if failed else ''})")
                 continue
-            fits.sort(
-                key=lambda g: (
-                    -gpu_level_score("CompactFirst", g.capacity, t.avail[g.name], DEFRAG_WEIGHTS),
-                    g.name,
-                )
-            )
-            chosen = fits[: req.count]
+            rank = t.rank
+            if req.count == 1:  # the first of the sorted order, without sorting
+                chosen = [min(fits, key=lambda g: (-rank(g), g.name))]
+            else:
+                chosen = sorted(fits, key=lambda g: (-rank(g), g.name))[: req.count]
             score = sum(
                 node_level_score("CompactFirst", g.capacity, t.avail[g.name], DEFRAG_WEIGHTS) for g in chosen
             )
@@ -719,6 +730,7 @@ def _simulate(ctx: _Ctx, source: str, source_util: float, workers: Sequence[Work
             before = t.avail[g.name]
             was_free = not _is_used(g.capacity, before)
             t.avail[g.name] = before - req.take(g.capacity)
+            t.scores.pop(g.name, None)
             if was_free and _is_used(g.capacity, t.avail[g.name]):
                 t.used += 1
         t.workers += 1

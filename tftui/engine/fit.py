@@ -116,10 +116,16 @@ def model_matches(wanted: str, gpu: GPUView) -> bool:
     Workloads commonly say `H100` while GPUs report `NVIDIA H100 80GB HBM3`; upstream's exact match
     would make such requests unplaceable, which no operator intends.
     """
-    if wanted == gpu.model or wanted == (gpu.obj.get("status") or {}).get("model"):
+    reported = (gpu.obj.get("status") or {}).get("model")
+    if wanted == gpu.model or wanted == reported:
         return True
-    tokens = re.split(r"[\s_-]+", gpu.model.upper())
-    return wanted.upper() in tokens
+    return _family_in(wanted, gpu.model)
+
+
+@functools.lru_cache(maxsize=4096)
+def _family_in(wanted: str, model: str) -> bool:
+    """`wanted` is one of the words of `model` (memoized: every candidate GPU asks it per request)."""
+    return wanted.upper() in re.split(r"[\s_-]+", model.upper())
 
 
 def reject_reason(gpu: GPUView, available: Res, req: Request) -> str | None:
