@@ -595,6 +595,10 @@ class _Target:
     used: int
     workers: int
     scores: dict[str, int] = field(default_factory=dict)  # GPU-level scores at `avail` (memo)
+    order: list[GPUView] = field(default_factory=list)  # `gpus` by score (best first), then name
+
+    def reorder(self) -> None:
+        self.order = sorted(self.gpus, key=lambda g: (-self.rank(g), g.name))
 
     def rank(self, g: GPUView) -> int:
         """The GPU's CompactFirst score at its current availability in this simulation."""
@@ -634,7 +638,7 @@ def _budget(ctx: _Ctx, source: str) -> tuple[list[_Target], list[str]]:
         if name == source:
             continue
         if t is not None:
-            targets.append(_Target(t.node, t.gpus, dict(t.avail), t.used, t.workers, dict(t.scores)))
+            targets.append(_Target(t.node, t.gpus, dict(t.avail), t.used, t.workers, dict(t.scores), t.order))
         else:
             excluded.append(f"{name}({reason})")
     return targets, excluded
@@ -666,8 +670,7 @@ def _judged(ctx: _Ctx) -> list[tuple[str, str | None, _Target | None]]:
                 reason = f"empty node (t={len(gpus)},u=0,f={len(gpus)})"
             else:
                 t = _Target(node.name, gpus, avail, used, len(ctx.active(node.name)))
-                for g in gpus:
-                    t.rank(g)  # every simulation over this state starts from these scores
+                t.reorder()  # every simulation over this state starts from these scores
                 out.append((node.name, None, t))
         if reason is not None:
             out.append((node.name, reason, None))
@@ -703,19 +706,23 @@ def _simulate(ctx: _Ctx, source: str, source_util: float, workers: Sequence[Work
                     f"{t.node}:monotonicity(targetUtil={_fmt_pct(t.util)} sourceUtil={_fmt_pct(source_util)})"
                 )
                 continue
+            # the best-scored GPUs that pass the filters: the first `count` in score order
             avail = t.avail
-            reasons = [reject_reason(g, avail[g.name], req) for g in t.gpus]
-            fits = [g for g, r in zip(t.gpus, reasons, strict=True) if r is None]
-            if len(fits) < req.count:
-                detail = f"filtered={len(fits)} required={req.count}"
-                failed = _filter_summary(r for r in reasons if r is not None)
+            chosen: list[GPUView] = []
+            reasons: list[str] = []
+            for g in t.order:
+                why = reject_reason(g, avail[g.name], req)
+                if why is not None:
+                    reasons.append(why)
+                    continue
+                chosen.append(g)
+                if len(chosen) == req.count:
+                    break
+            if len(chosen) < req.count:  # every GPU was looked at
+                detail = f"filtered={len(chosen)} required={req.count}"
+                failed = _filter_summary(reasons)
                 rejects.append(f"{t.node}:allocator-filter({detail}{' ' + failed if failed else ''})")
                 continue
-            rank = t.rank
-            if req.count == 1:  # the first of the sorted order, without sorting
-                chosen = [min(fits, key=lambda g: (-rank(g), g.name))]
-            else:
-                chosen = sorted(fits, key=lambda g: (-rank(g), g.name))[: req.count]
             score = sum(
                 node_level_score("CompactFirst", g.capacity, t.avail[g.name], DEFRAG_WEIGHTS) for g in chosen
             )
@@ -733,6 +740,7 @@ def _simulate(ctx: _Ctx, source: str, source_util: float, workers: Sequence[Work
             t.scores.pop(g.name, None)
             if was_free and _is_used(g.capacity, t.avail[g.name]):
                 t.used += 1
+        t.reorder()
         t.workers += 1
         sim.placements[w.key] = (t.node, [g.name for g in chosen])
     return sim
