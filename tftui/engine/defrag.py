@@ -47,7 +47,6 @@ from tftui.engine.fit import (
     Request,
     RequestError,
     gpu_level_score,
-    node_level_score,
     reject_reason,
 )
 from tftui.engine.plan import (
@@ -338,7 +337,11 @@ class _Index:
             self.k8s_nodes[_meta(n).get("name", "")] = n
         # what the safety sweep looks at: pods labelled defrag-evicted (by namespace, name) and the
         # Nodes labelled defrag-source or defrag-evict-skip (by name); the rest cannot carry a marker
-        evicted = [p for p in state.snapshot.kind("Pod") if _labels(p).get(keys.DEFRAG_EVICTED) == keys.TRUE]
+        evicted = [
+            p
+            for p in state.snapshot.kind("Pod")
+            if ((p.get("metadata") or {}).get("labels") or {}).get(keys.DEFRAG_EVICTED) == keys.TRUE
+        ]
         self.evicted_pods = sorted(
             evicted, key=lambda o: (_meta(o).get("namespace", ""), _meta(o).get("name", ""))
         )
@@ -597,6 +600,11 @@ class _Target:
     scores: dict[str, int] = field(default_factory=dict)  # GPU-level scores at `avail` (memo)
     order: list[GPUView] = field(default_factory=list)  # `gpus` by score (best first), then name
 
+    def copy(self) -> _Target:
+        return _Target(
+            self.node, self.gpus, dict(self.avail), self.used, self.workers, dict(self.scores), self.order
+        )
+
     def reorder(self) -> None:
         self.order = sorted(self.gpus, key=lambda g: (-self.rank(g), g.name))
 
@@ -627,8 +635,8 @@ class _Simulation:
 
 def _budget(ctx: _Ctx, source: str) -> tuple[list[_Target], list[str]]:
     """Other pool nodes a worker may move to, and why the rest may not (upstream §3.7 part 1 + D4).
-    The pool's nodes are judged once per state (`_judged`); each call copies the availabilities
-    its simulation books into."""
+    The pool's nodes are judged once per state (`_judged`): the targets are shared, read-only; a
+    simulation books on copies of them."""
     targets: list[_Target] = []
     excluded: list[str] = []
     judged: list[tuple[str, str | None, _Target | None]] = ctx.state.derived(
@@ -638,7 +646,7 @@ def _budget(ctx: _Ctx, source: str) -> tuple[list[_Target], list[str]]:
         if name == source:
             continue
         if t is not None:
-            targets.append(_Target(t.node, t.gpus, dict(t.avail), t.used, t.workers, dict(t.scores), t.order))
+            targets.append(t)
         else:
             excluded.append(f"{name}({reason})")
     return targets, excluded
@@ -691,12 +699,14 @@ def _filter_summary(reasons: Iterable[str]) -> str:
 
 def _simulate(ctx: _Ctx, source: str, source_util: float, workers: Sequence[WorkerView]) -> _Simulation:
     """Place every worker of `source` on the budget, all or nothing; raises RequestError on bad requests."""
-    targets, excluded = _budget(ctx, source)
+    shared, excluded = _budget(ctx, source)
+    own: dict[str, _Target] = {}  # copies of the targets this simulation booked workers on
     sim = _Simulation({})
     for w in sorted(workers, key=_size_key):
         req = Request.of_worker(w)
         best: tuple[int, _Target, list[GPUView]] | None = None
         rejects: list[str] = []
+        targets = [own.get(t.node, t) for t in shared] if own else shared
         for t in targets:
             if ctx.max_workers > 0 and t.workers >= ctx.max_workers:
                 rejects.append(f"{t.node}:max-worker-per-node(workers={t.workers} max={ctx.max_workers})")
@@ -723,9 +733,8 @@ def _simulate(ctx: _Ctx, source: str, source_util: float, workers: Sequence[Work
                 failed = _filter_summary(reasons)
                 rejects.append(f"{t.node}:allocator-filter({detail}{' ' + failed if failed else ''})")
                 continue
-            score = sum(
-                node_level_score("CompactFirst", g.capacity, t.avail[g.name], DEFRAG_WEIGHTS) for g in chosen
-            )
+            # the node-level score of CompactFirst is the GPU-level formula: the memoized rank
+            score = sum(t.rank(g) for g in chosen)
             if best is None or score > best[0]:
                 best = (score, t, chosen)
         if best is None:
@@ -733,6 +742,8 @@ def _simulate(ctx: _Ctx, source: str, source_util: float, workers: Sequence[Work
             sim.summary = _unmovable_summary(w, targets, rejects, excluded)
             return sim
         _, t, chosen = best
+        if t.node not in own:  # the state's judged target is shared: book on a copy
+            t = own[t.node] = t.copy()
         for g in chosen:
             before = t.avail[g.name]
             was_free = not _is_used(g.capacity, before)
