@@ -599,14 +599,36 @@ class _Target:
     workers: int
     scores: dict[str, int] = field(default_factory=dict)  # GPU-level scores at `avail` (memo)
     order: list[GPUView] = field(default_factory=list)  # `gpus` by score (best first), then name
+    max_t: float = 0.0  # the largest available TFLOPS and VRAM among `gpus` (`reorder`)
+    max_v: float = 0.0
 
     def copy(self) -> _Target:
         return _Target(
-            self.node, self.gpus, dict(self.avail), self.used, self.workers, dict(self.scores), self.order
+            self.node,
+            self.gpus,
+            dict(self.avail),
+            self.used,
+            self.workers,
+            dict(self.scores),
+            self.order,
+            self.max_t,
+            self.max_v,
         )
 
+    def filter_reject(self, req: Request) -> str:
+        """Why no `req.count` GPUs of this target pass the filters (upstream's allocator-filter)."""
+        reasons = [reject_reason(g, self.avail[g.name], req) for g in self.gpus]
+        fits = sum(r is None for r in reasons)
+        detail = f"filtered={fits} required={req.count}"
+        failed = _filter_summary(r for r in reasons if r is not None)
+        return f"{self.node}:allocator-filter({detail}{' ' + failed if failed else ''})"
+
     def reorder(self) -> None:
+        """Sort the GPUs by score at the current availabilities; note the largest availabilities
+        (a request above them fits no GPU here, whatever the other filters say)."""
         self.order = sorted(self.gpus, key=lambda g: (-self.rank(g), g.name))
+        self.max_t = max((a.tflops for a in self.avail.values()), default=0.0)
+        self.max_v = max((a.vram for a in self.avail.values()), default=0.0)
 
     def rank(self, g: GPUView) -> int:
         """The GPU's CompactFirst score at its current availability in this simulation."""
@@ -705,8 +727,9 @@ def _simulate(ctx: _Ctx, source: str, source_util: float, workers: Sequence[Work
     for w in sorted(workers, key=_size_key):
         req = Request.of_worker(w)
         best: tuple[int, _Target, list[GPUView]] | None = None
-        rejects: list[str] = []
+        rejects: list[str | _Target] = []  # a target: its allocator-filter text, made if shown
         targets = [own.get(t.node, t) for t in shared] if own else shared
+        need_t = (req.tflops or 0.0) if req.compute_percent is None else 0.0
         for t in targets:
             if ctx.max_workers > 0 and t.workers >= ctx.max_workers:
                 rejects.append(f"{t.node}:max-worker-per-node(workers={t.workers} max={ctx.max_workers})")
@@ -715,6 +738,9 @@ def _simulate(ctx: _Ctx, source: str, source_util: float, workers: Sequence[Work
                 rejects.append(
                     f"{t.node}:monotonicity(targetUtil={_fmt_pct(t.util)} sourceUtil={_fmt_pct(source_util)})"
                 )
+                continue
+            if req.vram > t.max_v or need_t > t.max_t:  # no GPU has the room
+                rejects.append(t)
                 continue
             # the best-scored GPUs that pass the filters: the first `count` in score order
             avail = t.avail
@@ -739,7 +765,8 @@ def _simulate(ctx: _Ctx, source: str, source_util: float, workers: Sequence[Work
                 best = (score, t, chosen)
         if best is None:
             sim.failed = w
-            sim.summary = _unmovable_summary(w, targets, rejects, excluded)
+            shown = [r if isinstance(r, str) else r.filter_reject(req) for r in rejects[:_SHOW]]
+            sim.summary = _unmovable_summary(w, targets, shown, excluded)
             return sim
         _, t, chosen = best
         if t.node not in own:  # the state's judged target is shared: book on a copy
