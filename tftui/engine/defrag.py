@@ -912,6 +912,19 @@ class _Try:
 
 
 def _try_node(ctx: _Ctx, e: _Eligible) -> _Try:
+    """Simulate and preflight one node. A function of the state, pool and node (not of `now`), so
+    it is kept per state: an idle campaign step over an unchanged cluster tries each candidate once."""
+    tries: dict[tuple[str, float, tuple[str, ...]], _Try] = ctx.state.derived(
+        f"defrag-tries/{ctx.pool}/{ctx.max_workers}", lambda st: {}
+    )
+    key = (e.node.name, e.util, tuple(w.key for w in e.workers))
+    got = tries.get(key)
+    if got is None:
+        got = tries[key] = _try_node_once(ctx, e)
+    return got
+
+
+def _try_node_once(ctx: _Ctx, e: _Eligible) -> _Try:
     name = e.node.name
     try:
         sim = _simulate(ctx, name, e.util, e.workers)
