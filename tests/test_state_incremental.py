@@ -153,3 +153,28 @@ def test_incremental_state_equals_the_full_build_after_structural_changes() -> N
         done.append(what)
         prev = inc
     assert len(done) == 10 and prev.warnings  # every change was checked, the last one warns
+
+
+# Recorded with the simulator before the speed work (full state builds and status passes, no
+# caches): 60 demo nodes, 2 days, churn 0.5, seed 11. The fast paths must not change a decision.
+PINNED = {
+    "configured": {
+        "reconciles": 782, "arrivals": 221, "departures": 225, "evictions": 5, "releases": 9,
+        "node_hours": 2532.5, "gpu_hours_allocated": 5358.61, "gpu_hours_used": 2255.73,
+        "cost_usd": 21547.48, "final_active_nodes": 51, "final_lower_bound": 21,
+    },
+    "CompactFirst+defrag": {
+        "reconciles": 997, "arrivals": 221, "departures": 225, "evictions": 14, "releases": 23,
+        "node_hours": 2173.0, "gpu_hours_allocated": 5358.61, "gpu_hours_used": 2255.73,
+        "cost_usd": 21116.08, "final_active_nodes": 37, "final_lower_bound": 21,
+    },
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("policy", sorted(PINNED))
+def test_decisions_are_the_ones_recorded_before_the_fast_paths(policy: str) -> None:
+    objects = generate_objects(7, 60, DEFAULT_NOW)
+    cfg = SimConfig(duration=timedelta(days=2), churn=0.5, seed=11)
+    res = simulate(objects, parse_policy(policy), DEFAULT_NOW, cfg)
+    got = {"reconciles": len(res.plans), **res.summary()}
+    assert {k: got[k] for k in PINNED[policy]} == PINNED[policy]
