@@ -16,6 +16,13 @@ the `ClusterState` is rebuilt only when the objects changed (`WhatIfCluster.stat
 cost a few plan calls; the Runtime is only entered when a pool or autoscale is due, and Pending
 workers are read from the scheduler's queue, so an instant with nothing due builds no state.
 
+**A change costs what it touches.** States are derived from the previous one
+(`ClusterState.build(..., previous=...)`, `engine.incremental`: the cluster copies on write, so an
+unchanged object is the same dict and keeps its views; equal to a full build), the simulated
+cluster's status pass re-indexes only the pods changed since the last pass, and defrag derives its
+indexes, target judgements and candidate simulations once per state (`ClusterState.derived`). A
+week of the 500-node demo takes about a minute of CPU (`bench/simulate.py`).
+
 **Workload churn** is generated from a seed before any policy runs, so every policy sees the same
 arrivals and departures: each workload lives an exponential time (mean `1/churn` days); each pool
 receives new workloads at the rate that keeps its size steady, cloned from its own workloads (same

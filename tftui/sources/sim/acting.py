@@ -28,9 +28,10 @@ in simulated time, so a night of defrag and compaction can be watched (or tested
   reason and note) within 5 min bumps `series.count` of the existing event.
 
 Statuses (GPU `available`/`runningApps`, GPUNode, GPUPool and TensorFusionCluster capacity blocks,
-TensorFusionWorkload worker counts, PDB health) are recomputed from the pods in one O(objects) pass,
-with the generator's arithmetic, before the next read after a change — so the console's figures,
-`ClusterState` and the objects always agree.
+TensorFusionWorkload worker counts, PDB health) are recomputed from the pods, with the generator's
+arithmetic, before the next read after a change — so the console's figures, `ClusterState` and the
+objects always agree. The pass is incremental (only what the pods changed since the last pass reach;
+`recompute_statuses()` forces a full one, with the same result).
 
 Objects handed out by `snapshot()` are never mutated afterwards (copy-on-write): a `ClusterState` built
 from an earlier snapshot stays self-consistent while the cluster moves on. Nothing happens between
