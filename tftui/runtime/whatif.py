@@ -774,6 +774,7 @@ def _sample(res: PolicyResult, state: ClusterState, usage: Usage, now: datetime,
                 res.capacity_tflops_hours += nv.capacity.tflops * hours
         res.active.setdefault(pool, []).append(active)
         res.bound.setdefault(pool, []).append(pool_bound(state, pool).nodes)
+    demands: dict[str, tuple[float, float] | None] = {}
     for w in state.workers.values():
         if w.terminating or w.phase in _ENDED:
             continue
@@ -788,7 +789,8 @@ def _sample(res: PolicyResult, state: ClusterState, usage: Usage, now: datetime,
             continue
         res.allocated_tflops_hours += w.request.tflops * w.gpu_count * hours
         res.gpu_hours_allocated += w.request.tflops / cap * w.gpu_count * hours
-        d = usage.demand(state, w, t)
+        key = f"{w.namespace}/{w.workload}"  # a workload's workers want the same at one instant
+        d = demands[key] if key in demands else demands.setdefault(key, usage.demand(state, w, t))
         if d is None:
             res.unmeasured_worker_hours += hours
             continue
