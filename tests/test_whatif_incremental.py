@@ -63,8 +63,8 @@ def test_incremental_status_pass_equals_a_full_one_after_every_step() -> None:
 
 
 def test_incremental_status_pass_follows_workload_churn_and_pod_labels() -> None:
-    """Workloads coming and going (their PDBs' expected pods change), defrag markers on pods
-    (labels PDBs may select on) and resized requests: the incremental pass equals a full one."""
+    """Workloads coming, going and scaled (their PDBs' expected pods change), defrag markers on
+    pods (labels PDBs may select on) and resized requests: the incremental pass equals a full one."""
     sim = WhatIfCluster(generate_objects(5, 40, DEFAULT_NOW), DEFAULT_NOW, seed=5)
     rng = random.Random(2)
     state = sim.state()
@@ -73,7 +73,7 @@ def test_incremental_status_pass_follows_workload_churn_and_pod_labels() -> None
         for wv in state.workloads.values()
         if wv.obj is not None and wv.workers
     ]
-    changed = {"added": 0, "removed": 0, "labelled": 0, "resized": 0}
+    changed = {"added": 0, "removed": 0, "labelled": 0, "resized": 0, "scaled": 0}
     for step in range(25):
         for i in range(rng.randrange(0, 3)):
             wl, pod = rng.choice(templates)
@@ -85,6 +85,15 @@ def test_incremental_status_pass_follows_workload_churn_and_pod_labels() -> None
         changed["removed"] += sim.remove_workloads(
             (o["metadata"]["namespace"], o["metadata"]["name"]) for o in rng.sample(wls, 2)
         )
+        wl = rng.choice([o for o in sim.snapshot() if o["kind"] == "TensorFusionWorkload"])
+        replicas = (wl["spec"].get("replicas") or 1) + 1  # its PDB expects one more pod
+        sim.patch(
+            "TensorFusionWorkload",
+            wl["metadata"]["name"],
+            {"spec": {"replicas": replicas}},
+            wl["metadata"]["namespace"],
+        )
+        changed["scaled"] += 1
         for p in rng.sample(_workers(sim.snapshot()), 3):
             ns, name = p["metadata"]["namespace"], p["metadata"]["name"]
             sim.apply(LabelPod(ns, name, {keys.DEFRAG_EVICTED: keys.TRUE}))

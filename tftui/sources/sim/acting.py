@@ -271,12 +271,13 @@ class _GpuAcc:
 class _PodRec:
     """What the status pass reads from one pod, kept between passes."""
 
-    __slots__ = ("counted", "gpus", "labels", "nodes", "ready", "workload")
+    __slots__ = ("counted", "gpus", "labels", "nodes", "owner", "ready", "workload")
 
     def __init__(self, pod: JSON, gpu_node: Mapping[str, str | None]) -> None:
         meta = _meta(pod)
         self.labels: dict[str, str] = dict(meta.get("labels") or {})
         self.workload: str = self.labels.get(keys.WORKLOAD, "")
+        self.owner = str((_controller(pod) or {}).get("name", ""))  # the TensorFusionWorkload a PDB counts
         self.ready = _ready(pod)
         live_worker = _is_worker(pod) and (pod.get("status") or {}).get("phase") not in _ENDED
         self.counted = live_worker and not meta.get("deletionTimestamp")
@@ -299,6 +300,7 @@ class _PodIndex:
         self.recs: dict[Key, _PodRec] = {}
         self.on_node: dict[str | None, set[Key]] = {}  # node → live workers accounted on it
         self.by_workload: dict[tuple[str, str], set[Key]] = {}  # (ns, workload label) → counted
+        self.by_owner: dict[tuple[str, str], set[Key]] = {}  # (ns, controller workload) → pods
         self.by_label: dict[tuple[str, str, str], set[Key]] = {}  # (ns, key, value) a PDB selects on
         self.by_ns: dict[str, set[Key]] = {}
         self.gpu_node: dict[str, str | None] = {}
@@ -335,6 +337,7 @@ class _PodIndex:
             self.on_node[n].discard(key)
         if rec.counted:
             self.by_workload[(key[1], rec.workload)].discard(key)
+        self.by_owner[(key[1], rec.owner)].discard(key)
         for lk in self.wanted.get(key[1], ()):
             if lk in rec.labels:
                 self.by_label[(key[1], lk, rec.labels[lk])].discard(key)
@@ -349,6 +352,7 @@ class _PodIndex:
             self.on_node.setdefault(n, set()).add(key)
         if rec.counted:
             self.by_workload.setdefault((key[1], rec.workload), set()).add(key)
+        self.by_owner.setdefault((key[1], rec.owner), set()).add(key)
         for lk in self.wanted.get(key[1], ()):
             if lk in rec.labels:
                 self.by_label.setdefault((key[1], lk, rec.labels[lk]), set()).add(key)
@@ -998,8 +1002,8 @@ class ActingSimCluster:
         A full pass re-indexes every pod; otherwise only the pods changed since the last pass are
         re-indexed (`_PodIndex`) and only the statuses they reach are recomputed: GPUs and GPUNodes
         of the nodes they touch (before or after the change) or whose pool's oversubscription
-        changed, the workloads they count in, the PDBs whose selectors they carry (all of a
-        namespace's PDBs when a workload there changed). The result is the same as a full pass."""
+        changed, the workloads they count in, the PDBs whose selectors they carry (and those of a
+        changed workload's pods: a PDB counts their replicas). The result is the same as a full pass."""
         self._dirty = False
         self._cache = None
         full = self._hw_changed
@@ -1017,7 +1021,7 @@ class ActingSimCluster:
             pods = {k: None for k in touched if k[0] == "Pod"}
         workloads: set[tuple[str, str]] = set()
         pdbs: set[Key] = set()
-        namespaces: set[str] = set()  # whose PDBs all need a look
+        owners: set[tuple[str, str]] = set()  # workloads whose pods' PDBs need a look
         for k in pods:
             old = idx.drop(k)
             new = idx.add(k, objs.get(k))
@@ -1030,7 +1034,7 @@ class ActingSimCluster:
         for k in touched:
             if k[0] == "TensorFusionWorkload":
                 workloads.add((k[1], k[2]))
-                namespaces.add(k[1])
+                owners.add((k[1], k[2]))
         by_kind = self._by_kind
         oversub: dict[str, tuple[int, int, int]] = {}
         for k in by_kind.get("GPUPool", ()):
@@ -1080,8 +1084,10 @@ class ActingSimCluster:
             phase = "Running" if ready >= replicas else "Pending"
             self._set_status(k, {**old_status, "workerCount": count, "readyWorkers": ready, "phase": phase})
         pdb_keys = by_kind.get("PodDisruptionBudget", {})
-        if not full:
-            pdbs.update(k for k in pdb_keys if k[1] in namespaces)
+        if not full:  # a PDB counts the replicas of its pods' workloads
+            for ns, name in owners:
+                for p in idx.by_owner.get((ns, name), ()):
+                    pdbs.update(idx.pdbs_selecting(ns, idx.recs[p].labels))
         for k in pdb_keys if full else pdbs:
             if k in objs:
                 cands = idx.candidates(objs[k], k[1])
