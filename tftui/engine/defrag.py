@@ -337,11 +337,7 @@ class _Index:
             self.k8s_nodes[_meta(n).get("name", "")] = n
         # what the safety sweep looks at: pods labelled defrag-evicted (by namespace, name) and the
         # Nodes labelled defrag-source or defrag-evict-skip (by name); the rest cannot carry a marker
-        evicted = [
-            p
-            for p in state.snapshot.kind("Pod")
-            if ((p.get("metadata") or {}).get("labels") or {}).get(keys.DEFRAG_EVICTED) == keys.TRUE
-        ]
+        evicted = state.pods_labelled(keys.DEFRAG_EVICTED, keys.TRUE)
         self.evicted_pods = sorted(
             evicted, key=lambda o: (_meta(o).get("namespace", ""), _meta(o).get("name", ""))
         )

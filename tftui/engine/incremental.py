@@ -253,6 +253,7 @@ class _Update:
         native-GPU pod list may have changed)."""
         prev, st, snap = self.prev, self.st, self.snap
         added, removed, pos = _changes(prev.snapshot.kind("Pod"), snap.kind("Pod"))
+        self._labelled_pods(added, removed, pos)
         workers = st.workers = dict(prev.workers)
         prev_by_id = {id(w.obj): w for w in (prev.workers[k] for k in recheck if k in prev.workers)}
         removed_ids = {id(o) for o in removed}
@@ -295,6 +296,19 @@ class _Update:
             native_dirty.update(node_struct)
         st.workers = _ordered(workers, pos)
         return gone, new, native_dirty
+
+    def _labelled_pods(
+        self, added: list[dict[str, Any]], removed: list[dict[str, Any]], pos: dict[int, int]
+    ) -> None:
+        """Carry `prev`'s `pods_labelled` answers over: drop the pods that went, add the new ones
+        that carry the label, in pod order (instead of a scan of every pod on first use)."""
+        gone = {id(p) for p in removed}
+        for (key, value), pods in self.prev.labelled_pods().items():
+            kept = [p for p in pods if id(p) not in gone] if gone else list(pods)
+            kept += [p for p in added if ((p.get("metadata") or {}).get("labels") or {}).get(key) == value]
+            if added and pos:
+                kept.sort(key=lambda p: pos[id(p)])
+            self.st.labelled_pods()[(key, value)] = kept
 
     def _known(self, w: WorkerView) -> list[str]:
         return [g for g in w.gpu_ids if g in self.st.gpus]
@@ -364,12 +378,12 @@ class _Update:
             members = {k for k in (old.workers if old is not None else ()) if k not in gone_keys}
             members.update(arrivals.get(n, ()))
             view.workers = sorted(members, key=order.__getitem__)
-            if n in native_dirty or (old is not None and old.native_gpu_pods):
+            if n in native_dirty or old is None:  # a non-worker pod on it changed, or it is new
                 if native is None:
                     native = self._native_pods()
                 view.native_gpu_pods = list(native.get(n, ()))
             else:
-                view.native_gpu_pods = []
+                view.native_gpu_pods = list(old.native_gpu_pods)
             for g in view.gpus:
                 view.capacity.add(st.gpus[g].capacity)
             for k in view.workers:

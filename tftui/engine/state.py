@@ -611,6 +611,25 @@ class ClusterState:
             got = self._derived[key] = make(self)
         return cast(T, got)
 
+    def labelled_pods(self) -> dict[tuple[str, str], list[dict[str, Any]]]:
+        """(label, value) → the pods carrying it, in snapshot order: the answers `pods_labelled`
+        gave so far (an incremental build carries them over to the next state)."""
+        got: dict[tuple[str, str], list[dict[str, Any]]] = self._derived.setdefault("labelled-pods", {})
+        return got
+
+    def pods_labelled(self, key: str, value: str) -> list[dict[str, Any]]:
+        """The pods (any pod, not only workers) whose label `key` is `value`, in snapshot order.
+        Read-only."""
+        known = self.labelled_pods()
+        got = known.get((key, value))
+        if got is None:
+            got = known[(key, value)] = [
+                p
+                for p in self.snapshot.kind("Pod")
+                if ((p.get("metadata") or {}).get("labels") or {}).get(key) == value
+            ]
+        return got
+
     def nodes_of(self, pool: str) -> list[NodeView]:
         pv = self.pools.get(pool)
         return [self.nodes[n] for n in pv.nodes] if pv else []
