@@ -437,6 +437,9 @@ class ActingSimCluster:
         self._lock = threading.RLock()
         self.generation = 0  # bumped on every change: cheap "did anything happen?" for readers
         self._last_state: ClusterState | None = None  # the last state built (`_build_state`)
+        # each kind's objects as the last state got them, until one of that kind is replaced
+        self._kind_lists: dict[str, list[JSON]] = {}
+        self._kinds_changed: set[str] = set()
 
     # -- the port ----------------------------------------------------------------------------------
 
@@ -530,6 +533,7 @@ class ActingSimCluster:
     def _changed(self, key: Key | None = None) -> None:
         if key is not None:
             self._touched.add(key)
+            self._kinds_changed.add(key[0])
             if key[0] in ("GPU", "GPUNode", "PodDisruptionBudget"):
                 self._hw_changed = True
         self._dirty = True
@@ -892,9 +896,14 @@ class ActingSimCluster:
         the changes are re-indexed."""
         snap: Snapshot | list[JSON] = objects
         if all(kind in KINDS for kind in self._by_kind):  # grouped from the kind index, not per object
-            snap = Snapshot(
-                objects, {k: list(map(self._objs.__getitem__, ks)) for k, ks in self._by_kind.items() if ks}
-            )
+            lists = self._kind_lists
+            for kind in self._kinds_changed:
+                lists.pop(kind, None)
+            self._kinds_changed.clear()
+            for kind, ks in self._by_kind.items():
+                if kind not in lists:
+                    lists[kind] = list(map(self._objs.__getitem__, ks))
+            snap = Snapshot(objects, {k: v for k, v in lists.items() if v})
         state = ClusterState.build(snap, previous=self._last_state)
         self._last_state = state
         self._owned.clear()  # the state holds these dicts now: copy before changing them
@@ -995,6 +1004,7 @@ class ActingSimCluster:
             obj["status"] = status
         else:
             self._objs[key] = {**obj, "status": status}  # shares metadata/spec, so stays un-owned
+            self._kinds_changed.add(key[0])
 
     def _refresh(self) -> None:
         """Recompute the derived statuses from the pods.
