@@ -58,6 +58,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from random import Random
 from typing import Any, Final
 
@@ -757,6 +758,10 @@ def _simulate(
     return res
 
 
+def _bound_nodes(state: ClusterState, pool: str) -> int:
+    return pool_bound(state, pool).nodes
+
+
 def _sample(res: PolicyResult, state: ClusterState, usage: Usage, now: datetime, dt: timedelta) -> None:
     """Record the node counts at `now` and integrate every figure over the next `dt`."""
     hours = dt.total_seconds() / 3600.0
@@ -773,7 +778,10 @@ def _sample(res: PolicyResult, state: ClusterState, usage: Usage, now: datetime,
                 active += 1
                 res.capacity_tflops_hours += nv.capacity.tflops * hours
         res.active.setdefault(pool, []).append(active)
-        res.bound.setdefault(pool, []).append(pool_bound(state, pool).nodes)
+        # a function of the state: samples over an unchanged cluster share it
+        res.bound.setdefault(pool, []).append(
+            state.derived(f"whatif-bound/{pool}", partial(_bound_nodes, pool=pool))
+        )
     demands: dict[str, tuple[float, float] | None] = {}
     for w in state.workers.values():
         if w.terminating or w.phase in _ENDED:

@@ -412,6 +412,9 @@ class ActingSimCluster:
         self._by_kind: dict[str, dict[Key, None]] = {}
         for k in self._objs:
             self._by_kind.setdefault(k[0], {})[k] = None
+        self._ns_pods: dict[str, dict[Key, None]] = {}  # namespace → its pods' keys, in `_objs` order
+        for k in self._by_kind.get("Pod", ()):
+            self._ns_pods.setdefault(k[1], {})[k] = None
         self._owned: set[Key] = set()  # copied since the last snapshot: safe to mutate in place
         self._dirty = False  # statuses need recomputing
         # incremental status pass (`_refresh`): only the statuses whose inputs changed since the
@@ -557,6 +560,8 @@ class ActingSimCluster:
             self._next_order += 1
         self._objs[key] = obj
         self._by_kind.setdefault(key[0], {})[key] = None
+        if key[0] == "Pod":
+            self._ns_pods.setdefault(key[1], {})[key] = None
         self._owned.add(key)
         if _is_pending_worker(key, obj):
             self._pending[key] = None
@@ -567,6 +572,8 @@ class ActingSimCluster:
         if self._objs.pop(key, None) is not None:
             self._by_kind[key[0]].pop(key, None)
             self._order.pop(key, None)
+            if key[0] == "Pod":
+                self._ns_pods[key[1]].pop(key, None)
             self._owned.discard(key)
             self._pending.pop(key, None)
             self._untried.discard(key)
@@ -738,7 +745,7 @@ class ActingSimCluster:
     def _refresh_pdbs(self, namespace: str, pdbs: list[JSON]) -> list[JSON]:
         """Bring these PDBs' statuses up to date (as the status pass would), returning them as now
         stored: an eviction reads only its own budgets, so it need not recompute every status."""
-        pods = [self._objs[k] for k in self._by_kind.get("Pod", ()) if k[1] == namespace]
+        pods = [self._objs[k] for k in self._ns_pods.get(namespace, ())]
         ready = {id(p): _ready(p) for p in pods}
         out = []
         for pdb in pdbs:
@@ -811,18 +818,15 @@ class ActingSimCluster:
             return
         wl_name = _meta(wl)["name"]
         replicas = _int((wl.get("spec") or {}).get("replicas"), 1)
-        pods = [k for k in self._by_kind.get("Pod", ()) if k[1] == ns]
         active = [
             p
-            for p in (self._objs[k] for k in pods)
+            for p in (self._objs[k] for k in self._ns_pods.get(ns, ()))
             if _labels(p).get(keys.WORKLOAD) == wl_name and not _meta(p).get("deletionTimestamp")
         ]
-        names = {k[2] for k in pods}
         for _ in range(replicas - len(active)):
             name = f"{wl_name}-tf-worker-{self._suffix()}"
-            while name in names:
+            while ("Pod", ns, name) in self._objs:  # a name no pod of the namespace has
                 name = f"{wl_name}-tf-worker-{self._suffix()}"
-            names.add(name)
             self._add(self._new_worker(template, name))
 
     def _new_worker(self, template: JSON, name: str) -> JSON:
