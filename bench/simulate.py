@@ -6,7 +6,11 @@ The CPU-time ratio is printed beside it, since the 2-core machine is shared (wal
 waiting for the CPU).
 
 Also the acceptance figure of the 40-node demo's fragmented pool (demo-dev) after one night, per
-placement mode with compaction and defrag: active nodes ÷ the configured lower bound (goal ≤ 1.15).
+placement mode with compaction and defrag: active nodes ÷ the configured lower bound (goal ≤ 1.15
+for CompactFirst; the other two modes are printed beside it). Twice: the pool as shipped (its 40 %
+threshold and the blockers the demo carries on purpose: a cordoned node, PDBs that allow no
+disruption, a worker no PDB covers, a native GPU pod), and `+defrag=80+unblock` — an 80 % threshold
+with the operator-controlled blockers lifted (`runtime.whatif.unblock`; the native GPU pod stays).
 """
 
 from __future__ import annotations
@@ -47,14 +51,16 @@ def main() -> None:
 
     demo = generate_objects(7, 40, DEFAULT_NOW)
     night = SimConfig(duration=NIGHT, churn=0)
-    results = [
-        simulate(demo, parse_policy(f"{m}+defrag"), DEFAULT_NOW, night)
-        for m in ("CompactFirst", "NodeCompactGPULowLoad", "LowLoadFirst")
-    ]
-    print(render_table(results), end="")
-    for r in results:
-        value = r.final_ratio("demo-dev")
-        ratio(f"night_demo-dev_active/bound_{r.policy}", value if value is not None else 0.0, 1.15, "<=")
+    for suffix in ("+defrag", "+defrag=80+unblock"):
+        results = [
+            simulate(demo, parse_policy(f"{m}{suffix}"), DEFAULT_NOW, night)
+            for m in ("CompactFirst", "NodeCompactGPULowLoad", "LowLoadFirst")
+        ]
+        print(render_table(results), end="")
+        for r in results:
+            value = r.final_ratio("demo-dev")
+            goal = 1.15 if r.policy.startswith("CompactFirst") else None
+            ratio(f"night_demo-dev_active/bound_{r.policy}", value if value is not None else 0.0, goal, "<=")
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ import random
 from datetime import timedelta
 from typing import Any
 
-from tftui.engine.plan import DeleteGPUNodeClaim, EvictPod
+from tftui.engine.plan import AnnotatePod, DeleteGPUNodeClaim, EvictPod, LabelPod
 from tftui.engine.state import ClusterState
 from tftui.model import keys
 from tftui.runtime.whatif import WhatIfCluster
@@ -60,6 +60,51 @@ def test_incremental_status_pass_equals_a_full_one_after_every_step() -> None:
         sim.recompute_statuses()
         assert _canonical(sim.snapshot()) == incremental
     assert evicted > 20 and claims_deleted > 0  # the run did change pods and nodes
+
+
+def test_incremental_status_pass_follows_workload_churn_and_pod_labels() -> None:
+    """Workloads coming, going and scaled (their PDBs' expected pods change), defrag markers on
+    pods (labels PDBs may select on) and resized requests: the incremental pass equals a full one."""
+    sim = WhatIfCluster(generate_objects(5, 40, DEFAULT_NOW), DEFAULT_NOW, seed=5)
+    rng = random.Random(2)
+    state = sim.state()
+    templates = [
+        (wv.obj, state.workers[wv.workers[0]].obj)
+        for wv in state.workloads.values()
+        if wv.obj is not None and wv.workers
+    ]
+    changed = {"added": 0, "removed": 0, "labelled": 0, "resized": 0, "scaled": 0}
+    for step in range(25):
+        for i in range(rng.randrange(0, 3)):
+            wl, pod = rng.choice(templates)
+            sim.add_workload(wl, pod, f"{wl['metadata']['name'][:30]}-s{step}-{i}")
+            changed["added"] += 1
+        sim.schedule()
+        snap = sim.snapshot()
+        wls = [o for o in snap if o["kind"] == "TensorFusionWorkload"]
+        changed["removed"] += sim.remove_workloads(
+            (o["metadata"]["namespace"], o["metadata"]["name"]) for o in rng.sample(wls, 2)
+        )
+        wl = rng.choice([o for o in sim.snapshot() if o["kind"] == "TensorFusionWorkload"])
+        replicas = (wl["spec"].get("replicas") or 1) + 1  # its PDB expects one more pod
+        sim.patch(
+            "TensorFusionWorkload",
+            wl["metadata"]["name"],
+            {"spec": {"replicas": replicas}},
+            wl["metadata"]["namespace"],
+        )
+        changed["scaled"] += 1
+        for p in rng.sample(_workers(sim.snapshot()), 3):
+            ns, name = p["metadata"]["namespace"], p["metadata"]["name"]
+            sim.apply(LabelPod(ns, name, {keys.DEFRAG_EVICTED: keys.TRUE}))
+            sim.apply(AnnotatePod(ns, name, {keys.TFLOPS_REQUEST: "1"}))
+            changed["labelled"] += 1
+            changed["resized"] += 1
+        sim.advance(timedelta(seconds=rng.choice([5, 25, 40, 200])))
+        incremental = _canonical(sim.snapshot())
+        sim.recompute_statuses()
+        assert _canonical(sim.snapshot()) == incremental
+    assert all(n > 10 for n in changed.values()), changed
 
 
 def test_pending_pools_are_the_pools_of_the_states_pending_workers() -> None:

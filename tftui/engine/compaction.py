@@ -309,8 +309,9 @@ def _dnd_detail(node: NodeView) -> str:
     return f"{keys.DO_NOT_DISRUPT}=true on the {' and the '.join(on) or 'node'}"
 
 
-def _fixed_keep(state: ClusterState, node: NodeView, now: datetime, n_t: int, n_v: int) -> Skip | None:
-    """The C2 checks that do not depend on the pool figures, in a fixed order."""
+def _state_keep(state: ClusterState, node: NodeView) -> Skip | None:
+    """The C2 checks that do not depend on the pool figures, in a fixed order: first those that
+    depend on the state alone (kept per state by `_scan`), then `_timed_keep`."""
     if node.do_not_disrupt:
         return Skip(node.name, "do-not-disrupt", _dnd_detail(node))
     active = sorted(w for w in node.workers if not state.workers[w].terminating)
@@ -321,6 +322,12 @@ def _fixed_keep(state: ClusterState, node: NodeView, now: datetime, n_t: int, n_
         return Skip(node.name, "not-running", f"GPUNode phase {node.phase}")
     if node.created is None:
         return Skip(node.name, "too-young", "GPUNode has no creationTimestamp")
+    return None
+
+
+def _timed_keep(node: NodeView, now: datetime, n_t: int, n_v: int) -> Skip | None:
+    """The last C2 checks, after `_state_keep` passed: age, then capacity."""
+    assert node.created is not None
     age = now - node.created
     if age < NEW_NODE_PROTECTION:
         return Skip(
@@ -364,6 +371,42 @@ def _node_totals(node: NodeView) -> tuple[int, int]:
     return out[0], out[1]
 
 
+@dataclass(slots=True)
+class _Scan:
+    """What a round reads from the state alone, derived once per state, pool and price table (the
+    runtime reconciles every pool every few minutes over a state that rarely changed). Read-only."""
+
+    candidates: list[NodeView]  # dearest first
+    released_before: dict[str, str]  # node → why it already counts as released
+    totals: dict[str, tuple[int, int]]  # candidate → its status totals (TFLOPS, VRAM)
+    keep: dict[str, Skip | None]  # candidate → `_state_keep`
+
+
+def _scan(state: ClusterState, pv: PoolView, prices: Mapping[str, float]) -> _Scan:
+    scans: dict[tuple[str, tuple[tuple[str, float], ...]], _Scan] = state.derived(
+        "compaction-scan", lambda st: {}
+    )
+    key = (pv.name, tuple(prices.items()))
+    got = scans.get(key)
+    if got is None:
+        released: dict[str, str] = {}
+        for name in set(pv.nodes).union(state.compaction_sums.get(pv.name, ())):
+            node = state.nodes.get(name)
+            if node is None:
+                continue
+            detail = _released_detail(state, node)
+            if detail is not None:
+                released[node.name] = detail
+        candidates = _candidates(state, pv, prices)
+        got = scans[key] = _Scan(
+            candidates,
+            released,
+            {n.name: _node_totals(n) for n in candidates},
+            {n.name: _state_keep(state, n) for n in candidates},
+        )
+    return got
+
+
 @without_gc
 def plan_compaction(
     state: ClusterState,
@@ -390,15 +433,8 @@ def plan_compaction(
     limits = _limits(pv.obj)
     errors = ([period_error] if period_error else []) + list(limits.errors)
 
-    candidates = _candidates(state, pv, prices)
-    released_before: dict[str, str] = {}
-    for name in set(pv.nodes).union(state.compaction_sums.get(pool, ())):
-        node = state.nodes.get(name)
-        if node is None:
-            continue
-        detail = _released_detail(state, node)
-        if detail is not None:
-            released_before[node.name] = detail
+    scan = _scan(state, pv, prices)
+    candidates, released_before = scan.candidates, scan.released_before
     totals = _pool_totals(state, pool, set(released_before))
     auto_select = pv.provisioning_mode == AUTO_SELECT
 
@@ -409,8 +445,10 @@ def plan_compaction(
         if node.name in released_before:
             result.kept.append(Skip(node.name, "already-released", released_before[node.name]))
             continue
-        n_t, n_v = _node_totals(node)
-        skip = _fixed_keep(state, node, now, n_t, n_v)
+        n_t, n_v = scan.totals[node.name]
+        skip = scan.keep[node.name]
+        if skip is None:
+            skip = _timed_keep(node, now, n_t, n_v)
         if skip is None and not auto_select:
             # Checked before the capacity test (upstream: after it); either way such a node is
             # never consumed, so the released set is the same and the reason is the lasting one.

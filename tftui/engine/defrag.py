@@ -47,7 +47,6 @@ from tftui.engine.fit import (
     Request,
     RequestError,
     gpu_level_score,
-    node_level_score,
     reject_reason,
 )
 from tftui.engine.plan import (
@@ -326,51 +325,131 @@ def _clear_evicted(namespace: str, name: str) -> list[Action]:
 # -- per-call index ------------------------------------------------------------------------------
 
 
+class _Index:
+    """The pool-independent part of a step's index, derived once per `ClusterState` (the state
+    never changes after `build`), so the steps of every pool and every quiet reconcile share it.
+    What only a due campaign reads (workers per node, PDBs) is built on first use."""
+
+    def __init__(self, state: ClusterState) -> None:
+        self.state = state
+        self.k8s_nodes: dict[str, dict[str, Any]] = {}
+        for n in state.snapshot.kind("Node"):
+            self.k8s_nodes[_meta(n).get("name", "")] = n
+        # what the safety sweep looks at: pods labelled defrag-evicted (by namespace, name) and the
+        # Nodes labelled defrag-source or defrag-evict-skip (by name); the rest cannot carry a marker
+        evicted = state.pods_labelled(keys.DEFRAG_EVICTED, keys.TRUE)
+        self.evicted_pods = sorted(
+            evicted, key=lambda o: (_meta(o).get("namespace", ""), _meta(o).get("name", ""))
+        )
+        self.marked_nodes = sorted(
+            name
+            for name, n in self.k8s_nodes.items()
+            if _labels(n).get(keys.DEFRAG_SOURCE) == keys.TRUE
+            or _labels(n).get(keys.DEFRAG_EVICT_SKIP) == keys.TRUE
+        )
+        self._workers: dict[str, tuple[list[WorkerView], list[WorkerView]]] = {}
+        self._elsewhere: dict[str, tuple[list[WorkerView], list[WorkerView]]] | None = None
+        self._terminating: set[str] | None = None
+        self._pdbs: (
+            tuple[
+                dict[str, dict[tuple[str, str], list[tuple[int, dict[str, Any]]]]],
+                dict[str, list[tuple[int, dict[str, Any]]]],
+            ]
+            | None
+        ) = None
+
+    def workers_on(self, node: str) -> tuple[list[WorkerView], list[WorkerView]]:
+        """(live, terminating) workers on `node`, sorted by key."""
+        got = self._workers.get(node)
+        if got is not None:
+            return got
+        nv = self.state.nodes.get(node)
+        if nv is not None:  # a GPUNode lists every worker whose spec.nodeName names it
+            views = sorted((self.state.workers[k] for k in nv.workers), key=lambda w: w.key)
+            got = ([w for w in views if not w.terminating], [w for w in views if w.terminating])
+        else:  # a Node without a GPUNode: found by a scan, once per state
+            if self._elsewhere is None:
+                self._elsewhere = {}
+                for w in sorted(self.state.workers.values(), key=lambda w: w.key):
+                    if w.node and w.node not in self.state.nodes:
+                        live, leaving = self._elsewhere.setdefault(w.node, ([], []))
+                        (leaving if w.terminating else live).append(w)
+            got = self._elsewhere.get(node, ([], []))
+        self._workers[node] = got
+        return got
+
+    @property
+    def terminating_pods(self) -> set[str]:
+        if self._terminating is None:
+            out = set()
+            for p in self.state.snapshot.kind("Pod"):
+                m = _meta(p)
+                if m.get("deletionTimestamp"):
+                    out.add(f"{m.get('namespace', '')}/{m.get('name')}")
+            self._terminating = out
+        return self._terminating
+
+    @property
+    def pdbs(
+        self,
+    ) -> tuple[
+        dict[str, dict[tuple[str, str], list[tuple[int, dict[str, Any]]]]],
+        dict[str, list[tuple[int, dict[str, Any]]]],
+    ]:
+        """PDBs by namespace, then by one of their matchLabels pairs (so a pod only tests PDBs that
+        can match it), and PDBs with matchExpressions only, tested for every pod. Values: (rank, PDB)."""
+        if self._pdbs is None:
+            pairs: dict[str, dict[tuple[str, str], list[tuple[int, dict[str, Any]]]]] = {}
+            scan: dict[str, list[tuple[int, dict[str, Any]]]] = {}
+            ranked = sorted(
+                self.state.pdbs, key=lambda o: (_meta(o).get("namespace", ""), _meta(o).get("name", ""))
+            )
+            for rank, pdb in enumerate(ranked):
+                ns = _meta(pdb).get("namespace", "")
+                selector = (pdb.get("spec") or {}).get("selector")
+                ml = selector.get("matchLabels") if isinstance(selector, dict) else None
+                if isinstance(ml, dict) and ml:
+                    pair = min(ml.items())
+                    pairs.setdefault(ns, {}).setdefault(pair, []).append((rank, pdb))
+                else:
+                    scan.setdefault(ns, []).append((rank, pdb))
+            self._pdbs = (pairs, scan)
+        return self._pdbs
+
+
 @dataclass(slots=True)
 class _Ctx:
-    """What one step needs from the snapshot, indexed once (all lists sorted by name)."""
+    """What one step needs from the snapshot: the state's shared `_Index` (all lists sorted by
+    name; read-only) plus this step's pool, config and time."""
 
     state: ClusterState
     pool: str
     cfg: DefragConfig
     now: datetime
     max_workers: int
-    active: dict[str, list[WorkerView]] = field(default_factory=dict)  # node → live workers
-    leaving: dict[str, list[WorkerView]] = field(default_factory=dict)  # node → terminating workers
-    k8s_nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
-    terminating_pods: set[str] = field(default_factory=set)
-    # PDBs by namespace, then by one of their matchLabels pairs (so a pod only tests PDBs that can
-    # match it); PDBs with matchExpressions only are tested for every pod. Values: (rank, PDB).
-    pdb_pairs: dict[str, dict[tuple[str, str], list[tuple[int, dict[str, Any]]]]] = field(
-        default_factory=dict
-    )
-    pdb_scan: dict[str, list[tuple[int, dict[str, Any]]]] = field(default_factory=dict)
+    index: _Index
+
+    @property
+    def k8s_nodes(self) -> dict[str, dict[str, Any]]:
+        return self.index.k8s_nodes
+
+    @property
+    def terminating_pods(self) -> set[str]:
+        return self.index.terminating_pods
+
+    def active(self, node: str) -> list[WorkerView]:
+        """The node's live workers, sorted by key."""
+        return self.index.workers_on(node)[0]
+
+    def leaving(self, node: str) -> list[WorkerView]:
+        """The node's terminating workers, sorted by key."""
+        return self.index.workers_on(node)[1]
 
     @classmethod
     def build(
         cls, state: ClusterState, pool: str, cfg: DefragConfig, now: datetime, max_workers: int
     ) -> _Ctx:
-        ctx = cls(state, pool, cfg, now.astimezone(UTC), max_workers)
-        for w in sorted(state.workers.values(), key=lambda w: w.key):
-            if w.node:
-                (ctx.leaving if w.terminating else ctx.active).setdefault(w.node, []).append(w)
-        for n in state.snapshot.kind("Node"):
-            ctx.k8s_nodes[_meta(n).get("name", "")] = n
-        for p in state.snapshot.kind("Pod"):
-            m = _meta(p)
-            if m.get("deletionTimestamp"):
-                ctx.terminating_pods.add(f"{m.get('namespace', '')}/{m.get('name')}")
-        ranked = sorted(state.pdbs, key=lambda o: (_meta(o).get("namespace", ""), _meta(o).get("name", "")))
-        for rank, pdb in enumerate(ranked):
-            ns = _meta(pdb).get("namespace", "")
-            selector = (pdb.get("spec") or {}).get("selector")
-            ml = selector.get("matchLabels") if isinstance(selector, dict) else None
-            if isinstance(ml, dict) and ml:
-                pair = min(ml.items())
-                ctx.pdb_pairs.setdefault(ns, {}).setdefault(pair, []).append((rank, pdb))
-            else:
-                ctx.pdb_scan.setdefault(ns, []).append((rank, pdb))
-        return ctx
+        return cls(state, pool, cfg, now.astimezone(UTC), max_workers, state.derived("defrag", _Index))
 
     def event(self, type_: Literal["Normal", "Warning"], reason: str, message: str) -> Action:
         return pool_event(self.pool, type_, reason, message)
@@ -378,8 +457,9 @@ class _Ctx:
     def covering(self, w: WorkerView) -> list[dict[str, Any]]:
         """PDBs (non-empty selector) in the worker's namespace that select it."""
         labels = _labels(w.obj)
-        pairs = self.pdb_pairs.get(w.namespace, {})
-        maybe = list(self.pdb_scan.get(w.namespace, ()))
+        pdb_pairs, pdb_scan = self.index.pdbs
+        pairs = pdb_pairs.get(w.namespace, {})
+        maybe = list(pdb_scan.get(w.namespace, ()))
         for item in labels.items():
             maybe += pairs.get(item, ())
         maybe.sort(key=lambda rp: rp[0])
@@ -397,7 +477,17 @@ class _Ctx:
 
 
 def _pool_gpus(state: ClusterState, node: NodeView, pool: str) -> list[GPUView]:
-    """The node's GPUs that count for `pool` (upstream §3.6 step 8): pool label, TF-usable, capacity set."""
+    """The node's GPUs that count for `pool` (upstream §3.6 step 8): pool label, TF-usable, capacity set.
+    Derived once per state and pool (read-only)."""
+    per_node: dict[str, list[GPUView]] = state.derived(
+        f"defrag-pool-gpus/{pool}",
+        lambda st: {n.name: _node_pool_gpus(st, n, pool) for n in st.nodes_of(pool)},
+    )
+    got = per_node.get(node.name)
+    return got if got is not None else _node_pool_gpus(state, node, pool)
+
+
+def _node_pool_gpus(state: ClusterState, node: NodeView, pool: str) -> list[GPUView]:
     out = []
     for g in sorted(state.gpus_of(node.name), key=lambda g: g.name):
         cap = (g.obj.get("status") or {}).get("capacity") or {}
@@ -469,7 +559,7 @@ def _gate(ctx: _Ctx, node: NodeView, *, drain: bool) -> tuple[_Eligible | None, 
             Skip(name, "native-gpu-pod", f"pod {sorted(native)[0]} uses GPUs outside TensorFusion"),
             None,
         )
-    workers = ctx.active.get(name, [])
+    workers = ctx.active(name)
     if not workers:
         return None, Skip(name, "no-workers", ""), None
     for w in workers:
@@ -503,6 +593,47 @@ class _Target:
     avail: dict[str, Res]
     used: int
     workers: int
+    scores: dict[str, int] = field(default_factory=dict)  # GPU-level scores at `avail` (memo)
+    order: list[GPUView] = field(default_factory=list)  # `gpus` by score (best first), then name
+    max_t: float = 0.0  # the largest available TFLOPS and VRAM among `gpus` (`reorder`)
+    max_v: float = 0.0
+
+    def copy(self) -> _Target:
+        return _Target(
+            self.node,
+            self.gpus,
+            dict(self.avail),
+            self.used,
+            self.workers,
+            dict(self.scores),
+            self.order,
+            self.max_t,
+            self.max_v,
+        )
+
+    def filter_reject(self, req: Request) -> str:
+        """Why no `req.count` GPUs of this target pass the filters (upstream's allocator-filter)."""
+        reasons = [reject_reason(g, self.avail[g.name], req) for g in self.gpus]
+        fits = sum(r is None for r in reasons)
+        detail = f"filtered={fits} required={req.count}"
+        failed = _filter_summary(r for r in reasons if r is not None)
+        return f"{self.node}:allocator-filter({detail}{' ' + failed if failed else ''})"
+
+    def reorder(self) -> None:
+        """Sort the GPUs by score at the current availabilities; note the largest availabilities
+        (a request above them fits no GPU here, whatever the other filters say)."""
+        self.order = sorted(self.gpus, key=lambda g: (-self.rank(g), g.name))
+        self.max_t = max((a.tflops for a in self.avail.values()), default=0.0)
+        self.max_v = max((a.vram for a in self.avail.values()), default=0.0)
+
+    def rank(self, g: GPUView) -> int:
+        """The GPU's CompactFirst score at its current availability in this simulation."""
+        s = self.scores.get(g.name)
+        if s is None:
+            s = self.scores[g.name] = gpu_level_score(
+                "CompactFirst", g.capacity, self.avail[g.name], DEFRAG_WEIGHTS
+            )
+        return s
 
     @property
     def util(self) -> float:
@@ -521,12 +652,28 @@ class _Simulation:
 
 
 def _budget(ctx: _Ctx, source: str) -> tuple[list[_Target], list[str]]:
-    """Other pool nodes a worker may move to, and why the rest may not (upstream §3.7 part 1 + D4)."""
+    """Other pool nodes a worker may move to, and why the rest may not (upstream §3.7 part 1 + D4).
+    The pool's nodes are judged once per state (`_judged`): the targets are shared, read-only; a
+    simulation books on copies of them."""
     targets: list[_Target] = []
     excluded: list[str] = []
-    for node in sorted(ctx.state.nodes_of(ctx.pool), key=lambda n: n.name):
-        if node.name == source:
+    judged: list[tuple[str, str | None, _Target | None]] = ctx.state.derived(
+        f"defrag-budget/{ctx.pool}", lambda st: _judged(ctx)
+    )
+    for name, reason, t in judged:
+        if name == source:
             continue
+        if t is not None:
+            targets.append(t)
+        else:
+            excluded.append(f"{name}({reason})")
+    return targets, excluded
+
+
+def _judged(ctx: _Ctx) -> list[tuple[str, str | None, _Target | None]]:
+    """Every pool node by name: why it cannot be a target, or the target it is (state-only)."""
+    out: list[tuple[str, str | None, _Target | None]] = []
+    for node in sorted(ctx.state.nodes_of(ctx.pool), key=lambda n: n.name):
         k8s = ctx.k8s_nodes.get(node.name)
         reason = None
         if k8s is None:
@@ -548,10 +695,12 @@ def _budget(ctx: _Ctx, source: str) -> tuple[list[_Target], list[str]]:
             if used == 0:
                 reason = f"empty node (t={len(gpus)},u=0,f={len(gpus)})"
             else:
-                targets.append(_Target(node.name, gpus, avail, used, len(ctx.active.get(node.name, []))))
+                t = _Target(node.name, gpus, avail, used, len(ctx.active(node.name)))
+                t.reorder()  # every simulation over this state starts from these scores
+                out.append((node.name, None, t))
         if reason is not None:
-            excluded.append(f"{node.name}({reason})")
-    return targets, excluded
+            out.append((node.name, reason, None))
+    return out
 
 
 def _size_key(w: WorkerView) -> tuple[float, float, str]:
@@ -568,12 +717,15 @@ def _filter_summary(reasons: Iterable[str]) -> str:
 
 def _simulate(ctx: _Ctx, source: str, source_util: float, workers: Sequence[WorkerView]) -> _Simulation:
     """Place every worker of `source` on the budget, all or nothing; raises RequestError on bad requests."""
-    targets, excluded = _budget(ctx, source)
+    shared, excluded = _budget(ctx, source)
+    own: dict[str, _Target] = {}  # copies of the targets this simulation booked workers on
     sim = _Simulation({})
     for w in sorted(workers, key=_size_key):
         req = Request.of_worker(w)
         best: tuple[int, _Target, list[GPUView]] | None = None
-        rejects: list[str] = []
+        rejects: list[str | _Target] = []  # a target: its allocator-filter text, made if shown
+        targets = [own.get(t.node, t) for t in shared] if own else shared
+        need_t = (req.tflops or 0.0) if req.compute_percent is None else 0.0
         for t in targets:
             if ctx.max_workers > 0 and t.workers >= ctx.max_workers:
                 rejects.append(f"{t.node}:max-worker-per-node(workers={t.workers} max={ctx.max_workers})")
@@ -583,36 +735,46 @@ def _simulate(ctx: _Ctx, source: str, source_util: float, workers: Sequence[Work
                     f"{t.node}:monotonicity(targetUtil={_fmt_pct(t.util)} sourceUtil={_fmt_pct(source_util)})"
                 )
                 continue
-            why = {g.name: reject_reason(g, t.avail[g.name], req) for g in t.gpus}
-            fits = [g for g in t.gpus if why[g.name] is None]
-            if len(fits) < req.count:
-                detail = f"filtered={len(fits)} required={req.count}"
-                failed = _filter_summary(r for r in why.values() if r is not None)
+            if req.vram > t.max_v or need_t > t.max_t:  # no GPU has the room
+                rejects.append(t)
+                continue
+            # the best-scored GPUs that pass the filters: the first `count` in score order
+            avail = t.avail
+            chosen: list[GPUView] = []
+            reasons: list[str] = []
+            for g in t.order:
+                why = reject_reason(g, avail[g.name], req)
+                if why is not None:
+                    reasons.append(why)
+                    continue
+                chosen.append(g)
+                if len(chosen) == req.count:
+                    break
+            if len(chosen) < req.count:  # every GPU was looked at
+                detail = f"filtered={len(chosen)} required={req.count}"
+                failed = _filter_summary(reasons)
                 rejects.append(f"{t.node}:allocator-filter({detail}{' ' + failed if failed else ''})")
                 continue
-            fits.sort(
-                key=lambda g: (
-                    -gpu_level_score("CompactFirst", g.capacity, t.avail[g.name], DEFRAG_WEIGHTS),
-                    g.name,
-                )
-            )
-            chosen = fits[: req.count]
-            score = sum(
-                node_level_score("CompactFirst", g.capacity, t.avail[g.name], DEFRAG_WEIGHTS) for g in chosen
-            )
+            # the node-level score of CompactFirst is the GPU-level formula: the memoized rank
+            score = sum(t.rank(g) for g in chosen)
             if best is None or score > best[0]:
                 best = (score, t, chosen)
         if best is None:
             sim.failed = w
-            sim.summary = _unmovable_summary(w, targets, rejects, excluded)
+            shown = [r if isinstance(r, str) else r.filter_reject(req) for r in rejects[:_SHOW]]
+            sim.summary = _unmovable_summary(w, targets, shown, excluded)
             return sim
         _, t, chosen = best
+        if t.node not in own:  # the state's judged target is shared: book on a copy
+            t = own[t.node] = t.copy()
         for g in chosen:
             before = t.avail[g.name]
             was_free = not _is_used(g.capacity, before)
             t.avail[g.name] = before - req.take(g.capacity)
+            t.scores.pop(g.name, None)
             if was_free and _is_used(g.capacity, t.avail[g.name]):
                 t.used += 1
+        t.reorder()
         t.workers += 1
         sim.placements[w.key] = (t.node, [g.name for g in chosen])
     return sim
@@ -673,12 +835,7 @@ def _sweep(ctx: _Ctx) -> tuple[list[Action], list[dict[str, Any]], list[str], li
     """
     actions: list[Action] = []
     blocking: list[dict[str, Any]] = []
-    for p in sorted(
-        ctx.state.snapshot.kind("Pod"),
-        key=lambda o: (_meta(o).get("namespace", ""), _meta(o).get("name", "")),
-    ):
-        if _labels(p).get(keys.DEFRAG_EVICTED) != keys.TRUE:
-            continue
+    for p in ctx.index.evicted_pods:
         ann = _annotations(p)
         owner = ann.get(keys.DEFRAG_EVICTED_POOL) or ann.get(keys.GPUPOOL)  # legacy fallback (upstream)
         if owner != ctx.pool:
@@ -689,12 +846,12 @@ def _sweep(ctx: _Ctx) -> tuple[list[Action], list[dict[str, Any]], list[str], li
             blocking.append(p)
     sources: list[str] = []
     skips: list[str] = []
-    for name in sorted(ctx.k8s_nodes):
+    for name in ctx.index.marked_nodes:  # a node without either label owns no marker
         k8s = ctx.k8s_nodes[name]
-        has_active = bool(ctx.active.get(name))
+        has_active = bool(ctx.active(name))
         if ctx.owned(k8s, keys.DEFRAG_SOURCE, keys.DEFRAG_SOURCE_POOL):
             since = _annotations(k8s).get(keys.DEFRAG_SOURCE_SINCE)
-            leaving = ctx.leaving.get(name, [])
+            leaving = ctx.leaving(name)
             if _stale(since, ctx.cfg.source_ttl, ctx.now) or not (has_active or leaving):
                 actions += _clear_source(name)
             else:
@@ -751,6 +908,19 @@ class _Try:
 
 
 def _try_node(ctx: _Ctx, e: _Eligible) -> _Try:
+    """Simulate and preflight one node. A function of the state, pool and node (not of `now`), so
+    it is kept per state: an idle campaign step over an unchanged cluster tries each candidate once."""
+    tries: dict[tuple[str, float, tuple[str, ...]], _Try] = ctx.state.derived(
+        f"defrag-tries/{ctx.pool}/{ctx.max_workers}", lambda st: {}
+    )
+    key = (e.node.name, e.util, tuple(w.key for w in e.workers))
+    got = tries.get(key)
+    if got is None:
+        got = tries[key] = _try_node_once(ctx, e)
+    return got
+
+
+def _try_node_once(ctx: _Ctx, e: _Eligible) -> _Try:
     name = e.node.name
     try:
         sim = _simulate(ctx, name, e.util, e.workers)

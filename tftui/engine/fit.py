@@ -8,6 +8,7 @@ copies without touching `ClusterState`.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass
@@ -115,10 +116,16 @@ def model_matches(wanted: str, gpu: GPUView) -> bool:
     Workloads commonly say `H100` while GPUs report `NVIDIA H100 80GB HBM3`; upstream's exact match
     would make such requests unplaceable, which no operator intends.
     """
-    if wanted == gpu.model or wanted == (gpu.obj.get("status") or {}).get("model"):
+    reported = (gpu.obj.get("status") or {}).get("model")
+    if wanted == gpu.model or wanted == reported:
         return True
-    tokens = re.split(r"[\s_-]+", gpu.model.upper())
-    return wanted.upper() in tokens
+    return _family_in(wanted, gpu.model)
+
+
+@functools.lru_cache(maxsize=4096)
+def _family_in(wanted: str, model: str) -> bool:
+    """`wanted` is one of the words of `model` (memoized: every candidate GPU asks it per request)."""
+    return wanted.upper() in re.split(r"[\s_-]+", model.upper())
 
 
 def reject_reason(gpu: GPUView, available: Res, req: Request) -> str | None:
@@ -163,17 +170,27 @@ def _pcts(capacity: Res, available: Res) -> tuple[float, float]:
 
 def node_level_score(mode: Mode, capacity: Res, available: Res, w: Weights = DEFAULT_WEIGHTS) -> int:
     """Score of one GPU when ranking nodes: packing modes prefer used GPUs, LowLoadFirst free ones."""
-    av, at = _pcts(capacity, available)
-    if mode == "LowLoadFirst":
-        return score(av, at, w) if not (math.isnan(av) or math.isnan(at)) else 0
-    return score(100 - av, 100 - at, w) if not (math.isnan(av) or math.isnan(at)) else 0
+    return _level_score(mode, True, capacity.tflops, capacity.vram, available.tflops, available.vram, w)
 
 
 def gpu_level_score(mode: Mode, capacity: Res, available: Res, w: Weights = DEFAULT_WEIGHTS) -> int:
     """Score of one GPU when choosing GPUs inside the chosen node."""
-    av, at = _pcts(capacity, available)
+    return _level_score(mode, False, capacity.tflops, capacity.vram, available.tflops, available.vram, w)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _level_score(
+    mode: Mode, node_level: bool, cap_t: float, cap_v: float, av_t: float, av_v: float, w: Weights
+) -> int:
+    """Both scores, memoized: a pure function of a few numbers that placement and the defrag
+    simulation evaluate for every GPU of every candidate node, over and over for the same figures."""
+    av, at = _pcts(Res(cap_t, cap_v), Res(av_t, av_v))
     if math.isnan(av) or math.isnan(at):
         return 0
+    if node_level:
+        if mode == "LowLoadFirst":
+            return score(av, at, w)
+        return score(100 - av, 100 - at, w)
     if mode == "CompactFirst":
         return score(100 - av, 100 - at, w)
     return score(av, at, w)

@@ -17,7 +17,7 @@ Deviations from upstream, all deliberate (behaviour P2):
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,6 +65,24 @@ def _avail(gpu: GPUView, available: Mapping[str, Res] | None) -> Res:
     return gpu.available
 
 
+def _state_avail(state: ClusterState, available: Mapping[str, Res] | None) -> Callable[[GPUView], Res]:
+    """`_avail` over one state, the state's figures kept once per GPU (read-only): a scheduler
+    pass places many requests over the same pool GPUs."""
+    base: dict[str, Res] = state.derived("placement-available", lambda st: {})
+
+    def avail(gpu: GPUView) -> Res:
+        if available is not None:
+            got = available.get(gpu.name)
+            if got is not None:
+                return got
+        got = base.get(gpu.name)
+        if got is None:
+            got = base[gpu.name] = gpu.available
+        return got
+
+    return avail
+
+
 @dataclass(frozen=True, slots=True)
 class Candidates:
     """Result of the filter stage: valid GPUs per node (names sorted), or why there are none."""
@@ -102,12 +120,14 @@ def filter_gpus(
     if not gpus:
         return Candidates({}, rejected, f"no gpu devices in pool {pool}")
     by_node: dict[str, list[str]] = {}
+    avail = _state_avail(state, available)
+    nodes = state.nodes
     for g in gpus:
         if g.node in exclude_nodes:
             drop("excluded")
-        elif g.node is None or g.node not in state.nodes:
+        elif g.node is None or g.node not in nodes:
             drop("no-node")
-        elif (why := reject_reason(g, _avail(g, available), request)) is not None:
+        elif (why := reject_reason(g, avail(g), request)) is not None:
             drop(why)
         else:
             by_node.setdefault(g.node, []).append(g.name)
@@ -227,12 +247,13 @@ def place(
     if cands.reason is not None:
         return Placement(mode, None, (), (), cands.reason, cands.rejected)
     scored: list[tuple[str, int]] = []
+    avail = _state_avail(state, available)
     for n, matched in cands.by_node.items():
         total = 0
         counted = 0
         chosen = set(matched)
         for g in state.gpus_of(n):
-            s = node_level_score(mode, g.capacity, _avail(g, available), weights)
+            s = node_level_score(mode, g.capacity, avail(g), weights)
             if g.name not in chosen and g.phase == "Pending":
                 s //= 4
             total += s

@@ -12,10 +12,10 @@ cluster most needs to see it.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from tftui.model import keys
 from tftui.model.dump import Snapshot
@@ -29,6 +29,7 @@ DEFAULT_TFLOPS_OVERSELL = 500
 DEFAULT_VRAM_EXPAND_MEM = 50
 DEFAULT_VRAM_EXPAND_DISK = 70
 ENDED_PHASES = frozenset({"Succeeded", "Failed"})
+T = TypeVar("T")
 
 
 @dataclass(slots=True)
@@ -233,9 +234,20 @@ class ClusterState:
     snapshot: Snapshot = field(default_factory=Snapshot, repr=False)
     # derived on first use, per pool: its GPUs sorted by name (every placement starts from them)
     _pool_gpus: dict[str | None, list[GPUView]] | None = field(default=None, repr=False, compare=False)
+    # indexes other engine modules derive from this state once (see `derived`)
+    _derived: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
-    def build(cls, source: Snapshot | Iterable[dict[str, Any]]) -> ClusterState:
+    def build(
+        cls, source: Snapshot | Iterable[dict[str, Any]], *, previous: ClusterState | None = None
+    ) -> ClusterState:
+        """The state of `source`. With `previous` (the state of an earlier snapshot of the same
+        cluster) the views of objects that are the very same dicts in both are reused and only what
+        changed is recomputed (`engine.incremental`); the result is the same either way."""
+        if previous is not None:
+            from tftui.engine.incremental import update_state  # it builds on this module
+
+            return update_state(previous, source)
         snap = source if isinstance(source, Snapshot) else Snapshot.of(source)
         st = cls(snapshot=snap)
         with gc_paused():
@@ -306,6 +318,14 @@ class ClusterState:
         )
 
     def _add_node(self, gn: dict[str, Any], k8s: dict[str, Any] | None) -> None:
+        node = self._node_view(gn, k8s)
+        self.nodes[node.name] = node
+        pv = self.pools.get(node.pool) if node.pool else None
+        if pv is not None:
+            pv.nodes.append(node.name)
+
+    def _node_view(self, gn: dict[str, Any], k8s: dict[str, Any] | None) -> NodeView:
+        """A GPUNode's view from its own objects (GPUs, workers and sums are added by the build)."""
         meta = gn["metadata"]
         name = meta["name"]
         labels = meta.get("labels") or {}
@@ -352,12 +372,21 @@ class ClusterState:
         )
         if k8s is None:
             self._warn(gn, "no Kubernetes Node of the same name")
-        self.nodes[name] = node
-        pv = self.pools.get(pool) if pool else None
-        if pv is not None:
-            pv.nodes.append(name)
+        return node
 
     def _add_gpu(self, gpu: dict[str, Any]) -> None:
+        view = self._gpu_view(gpu)
+        self.gpus[view.name] = view
+        label_pool = (gpu["metadata"].get("labels") or {}).get(keys.GPUPOOL)
+        if label_pool:
+            self.gpus_by_pool_label.setdefault(label_pool, []).append(view.name)
+        node = self.nodes.get(view.node) if view.node else None
+        if node is not None:
+            node.gpus.append(view.name)
+            node.capacity.add(view.capacity)
+
+    def _gpu_view(self, gpu: dict[str, Any]) -> GPUView:
+        """A GPU's view from its object and its node's pool (nothing allocated yet)."""
         name = gpu["metadata"]["name"]
         status = gpu.get("status") or {}
         cap = status.get("capacity") or {}
@@ -382,15 +411,14 @@ class ClusterState:
             ),
             obj=gpu,
         )
-        self.gpus[name] = view
-        label_pool = (gpu["metadata"].get("labels") or {}).get(keys.GPUPOOL)
-        if label_pool:
-            self.gpus_by_pool_label.setdefault(label_pool, []).append(name)
-        if node is not None:
-            node.gpus.append(name)
-            node.capacity.add(view.capacity)
+        return view
 
     def _add_workload(self, wl: dict[str, Any]) -> None:
+        view = self._workload_view(wl)
+        self.workloads[view.key] = view
+
+    def _workload_view(self, wl: dict[str, Any]) -> WorkloadView:
+        """A TensorFusionWorkload's view from its object (workers are added by the build)."""
         meta = wl["metadata"]
         ns = meta.get("namespace", "")
         spec = wl.get("spec") or {}
@@ -400,7 +428,7 @@ class ClusterState:
         pool = spec.get("poolName") or None
         if pool and pool not in self.pools:
             self._warn(wl, f"spec.poolName: pool {pool!r} not found")
-        self.workloads[f"{ns}/{meta['name']}"] = WorkloadView(
+        return WorkloadView(
             key=f"{ns}/{meta['name']}",
             namespace=ns,
             name=meta["name"],
@@ -422,16 +450,72 @@ class ClusterState:
 
     def _add_pod(self, pod: dict[str, Any]) -> None:
         meta = pod["metadata"]
+        if (meta.get("labels") or {}).get(keys.COMPONENT) != keys.COMPONENT_WORKER:
+            native = self._native_gpu_node(pod)
+            if native is not None:
+                self.nodes[native].native_gpu_pods.append(f"{meta.get('namespace', '')}/{meta['name']}")
+            return
+        got = self._worker_view(pod)
+        if got is None:
+            return
+        worker, known = got
+        key, request, limit, node_name = worker.key, worker.request, worker.limit, worker.node
+        self.workers[key] = worker
+        for g in known:
+            gv = self.gpus[g]
+            gv.allocated.add(request)
+            gv.workers.append(key)
+            if node_name is not None and gv.node != node_name:
+                self._warn(pod, f"spec.nodeName: {node_name!r} but GPU {g!r} is on node {gv.node!r}")
+        node = self.nodes.get(node_name) if node_name else None
+        if node_name and node is None and worker.gpu_ids:
+            self._warn(pod, f"spec.nodeName: node {node_name!r} has no GPUNode")
+        if node is not None:
+            node.workers.append(key)
+            node.limits.add(limit)
+        if worker.workload:
+            wkey = f"{worker.namespace}/{worker.workload}"
+            wv = self.workloads.get(wkey)
+            if wv is None:  # local-GPU mode: the app pod is its own worker, no workload object
+                wv = self._local_workload(worker, wkey)
+                self.workloads[wkey] = wv
+            wv.workers.append(key)
+            wv.allocated.add(request, len(known))
+
+    def _native_gpu_node(self, pod: dict[str, Any]) -> str | None:
+        """The node of a live non-worker pod that uses GPUs outside TensorFusion (None: not one)."""
+        spec = pod.get("spec") or {}
+        node_name = spec.get("nodeName") or None
+        phase = (pod.get("status") or {}).get("phase") or "Pending"
+        if phase not in ENDED_PHASES and node_name in self.nodes and _uses_native_gpu(spec):
+            return node_name
+        return None
+
+    def _local_workload(self, worker: WorkerView, wkey: str) -> WorkloadView:
+        """The workload of a pod without a workload object, from its first worker (local-GPU mode)."""
+        ann = (worker.obj.get("metadata") or {}).get("annotations") or {}
+        return WorkloadView(
+            key=wkey,
+            namespace=worker.namespace,
+            name=worker.workload or "",
+            pool=worker.pool,
+            replicas=None,
+            gpu_count=worker.gpu_count,
+            qos=worker.qos,
+            request=worker.request.copy(),
+            limit=worker.limit.copy(),
+            autoscale=ann.get(keys.AUTOSCALE) == keys.TRUE,
+        )
+
+    def _worker_view(self, pod: dict[str, Any]) -> tuple[WorkerView, list[str]] | None:
+        """A worker pod's view and the GPUs it names that exist (None: it has ended)."""
+        meta = pod["metadata"]
         labels = meta.get("labels") or {}
         spec = pod.get("spec") or {}
         phase = (pod.get("status") or {}).get("phase") or "Pending"
         node_name = spec.get("nodeName") or None
-        if labels.get(keys.COMPONENT) != keys.COMPONENT_WORKER:
-            if phase not in ENDED_PHASES and node_name in self.nodes and _uses_native_gpu(spec):
-                self.nodes[node_name].native_gpu_pods.append(f"{meta.get('namespace', '')}/{meta['name']}")
-            return
         if phase in ENDED_PHASES:
-            return
+            return None
         ann = meta.get("annotations") or {}
         ns = meta.get("namespace", "")
         key = f"{ns}/{meta['name']}"
@@ -480,38 +564,7 @@ class ClusterState:
             terminating=bool(meta.get("deletionTimestamp")),
             obj=pod,
         )
-        self.workers[key] = worker
-        for g in known:
-            gv = self.gpus[g]
-            gv.allocated.add(request)
-            gv.workers.append(key)
-            if node_name is not None and gv.node != node_name:
-                self._warn(pod, f"spec.nodeName: {node_name!r} but GPU {g!r} is on node {gv.node!r}")
-        node = self.nodes.get(node_name) if node_name else None
-        if node_name and node is None and gpu_ids:
-            self._warn(pod, f"spec.nodeName: node {node_name!r} has no GPUNode")
-        if node is not None:
-            node.workers.append(key)
-            node.limits.add(limit)
-        if workload:
-            wkey = f"{ns}/{workload}"
-            wv = self.workloads.get(wkey)
-            if wv is None:  # local-GPU mode: the app pod is its own worker, no workload object
-                wv = WorkloadView(
-                    key=wkey,
-                    namespace=ns,
-                    name=workload,
-                    pool=pool,
-                    replicas=None,
-                    gpu_count=worker.gpu_count,
-                    qos=worker.qos,
-                    request=request.copy(),
-                    limit=limit.copy(),
-                    autoscale=ann.get(keys.AUTOSCALE) == keys.TRUE,
-                )
-                self.workloads[wkey] = wv
-            wv.workers.append(key)
-            wv.allocated.add(request, len(known))
+        return worker, known
 
     def _tflops(
         self, pod: dict[str, Any], ann: dict[str, str], tflops_key: str, pct_key: str, gpus: list[str]
@@ -530,14 +583,7 @@ class ClusterState:
             for g in node.gpus:
                 node.allocated.add(self.gpus[g].allocated)
             pool = self.pools.get(node.pool) if node.pool else None
-            oversell = pool.tflops_oversell if pool else DEFAULT_TFLOPS_OVERSELL
-            mem = pool.vram_expand_mem if pool else DEFAULT_VRAM_EXPAND_MEM
-            disk = pool.vram_expand_disk if pool else DEFAULT_VRAM_EXPAND_DISK
-            node.virtual = Res(
-                node.capacity.tflops * oversell / 100.0,
-                # upstream truncates each expansion term to whole bytes (node_capacity.go)
-                node.capacity.vram + (node.ram_bytes * mem) // 100 + (node.disk_bytes * disk) // 100,
-            )
+            node.virtual = virtual_capacity(node, pool)
             if pool is not None:
                 pool.capacity.add(node.capacity)
                 pool.allocated.add(node.allocated)
@@ -548,23 +594,41 @@ class ClusterState:
         for pool_label, names in self.gpus_by_pool_label.items():
             per_node = self.compaction_sums.setdefault(pool_label, {})
             for name in names:
-                gpu = self.gpus[name]
-                if gpu.used_by != "tensor-fusion" or gpu.node is None:
-                    continue
-                if gpu.obj["metadata"].get("deletionTimestamp"):
-                    continue
-                avail, cap = gpu.available, gpu.capacity
-                acc = per_node.setdefault(gpu.node, [0, 0, 0, 0])
-                acc[0] += go_value(avail.tflops)
-                acc[1] += go_value(avail.vram)
-                acc[2] += go_value(cap.tflops)
-                acc[3] += go_value(cap.vram)
+                add_compaction_sums(per_node, self.gpus[name])
         for gpu in self.gpus.values():
             avail = gpu.available
             if avail.tflops < -1e-6 or avail.vram < -0.5:
                 self._warn(gpu.obj, "over-allocated: worker requests exceed capacity")
 
     # -- queries -------------------------------------------------------------------------------
+
+    def derived(self, key: str, make: Callable[[ClusterState], T]) -> T:
+        """`make(self)`, computed once per state and kept under `key`: a module's index of this
+        snapshot (e.g. defrag's workers per node) costs one pass however many plans read it. Safe
+        because a state is never changed after `build`; racing threads compute the same value."""
+        got = self._derived.get(key)
+        if got is None:
+            got = self._derived[key] = make(self)
+        return cast(T, got)
+
+    def labelled_pods(self) -> dict[tuple[str, str], list[dict[str, Any]]]:
+        """(label, value) → the pods carrying it, in snapshot order: the answers `pods_labelled`
+        gave so far (an incremental build carries them over to the next state)."""
+        got: dict[tuple[str, str], list[dict[str, Any]]] = self._derived.setdefault("labelled-pods", {})
+        return got
+
+    def pods_labelled(self, key: str, value: str) -> list[dict[str, Any]]:
+        """The pods (any pod, not only workers) whose label `key` is `value`, in snapshot order.
+        Read-only."""
+        known = self.labelled_pods()
+        got = known.get((key, value))
+        if got is None:
+            got = known[(key, value)] = [
+                p
+                for p in self.snapshot.kind("Pod")
+                if ((p.get("metadata") or {}).get("labels") or {}).get(key) == value
+            ]
+        return got
 
     def nodes_of(self, pool: str) -> list[NodeView]:
         pv = self.pools.get(pool)
@@ -598,6 +662,32 @@ class ClusterState:
     def workers_of_workload(self, key: str) -> list[WorkerView]:
         wv = self.workloads.get(key)
         return [self.workers[w] for w in wv.workers] if wv else []
+
+
+def virtual_capacity(node: NodeView, pool: PoolView | None) -> Res:
+    """A node's virtual capacity under its pool's oversubscription (CRD defaults without a pool)."""
+    oversell = pool.tflops_oversell if pool else DEFAULT_TFLOPS_OVERSELL
+    mem = pool.vram_expand_mem if pool else DEFAULT_VRAM_EXPAND_MEM
+    disk = pool.vram_expand_disk if pool else DEFAULT_VRAM_EXPAND_DISK
+    return Res(
+        node.capacity.tflops * oversell / 100.0,
+        # upstream truncates each expansion term to whole bytes (node_capacity.go)
+        node.capacity.vram + (node.ram_bytes * mem) // 100 + (node.disk_bytes * disk) // 100,
+    )
+
+
+def add_compaction_sums(per_node: dict[str, list[int]], gpu: GPUView) -> None:
+    """Add a GPU to its node's `compaction_sums` entry if upstream's capacity view counts it."""
+    if gpu.used_by != "tensor-fusion" or gpu.node is None:
+        return
+    if gpu.obj["metadata"].get("deletionTimestamp"):
+        return
+    avail, cap = gpu.available, gpu.capacity
+    acc = per_node.setdefault(gpu.node, [0, 0, 0, 0])
+    acc[0] += go_value(avail.tflops)
+    acc[1] += go_value(avail.vram)
+    acc[2] += go_value(cap.tflops)
+    acc[3] += go_value(cap.vram)
 
 
 def go_value(x: float) -> int:

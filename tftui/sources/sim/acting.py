@@ -28,9 +28,10 @@ in simulated time, so a night of defrag and compaction can be watched (or tested
   reason and note) within 5 min bumps `series.count` of the existing event.
 
 Statuses (GPU `available`/`runningApps`, GPUNode, GPUPool and TensorFusionCluster capacity blocks,
-TensorFusionWorkload worker counts, PDB health) are recomputed from the pods in one O(objects) pass,
-with the generator's arithmetic, before the next read after a change — so the console's figures,
-`ClusterState` and the objects always agree.
+TensorFusionWorkload worker counts, PDB health) are recomputed from the pods, with the generator's
+arithmetic, before the next read after a change — so the console's figures, `ClusterState` and the
+objects always agree. The pass is incremental (only what the pods changed since the last pass reach;
+`recompute_statuses()` forces a full one, with the same result).
 
 Objects handed out by `snapshot()` are never mutated afterwards (copy-on-write): a `ClusterState` built
 from an earlier snapshot stays self-consistent while the cluster moves on. Nothing happens between
@@ -75,6 +76,7 @@ from tftui.engine.plan import (
 )
 from tftui.engine.state import ClusterState, Res
 from tftui.model import keys
+from tftui.model.dump import KINDS, Snapshot
 from tftui.model.quantity import QuantityError, parse_quantity
 from tftui.model.selectors import selector_matches
 from tftui.sources.ports import ActionError
@@ -266,6 +268,119 @@ class _GpuAcc:
         self.pods: list[JSON] = []
 
 
+class _PodRec:
+    """What the status pass reads from one pod, kept between passes."""
+
+    __slots__ = ("counted", "gpus", "labels", "nodes", "owner", "ready", "workload")
+
+    def __init__(self, pod: JSON, gpu_node: Mapping[str, str | None]) -> None:
+        meta = _meta(pod)
+        self.labels: dict[str, str] = dict(meta.get("labels") or {})
+        self.workload: str = self.labels.get(keys.WORKLOAD, "")
+        self.owner = str((_controller(pod) or {}).get("name", ""))  # the TensorFusionWorkload a PDB counts
+        self.ready = _ready(pod)
+        live_worker = _is_worker(pod) and (pod.get("status") or {}).get("phase") not in _ENDED
+        self.counted = live_worker and not meta.get("deletionTimestamp")
+        ids = [g for g in (_annotations(pod).get(keys.GPU_IDS) or "").split(",") if g] if live_worker else []
+        self.gpus = tuple(g for g in ids if g in gpu_node)
+        nodes: set[str | None] = {gpu_node[g] for g in self.gpus}
+        if ids:
+            nodes.add((pod.get("spec") or {}).get("nodeName") or None)
+        self.nodes = frozenset(nodes)  # the nodes whose GPU/GPUNode statuses it is accounted on
+
+
+class _PodIndex:
+    """The status pass's indexes of pods (kept between passes, updated for the changed pods) and
+    of GPUs and PDBs (rebuilt by a full pass: any GPU, GPUNode or PDB change triggers one)."""
+
+    def __init__(self) -> None:
+        self._clear()
+
+    def _clear(self) -> None:
+        self.recs: dict[Key, _PodRec] = {}
+        self.on_node: dict[str | None, set[Key]] = {}  # node → live workers accounted on it
+        self.by_workload: dict[tuple[str, str], set[Key]] = {}  # (ns, workload label) → counted
+        self.by_owner: dict[tuple[str, str], set[Key]] = {}  # (ns, controller workload) → pods
+        self.by_label: dict[tuple[str, str, str], set[Key]] = {}  # (ns, key, value) a PDB selects on
+        self.by_ns: dict[str, set[Key]] = {}
+        self.gpu_node: dict[str, str | None] = {}
+        self.pool_of: dict[str, str | None] = {}  # GPUNode → its pool
+        self.gpus_of: dict[str | None, list[str]] = {}  # node → its GPUs, in object order
+        self.pdb_pairs: dict[tuple[str, str, str], list[Key]] = {}  # every matchLabels pair → PDBs
+        self.pdb_scan: dict[str, list[Key]] = {}  # namespace → PDBs without matchLabels
+        self.wanted: dict[str, set[str]] = {}  # namespace → label keys its PDBs' matchLabels name
+
+    def reset(self, objs: Mapping[Key, JSON], by_kind: Mapping[str, Mapping[Key, None]]) -> None:
+        self._clear()
+        for k in by_kind.get("GPUNode", ()):
+            self.pool_of[k[2]] = _pool_of_gpunode(objs[k])
+        for k in by_kind.get("GPU", ()):
+            status = objs[k].get("status") or {}
+            node = (status.get("nodeSelector") or {}).get(keys.HOSTNAME) or None
+            self.gpu_node[k[2]] = node
+            self.gpus_of.setdefault(node, []).append(k[2])
+        for k in by_kind.get("PodDisruptionBudget", ()):
+            selector = (objs[k].get("spec") or {}).get("selector")
+            ml = selector.get("matchLabels") if isinstance(selector, dict) else None
+            if isinstance(ml, dict) and ml:
+                self.wanted.setdefault(k[1], set()).update(str(lk) for lk in ml)
+                for lk, lv in ml.items():
+                    self.pdb_pairs.setdefault((k[1], str(lk), str(lv)), []).append(k)
+            else:
+                self.pdb_scan.setdefault(k[1], []).append(k)
+
+    def drop(self, key: Key) -> _PodRec | None:
+        rec = self.recs.pop(key, None)
+        if rec is None:
+            return None
+        for n in rec.nodes:
+            self.on_node[n].discard(key)
+        if rec.counted:
+            self.by_workload[(key[1], rec.workload)].discard(key)
+        self.by_owner[(key[1], rec.owner)].discard(key)
+        for lk in self.wanted.get(key[1], ()):
+            if lk in rec.labels:
+                self.by_label[(key[1], lk, rec.labels[lk])].discard(key)
+        self.by_ns[key[1]].discard(key)
+        return rec
+
+    def add(self, key: Key, pod: JSON | None) -> _PodRec | None:
+        if pod is None:
+            return None
+        rec = self.recs[key] = _PodRec(pod, self.gpu_node)
+        for n in rec.nodes:
+            self.on_node.setdefault(n, set()).add(key)
+        if rec.counted:
+            self.by_workload.setdefault((key[1], rec.workload), set()).add(key)
+        self.by_owner.setdefault((key[1], rec.owner), set()).add(key)
+        for lk in self.wanted.get(key[1], ()):
+            if lk in rec.labels:
+                self.by_label.setdefault((key[1], lk, rec.labels[lk]), set()).add(key)
+        self.by_ns.setdefault(key[1], set()).add(key)
+        return rec
+
+    def pdbs_selecting(self, ns: str, labels: Mapping[str, str]) -> list[Key]:
+        """The PDBs that might select a pod with these labels (a superset)."""
+        out = list(self.pdb_scan.get(ns, ()))
+        for lk, lv in labels.items():
+            out += self.pdb_pairs.get((ns, lk, lv), ())
+        return out
+
+    def candidates(self, pdb: JSON, ns: str) -> set[Key]:
+        """The pods a PDB's selector can match: those with its rarest `matchLabels` pair, else the
+        namespace's (a superset the selector then filters; a status does not depend on order)."""
+        selector = (pdb.get("spec") or {}).get("selector")
+        ml = selector.get("matchLabels") if isinstance(selector, dict) else None
+        if isinstance(ml, dict) and ml:
+            return min((self.by_label.get((ns, str(k), str(v)), set()) for k, v in ml.items()), key=len)
+        return self.by_ns.get(ns, set())
+
+    def workload_counts(self, ns: str, name: str) -> tuple[int, int]:
+        """(live workers, ready ones) carrying the workload label."""
+        keys_ = self.by_workload.get((ns, name), set())
+        return len(keys_), sum(self.recs[k].ready for k in keys_)
+
+
 class ActingSimCluster:
     """`WritableClusterPort` over the demo objects, with a simulated clock (see the module docstring).
 
@@ -290,18 +405,26 @@ class ActingSimCluster:
         if objects is None:
             objects = generate_objects(seed, nodes, self.start, gpus_per_node=gpus_per_node, workers=workers)
         self._objs: dict[Key, JSON] = {_key(o): o for o in objects}
+        # position of each key in `_objs` (a replaced object keeps its place, a new key goes last)
+        self._order: dict[Key, int] = {k: i for i, k in enumerate(self._objs)}
+        self._next_order = len(self._order)
         # the keys of each kind, in `_objs` order: the passes over one kind never walk the others
         self._by_kind: dict[str, dict[Key, None]] = {}
         for k in self._objs:
             self._by_kind.setdefault(k[0], {})[k] = None
+        self._ns_pods: dict[str, dict[Key, None]] = {}  # namespace → its pods' keys, in `_objs` order
+        for k in self._by_kind.get("Pod", ()):
+            self._ns_pods.setdefault(k[1], {})[k] = None
         self._owned: set[Key] = set()  # copied since the last snapshot: safe to mutate in place
         self._dirty = False  # statuses need recomputing
-        # incremental status pass: a node's GPU and GPUNode statuses are recomputed only when the
-        # worker pods touching it (key, version) or its pool's oversubscription changed; any change
-        # to a GPU or GPUNode object makes the next pass a full one
-        self._version: dict[Key, int] = {}
+        # incremental status pass (`_refresh`): only the statuses whose inputs changed since the
+        # last pass are recomputed: the GPUs and GPUNodes the changed pods touch (or whose pool's
+        # oversubscription changed), the workloads and PDBs they count in. Any change to a GPU,
+        # GPUNode or PDB object makes the next pass a full one.
+        self._touched: set[Key] = set()  # objects changed since the last pass
         self._hw_changed = True
-        self._node_cache: dict[str, tuple[tuple[tuple[Key, int], ...], tuple[int, int, int], JSON]] = {}
+        self._node_cache: dict[str, tuple[tuple[int, int, int], dict[str, int]]] = {}  # → (oversub, sums)
+        self._pods = _PodIndex()
         self._cache: list[JSON] | None = None
         self._rng = Random(f"tftui-acting-{seed}")
         # the scheduler's queue: Pending workers; new ones are tried at once, all of them again only
@@ -316,6 +439,10 @@ class ActingSimCluster:
         self._event_seq = 0
         self._lock = threading.RLock()
         self.generation = 0  # bumped on every change: cheap "did anything happen?" for readers
+        self._last_state: ClusterState | None = None  # the last state built (`_build_state`)
+        # each kind's objects as the last state got them, until one of that kind is replaced
+        self._kind_lists: dict[str, list[JSON]] = {}
+        self._kinds_changed: set[str] = set()
 
     # -- the port ----------------------------------------------------------------------------------
 
@@ -408,8 +535,9 @@ class ActingSimCluster:
 
     def _changed(self, key: Key | None = None) -> None:
         if key is not None:
-            self._version[key] = self._version.get(key, 0) + 1
-            if key[0] in ("GPU", "GPUNode"):
+            self._touched.add(key)
+            self._kinds_changed.add(key[0])
+            if key[0] in ("GPU", "GPUNode", "PodDisruptionBudget"):
                 self._hw_changed = True
         self._dirty = True
         self._cache = None
@@ -427,8 +555,13 @@ class ActingSimCluster:
 
     def _add(self, obj: JSON) -> None:
         key = _key(obj)
+        if key not in self._objs:
+            self._order[key] = self._next_order
+            self._next_order += 1
         self._objs[key] = obj
         self._by_kind.setdefault(key[0], {})[key] = None
+        if key[0] == "Pod":
+            self._ns_pods.setdefault(key[1], {})[key] = None
         self._owned.add(key)
         if _is_pending_worker(key, obj):
             self._pending[key] = None
@@ -438,13 +571,15 @@ class ActingSimCluster:
     def _delete(self, key: Key) -> None:
         if self._objs.pop(key, None) is not None:
             self._by_kind[key[0]].pop(key, None)
+            self._order.pop(key, None)
+            if key[0] == "Pod":
+                self._ns_pods[key[1]].pop(key, None)
             self._owned.discard(key)
             self._pending.pop(key, None)
             self._untried.discard(key)
             if key[0] == "Pod":
                 self._retry_all = True  # its GPUs are free now
             self._changed(key)
-            self._version.pop(key, None)
 
     def _keys(self, kind: str) -> list[Key]:
         """The keys of one kind, in `_objs` order (a copy: safe to change the store meanwhile)."""
@@ -610,7 +745,7 @@ class ActingSimCluster:
     def _refresh_pdbs(self, namespace: str, pdbs: list[JSON]) -> list[JSON]:
         """Bring these PDBs' statuses up to date (as the status pass would), returning them as now
         stored: an eviction reads only its own budgets, so it need not recompute every status."""
-        pods = [self._objs[k] for k in self._by_kind.get("Pod", ()) if k[1] == namespace]
+        pods = [self._objs[k] for k in self._ns_pods.get(namespace, ())]
         ready = {id(p): _ready(p) for p in pods}
         out = []
         for pdb in pdbs:
@@ -683,18 +818,15 @@ class ActingSimCluster:
             return
         wl_name = _meta(wl)["name"]
         replicas = _int((wl.get("spec") or {}).get("replicas"), 1)
-        pods = [k for k in self._by_kind.get("Pod", ()) if k[1] == ns]
         active = [
             p
-            for p in (self._objs[k] for k in pods)
+            for p in (self._objs[k] for k in self._ns_pods.get(ns, ()))
             if _labels(p).get(keys.WORKLOAD) == wl_name and not _meta(p).get("deletionTimestamp")
         ]
-        names = {k[2] for k in pods}
         for _ in range(replicas - len(active)):
             name = f"{wl_name}-tf-worker-{self._suffix()}"
-            while name in names:
+            while ("Pod", ns, name) in self._objs:  # a name no pod of the namespace has
                 name = f"{wl_name}-tf-worker-{self._suffix()}"
-            names.add(name)
             self._add(self._new_worker(template, name))
 
     def _new_worker(self, template: JSON, name: str) -> JSON:
@@ -738,7 +870,7 @@ class ActingSimCluster:
         if not todo:
             return
         todo.sort(key=lambda k: (_meta(self._objs[k]).get("creationTimestamp", ""), k))
-        state = ClusterState.build(list(self._objs.values()))
+        state = self._build_state(list(self._objs.values()))
         available: dict[str, Res] = {}
         counts: dict[str, int] = {}
         for key in todo:
@@ -761,6 +893,25 @@ class ActingSimCluster:
             apply_placement(available, state, placement, request)
             counts[placement.node] = counts.get(placement.node, len(state.nodes[placement.node].workers)) + 1
             self._bind(key, placement.node, placement.gpus)
+
+    def _build_state(self, objects: list[JSON]) -> ClusterState:
+        """`ClusterState` of `objects` (the current `_objs`, in order), derived from the last one
+        built here: copy-on-write hands the same dict for every object that did not change, so only
+        the changes are re-indexed."""
+        snap: Snapshot | list[JSON] = objects
+        if all(kind in KINDS for kind in self._by_kind):  # grouped from the kind index, not per object
+            lists = self._kind_lists
+            for kind in self._kinds_changed:
+                lists.pop(kind, None)
+            self._kinds_changed.clear()
+            for kind, ks in self._by_kind.items():
+                if kind not in lists:
+                    lists[kind] = list(map(self._objs.__getitem__, ks))
+            snap = Snapshot(objects, {k: v for k, v in lists.items() if v})
+        state = ClusterState.build(snap, previous=self._last_state)
+        self._last_state = state
+        self._owned.clear()  # the state holds these dicts now: copy before changing them
+        return state
 
     def _unschedulable(self, key: Key, reason: str) -> None:
         cond = {
@@ -857,88 +1008,104 @@ class ActingSimCluster:
             obj["status"] = status
         else:
             self._objs[key] = {**obj, "status": status}  # shares metadata/spec, so stays un-owned
+            self._kinds_changed.add(key[0])
 
     def _refresh(self) -> None:
-        """Recompute every derived status from the pods, in one pass over the objects.
+        """Recompute the derived statuses from the pods.
 
-        GPU and GPUNode statuses are recomputed only for nodes whose inputs changed since the last
-        pass (`_node_cache`); the result is the same as recomputing everything."""
+        A full pass re-indexes every pod; otherwise only the pods changed since the last pass are
+        re-indexed (`_PodIndex`) and only the statuses they reach are recomputed: GPUs and GPUNodes
+        of the nodes they touch (before or after the change) or whose pool's oversubscription
+        changed, the workloads they count in, the PDBs whose selectors they carry (and those of a
+        changed workload's pods: a PDB counts their replicas). The result is the same as a full pass."""
         self._dirty = False
         self._cache = None
         full = self._hw_changed
         self._hw_changed = False
-        by_kind = {kind: list(ks) for kind, ks in self._by_kind.items()}
+        touched, self._touched = self._touched, set()
         objs = self._objs
+        idx = self._pods
+        nodes: set[str | None] = {None}  # GPUs on no node: always recomputed
+        if full:
+            self._node_cache.clear()
+            idx.reset(objs, self._by_kind)
+            pods = self._by_kind.get("Pod", {})
+            nodes.update(idx.gpus_of)
+        else:
+            pods = {k: None for k in touched if k[0] == "Pod"}
+        workloads: set[tuple[str, str]] = set()
+        pdbs: set[Key] = set()
+        owners: set[tuple[str, str]] = set()  # workloads whose pods' PDBs need a look
+        for k in pods:
+            old = idx.drop(k)
+            new = idx.add(k, objs.get(k))
+            for rec in (old, new):
+                if rec is not None:
+                    nodes.update(rec.nodes)
+                    if rec.counted:
+                        workloads.add((k[1], rec.workload))
+                    pdbs.update(idx.pdbs_selecting(k[1], rec.labels))
+        for k in touched:
+            if k[0] == "TensorFusionWorkload":
+                workloads.add((k[1], k[2]))
+                owners.add((k[1], k[2]))
+        by_kind = self._by_kind
+        oversub: dict[str, tuple[int, int, int]] = {}
+        for k in by_kind.get("GPUPool", ()):
+            over = ((objs[k].get("spec") or {}).get("capacityConfig") or {}).get("oversubscription") or {}
+            oversub[k[2]] = (
+                _int(over.get("tflopsOversellRatio"), _DEFAULT_OVERSUB[0]),
+                _int(over.get("vramExpandToHostMem"), _DEFAULT_OVERSUB[1]),
+                _int(over.get("vramExpandToHostDisk"), _DEFAULT_OVERSUB[2]),
+            )
+        pool_of = idx.pool_of
+        for k in by_kind.get("GPUNode", ()):
+            pool = pool_of[k[2]]
+            cached = self._node_cache.get(k[2])
+            if full or cached is None or cached[0] != oversub.get(pool or "", _DEFAULT_OVERSUB):
+                nodes.add(k[2])
         gpus: dict[str, _GpuAcc] = {}
-        gpu_node: dict[str, str | None] = {}
-        for k in by_kind.get("GPU", []):
-            status = objs[k].get("status") or {}
-            cap = status.get("capacity") or {}
-            gpus[k[2]] = _GpuAcc(_milli(str(cap.get("tflops", "0"))), _units(str(cap.get("vram", "0"))))
-            gpu_node[k[2]] = (status.get("nodeSelector") or {}).get(keys.HOSTNAME) or None
+        for n in nodes:
+            for g in idx.gpus_of.get(n, ()):
+                status = objs[("GPU", "", g)].get("status") or {}
+                cap = status.get("capacity") or {}
+                gpus[g] = _GpuAcc(_milli(str(cap.get("tflops", "0"))), _units(str(cap.get("vram", "0"))))
         node_lim: dict[str, list[int]] = {}
         node_pods: dict[str, int] = {}
-        wl_pods: dict[tuple[str, str], list[int]] = {}
-        pods_by_ns: dict[str, list[JSON]] = {}
-        pods_by_label: dict[tuple[str, str, str], list[JSON]] = {}  # (ns, key, value): PDB candidates
-        pdb_keys: dict[str, set[str]] = {}  # namespace → label keys its PDBs' matchLabels name
-        for k in by_kind.get("PodDisruptionBudget", []):
-            selector = (objs[k].get("spec") or {}).get("selector")
-            ml = selector.get("matchLabels") if isinstance(selector, dict) else None
-            if isinstance(ml, dict):
-                pdb_keys.setdefault(k[1], set()).update(str(lk) for lk in ml)
-        pod_ready: dict[int, bool] = {}  # id(pod) → Ready condition, read once per pass
-        sigs: dict[str, list[tuple[Key, int]]] = {}  # node → (key, version) of the workers touching it
-        workers: list[tuple[Key, JSON, set[str | None]]] = []
-        for k in by_kind.get("Pod", []):
-            pod = objs[k]
-            pod_ready[id(pod)] = _ready(pod)
-            pods_by_ns.setdefault(k[1], []).append(pod)
-            wanted = pdb_keys.get(k[1])
-            if wanted:
-                for lk, lv in _labels(pod).items():
-                    if lk in wanted:
-                        pods_by_label.setdefault((k[1], lk, lv), []).append(pod)
-            if not _is_worker(pod) or (pod.get("status") or {}).get("phase") in _ENDED:
-                continue
-            if not _meta(pod).get("deletionTimestamp"):
-                counts = wl_pods.setdefault((k[1], _labels(pod).get(keys.WORKLOAD, "")), [0, 0])
-                counts[0] += 1
-                counts[1] += pod_ready[id(pod)]
-            ids = [g for g in (_annotations(pod).get(keys.GPU_IDS) or "").split(",") if g]
-            touched = {gpu_node[g] for g in ids if g in gpus}
-            if ids:
-                touched.add((pod.get("spec") or {}).get("nodeName") or None)
-            ver = (k, self._version.get(k, 0))
-            for n in touched:
-                if n is not None:
-                    sigs.setdefault(n, []).append(ver)
-            workers.append((k, pod, touched))
-        cache = self._node_cache
-        dirty: set[str | None] = {None}  # GPUs on no node: always recomputed
-        if full:
-            dirty.update(gpu_node.values())
-            dirty.update(sigs)
-            cache.clear()
-        else:
-            dirty.update(n for n, sig in sigs.items() if n not in cache or cache[n][0] != tuple(sig))
-            dirty.update(n for n, c in cache.items() if c[0] and n not in sigs)
-        for k, pod, touched in workers:
-            if not touched.isdisjoint(dirty):
-                self._account_worker(k, pod, gpus, node_lim, node_pods)
-        for k in by_kind.get("GPU", []):
-            if gpu_node[k[2]] in dirty:
-                self._gpu_status(k, gpus[k[2]])
-        pool_sums = self._node_statuses(by_kind, gpus, node_lim, node_pods, sigs, dirty)
+        accounted: set[Key] = set()
+        for n in nodes:
+            accounted.update(idx.on_node.get(n, ()))
+        for k in sorted(accounted, key=self._order.__getitem__):
+            for g in idx.recs[k].gpus:  # a worker may name GPUs of a clean node too
+                if g not in gpus:
+                    status = objs[("GPU", "", g)].get("status") or {}
+                    cap = status.get("capacity") or {}
+                    gpus[g] = _GpuAcc(_milli(str(cap.get("tflops", "0"))), _units(str(cap.get("vram", "0"))))
+            self._account_worker(k, objs[k], gpus, node_lim, node_pods)
+        for n in nodes:
+            for g in idx.gpus_of.get(n, ()):
+                self._gpu_status(("GPU", "", g), gpus[g])
+        pool_sums = self._node_statuses(by_kind, gpus, node_lim, node_pods, nodes, oversub, pool_of)
         self._pool_statuses(by_kind, pool_sums)
-        for k in by_kind.get("TensorFusionWorkload", []):
-            count, ready = wl_pods.get((k[1], k[2]), [0, 0])
-            old = objs[k].get("status") or {}
+        wl_keys = by_kind.get("TensorFusionWorkload", {})
+        for ns, name in [(k[1], k[2]) for k in wl_keys] if full else workloads:
+            k = ("TensorFusionWorkload", ns, name)
+            if k not in objs:
+                continue
+            count, ready = idx.workload_counts(ns, name)
+            old_status = objs[k].get("status") or {}
             replicas = _int((objs[k].get("spec") or {}).get("replicas"), count)
             phase = "Running" if ready >= replicas else "Pending"
-            self._set_status(k, {**old, "workerCount": count, "readyWorkers": ready, "phase": phase})
-        for k in by_kind.get("PodDisruptionBudget", []):
-            self._pdb_status(k, _pdb_candidates(objs[k], k[1], pods_by_ns, pods_by_label), pod_ready)
+            self._set_status(k, {**old_status, "workerCount": count, "readyWorkers": ready, "phase": phase})
+        pdb_keys = by_kind.get("PodDisruptionBudget", {})
+        if not full:  # a PDB counts the replicas of its pods' workloads
+            for ns, name in owners:
+                for p in idx.by_owner.get((ns, name), ()):
+                    pdbs.update(idx.pdbs_selecting(ns, idx.recs[p].labels))
+        for k in pdb_keys if full else pdbs:
+            if k in objs:
+                cands = idx.candidates(objs[k], k[1])
+                self._pdb_status(k, [objs[p] for p in cands], {id(objs[p]): idx.recs[p].ready for p in cands})
 
     def _account_worker(
         self,
@@ -1002,39 +1169,26 @@ class ActingSimCluster:
 
     def _node_statuses(
         self,
-        by_kind: dict[str, list[Key]],
+        by_kind: dict[str, dict[Key, None]],
         gpus: dict[str, _GpuAcc],
         node_lim: dict[str, list[int]],
         node_pods: dict[str, int],
-        sigs: dict[str, list[tuple[Key, int]]],
         dirty: set[str | None],
+        oversub: dict[str, tuple[int, int, int]],
+        pool_of: dict[str, str | None],
     ) -> dict[str, dict[str, int]]:
-        objs = self._objs
-        gpus_of: dict[str, list[str]] = {}
-        for k in by_kind.get("GPU", []):
-            node = ((objs[k].get("status") or {}).get("nodeSelector") or {}).get(keys.HOSTNAME)
-            if node:
-                gpus_of.setdefault(node, []).append(k[2])
-        oversub: dict[str, tuple[int, int, int]] = {}
-        for k in by_kind.get("GPUPool", []):
-            over = ((objs[k].get("spec") or {}).get("capacityConfig") or {}).get("oversubscription") or {}
-            oversub[k[2]] = (
-                _int(over.get("tflopsOversellRatio"), _DEFAULT_OVERSUB[0]),
-                _int(over.get("vramExpandToHostMem"), _DEFAULT_OVERSUB[1]),
-                _int(over.get("vramExpandToHostDisk"), _DEFAULT_OVERSUB[2]),
-            )
+        """Recompute the dirty GPUNodes' statuses; every pool's sums (clean nodes' from the cache)."""
         pool_sums: dict[str, dict[str, int]] = {}
-        for k in by_kind.get("GPUNode", []):
-            gn = objs[k]
+        for k in by_kind.get("GPUNode", ()):
             name = k[2]
-            pool = _pool_of_gpunode(gn)
+            pool = pool_of[name]
             over = oversub.get(pool or "", _DEFAULT_OVERSUB)
-            cached = self._node_cache.get(name)
-            if name not in dirty and cached is not None and cached[1] == over:
-                sums = cached[2]
+            if name in dirty:
+                names = self._pods.gpus_of.get(name, [])
+                sums = self._node_status(k, names, over, gpus, node_lim, node_pods)
+                self._node_cache[name] = (over, sums)
             else:
-                sums = self._node_status(k, gpus_of.get(name, []), over, gpus, node_lim, node_pods)
-                self._node_cache[name] = (tuple(sigs.get(name, ())), over, sums)
+                sums = self._node_cache[name][1]
             if pool is not None:
                 acc = pool_sums.setdefault(pool, dict.fromkeys(sums, 0))
                 for f, v in sums.items():
@@ -1084,7 +1238,9 @@ class ActingSimCluster:
         self._set_status(k, status)
         return sums
 
-    def _pool_statuses(self, by_kind: dict[str, list[Key]], pool_sums: dict[str, dict[str, int]]) -> None:
+    def _pool_statuses(
+        self, by_kind: dict[str, dict[Key, None]], pool_sums: dict[str, dict[str, int]]
+    ) -> None:
         grand: dict[str, int] = {}
         for k in by_kind.get("GPUPool", []):
             sums = pool_sums.get(k[2]) or dict.fromkeys(_SUM_FIELDS, 0)
@@ -1151,22 +1307,6 @@ class ActingSimCluster:
         if prev is None or prev.get("status") != cond["status"]:
             status["conditions"] = [{**cond, "lastTransitionTime": _ts(self._now)}]
         self._set_status(key, status)
-
-
-def _pdb_candidates(
-    pdb: JSON,
-    ns: str,
-    pods_by_ns: dict[str, list[JSON]],
-    pods_by_label: dict[tuple[str, str, str], list[JSON]],
-) -> list[JSON]:
-    """The pods a PDB's selector can match: those carrying its rarest `matchLabels` pair, else the
-    namespace's. A superset the selector then filters, so each PDB costs its own pods, not the
-    namespace's (the status pass stays linear in the pods)."""
-    selector = (pdb.get("spec") or {}).get("selector")
-    ml = selector.get("matchLabels") if isinstance(selector, dict) else None
-    if isinstance(ml, dict) and ml:
-        return min((pods_by_label.get((ns, str(k), str(v)), []) for k, v in ml.items()), key=len)
-    return pods_by_ns.get(ns, [])
 
 
 def _int_str(value: Any) -> int:
