@@ -126,17 +126,7 @@ class _Update:
 
     def run(self) -> ClusterState:
         prev, snap, st = self.prev, self.snap, self.st
-        # the raw kinds and the pools, as `_index` does (a handful of objects)
-        st.clusters = list(snap.kind("TensorFusionCluster"))
-        for t in snap.kind("SchedulingConfigTemplate"):
-            st.templates[t["metadata"]["name"]] = t
-        for c in snap.kind("GPUNodeClaim"):
-            st.claims[c["metadata"]["name"]] = c
-        for p in snap.kind("WorkloadProfile"):
-            st.profiles[f"{p['metadata'].get('namespace', '')}/{p['metadata']['name']}"] = p
-        st.pdbs = list(snap.kind("PodDisruptionBudget"))
-        for pool in snap.kind("GPUPool"):
-            st._add_pool(pool)
+        st.index_raw_kinds(snap)  # as a full build does (a handful of objects)
         if st.warnings or _pool_config(st) != _pool_config(prev):
             raise _Fallback  # node figures depend on the pools' oversubscription
 

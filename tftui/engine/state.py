@@ -269,7 +269,9 @@ class ClusterState:
             self._warn(obj, f"{path}: invalid quantity {value!r}")
             return default
 
-    def _index(self, snap: Snapshot) -> None:
+    def index_raw_kinds(self, snap: Snapshot) -> None:
+        """The kinds kept as they are (clusters, templates, claims, profiles, PDBs) and the pools:
+        the first step of a full and of an incremental build alike."""
         self.clusters = list(snap.kind("TensorFusionCluster"))
         for t in snap.kind("SchedulingConfigTemplate"):
             self.templates[t["metadata"]["name"]] = t
@@ -280,6 +282,9 @@ class ClusterState:
         self.pdbs = list(snap.kind("PodDisruptionBudget"))
         for pool in snap.kind("GPUPool"):
             self._add_pool(pool)
+
+    def _index(self, snap: Snapshot) -> None:
+        self.index_raw_kinds(snap)
         k8s_nodes = {n["metadata"]["name"]: n for n in snap.kind("Node")}
         for gn in snap.kind("GPUNode"):
             self._add_node(gn, k8s_nodes.get(gn["metadata"]["name"]))
