@@ -151,6 +151,22 @@ def test_unblock_prices_the_blockers_an_operator_controls() -> None:
     assert r.final_active["demo-dev"] <= 1.15 * r.final_bound["demo-dev"]
 
 
+def test_ladder_preset_takes_the_fragmented_pool_down_step_by_step(capsys: Any) -> None:
+    """`--compare ladder`: as configured, then CompactFirst, then an 80 % threshold, then unblock —
+    one change per step; on demo-dev each step keeps fewer nodes and the last meets the bound."""
+    assert (
+        main(["simulate", "--demo", "--compare", "ladder", "--duration", "23h", "--churn", "0", "--json"])
+        == 0
+    )
+    docs = json.loads(capsys.readouterr().out)["policies"]
+    assert [d["policy"] for d in docs] == list(PRESETS["ladder"])
+    dev = [d["pools"]["demo-dev"] for d in docs]
+    active = [p["active"] for p in dev]
+    assert active == sorted(active, reverse=True) and len(set(active)) == len(active), active
+    assert dev[-1]["active"] <= 1.15 * dev[-1]["lower_bound"]
+    assert dev[1]["held_by"]["above-threshold"] > dev[2]["held_by"].get("above-threshold", 0)
+
+
 def test_holds_prefer_the_last_defrag_ranking_then_compaction() -> None:
     now = DEFAULT_NOW
     ranked = Plan(now)

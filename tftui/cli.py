@@ -215,7 +215,11 @@ def _add_simulate_parser(sub: Any) -> None:
         help="a policy: `configured` or a placement mode, plus +defrag[=PCT], +nodefrag, +autoscale, "
         "+unblock (lift cordons, do-not-disrupt and PDB blocks) (e.g. CompactFirst+defrag); repeat to compare",
     )
-    sim.add_argument("--compare", metavar="PRESET", help="a set of policies: modes, autoscale or all")
+    sim.add_argument(
+        "--compare",
+        metavar="PRESET",
+        help="a set of policies: modes, autoscale, all or ladder (one change per step)",
+    )
     sim.add_argument(
         "--duration", metavar="D", default="1d", help="simulated time (7d, 12h, 1d12h; default 1d)"
     )

@@ -135,6 +135,14 @@ PRESETS: Final[dict[str, tuple[str, ...]]] = {
     "modes": tuple(f"{m}+{d}" for d in ("defrag", "nodefrag") for m in MODES),
     "autoscale": tuple(f"{m}+defrag{a}" for a in ("", "+autoscale") for m in MODES),
     "all": tuple(f"{m}+{d}{a}" for a in ("", "+autoscale") for d in ("defrag", "nodefrag") for m in MODES),
+    # one change per step, as the reference page takes them: defrag as configured, then CompactFirst
+    # placement, then an 80 % defrag threshold, then the operator-controlled blockers lifted
+    "ladder": (
+        "configured+defrag",
+        "CompactFirst+defrag",
+        "CompactFirst+defrag=80",
+        "CompactFirst+defrag=80+unblock",
+    ),
 }
 
 
