@@ -38,10 +38,12 @@ from __future__ import annotations
 import base64
 import binascii
 import bisect
+import contextlib
 import copy
 import json
 import math
 import re
+import socket
 import threading
 import time
 import uuid
@@ -350,6 +352,8 @@ class KubeApiServer:
         self._floor = 1  # watches from an rv below this get 410
         self._cond = threading.Condition()
         self._faults: list[Fault] = []
+        self._conns: set[socket.socket] = set()  # open client connections, cut by stop()
+        self._conns_lock = threading.Lock()
         self._drop_gen = 0
         self.bookmark_interval = bookmark_interval
         self.stats = _Stats()
@@ -390,6 +394,8 @@ class KubeApiServer:
         return self
 
     def stop(self) -> None:
+        """Stop listening and cut every open connection, watches and kept-alive ones alike (as a
+        restarting API server does): a client must notice, not keep talking to a stopped server."""
         with self._cond:
             self._drop_gen += 1
             self._cond.notify_all()
@@ -397,6 +403,18 @@ class KubeApiServer:
             self._httpd.shutdown()
             self._httpd.server_close()
             self._httpd = None
+        with self._conns_lock:
+            conns, self._conns = list(self._conns), set()
+        for conn in conns:
+            with contextlib.suppress(OSError):  # already closed by its handler
+                conn.shutdown(socket.SHUT_RDWR)
+
+    def _track(self, conn: socket.socket, open_: bool) -> None:
+        with self._conns_lock:
+            if open_:
+                self._conns.add(conn)
+            else:
+                self._conns.discard(conn)
 
     def __enter__(self) -> KubeApiServer:
         return self.start()
@@ -932,6 +950,18 @@ class _Handler(BaseHTTPRequestHandler):
     # connection waits for the client's delayed ACK (~40 ms)
     disable_nagle_algorithm = True
     drop_gen = 0  # watch-drop generation when this request arrived (set by _serve)
+
+    def setup(self) -> None:
+        super().setup()
+        self.api._track(self.connection, True)
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        except OSError:
+            pass  # the connection was cut by stop()
+        finally:
+            self.api._track(self.connection, False)
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
