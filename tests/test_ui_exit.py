@@ -145,8 +145,11 @@ SLOW_WRITE = textwrap.dedent(
 )
 
 
-def console_process(script: str) -> tuple[subprocess.Popen[str], float]:
-    """Start `script`; return it and the time it printed `exit requested` (its first line)."""
+def console_process(script: str) -> tuple[subprocess.Popen[bytes], float]:
+    """Start `script`; return it and the time it printed `exit requested` (its first line).
+
+    Unbuffered binary pipes: a buffered reader's `readline` may take the following lines too, and
+    `communicate` (which reads the descriptors) would then never see them."""
     env = {**os.environ, "TEXTUAL_ANIMATIONS": "none", "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(
         [sys.executable, "-c", script],
@@ -154,19 +157,19 @@ def console_process(script: str) -> tuple[subprocess.Popen[str], float]:
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        text=True,
+        bufsize=0,
     )
     assert proc.stdout is not None
-    line = proc.stdout.readline()  # blocks until the work runs and the exit is asked for
+    line = proc.stdout.readline().decode()  # blocks until the work runs and the exit is asked for
     asked = time.monotonic()
     if line.strip() != "exit requested":
         proc.kill()
         out, err = proc.communicate()
-        raise AssertionError(f"the console never got to quitting: {line}{out}{err}")
+        raise AssertionError(f"the console never got to quitting: {line}{out.decode()}{err.decode()}")
     return proc, asked
 
 
-def finish(proc: subprocess.Popen[str], asked: float, bound: float) -> tuple[str, str, float]:
+def finish(proc: subprocess.Popen[bytes], asked: float, bound: float) -> tuple[str, str, float]:
     """Wait at most `bound` seconds for the process to end; (stdout, stderr, seconds it took)."""
     try:
         out, err = proc.communicate(timeout=bound)
@@ -174,7 +177,7 @@ def finish(proc: subprocess.Popen[str], asked: float, bound: float) -> tuple[str
         proc.kill()
         proc.communicate()
         raise AssertionError(f"the console was still running {bound:.0f}s after quitting") from None
-    return out, err, time.monotonic() - asked
+    return out.decode(), err.decode(), time.monotonic() - asked
 
 
 def test_quit_does_not_wait_for_a_running_analysis() -> None:
