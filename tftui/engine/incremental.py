@@ -26,6 +26,7 @@ from tftui.engine.state import (
     WorkerView,
     WorkloadView,
     add_compaction_sums,
+    add_node_to_pool,
     virtual_capacity,
 )
 from tftui.model import keys
@@ -410,12 +411,7 @@ class _Update:
                 node.virtual = virtual_capacity(node, pool)
             pool = st.pools.get(node.pool) if node.pool else None
             if pool is not None:
-                pool.capacity.add(node.capacity)
-                pool.allocated.add(node.allocated)
-                pool.limits.add(node.limits)
-                pool.virtual.add(node.virtual)
-                pool.gpu_count += len(node.gpus)
-                pool.worker_count += len(node.workers)
+                add_node_to_pool(pool, node)
 
     # -- workloads ---------------------------------------------------------------------------------
 

@@ -590,12 +590,7 @@ class ClusterState:
             pool = self.pools.get(node.pool) if node.pool else None
             node.virtual = virtual_capacity(node, pool)
             if pool is not None:
-                pool.capacity.add(node.capacity)
-                pool.allocated.add(node.allocated)
-                pool.limits.add(node.limits)
-                pool.virtual.add(node.virtual)
-                pool.gpu_count += len(node.gpus)
-                pool.worker_count += len(node.workers)
+                add_node_to_pool(pool, node)
         for pool_label, names in self.gpus_by_pool_label.items():
             per_node = self.compaction_sums.setdefault(pool_label, {})
             for name in names:
@@ -667,6 +662,16 @@ class ClusterState:
     def workers_of_workload(self, key: str) -> list[WorkerView]:
         wv = self.workloads.get(key)
         return [self.workers[w] for w in wv.workers] if wv else []
+
+
+def add_node_to_pool(pool: PoolView, node: NodeView) -> None:
+    """Add a node's figures to its pool's sums (full and incremental builds alike)."""
+    pool.capacity.add(node.capacity)
+    pool.allocated.add(node.allocated)
+    pool.limits.add(node.limits)
+    pool.virtual.add(node.virtual)
+    pool.gpu_count += len(node.gpus)
+    pool.worker_count += len(node.workers)
 
 
 def virtual_capacity(node: NodeView, pool: PoolView | None) -> Res:
