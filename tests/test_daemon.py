@@ -16,7 +16,6 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
@@ -24,6 +23,7 @@ import pytest
 
 from tests.daemon_support import make_daemon
 from tests.kubeapi import KubeApiServer
+from tests.waiting import eventually
 from tftui.cli import main
 from tftui.daemon import Daemon, setup_logging
 from tftui.model import keys
@@ -51,15 +51,6 @@ def evictions(server: KubeApiServer) -> dict[str, int]:
 
 def writes(server: KubeApiServer) -> dict[str, int]:
     return {k: n for k, n in server.stats.requests.items() if not k.startswith("GET ")}
-
-
-def eventually(check: Callable[[], bool], timeout: float = 10.0) -> float:
-    start = time.monotonic()
-    while not check():
-        if time.monotonic() - start > timeout:
-            raise AssertionError("condition not reached in time")
-        time.sleep(0.02)
-    return time.monotonic() - start
 
 
 def http(url: str) -> tuple[int, str]:

@@ -18,6 +18,7 @@ import pytest
 
 from tests.kubeapi import Fault, KubeApiServer, write_kubeconfig
 from tests.kubeapi.server import CRD_DIR
+from tests.waiting import eventually
 from tftui.engine.plan import (
     AnnotateNode,
     AnnotatePod,
@@ -48,14 +49,6 @@ def kube(kubeconfig: Path) -> Iterator[KubeCluster]:
         yield k
     finally:
         k.close()
-
-
-def eventually(check: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        time.sleep(0.02)
 
 
 def cache_matches_server(kube: KubeCluster, server: KubeApiServer) -> bool:

@@ -12,6 +12,7 @@ import pytest
 from kubernetes import client, config
 
 from tests.kubeapi import Fault, KubeApiServer, write_kubeconfig
+from tests.waiting import eventually as _eventually
 from tftui.runtime.leader import LeaderConfig, LeaderElector
 
 FAST = {
@@ -43,17 +44,13 @@ def api(server: KubeApiServer, tmp_path: Path) -> Iterator[client.ApiClient]:
         api.close()
 
 
+def eventually(check: Callable[[], bool], timeout: float = 5.0) -> float:
+    """`tests.waiting.eventually` with this module's shorter default."""
+    return _eventually(check, timeout)
+
+
 def elector(api: client.ApiClient, identity: str, **kw: object) -> LeaderElector:
     return LeaderElector(api, LeaderConfig(name="tftui", namespace="tf-sys", identity=identity, **FAST), **kw)  # type: ignore[arg-type]
-
-
-def eventually(check: Callable[[], bool], timeout: float = 5.0) -> float:
-    start = time.monotonic()
-    while not check():
-        if time.monotonic() - start > timeout:
-            raise AssertionError("condition not reached in time")
-        time.sleep(0.02)
-    return time.monotonic() - start
 
 
 def holder(server: KubeApiServer) -> str:

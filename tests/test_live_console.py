@@ -7,9 +7,8 @@ running `kubectl get` next to the console would see them.
 from __future__ import annotations
 
 import json
-import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from textual.pilot import Pilot
 from textual.widgets import Label
 
 from tests.kubeapi import KubeApiServer
+from tests.waiting import wait_until
 from tftui.sources.kube import KubeCluster
 from tftui.sources.sim.cluster import generate_objects
 from tftui.ui.app import TfTuiApp
@@ -54,16 +54,6 @@ def pool_annotations(url: str, pool: str) -> dict[str, str]:
 def template_mode(url: str, name: str) -> str:
     doc = api_get(url, f"/apis/tensor-fusion.ai/v1/schedulingconfigtemplates/{name}")
     return str(doc["spec"]["placement"]["mode"])
-
-
-async def wait_until(pilot: Pilot[None], check: Callable[[], bool], timeout: float = 10.0) -> float:
-    """Let the app run until `check()` holds; the seconds it took."""
-    start = time.monotonic()
-    while not check():
-        if time.monotonic() - start > timeout:
-            raise AssertionError("condition not reached in time")
-        await pilot.pause(0.02)
-    return time.monotonic() - start
 
 
 async def loaded(pilot: Pilot[None]) -> TfTuiApp:

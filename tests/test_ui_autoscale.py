@@ -3,7 +3,6 @@ engine's recommendation, and `a` turns autoscaling on/off through a confirmation
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -12,6 +11,7 @@ from rich.text import Text
 from textual.pilot import Pilot
 from textual.widgets import Static
 
+from tests.waiting import wait_until as _wait_until
 from tftui.engine.autoscale import AutoscaleState, recommend
 from tftui.engine.histogram import TFLOPS_OPTIONS, DecayingHistogram
 from tftui.engine.state import ClusterState
@@ -31,6 +31,11 @@ from tftui.ui.widgets.table import ResourceTable
 NODES = 12
 
 
+async def wait_until(pilot: Pilot[None], check: Callable[[], bool], timeout: float = 20.0) -> float:
+    """`tests.waiting.wait_until` with a longer default: the autoscale analysis runs in a thread."""
+    return await _wait_until(pilot, check, timeout)
+
+
 def _plain(cell: object) -> str:
     assert isinstance(cell, Text), cell
     return cell.plain
@@ -39,14 +44,6 @@ def _plain(cell: object) -> str:
 def demo() -> tuple[ActingSimCluster, SimMetrics]:
     sim = ActingSimCluster(seed=7, nodes=NODES, now=DEFAULT_NOW)
     return sim, SimMetrics(sim.snapshot(), seed=7, now=DEFAULT_NOW)
-
-
-async def wait_until(pilot: Pilot[None], check: Callable[[], bool], timeout: float = 20.0) -> None:
-    start = time.monotonic()
-    while not check():
-        if time.monotonic() - start > timeout:
-            raise AssertionError("condition not reached in time")
-        await pilot.pause(0.02)
 
 
 def auto(app: TfTuiApp) -> AutoscaleAnalysis | None:
