@@ -235,7 +235,11 @@ def unblock(objects: Iterable[JSON]) -> list[JSON]:
     whose workers no PDB covers (defrag requires one). Pods using GPUs outside TensorFusion stay:
     they are not the operator's to move. Only changed objects are copied."""
     objs = list(objects)
-    pdbs = [o for o in objs if o.get("kind") == "PodDisruptionBudget"]
+    selectors: dict[str, list[Any]] = {}  # namespace → its PDBs' selectors (a PDB covers its namespace only)
+    for o in objs:
+        if o.get("kind") == "PodDisruptionBudget":
+            ns = (o.get("metadata") or {}).get("namespace") or ""
+            selectors.setdefault(ns, []).append((o.get("spec") or {}).get("selector"))
     uncovered: dict[tuple[str, str], None] = {}
     for o in objs:
         meta = o.get("metadata") or {}
@@ -244,9 +248,7 @@ def unblock(objects: Iterable[JSON]) -> list[JSON]:
             continue
         ns, wl = meta.get("namespace") or "", labels.get(keys.WORKLOAD)
         if not wl or any(
-            (p.get("metadata") or {}).get("namespace") == ns
-            and selector_matches((p.get("spec") or {}).get("selector"), labels, empty_matches_all=False)
-            for p in pdbs
+            selector_matches(sel, labels, empty_matches_all=False) for sel in selectors.get(ns, ())
         ):
             continue
         uncovered[(ns, wl)] = None
