@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from tftui.config import ConfigError
 from tftui.model.dump import DumpError, dumps, validate_items
+from tftui.model.plaintext import json_visible, visible
 from tftui.sources.ports import SourceError
 
 if TYPE_CHECKING:
@@ -24,6 +25,13 @@ if TYPE_CHECKING:
     from tftui.sources.ports import ClusterPort, MetricsPort
 
 EXIT_USAGE = 2
+
+
+def emit(text: str, *, json_text: bool = False) -> None:
+    """Print a command's output: object text never reaches the terminal raw. Text and CSV show
+    control characters as escapes (`\\x1b`); JSON spells them `\\u001b`, so it stays valid and means
+    the same (`tftui.model.plaintext`)."""
+    sys.stdout.write(json_visible(text) if json_text else visible(text, multiline=True))
 
 
 class UserError(Exception):
@@ -302,7 +310,7 @@ def open_metrics(args: argparse.Namespace, cluster: ClusterPort) -> MetricsPort 
 def cmd_dump(args: argparse.Namespace) -> int:
     cluster = open_cluster(args)
     snap = validate_items(cluster.snapshot(), cluster.describe())
-    text = dumps(snap.objects)
+    text = json_visible(dumps(snap.objects))  # the same JSON values, no raw control character
     if args.output:
         try:
             with open(args.output, "w", encoding="utf-8") as fh:
@@ -310,7 +318,7 @@ def cmd_dump(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise UserError(f"{args.output}: cannot write: {exc.strerror or exc}") from None
     else:
-        sys.stdout.write(text)
+        emit(text, json_text=True)
     return 0
 
 
@@ -364,7 +372,7 @@ def cmd_place(args: argparse.Namespace) -> int:
         raise UserError(f"request: {exc}") from None
     state = _state(open_cluster(args))
     pv = preview(state, default_pool(state, args.pool), request)
-    sys.stdout.write(pv.dumps() if args.json else render_preview(pv))
+    emit(pv.dumps() if args.json else render_preview(pv), json_text=args.json)
     return 0
 
 
@@ -404,9 +412,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
         doc["autoscale"] = summary
         if skipped is not None:
             doc["autoscaleSkipped"] = skipped
-        sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+        emit(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", json_text=True)
     else:
-        sys.stdout.write(render_plan(plan) + _render_autoscale(summary, skipped))
+        emit(render_plan(plan) + _render_autoscale(summary, skipped))
     return 0
 
 
@@ -483,7 +491,7 @@ def _plan_autoscale(
 def _render_autoscale(summary: dict[str, Any], skipped: str | None) -> str:
     lines = ["", "== autoscale"]
     if skipped is not None:
-        lines.append(f"skipped: {skipped}")
+        lines.append(f"skipped: {visible(skipped)}")
         return "\n".join(lines) + "\n"
     if not summary:
         lines.append("no workload with usage data or autoscaling enabled")
@@ -495,11 +503,11 @@ def _render_autoscale(summary: dict[str, Any], skipped: str | None) -> str:
                 f"TFLOPS {cur['requests']['tflops']}->{rec['requests']['tflops']}, "
                 f"VRAM {cur['requests']['vram']}->{rec['requests']['vram']}"
             )
-        verdict = "would apply" if s["wouldApply"] else f"not applied: {s['reason']}"
-        detail = f" ({s['detail']})" if s["detail"] else ""
+        verdict = "would apply" if s["wouldApply"] else f"not applied: {visible(str(s['reason']))}"
+        detail = f" ({visible(str(s['detail']))})" if s["detail"] else ""
         prov = ", provisional" if s["provisional"] else ""
         state = "on" if s["enabled"] else "off"
-        lines.append(f"{key}  autoscale {state}{prov}  {change}  {verdict}{detail}")
+        lines.append(f"{visible(key)}  autoscale {state}{prov}  {change}  {verdict}{detail}")
     return "\n".join(lines) + "\n"
 
 
@@ -574,7 +582,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         text = render_report(report)
         if verification is not None:
             text += "\n" + render_verification(verification)
-    sys.stdout.write(text)
+    emit(text, json_text=args.json)
     return 0
 
 
@@ -619,7 +627,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     result = recommend(state, astate, now)
     if args.workload is not None:
         result.workloads = {args.workload: result.workloads[args.workload]}
-    sys.stdout.write(result.dumps() if args.json else render_text(result))
+    emit(result.dumps() if args.json else render_text(result), json_text=args.json)
     return 0
 
 
@@ -735,6 +743,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     from tftui.sources.greptime import dsn_from_env
 
     return run_doctor(
+        out=lambda line: print(visible(line)),
         context=args.context,
         kubeconfig=args.kubeconfig,
         metrics_dsn=args.metrics_dsn or dsn_from_env(),
@@ -795,11 +804,11 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     )
     results = whatif.compare(objects, policies, start, cfg)
     if args.json:
-        sys.stdout.write(whatif.render_json(results))
+        emit(whatif.render_json(results), json_text=True)
     elif args.csv:
-        sys.stdout.write(whatif.render_csv(results))
+        emit(whatif.render_csv(results))
     else:
-        sys.stdout.write(whatif.render_table(results))
+        emit(whatif.render_table(results))
     return 0
 
 
@@ -825,7 +834,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_simulate(args)
         return cmd_console(args)
     except (UserError, DumpError, SourceError, ConfigError) as exc:
-        print(f"tftui: {exc}", file=sys.stderr)
+        print(f"tftui: {visible(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130

@@ -35,6 +35,7 @@ from datetime import UTC, datetime, timedelta
 from typing import IO, Any
 
 from tftui.engine.plan import EvictPod, PatchWorkloadStatus, Plan, rfc3339
+from tftui.model.plaintext import json_visible
 from tftui.runtime.actuator import ActionResult
 from tftui.runtime.journal import Journal, JournalEntry
 from tftui.runtime.leader import LeaderElector
@@ -62,7 +63,7 @@ class JsonFormatter(logging.Formatter):
         doc.update(getattr(record, "fields", {}) or {})
         if record.exc_info:
             doc["exc"] = self.formatException(record.exc_info)
-        return json.dumps(doc, ensure_ascii=False)
+        return json_visible(json.dumps(doc, ensure_ascii=False))  # object text: no raw control
 
 
 def setup_logging(level: str = "info", stream: IO[str] | None = None) -> None:

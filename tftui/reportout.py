@@ -21,6 +21,7 @@ from tftui.engine.report import Report, Verification
 from tftui.engine.waste import Finding
 from tftui.model import gpuinfo
 from tftui.model.duration import format_duration
+from tftui.model.plaintext import csv_cell, visible
 from tftui.textout import table
 
 GI = 1024**3
@@ -92,20 +93,20 @@ def _finding_lines(i: int, f: Finding) -> list[str]:
         if f.wasted_gpu_hours is not None
         else "waste unknown (no GPU capacity)"
     )
-    lines = [f"{i:>3}. {f.level} {f.name} — {f.cls} — {waste}", f"     {f.detail}"]
+    lines = [f"{i:>3}. {f.level} {visible(f.name)} — {f.cls} — {waste}", f"     {visible(f.detail)}"]
     for j, fix in enumerate(f.fixes):
-        lines.append(f"     {'fix:' if j == 0 else '    '} {fix}")
+        lines.append(f"     {'fix:' if j == 0 else '    '} {visible(fix)}")
     return lines
 
 
 def render_report(r: Report) -> str:
     out = [
-        f"Step-1 report — metrics {r.source}, cluster {r.cluster}",
+        f"Step-1 report — metrics {visible(r.source)}, cluster {visible(r.cluster)}",
         f"window {window_text(r.window)}: {rfc3339(r.now - r.window)} → {rfc3339(r.now)}"
         + (f"; alerts replayed over the last {format_duration(r.alert_span)}" if r.alert_span else ""),
     ]
     if r.missing:
-        out.append("no data in: " + ", ".join(r.missing))
+        out.append("no data in: " + visible(", ".join(r.missing)))
     out.append("")
     out += _summary(r)
 
@@ -269,7 +270,7 @@ def _cell(x: Any) -> str:
 def _section(w: Any, name: str, headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
     w.writerow(["section", *headers])
     for row in rows:
-        w.writerow([name, *(_cell(c) for c in row)])
+        w.writerow([name, *(csv_cell(_cell(c)) for c in row)])  # object text: no formula, no control
 
 
 def render_csv(r: Report, verification: Verification | None = None) -> str:

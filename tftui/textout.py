@@ -1,4 +1,8 @@
-"""Readable terminal tables for the CLI commands (`place`, `plan`); `--json` prints the canonical form."""
+"""Readable terminal tables for the CLI commands (`place`, `plan`); `--json` prints the canonical form.
+
+Object text (names, reasons, details) is printed through `visible`: a control character in a field
+shows as an escape and a newline cannot start a line of its own (`tftui.model.plaintext`).
+"""
 
 from __future__ import annotations
 
@@ -6,12 +10,15 @@ from collections.abc import Sequence
 
 from tftui.engine.placement import Preview
 from tftui.engine.plan import Plan, rfc3339
+from tftui.model.plaintext import visible
 
 GI = 1024**3
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """Left-aligned columns separated by two spaces (like kubectl get)."""
+    """Left-aligned columns separated by two spaces (like kubectl get); cells shown as `visible`."""
+    headers = [visible(h) for h in headers]
+    rows = [[visible(c) for c in r] for r in rows]
     widths = [len(h) for h in headers]
     for row in rows:
         widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
@@ -26,10 +33,10 @@ def _pct(before: float, after: float) -> str:
 def render_preview(pv: Preview) -> str:
     r = pv.request
     amount = f"{r.compute_percent:g}% compute" if r.compute_percent is not None else f"{r.tflops:g} TFLOPS"
-    extra = "".join(f", {k} {v}" for k, v in (("model", r.model), ("vendor", r.vendor)) if v)
+    extra = "".join(f", {k} {visible(v)}" for k, v in (("model", r.model), ("vendor", r.vendor)) if v)
     head = (
-        f"Request: {r.count} × ({amount}, {r.vram / GI:g}Gi VRAM{extra}) in pool {pv.pool}"
-        f" — current placement mode {pv.mode}"
+        f"Request: {r.count} × ({amount}, {r.vram / GI:g}Gi VRAM{extra}) in pool {visible(pv.pool)}"
+        f" — current placement mode {visible(pv.mode)}"
     )
     rows = []
     for m in pv.modes:
@@ -58,7 +65,7 @@ def render_plan(plan: Plan) -> str:
     out = [f"Plan at {rfc3339(plan.now)}"]
     for name in sorted(plan.pools):
         pp = plan.pools[name]
-        out.append(f"\n== pool {name}")
+        out.append(f"\n== pool {visible(name)}")
         if pp.compaction is not None:
             c = pp.compaction
             out.append(f"compaction: {'due' if c.due else 'not due'}, {len(c.released)} node(s) to release")
@@ -69,7 +76,7 @@ def render_plan(plan: Plan) -> str:
         if pp.defrag is not None:
             d = pp.defrag
             window = f" window {rfc3339(d.window[0])} → {rfc3339(d.window[1])}" if d.window else ""
-            out.append(f"defrag: {d.state}{window}")
+            out.append(f"defrag: {visible(d.state)}{window}")
             if d.candidates:
                 out.append(
                     table(
@@ -82,13 +89,18 @@ def render_plan(plan: Plan) -> str:
                     table(["SKIPPED", "REASON", "DETAIL"], [[s.node, s.reason, s.detail] for s in d.skipped])
                 )
             if d.evict is not None:
-                out.append(f"evict {d.evict.pod} from {d.evict.node} (simulated target {d.evict.target})")
+                e = d.evict
+                out.append(
+                    f"evict {visible(e.pod)} from {visible(e.node)} (simulated target {visible(str(e.target))})"
+                )
     if plan.actions:
         out.append("\n== actions")
         for a in plan.actions:
             j = a.to_json()
             kind = j.pop("kind")
-            out.append(f"- {kind}: " + ", ".join(f"{k}={v}" for k, v in j.items()))
+            out.append(
+                f"- {visible(str(kind))}: " + ", ".join(f"{k}={visible(str(v))}" for k, v in j.items())
+            )
     else:
         out.append("\nno actions")
     return "\n".join(out) + "\n"

@@ -71,6 +71,7 @@ from tftui.engine.state import ClusterState, WorkerView, WorkloadView, parse_tim
 from tftui.model import keys
 from tftui.model.duration import DurationError, format_duration, parse_duration
 from tftui.model.gcpause import without_gc
+from tftui.model.plaintext import visible
 from tftui.model.quantity import Quantity, QuantityError, parse_quantity
 from tftui.model.usage import HistogramQuery, PodBucket
 
@@ -1371,7 +1372,7 @@ def render_text(result: AutoscaleResult) -> str:
         state = "on" if w.enabled else "off"
         lines.append("")
         lines.append(
-            f"{key}  autoscale {state}, target {w.target}, qos {w.qos}, "
+            f"{visible(key)}  autoscale {state}, target {visible(str(w.target))}, qos {visible(str(w.qos))}, "
             f"history {format_duration(w.history)}{' (provisional)' if w.provisional else ''}"
         )
         est = w.estimates
@@ -1386,9 +1387,9 @@ def render_text(result: AutoscaleResult) -> str:
                 used = "lower/target/upper " + "/".join(gi(x) for x in est.vram_usage)
             lines.append(f"  {label:<6} req/lim {cur:<22} used {used:<44} -> {rec}")
         verdict = "would apply" if w.would_apply else "not applied"
-        lines.append(f"  {verdict}: {w.reason}{(' - ' + w.detail) if w.detail else ''}")
+        lines.append(f"  {verdict}: {visible(w.reason)}{(' - ' + visible(w.detail)) if w.detail else ''}")
         if w.condition:
-            lines.append(f"  condition {w.condition[0]}: {w.condition[1]}")
+            lines.append(f"  condition {visible(w.condition[0])}: {visible(w.condition[1])}")
         if w.external:
-            lines.append(f"  external scaler: {w.external}")
+            lines.append(f"  external scaler: {visible(str(w.external))}")
     return "\n".join(lines) + "\n"

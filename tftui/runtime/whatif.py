@@ -69,6 +69,7 @@ from tftui.engine.state import ClusterState, NodeView, WorkerView
 from tftui.model import keys
 from tftui.model.gcpause import gc_paused
 from tftui.model.gpuinfo import lookup
+from tftui.model.plaintext import csv_cell
 from tftui.model.selectors import selector_matches
 from tftui.runtime.loops import Runtime
 from tftui.sources.ports import MetricsPort
@@ -998,7 +999,7 @@ def render_csv(results: Sequence[PolicyResult]) -> str:
     w.writerow(keys_)
     for r in results:
         s = r.summary()
-        w.writerow(["" if s[k] is None else s[k] for k in keys_])
+        w.writerow(["" if s[k] is None else csv_cell(str(s[k])) for k in keys_])
     return buf.getvalue()
 
 

@@ -16,6 +16,7 @@ from dataclasses import replace
 
 from rich.text import Text
 
+from tftui.model.plaintext import csv_cell
 from tftui.ui.views import Cell, LazyCell, Row, Table, rendered
 
 _NUMBER = re.compile(r"^-?\d+(?:\.\d+)?$")
@@ -81,12 +82,13 @@ def marked_table(table: Table, marked: Collection[str]) -> Table:
 
 
 def table_csv(table: Table) -> str:
-    """The table as shown (its columns, its row order) as CSV with a header line."""
+    """The table as shown (its columns, its row order) as CSV with a header line. Cells that would
+    start a spreadsheet formula get a `'` in front and controls show as escapes (`csv_cell`)."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow([c.label for c in table.columns])
     for row in table.rows:
-        writer.writerow([plain(row.cells.get(c.key, "")).strip() for c in table.columns])
+        writer.writerow([csv_cell(plain(row.cells.get(c.key, "")).strip()) for c in table.columns])
     return out.getvalue()
 
 
