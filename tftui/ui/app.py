@@ -22,7 +22,7 @@ import fnmatch
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
@@ -31,7 +31,9 @@ from typing import Any, ClassVar, cast
 from textual.app import App
 from textual.binding import BindingType
 from textual.command import Provider
+from textual.filter import LineFilter
 from textual.message import Message
+from textual.notifications import SeverityLevel
 from textual.reactive import reactive
 from textual.screen import Screen
 from textual.timer import Timer
@@ -46,6 +48,7 @@ from tftui.engine.plan import PatchWorkloadAutoscale, Plan
 from tftui.engine.state import ClusterState
 from tftui.model import keys
 from tftui.model.gpuinfo import price_table
+from tftui.model.plaintext import visible
 from tftui.sources.ports import ClusterPort, MetricsPort, WritableClusterPort
 from tftui.ui.actions import MUTATING, REGISTRY, bindings
 from tftui.ui.analysis import (
@@ -72,6 +75,7 @@ from tftui.ui.screens.placement import PlacementScreen
 from tftui.ui.screens.registry import ROOT_VIEWS
 from tftui.ui.screens.resource import VIEW_ALIASES, VIEWS, PoolsScreen, ResourceScreen
 from tftui.ui.themes import DARK, LIGHT, THEMES
+from tftui.ui.widgets.plain import ControlFilter
 
 MIN_REFRESH_INTERVAL = 2.0
 """Shortest automatic refresh period in seconds (k9s clamps the same way)."""
@@ -260,6 +264,27 @@ class TfTuiApp(App[None]):
         self._failures = 0
         self._skip_ticks = 0
         self.source_hint = "…"
+        self._control_filter = ControlFilter()  # one instance: Textual caches filtered lines by it
+
+    # -- text: object text is shown plain, never as markup nor raw controls (`widgets.plain`) --------
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = True,
+    ) -> None:
+        """Every notification is plain text: messages quote object names and errors, which Textual
+        would otherwise read as markup (`markup` is accepted for Textual's callers and ignored)."""
+        super().notify(
+            visible(message), title=visible(title), severity=severity, timeout=timeout, markup=False
+        )
+
+    def get_line_filters(self) -> Sequence[LineFilter]:
+        return [*super().get_line_filters(), self._control_filter]
 
     def on_mount(self) -> None:
         # Textual's blank default screen stays at the bottom; the root view sits on top of it so
@@ -822,4 +847,4 @@ def run(
     )
     app.run()
     # the terminal is back; a write started before the quit still finishes and is reported
-    app.wait_for_writes(lambda line: print(line, file=sys.stderr, flush=True))
+    app.wait_for_writes(lambda line: print(visible(line), file=sys.stderr, flush=True))

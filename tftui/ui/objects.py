@@ -28,11 +28,15 @@ VIEW_OF_KIND = {
 
 
 def find_object(state: ClusterState, kind: str, key: str) -> dict[str, Any] | None:
-    """The stored object of `kind` named `key` (`name` or `namespace/name`), or None."""
-    namespace, _, name = key.rpartition("/")
+    """The stored object of `kind` keyed `key`: `namespace/name` for a namespaced object, else the
+    name itself (which a dump may spell with a `/` of its own: it is not split then)."""
+    namespace, _, name = key.partition("/")
     for obj in state.snapshot.kind(kind):
         meta = obj.get("metadata") or {}
-        if meta.get("name") == name and (not namespace or meta.get("namespace") == namespace):
+        if meta.get("namespace"):
+            if meta.get("namespace") == namespace and meta.get("name") == name:
+                return obj
+        elif meta.get("name") == key:
             return obj
     return None
 

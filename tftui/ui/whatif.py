@@ -18,7 +18,6 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.events import Resize
 from textual.message import Message
-from textual.widgets import Static
 from textual.worker import get_current_worker
 
 from tftui.runtime.whatif import MODES, PolicyResult, SimConfig, compare, parse_policy
@@ -26,6 +25,7 @@ from tftui.ui.background import in_thread
 from tftui.ui.data import ConsoleData, describe_error
 from tftui.ui.screens.resource import ResourceScreen
 from tftui.ui.views import Column, Gauges, Layout, Row, Table
+from tftui.ui.widgets.plain import PlainStatic
 from tftui.ui.widgets.table import ResourceTable
 
 __all__ = ["DEFAULT_POLICIES", "NodeChart", "WhatIfScreen", "chart_lines", "kept_by"]
@@ -83,7 +83,7 @@ def chart_lines(
     return lines
 
 
-class NodeChart(Static):
+class NodeChart(PlainStatic):
     """Active nodes over time per policy (redrawn to its size)."""
 
     DEFAULT_CSS = "NodeChart { height: 1fr; min-height: 6; }"

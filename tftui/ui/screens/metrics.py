@@ -54,6 +54,7 @@ from tftui.ui.screens.autoscale import AUTOSCALE_BINDINGS, AutoscaleActions
 from tftui.ui.screens.ops import NEXT_TABLE
 from tftui.ui.screens.resource import NodeScreen, ResourceScreen
 from tftui.ui.views import Gauges, Layout, Table, workers_table
+from tftui.ui.widgets.plain import PlainLabel, PlainStatic
 from tftui.ui.widgets.table import ResourceTable
 
 
@@ -84,9 +85,9 @@ class WasteScreen(ResourceScreen):
         return ((WASTE, ""),)
 
     def compose_body(self) -> ComposeResult:
-        yield Static("", id="waste-summary")
+        yield PlainStatic("", id="waste-summary")
         yield ResourceTable(id="main")
-        yield Static("", id="waste-preview")
+        yield PlainStatic("", id="waste-preview")
 
     def build(self, table_id: str, data: ConsoleData, gauges: Gauges) -> Table:
         return waste_table(_waste(self.tui.analysis(WASTE)), gauges.layout)
@@ -144,7 +145,7 @@ class FindingScreen(ResourceScreen):
 
     def compose_body(self) -> ComposeResult:
         with VerticalScroll(id="finding-scroll"):
-            yield Static("", id="finding-body")
+            yield PlainStatic("", id="finding-body")
 
     def default_focus(self) -> VerticalScroll:
         return self.query_one("#finding-scroll", VerticalScroll)
@@ -185,7 +186,7 @@ class AlertsScreen(ResourceScreen):
 
     def compose_body(self) -> ComposeResult:
         yield ResourceTable(id="rules", classes="master")
-        yield Static("", id="alerts-summary")
+        yield PlainStatic("", id="alerts-summary")
         yield ResourceTable(id="instances")
 
     def selected_rule(self) -> str | None:
@@ -245,16 +246,16 @@ class WorkloadScreen(AutoscaleActions, ResourceScreen):
         return self.key
 
     def compose_body(self) -> ComposeResult:
-        yield Static("", id="wl-summary")
-        yield Static("", id="wl-verdict")
-        yield Static("", id="wl-figures")
-        yield Label("", id="spark-tflops-label", classes="spark-label", markup=False)
+        yield PlainStatic("", id="wl-summary")
+        yield PlainStatic("", id="wl-verdict")
+        yield PlainStatic("", id="wl-figures")
+        yield PlainLabel("", id="spark-tflops-label", classes="spark-label")
         yield Sparkline([], id="spark-tflops")
-        yield Label("", id="spark-vram-label", classes="spark-label", markup=False)
+        yield PlainLabel("", id="spark-vram-label", classes="spark-label")
         yield Sparkline([], id="spark-vram")
-        yield Label("", id="spark-axis", markup=False)
+        yield PlainLabel("", id="spark-axis")
         with VerticalScroll(id="wl-autoscale-scroll", can_focus=False):
-            yield Static("", id="wl-autoscale")
+            yield PlainStatic("", id="wl-autoscale")
         yield ResourceTable(id="workers")
 
     def build(self, table_id: str, data: ConsoleData, gauges: Gauges) -> Table:

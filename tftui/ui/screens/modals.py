@@ -20,12 +20,13 @@ from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.events import DescendantFocus
 from textual.screen import ModalScreen
-from textual.widgets import Button, Label, Static
+from textual.widgets import Button, Static
 
 from tftui.engine.state import StateWarning
 from tftui.ui.actions import bindings
 from tftui.ui.views import FLAG_LEGEND
 from tftui.ui.widgets.gauge import ALLOC_CHAR, FREE_CHAR, USED_CHAR
+from tftui.ui.widgets.plain import PlainLabel, PlainStatic
 
 NAVIGATION = "Move"
 NAVIGATION_KEYS = "↑↓"
@@ -75,15 +76,13 @@ class HelpScreen(ModalScreen[None]):
         legend.append("alerts ", "bold")
         legend.append("● firing  ◐ pending  ? no-data (nothing to read: not healthy)  ✓ ok")
         with Vertical(id="help-box"):
-            yield Label(f"Help · {self._title}", id="help-title", markup=False)
+            yield PlainLabel(f"Help · {self._title}", id="help-title")
             with VerticalScroll(id="help-scroll"):
-                yield Static(keys, id="help-keys")
-                yield Static(legend, id="help-legend")
+                yield PlainStatic(keys, id="help-keys")
+                yield PlainStatic(legend, id="help-legend")
                 if self._views:
-                    yield Static(views, id="help-views")
-            yield Label(
-                "esc or ? to close · ↑/↓ scroll · ! writes to the cluster", id="help-hint", markup=False
-            )
+                    yield PlainStatic(views, id="help-views")
+            yield PlainLabel("esc or ? to close · ↑/↓ scroll · ! writes to the cluster", id="help-hint")
 
 
 class WarningsScreen(ModalScreen[None]):
@@ -103,10 +102,10 @@ class WarningsScreen(ModalScreen[None]):
         if not self._warnings:
             text.append("no warnings")
         with Vertical(id="warnings-box"):
-            yield Label(f"⚠ {len(self._warnings)} warnings", id="warnings-title", markup=False)
+            yield PlainLabel(f"⚠ {len(self._warnings)} warnings", id="warnings-title")
             with VerticalScroll():
-                yield Static(text, id="warnings-list")
-            yield Label("esc or w to close", id="warnings-hint", markup=False)
+                yield PlainStatic(text, id="warnings-list")
+            yield PlainLabel("esc or w to close", id="warnings-hint")
 
 
 class ConfirmScreen(ModalScreen[bool]):
@@ -127,13 +126,13 @@ class ConfirmScreen(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="confirm-box"):
-            yield Label(self._title, id="confirm-title", markup=False)
+            yield PlainLabel(self._title, id="confirm-title")
             with VerticalScroll(id="confirm-scroll", can_focus=False):
-                yield Static(self._body, id="confirm-body")
+                yield PlainStatic(self._body, id="confirm-body")
             with Horizontal(id="confirm-buttons"):
                 yield Button("Cancel", id="confirm-cancel", compact=True)
                 yield Button(self._action_label, id="confirm-ok", variant="error", compact=True)
-            yield Label("⏎ on Cancel closes · tab, ⏎ confirms · esc cancels", id="confirm-hint", markup=False)
+            yield PlainLabel("⏎ on Cancel closes · tab, ⏎ confirms · esc cancels", id="confirm-hint")
 
     def action_cancel(self) -> None:
         self.dismiss(False)
@@ -163,14 +162,14 @@ class ModeScreen(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="mode-box"):
-            yield Label(f"Placement mode · pool {self._pool}", id="mode-title", markup=False)
-            yield Label(f"now {self._current}; choose the new mode", id="mode-current", markup=False)
+            yield PlainLabel(f"Placement mode · pool {self._pool}", id="mode-title")
+            yield PlainLabel(f"now {self._current}; choose the new mode", id="mode-current")
             with Horizontal(id="mode-buttons"):
                 yield Button("Cancel", id="mode-cancel", compact=True)
                 for i, mode in enumerate(self._modes):
                     yield Button(mode, id=f"mode-{i}", name=mode, compact=True)
-            yield Static("", id="mode-body", markup=False)
-            yield Label("tab/→ choose · ⏎ on a mode changes it · esc cancels", id="mode-hint", markup=False)
+            yield PlainStatic("", id="mode-body")
+            yield PlainLabel("tab/→ choose · ⏎ on a mode changes it · esc cancels", id="mode-hint")
 
     def on_descendant_focus(self, event: DescendantFocus) -> None:
         widget = event.widget

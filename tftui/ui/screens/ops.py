@@ -30,6 +30,7 @@ from tftui.ui.opsviews import (
 )
 from tftui.ui.screens.resource import POOL_BINDINGS, NodeScreen, PoolActions, ResourceScreen
 from tftui.ui.views import Gauges, Layout, Table
+from tftui.ui.widgets.plain import PlainLabel, PlainStatic
 from tftui.ui.widgets.table import ResourceTable
 
 NEXT_TABLE = bindings("tables")[0]
@@ -82,7 +83,7 @@ class CompactionScreen(PoolOpsScreen):
 
     def compose_body(self) -> ComposeResult:
         yield ResourceTable(id="pools", classes="master")
-        yield Static("", id="ops-summary")
+        yield PlainStatic("", id="ops-summary")
         yield ResourceTable(id="decisions")
 
     def build(self, table_id: str, data: ConsoleData, gauges: Gauges) -> Table:
@@ -112,9 +113,9 @@ class DefragScreen(PoolOpsScreen):
 
     def compose_body(self) -> ComposeResult:
         yield ResourceTable(id="pools", classes="master")
-        yield Static("", id="ops-summary")
+        yield PlainStatic("", id="ops-summary")
         yield ResourceTable(id="defrag-nodes")
-        yield Static("", id="defrag-events")
+        yield PlainStatic("", id="defrag-events")
 
     def build(self, table_id: str, data: ConsoleData, gauges: Gauges) -> Table:
         if table_id == "pools":
@@ -143,9 +144,9 @@ class EventsScreen(ResourceScreen):
         super().__init__(trail)
 
     def compose_body(self) -> ComposeResult:
-        yield Label("events", id="events-title", classes="section-title", markup=False)
+        yield PlainLabel("events", id="events-title", classes="section-title")
         yield ResourceTable(id="events")
-        yield Label("journal", id="journal-title", classes="section-title", markup=False)
+        yield PlainLabel("journal", id="journal-title", classes="section-title")
         yield ResourceTable(id="journal")
 
     def build(self, table_id: str, data: ConsoleData, gauges: Gauges) -> Table:

@@ -9,19 +9,21 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.widget import Widget
-from textual.widgets import Button, Input, Label, Select, Static
+from textual.widgets import Button, Input, Select, Static
 from textual.worker import get_current_worker
 
 from tftui.engine.fit import Request
 from tftui.engine.placement import Preview, preview
 from tftui.engine.state import ClusterState
 from tftui.model import keys
+from tftui.model.plaintext import visible
 from tftui.ui.actions import bindings
 from tftui.ui.data import ConsoleData, describe_error
 from tftui.ui.forms import parse_request
@@ -30,6 +32,7 @@ from tftui.ui.screens.resource import ResourceScreen
 from tftui.ui.views import Gauges, Layout, Table
 from tftui.ui.widgets.chrome import Breadcrumb
 from tftui.ui.widgets.gauge import DEFAULT_STYLES
+from tftui.ui.widgets.plain import PlainLabel, PlainStatic
 
 PREVIEW_GROUP = "preview"
 DEFAULTS = {"amount": "10", "vram": "8Gi", "count": "1", "model": ""}
@@ -84,11 +87,11 @@ class PlacementScreen(ResourceScreen):
     def compose_body(self) -> ComposeResult:
         with Vertical(id="place-form"):
             with Horizontal(classes="field", id="field-pool"):
-                yield Label("pool", classes="field-label")
+                yield PlainLabel("pool", classes="field-label")
                 yield Select[str]([], id="place-pool", compact=True, allow_blank=True, prompt="pool")
             for name, label, hint in INPUTS:
                 with Horizontal(classes="field", id=f"field-{name}"):
-                    yield Label(label, classes="field-label")
+                    yield PlainLabel(label, classes="field-label")
                     yield Input(
                         DEFAULTS[name],
                         placeholder=hint,
@@ -97,9 +100,9 @@ class PlacementScreen(ResourceScreen):
                         select_on_focus=False,
                     )
             yield Button("Preview ⏎", id="place-submit", compact=True)
-        yield Static("", id="place-errors")
+        yield PlainStatic("", id="place-errors")
         with VerticalScroll(id="place-results"):
-            yield Static("", id="place-result")
+            yield PlainStatic("", id="place-result")
 
     def crumb_trail(self) -> tuple[str, ...]:
         if self.is_root:  # `:place` › pool
@@ -127,7 +130,7 @@ class PlacementScreen(ResourceScreen):
         if pools != self._pool_options:
             self._pool_options = pools
             with select.prevent(Select.Changed):
-                select.set_options([(p, p) for p in pools])
+                select.set_options([(Text(visible(p)), p) for p in pools])  # a prompt str is markup
                 if self.pool is not None:
                     select.value = self.pool
         if data.state is not self._preview_state:

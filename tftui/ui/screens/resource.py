@@ -43,6 +43,7 @@ from tftui.ui.views import (
     workloads_table,
 )
 from tftui.ui.widgets.chrome import Breadcrumb, ConsoleHeader, Prompt, PromptMode
+from tftui.ui.widgets.plain import PlainStatic
 from tftui.ui.widgets.table import ROW_LIMIT, ResourceTable
 
 if TYPE_CHECKING:
@@ -167,7 +168,7 @@ class ResourceScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield ConsoleHeader()
-        yield Breadcrumb("", id="crumbs", markup=False)
+        yield Breadcrumb("", id="crumbs")
         yield from self.compose_body()
         yield Prompt(COMMANDS, hint=PROMPT_HINT, id="prompt")
         yield Footer(compact=True, show_command_palette=False)
@@ -585,7 +586,7 @@ class NodeScreen(ResourceScreen):
         self.node = node
 
     def compose_body(self) -> ComposeResult:
-        yield Static("", id="node-summary", markup=False)
+        yield PlainStatic("", id="node-summary")
         yield ResourceTable(id="gpus")
         yield ResourceTable(id="workers")
 

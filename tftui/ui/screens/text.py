@@ -9,6 +9,7 @@ from textual.binding import BindingType
 from textual.screen import Screen
 from textual.widgets import Footer, TextArea
 
+from tftui.model.plaintext import visible
 from tftui.ui.actions import bindings
 from tftui.ui.widgets.chrome import Breadcrumb, ConsoleHeader
 
@@ -22,14 +23,14 @@ class TextScreen(Screen[None]):
     def __init__(self, trail: tuple[str, ...], text: str) -> None:
         super().__init__()
         self.trail = trail
-        self.text = text
+        self.text = visible(text, multiline=True)  # object text: controls shown as escapes
 
     def crumb_trail(self) -> tuple[str, ...]:
         return self.trail
 
     def compose(self) -> ComposeResult:
         yield ConsoleHeader()
-        yield Breadcrumb(" › ".join(self.trail), id="crumbs", markup=False)
+        yield Breadcrumb(" › ".join(self.trail), id="crumbs")
         yield TextArea(
             self.text, id="text-scroll", read_only=True, soft_wrap=False, show_cursor=False, compact=True
         )

@@ -16,6 +16,7 @@ from textual.widgets import Input, Label
 
 from tftui.ui.actions import bindings
 from tftui.ui.format import fmt_time
+from tftui.ui.widgets.plain import PlainLabel
 
 if TYPE_CHECKING:
     from tftui.ui.app import TfTuiApp
@@ -28,15 +29,15 @@ class ConsoleHeader(Vertical):
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="header-main"):
-            yield Label("tftui", id="header-title", markup=False)
-            yield Label("", id="header-source", markup=False)
-            yield Label("", id="header-time", markup=False)
-            yield Label("", id="header-warnings", markup=False)
-            yield Label("", id="header-link", markup=False)
-            yield Label("⏸ paused", id="header-paused", markup=False)
-            yield Label("read-only", id="header-readonly", markup=False)
-            yield Label("PRODUCTION", id="header-production", markup=False)
-        yield Label("", id="header-status", markup=False)
+            yield PlainLabel("tftui", id="header-title")
+            yield PlainLabel("", id="header-source")
+            yield PlainLabel("", id="header-time")
+            yield PlainLabel("", id="header-warnings")
+            yield PlainLabel("", id="header-link")
+            yield PlainLabel("⏸ paused", id="header-paused")
+            yield PlainLabel("read-only", id="header-readonly")
+            yield PlainLabel("PRODUCTION", id="header-production")
+        yield PlainLabel("", id="header-status")
 
     def on_mount(self) -> None:
         app: TfTuiApp = self.app  # type: ignore[assignment]
@@ -86,7 +87,7 @@ class ConsoleHeader(Vertical):
         status.set_class(error, "-error")
 
 
-class Breadcrumb(Label):
+class Breadcrumb(PlainLabel):
     """Where the operator is (`pools › demo-dev › nodes`), the row count and the active filter."""
 
     def show(self, trail: tuple[str, ...], count: str, needle: str, extra: str = "") -> None:
@@ -118,7 +119,7 @@ class Prompt(Horizontal):
         self._suggester = SuggestFromList(commands, case_sensitive=False)
 
     def compose(self) -> ComposeResult:
-        yield Label(":", id="prompt-sigil")
+        yield PlainLabel(":", id="prompt-sigil")
         yield PromptInput(id="prompt-input", select_on_focus=False)
 
     @property

@@ -3,7 +3,8 @@
 `clear()` + `add_rows()` on every refresh resets the cursor and scroll position and throws away the
 render caches (tui guide §4.1). Here rows keep stable keys: stale rows are removed, changed cells
 are updated one by one, new rows are added, and the table is re-ordered only when rows were added.
-The cursor follows its row key, so a refresh never moves the operator's selection.
+The cursor follows its row key, so a refresh never moves the operator's selection. Cells are
+shown as plain text whatever the builder made of them (`widgets.plain`): object text is never markup.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from textual.widgets.data_table import RowDoesNotExist
 from tftui.ui.actions import bindings
 from tftui.ui.views import Column, Row, Table, rendered
 from tftui.ui.widgets.gauge import COMPONENT_CLASSES, GaugeStyles, gauge_styles_of
+from tftui.ui.widgets.plain import plain_cell
 
 ROW_LIMIT = 1_000
 """Rows a resource view hands its table at most (the rest: filter or sort to bring them up, as in
@@ -134,7 +136,8 @@ class ResourceTable(DataTable[RenderableType]):
             del self._shown[key]
             changes += 1
         for index, row in enumerate(rows):
-            values = [rendered(row.cells.get(k, "")) for k in keys]  # gauges drawn here, page rows only
+            # gauges drawn here, page rows only; every cell plain text (a `str` cell would be markup)
+            values = [plain_cell(rendered(row.cells.get(k, ""))) for k in keys]
             if index >= prefix:
                 self.add_row(*values, key=row.key)
                 changes += 1

@@ -1,0 +1,187 @@
+"""The console's one door for text: every string it draws is plain text with controls made visible.
+
+Textual and Rich read strings as markup by default (`Static`, `Label`, `notify`, a DataTable's `str`
+cells, a Rich table's `str` cells), so a `[/]` in a SchedulingConfigTemplate mode raised MarkupError
+and stopped the console, and a `[link=…]` in a name would have drawn a link. Raw `ESC ]0;` in a
+GPUNode phase retitled the terminal. Here, instead of trusting every view builder to remember:
+
+- `plain_renderable` turns what a widget is given into Rich `Text` (never markup) with control
+  characters shown as escapes (`tftui.model.plaintext.visible`), through `Group`s and Rich tables;
+- `PlainStatic` and `PlainLabel` are the only `Static`/`Label` the console uses (`tests/test_plain_text`
+  checks no module reaches past them), `ResourceTable` runs every cell through `plain_cell`, and the
+  app's `notify` does the same for notifications;
+- `ControlFilter` is the last line: a Textual line filter that drops any control character still in
+  a rendered line (from a widget not listed above), so nothing raw reaches the terminal even then.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.segment import Segment
+from rich.table import Table as RichTable
+from rich.text import Text
+from textual.color import Color
+from textual.content import Content
+from textual.filter import LineFilter
+from textual.visual import VisualType
+from textual.widgets import Label, Static
+
+from tftui.model.plaintext import escape_char, unsafe, visible
+
+__all__ = ["ControlFilter", "PlainLabel", "PlainStatic", "plain_cell", "plain_renderable", "plain_text"]
+
+
+def plain_text(text: Text, *, multiline: bool = True) -> Text:
+    """`text` with its control characters escaped, styles kept on the same characters (the same
+    object when there is nothing to escape, which is the usual case and costs one regex search)."""
+    plain = text.plain
+    if not unsafe(plain, multiline=multiline):
+        return text
+    pieces: list[str] = []
+    new_at = [0] * (len(plain) + 1)  # old offset → new offset
+    length = 0
+    for i, ch in enumerate(plain):
+        new_at[i] = length
+        shown = escape_char(ch) if unsafe(ch, multiline=multiline) else ch
+        pieces.append(shown)
+        length += len(shown)
+    new_at[len(plain)] = length
+    out = text.blank_copy("".join(pieces))
+    for span in text.spans:
+        out.stylize(span.style, new_at[span.start], new_at[span.end])
+    return out
+
+
+def _plain_content(content: Content, *, multiline: bool) -> Content:
+    """Textual `Content` (no console code builds one from object text; its styles are dropped
+    if it ever holds a control character)."""
+    if not unsafe(content.plain, multiline=multiline):
+        return content
+    return Content(visible(content.plain, multiline=multiline))
+
+
+def _plain_table(table: RichTable, *, multiline: bool) -> RichTable:
+    """A Rich table's headers and cells, made plain in place (Rich keeps a column's cells in
+    `Column._cells`; there is no public setter, and copying a table would lose its settings)."""
+    for column in table.columns:
+        column.header = plain_renderable(column.header, multiline=multiline)
+        column.footer = plain_renderable(column.footer, multiline=multiline)
+        column._cells[:] = [plain_renderable(c, multiline=multiline) for c in column._cells]
+    return table
+
+
+def plain_renderable(renderable: Any, *, multiline: bool = True) -> Any:
+    """What a widget may draw: `str` becomes `Text` (so it is never parsed as markup), `Text` and
+    Textual `Content` get their controls escaped, `Group`s and Rich tables are walked. Other
+    renderables (gauges, sparklines) are drawn from numbers and pass as they are; `ControlFilter`
+    still covers them on screen."""
+    if isinstance(renderable, str):
+        return Text(visible(renderable, multiline=multiline))
+    if isinstance(renderable, Text):
+        return plain_text(renderable, multiline=multiline)
+    if isinstance(renderable, Content):
+        return _plain_content(renderable, multiline=multiline)
+    if isinstance(renderable, Group):
+        return Group(
+            *(plain_renderable(r, multiline=multiline) for r in renderable.renderables), fit=renderable.fit
+        )
+    if isinstance(renderable, RichTable):
+        return _plain_table(renderable, multiline=multiline)
+    return renderable
+
+
+def _widget_content(content: Any, *, multiline: bool) -> Any:
+    """What a plain widget (built with `markup=False`) shows: a `str` stays a `str` (Textual reads
+    it as plain text there), anything else as `plain_renderable`."""
+    if isinstance(content, str):
+        return visible(content, multiline=multiline)
+    return plain_renderable(content, multiline=multiline)
+
+
+def plain_cell(cell: RenderableType) -> RenderableType:
+    """A DataTable cell: one line, never markup (the DataTable parses `str` cells as markup)."""
+    return plain_renderable(cell, multiline=False)
+
+
+class PlainStatic(Static):
+    """A `Static` whose content is always plain text (multi-line; newlines kept)."""
+
+    MULTILINE = True
+
+    def __init__(
+        self,
+        content: VisualType = "",
+        *,
+        expand: bool = False,
+        shrink: bool = False,
+        name: str | None = None,
+        id: str | None = None,
+        classes: str | None = None,
+        disabled: bool = False,
+    ) -> None:
+        super().__init__(
+            _widget_content(content, multiline=self.MULTILINE),
+            expand=expand,
+            shrink=shrink,
+            markup=False,
+            name=name,
+            id=id,
+            classes=classes,
+            disabled=disabled,
+        )
+
+    def update(self, content: VisualType = "", *, layout: bool = True) -> None:
+        super().update(_widget_content(content, multiline=self.MULTILINE), layout=layout)
+
+
+class PlainLabel(Label):
+    """A `Label` whose content is always one line of plain text (newlines shown as `\\n`)."""
+
+    def __init__(
+        self,
+        content: VisualType = "",
+        *,
+        expand: bool = False,
+        shrink: bool = False,
+        name: str | None = None,
+        id: str | None = None,
+        classes: str | None = None,
+        disabled: bool = False,
+    ) -> None:
+        super().__init__(
+            _widget_content(content, multiline=False),
+            expand=expand,
+            shrink=shrink,
+            markup=False,
+            name=name,
+            id=id,
+            classes=classes,
+            disabled=disabled,
+        )
+
+    def update(self, content: VisualType = "", *, layout: bool = True) -> None:
+        super().update(_widget_content(content, multiline=False), layout=layout)
+
+
+class ControlFilter(LineFilter):
+    """Drops control characters from rendered lines: the net under the plain widgets.
+
+    Everything the console builds is escaped before this point (and shows as `\\x1b`); this only
+    catches text a Textual widget drew from somewhere else (an input's value, a toast's title).
+    Dropping rather than escaping keeps the line's width, which the layout has already fixed.
+    Textual caches filtered lines per line, so an unchanged screen costs nothing.
+    """
+
+    def apply(self, segments: list[Segment], background: Color) -> list[Segment]:
+        if not any(s.text and unsafe(s.text) for s in segments if not s.control):
+            return segments
+        return [
+            s if s.control or not s.text or not unsafe(s.text) else Segment(_drop(s.text), s.style, s.control)
+            for s in segments
+        ]
+
+
+def _drop(text: str) -> str:
+    return "".join(ch for ch in text if not unsafe(ch))
