@@ -9,7 +9,7 @@ Example::
 
     theme: light                 # dark (default) or light
     production: ["*prod*"]       # context names (glob) shown with the red PRODUCTION band
-    export_dir: ~/tftui-exports  # where ctrl+s writes CSV files (default: <tmp>/tftui)
+    export_dir: ~/tftui-exports  # where ctrl+s writes CSV files (default: <tmp>/tftui-<uid>, private)
     keymap:                      # binding id → key(s), comma-separated Textual key names
       tftui.sort_name: shift+n,N
       tftui.write.manual_compaction: shift+c

@@ -8,9 +8,7 @@ screen with a longer breadcrumb; `esc` pops it (k9s).
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from textual import on
@@ -26,6 +24,7 @@ from tftui.ui.analysis import AUTOSCALE, AnalysisKey
 from tftui.ui.autoscaleview import AutoscaleAnalysis
 from tftui.ui.data import ConsoleData
 from tftui.ui.objects import describe, find_object, object_yaml
+from tftui.ui.privatefiles import PrivateFileError, default_folder, write_new
 from tftui.ui.screens.autoscale import AUTOSCALE_BINDINGS, AutoscaleActions
 from tftui.ui.screens.text import TextScreen
 from tftui.ui.tableops import has_column, marked_table, sorted_table, table_csv, with_deltas
@@ -420,15 +419,15 @@ class ResourceScreen(Screen[None]):
         if table is None or shown is None:
             self.notify("no table to export here", severity="warning")
             return
-        folder = self.tui.config.export_dir or Path(tempfile.gettempdir()) / "tftui"
+        folder = self.tui.config.export_dir  # None: the private per-user folder in <tmp>
         stamp = self.tui.now().strftime("%Y%m%d-%H%M%S")
-        name = "-".join([*self.trail, table.id or "table"]).replace("/", "_")
-        path = folder / f"{name}-{stamp}.csv"
+        name = "-".join([*self.trail, table.id or "table", stamp])
         try:
-            folder.mkdir(parents=True, exist_ok=True)
-            path.write_text(table_csv(shown))
+            path = write_new(folder, name, ".csv", table_csv(shown))
         except OSError as exc:
-            self.notify(f"export to {path} failed: {exc.strerror or exc}", severity="error", timeout=10)
+            where = folder if folder is not None else default_folder()
+            text = str(exc) if isinstance(exc, PrivateFileError) else f"{where}: {exc.strerror or exc}"
+            self.notify(f"export failed: {text}", severity="error", timeout=10)
             return
         self.notify(f"exported {len(shown.rows)} rows to {path}", timeout=10)
 
