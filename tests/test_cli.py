@@ -163,8 +163,9 @@ def test_read_only_flag_reaches_the_console(monkeypatch: pytest.MonkeyPatch) -> 
 
     seen: dict[str, object] = {}
 
-    def fake_run(cluster: object, metrics: object, **kwargs: object) -> None:
+    def fake_run(cluster: object, metrics: object, **kwargs: object) -> int:
         seen.update(kwargs, cluster=cluster)
+        return 0
 
     monkeypatch.setattr(tftui.ui.app, "run", fake_run)
     assert main(["--demo", "--read-only"]) == 0

@@ -638,7 +638,7 @@ def cmd_console(args: argparse.Namespace) -> int:
 
     clock = getattr(cluster, "clock", None) if args.demo else None
     try:
-        run(
+        return run(
             cluster,
             metrics,
             clock=clock,
@@ -650,7 +650,6 @@ def cmd_console(args: argparse.Namespace) -> int:
             close = getattr(source, "close", None)
             if callable(close):
                 close()
-    return 0
 
 
 def _duration_arg(flag: str, value: str) -> timedelta:

@@ -19,6 +19,7 @@ from every screen's footer and help (`check_action`) when read-only, so they are
 from __future__ import annotations
 
 import fnmatch
+import io
 import sys
 import threading
 import time
@@ -28,6 +29,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar, cast
 
+from rich.console import Console
 from textual.app import App
 from textual.binding import BindingType
 from textual.command import Provider
@@ -64,6 +66,7 @@ from tftui.ui.analysis import (
 )
 from tftui.ui.autoscaleview import AutoscaleAnalysis, AutoscaleLoader, toggle_body
 from tftui.ui.background import in_thread
+from tftui.ui.crash import CRASH_EXIT, crash_line, write_crash_log
 from tftui.ui.data import ClusterLoadError, ConsoleData, connection_error, describe_error, load
 from tftui.ui.keymap import check_keymap
 from tftui.ui.ops import CapacityFigures, ConsoleRuntime, compaction_capacity
@@ -265,6 +268,8 @@ class TfTuiApp(App[None]):
         self._skip_ticks = 0
         self.source_hint = "…"
         self._control_filter = ControlFilter()  # one instance: Textual caches filtered lines by it
+        self.crash: BaseException | None = None
+        """The first unexpected error that stopped the console (`run` reports it and exits 1)."""
 
     # -- text: object text is shown plain, never as markup nor raw controls (`widgets.plain`) --------
 
@@ -285,6 +290,20 @@ class TfTuiApp(App[None]):
 
     def get_line_filters(self) -> Sequence[LineFilter]:
         return [*super().get_line_filters(), self._control_filter]
+
+    def _handle_exception(self, error: Exception) -> None:
+        # Textual's one entry for an unhandled error (pinned Textual; see `crash`): keep the first
+        # for `run`, then let Textual close the app as usual.
+        if self.crash is None:
+            self.crash = error
+        super()._handle_exception(error)
+
+    def _fatal_error(self) -> None:
+        # Textual renders a traceback with every frame's locals here, for printing after exit:
+        # over a cluster's state that took seconds and could print a credential. `run` logs its
+        # own traceback instead; the app closes as Textual's would.
+        self.bell()
+        self._close_messages_no_wait()
 
     def on_mount(self) -> None:
         # Textual's blank default screen stays at the bottom; the root view sits on top of it so
@@ -819,8 +838,13 @@ def run(
     analysis: AnalysisSettings | None = None,
     sim_speed: float = 0.0,
     config: ConsoleConfig | None = None,
-) -> None:
-    """Open the console in the terminal until the operator quits.
+    crash_folder: Path | None = None,
+) -> int:
+    """Open the console in the terminal until the operator quits; return the exit status.
+
+    An unexpected error stops the console with status 1 (`CRASH_EXIT`): one line on stderr names
+    the error and the log holding its traceback (in `crash_folder`, default the private per-user
+    folder of `privatefiles`), instead of Textual's traceback on screen and status 0.
 
     `config` defaults to the user's file (`tftui.config.load_config`); a bad keymap entry raises
     `ConfigError` naming it before anything is drawn.
@@ -845,6 +869,21 @@ def run(
         sim_speed=sim_speed,
         config=config,
     )
-    app.run()
+    # Textual would print its own traceback (with local variables) here: it goes nowhere, ours to a log
+    app.error_console = Console(file=io.StringIO(), markup=False, highlight=False)
+    try:
+        app.run()
+    except Exception as exc:  # the driver or the app failed outside Textual's own handling
+        app.crash = app.crash or exc
     # the terminal is back; a write started before the quit still finishes and is reported
     app.wait_for_writes(lambda line: print(visible(line), file=sys.stderr, flush=True))
+    if app.crash is None and not app.return_code:
+        return 0
+    error = app.crash or RuntimeError(f"the console ended with status {app.return_code}")
+    try:
+        log: Path | None = write_crash_log(error, crash_folder)
+        problem = ""
+    except OSError as exc:
+        log, problem = None, str(exc)
+    print(crash_line(error, log, problem), file=sys.stderr, flush=True)
+    return CRASH_EXIT
