@@ -105,6 +105,8 @@ async def test_resource_views_show_names_phases_modes_and_models_literally(app: 
         await view(pilot, "nodes")
         check(app, POOL, shown(NODE)[:10])  # the name column cuts the middle of a long name
         await keys(pilot, "slash", *"bold", "enter")  # the hostile node (its name has `[bold`)
+        await keys(pilot, "n")  # copy its name: a newline or ESC in it must not reach a shell
+        assert app.clipboard == shown(NODE)
         await keys(pilot, "enter")  # its drill-down: the full name and phase in crumbs and summary
         screen = check(app, NODE, PHASE, POOL, MODEL)
         assert screen.count(shown(MODEL)) == 4  # its four GPUs
@@ -142,6 +144,8 @@ async def test_metrics_views_show_tags_from_the_metrics_rows_literally(app: TfTu
         check(app, POOL, NODE)  # the diagnosis reads the simulator's rows tagged with the names
         await keys(pilot, "slash", *"bold", "enter", "enter")  # the hostile node's finding in full
         check(app, NODE, POOL)
+        await keys(pilot, "c")  # its fixes to the clipboard: pasted into a shell, so escaped too
+        assert shown(POOL) in app.clipboard and not unsafe(app.clipboard, multiline=True)
 
         await view(pilot, "alerts")
         check(app)

@@ -288,6 +288,11 @@ class TfTuiApp(App[None]):
             visible(message), title=visible(title), severity=severity, timeout=timeout, markup=False
         )
 
+    def copy_to_clipboard(self, text: str) -> None:
+        """Copies (names, fixes) are pasted into shells: each line is escaped like the screen shows
+        it, so a newline or ESC inside an object's name cannot run or forge anything there."""
+        super().copy_to_clipboard("\n".join(visible(line) for line in text.split("\n")))
+
     def get_line_filters(self) -> Sequence[LineFilter]:
         return [*super().get_line_filters(), self._control_filter]
 
