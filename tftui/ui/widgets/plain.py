@@ -175,7 +175,7 @@ class ControlFilter(LineFilter):
     """
 
     def apply(self, segments: list[Segment], background: Color) -> list[Segment]:
-        if not any(s.text and unsafe(s.text) for s in segments if not s.control):
+        if not unsafe("".join(s.text for s in segments if not s.control)):  # one search a line
             return segments
         return [
             s if s.control or not s.text or not unsafe(s.text) else Segment(_drop(s.text), s.style, s.control)

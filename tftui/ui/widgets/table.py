@@ -136,16 +136,17 @@ class ResourceTable(DataTable[RenderableType]):
             del self._shown[key]
             changes += 1
         for index, row in enumerate(rows):
-            # gauges drawn here, page rows only; every cell plain text (a `str` cell would be markup)
-            values = [plain_cell(rendered(row.cells.get(k, ""))) for k in keys]
+            # gauges drawn here, page rows only; cells are compared as built and handed to the
+            # DataTable as plain text (`plain_cell`: a `str` cell would be read as markup)
+            values = [rendered(row.cells.get(k, "")) for k in keys]
             if index >= prefix:
-                self.add_row(*values, key=row.key)
+                self.add_row(*(plain_cell(v) for v in values), key=row.key)
                 changes += 1
             else:
                 old = self._shown[row.key]
                 for col, new, prev in zip(keys, values, old, strict=True):
                     if new != prev:
-                        self.update_cell(row.key, col, new)
+                        self.update_cell(row.key, col, plain_cell(new))
                         changes += 1
             self._shown[row.key] = values
         self._order = [r.key for r in rows]
