@@ -1,0 +1,400 @@
+"""The connection to GreptimeDB: DSN, pool, errors, schema detection and the query helpers."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import Any, Final, Self
+
+import psycopg
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from tftui.sources.ports import SourceError
+
+DSN_ENV: Final = "TFTUI_METRICS_DSN"
+TIME_COLUMNS: Final = ("ts", "greptime_timestamp")  # preference order (M1)
+DEFAULT_LOOKBACK: Final = timedelta(minutes=5)
+
+# psycopg_pool logs reconnect failures as warnings; without a handler Python would print them on
+# stderr over the console. Errors reach the user as SourceError instead.
+logging.getLogger("psycopg.pool").addHandler(logging.NullHandler())
+
+
+_TEXT_COLUMNS: Final = frozenset({"node", "pool", "uuid", "namespace", "workload", "worker", "pod_name"})
+_NUMERIC_TYPE = re.compile(
+    r"\b(u?int\d*|bigint|smallint|integer|tinyint|float\d*|double|real|numeric|decimal|number)\b", re.I
+)
+
+_WRITER: Final[Mapping[str, str]] = {
+    "tf_node_metrics": "the TensorFusion controller (vector sidecar of the operator pod)",
+    "tf_worker_resources": "the TensorFusion controller (vector sidecar of the operator pod)",
+    "tf_system_metrics": "the TensorFusion controller (vector sidecar of the operator pod)",
+    "tf_gpu_usage": "the hypervisor on each GPU node (its vector sidecar must be enabled)",
+    "tf_worker_usage": "the hypervisor on each GPU node (its vector sidecar must be enabled)",
+}
+
+
+def dsn_from_env(env: Mapping[str, str] | None = None) -> str | None:
+    """The DSN from `TFTUI_METRICS_DSN`, or None when unset/blank (the CLI flag takes precedence)."""
+    value = (os.environ if env is None else env).get(DSN_ENV, "").strip()
+    return value or None
+
+
+@dataclass(frozen=True, slots=True)
+class TableInfo:
+    """A detected `tf_*` table: where it lives, its time column, its columns → data type."""
+
+    schema: str
+    name: str
+    time: str
+    columns: Mapping[str, str]
+
+    @property
+    def ident(self) -> sql.Identifier:
+        return sql.Identifier(self.schema, self.name)
+
+    @property
+    def ts(self) -> sql.Identifier:
+        return sql.Identifier(self.time)
+
+    def has(self, column: str) -> bool:
+        return column in self.columns
+
+
+def _naive_utc(dt: datetime) -> datetime:
+    """Bound as `'…'::timestamp`: sessions run in UTC and GreptimeDB handles timestamp literals best."""
+    return dt.replace(tzinfo=None) if dt.tzinfo is None else dt.astimezone(UTC).replace(tzinfo=None)
+
+
+def _aware(dt: datetime) -> datetime:
+    return dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt.astimezone(UTC)
+
+
+def _f(value: Any) -> float:
+    """Numbers arrive as float, int or Decimal (sum of bigint, UInt64); NULL → 0."""
+    if value is None:
+        return 0.0
+    return float(value) if isinstance(value, (int, float, Decimal)) else float(str(value))
+
+
+def _opt(value: Any) -> float | None:
+    return None if value is None else _f(value)
+
+
+def _num(value: Any) -> Any:
+    """Decimal → float/int in alert rows, so they compare and serialise like the simulator's."""
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    return value
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+class Store:
+    """`Step1Port` and `MetricsPort` over GreptimeDB (or any PostgreSQL with the same tables).
+
+    The pool is opened on first use, after a probe connection has proven the DSN works — so a bad
+    DSN fails fast with the server's reason instead of a pool timeout. `gpu_capacity` (GPU name →
+    (TFLOPS, VRAM bytes)) is only needed by `latest_worker_usage` to derive TFLOPS.
+    """
+
+    def __init__(
+        self,
+        dsn: str | None = None,
+        *,
+        pool_size: int = 4,
+        connect_timeout: float = 5,
+        gpu_capacity: Mapping[str, tuple[float, float]] | None = None,
+    ) -> None:
+        dsn = dsn or dsn_from_env()
+        if not dsn:
+            raise SourceError(f"no metrics store configured: pass --metrics-dsn or set {DSN_ENV}")
+        try:
+            params = conninfo_to_dict(dsn)
+        except psycopg.Error as exc:
+            raise SourceError(f"invalid metrics DSN: {_one_line(str(exc))}") from None
+        self._dsn = dsn
+        self._secret = str(params.get("password") or "")
+        host = str(params.get("host") or params.get("hostaddr") or "localhost")
+        self._where = (
+            f"{host}:{params.get('port') or 5432}/{params.get('dbname') or params.get('user') or ''}"
+        )
+        self._dbname = str(params.get("dbname") or "")
+        self._user = str(params.get("user") or "")
+        self._pool_size = max(1, pool_size)
+        self._timeout = float(connect_timeout)
+        self.gpu_capacity: Mapping[str, tuple[float, float]] = dict(gpu_capacity or {})
+        self._pool: ConnectionPool | None = None
+        self._tables: dict[str, TableInfo] | None = None
+        self._lock = threading.Lock()
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def describe(self) -> str:
+        """`greptime host:port/db`, plus the detected time column(s) once known (M1)."""
+        text = f"greptime {self._where}"
+        if self._tables:
+            cols = sorted({t.time for t in self._tables.values() if t.time})
+            if len(cols) == 1:
+                text += f" (time column {cols[0]})"
+            else:
+                text += (
+                    " (time columns "
+                    + ", ".join(f"{n}.{t.time}" for n, t in sorted(self._tables.items()) if t.time)
+                    + ")"
+                )
+        return text
+
+    def close(self) -> None:
+        """Close the pool (idempotent); a later query reopens it."""
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _connect_kwargs(self) -> dict[str, Any]:
+        return {
+            "autocommit": True,
+            "cursor_factory": psycopg.ClientCursor,
+            "connect_timeout": max(1, round(self._timeout)),
+        }
+
+    @staticmethod
+    def _configure(conn: psycopg.Connection[Any]) -> None:
+        conn.execute("SET TIME ZONE 'UTC'")
+
+    def _open(self) -> ConnectionPool:
+        """Probe, detect the tables on the probe connection, then open the pool (first use only)."""
+        with self._lock:
+            if self._pool is not None:
+                return self._pool
+            try:
+                with psycopg.connect(self._dsn, **self._connect_kwargs()) as probe:
+                    self._configure(probe)
+                    if self._tables is None:
+                        self._tables = self._detect(probe)
+            except psycopg.Error as exc:
+                raise self._error(exc, "connecting") from None
+            pool: ConnectionPool = ConnectionPool(
+                self._dsn,
+                min_size=1,
+                max_size=self._pool_size,
+                kwargs=self._connect_kwargs(),
+                configure=self._configure,
+                check=ConnectionPool.check_connection,
+                timeout=self._timeout,
+                name="tftui-metrics",
+                open=False,
+            )
+            pool.open(wait=False)
+            self._pool = pool
+            return pool
+
+    @contextmanager
+    def _connection(self) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection; the pool discards it on return if it broke."""
+        pool = self._pool or self._open()
+        try:
+            conn = pool.getconn(timeout=self._timeout)
+        except PoolTimeout:
+            raise self._unreachable() from None
+        try:
+            yield conn
+        finally:
+            pool.putconn(conn)
+
+    def _unreachable(self) -> SourceError:
+        """The pool could not deliver: ask the server directly why, for a precise message."""
+        try:
+            with psycopg.connect(self._dsn, **self._connect_kwargs()):
+                pass
+        except psycopg.Error as exc:
+            return self._error(exc, "connecting")
+        return SourceError(
+            f"metrics store {self._where}: no free connection after {self._timeout:g} s "
+            f"(pool of {self._pool_size}) — the store is overloaded; retry or raise the pool size"
+        )
+
+    # -- errors ----------------------------------------------------------------------------------
+
+    def _scrub(self, text: str) -> str:
+        text = _one_line(text)
+        return text.replace(self._secret, "***") if self._secret else text
+
+    def _error(self, exc: BaseException, doing: str, table: str = "") -> SourceError:
+        """One line: which store, what failed, what to do. Never the password, never a traceback."""
+        raw = str(exc)
+        first = self._scrub(raw.splitlines()[0] if raw.strip() else type(exc).__name__)
+        first = first.removeprefix("connection failed: ")
+        low = raw.lower()
+        where = f"metrics store {self._where}"
+        subject = f" ({table})" if table else ""
+        if isinstance(exc, psycopg.OperationalError) and doing == "connecting":
+            if "authentication" in low or "password" in low:
+                user = f' for user "{self._user}"' if self._user else ""
+                return SourceError(
+                    f"{where}: password authentication failed{user} — check the user and password "
+                    f"in --metrics-dsn or {DSN_ENV}"
+                )
+            if "does not exist" in low and "database" in low:
+                return SourceError(
+                    f'{where}: database "{self._dbname}" does not exist — TensorFusion writes its '
+                    "metrics to GreptimeDB database `public`; fix the database name in the DSN"
+                )
+            if "timeout" in low or "timed out" in low:
+                return SourceError(
+                    f"{where}: no answer within {self._timeout:g} s — is GreptimeDB up and its "
+                    "PostgreSQL port (default 4003) reachable from here?"
+                )
+            if "refused" in low or "could not" in low or "no route" in low or "name or service" in low:
+                reason = "connection refused" if "refused" in low else first
+                return SourceError(
+                    f"{where}: cannot connect ({reason}) — is GreptimeDB running and its "
+                    "PostgreSQL port (default 4003) reachable from here?"
+                )
+            return SourceError(f"{where}: cannot connect: {first} — check --metrics-dsn or {DSN_ENV}")
+        if isinstance(exc, psycopg.OperationalError):
+            return SourceError(f"{where}: connection lost while {doing}{subject}: {first} — retry")
+        if isinstance(exc, psycopg.errors.UndefinedTable | psycopg.errors.UndefinedColumn):
+            self._tables = None  # the schema changed under us: detect again next time
+            return SourceError(f"{where}: {first} while {doing}{subject} — the table changed; retry")
+        if isinstance(
+            exc,
+            psycopg.DataError | psycopg.errors.UndefinedFunction | psycopg.errors.DatatypeMismatch,
+        ):
+            return SourceError(
+                f"{where}: malformed values while {doing}{subject}: {first} — the table holds "
+                "values of the wrong type; recreate it from TensorFusion's schema"
+            )
+        return SourceError(f"{where}: query failed while {doing}{subject}: {first}")
+
+    # -- schema detection (M1) -------------------------------------------------------------------
+
+    def _detect(self, conn: psycopg.Connection[Any]) -> dict[str, TableInfo]:
+        """`tf_*` tables of the metrics schema, each with its time column found by name."""
+        with conn.cursor() as cur:
+            cur.execute(
+                "SELECT table_schema, table_name, column_name, data_type "
+                "FROM information_schema.columns WHERE table_name LIKE %(p)s",
+                {"p": "tf_%"},
+            )
+            rows = cur.fetchall()
+        by_schema: dict[str, dict[str, dict[str, str]]] = {}
+        for schema, table, column, dtype in rows:
+            by_schema.setdefault(str(schema), {}).setdefault(str(table), {})[str(column)] = str(dtype).lower()
+        # GreptimeDB: schema = the database in the DSN; PostgreSQL: `public` inside that database
+        for schema in (self._dbname, "public", *sorted(by_schema)):
+            if schema in by_schema:
+                break
+        else:
+            return {}
+        tables: dict[str, TableInfo] = {}
+        for name, columns in by_schema[schema].items():
+            time = next((c for c in TIME_COLUMNS if c in columns), "")  # "": none, said on use
+            tables[name] = TableInfo(schema, name, time, columns)
+        return tables
+
+    def tables(self) -> Mapping[str, TableInfo]:
+        """Detected tables (connects on first use); raises SourceError when unreachable."""
+        if self._tables is None:
+            if self._pool is None:
+                self._open()
+            if self._tables is None:
+                with self._connection() as conn:
+                    try:
+                        self._tables = self._detect(conn)
+                    except psycopg.Error as exc:
+                        raise self._error(exc, "reading information_schema.columns") from None
+        return self._tables or {}
+
+    def _require(self, name: str, columns: Sequence[str], optional: Sequence[str] = ()) -> TableInfo:
+        """The table, checked: present, with a time column, the columns, numeric where they must be."""
+        tables = self.tables()
+        table = tables.get(name)
+        if table is None:
+            writer = _WRITER.get(name, "TensorFusion")
+            raise SourceError(
+                f"metrics store {self._where}: table {name} not found — it is written by {writer}; "
+                "check the database name in the DSN (GreptimeDB `public`) and that metrics are shipped"
+            )
+        if not table.time:
+            raise SourceError(
+                f"metrics store {self._where}: table {name} has no time column "
+                f"({' or '.join(TIME_COLUMNS)}) — not TensorFusion's schema (upstream-model §3.2)"
+            )
+        for column in columns:
+            if not table.has(column):
+                raise SourceError(
+                    f"metrics store {self._where}: table {name} has no column {column} — not "
+                    "TensorFusion's schema (upstream-model §3.2); check the TensorFusion version or "
+                    "recreate the table"
+                )
+        for column in (*columns, *optional):
+            dtype = table.columns.get(column)
+            if dtype is not None and column not in _TEXT_COLUMNS and not _NUMERIC_TYPE.search(dtype):
+                raise SourceError(
+                    f"metrics store {self._where}: {name}.{column} holds {dtype}, not numbers — "
+                    "malformed values; recreate the table from TensorFusion's schema"
+                )
+        return table
+
+    # -- queries ---------------------------------------------------------------------------------
+
+    def _run(
+        self, query: sql.Composed, params: Mapping[str, Any], doing: str, table: str
+    ) -> tuple[list[str], list[tuple[Any, ...]]]:
+        """Column names and rows of one query; every failure becomes one SourceError line."""
+        try:
+            with self._connection() as conn, conn.cursor() as cur:
+                cur.execute(query, params)
+                return [d.name for d in cur.description or ()], cur.fetchall()
+        except SourceError:
+            raise
+        except psycopg.Error as exc:
+            raise self._error(exc, doing, table) from None
+        except (ValueError, ArithmeticError) as exc:  # a value the type loaders could not parse
+            raise SourceError(
+                f"metrics store {self._where}: malformed values while {doing} ({table}): "
+                f"{self._scrub(str(exc))}"
+            ) from None
+
+    def _fetch(
+        self, query: sql.Composed, params: Mapping[str, Any], doing: str, table: str
+    ) -> list[tuple[Any, ...]]:
+        return self._run(query, params, doing, table)[1]
+
+    @contextmanager
+    def _malformed(self, doing: str) -> Iterator[None]:
+        """Values the finishing arithmetic cannot use become one SourceError line, not a traceback."""
+        try:
+            yield
+        except (ValueError, TypeError, ArithmeticError) as exc:
+            raise SourceError(
+                f"metrics store {self._where}: malformed values while {doing}: {self._scrub(str(exc))}"
+            ) from None
+
+    @staticmethod
+    def _window(table: TableInfo, *, upper: str = "<") -> sql.Composed:
+        """`<ts> >= %(start)s AND <ts> < %(end)s` (or `<=` for alert windows)."""
+        return sql.SQL("{ts} >= %(start)s AND {ts} " + upper + " %(end)s").format(ts=table.ts)
+
+
+def _div(a: float, b: float) -> float:
+    return a / b if b else 0.0
