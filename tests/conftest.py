@@ -1,4 +1,5 @@
-"""Shared fixtures: the throwaway PostgreSQL server of the metrics tests (tests/pg.py); the test
+"""Shared fixtures: the two metrics stores of the metrics tests (PostgreSQL, tests/pg.py, and the
+GreptimeDB-dialect server, tests/greptime_dialect; `store` is parametrized over both); the test
 Kubernetes API server seeded with the demo cluster plus a kubeconfig pointing at it; the console
 tests' demo cluster and metrics (one per module); a still text cursor for every test."""
 
@@ -11,7 +12,9 @@ import pytest
 from textual.widgets import Input
 
 from tests.kubeapi import KubeApiServer, write_kubeconfig
+from tests.greptime_dialect import DialectServer, start_dialect_server
 from tests.pg import PgServer, PgUnavailable, start_server
+from tests.stores import STORES, DialectStore, MetricsStore, PgStore
 from tftui.sources.sim.cluster import DEFAULT_NOW, SimCluster, generate_objects
 from tftui.sources.sim.usage import SimMetrics
 
@@ -48,6 +51,24 @@ def pg_server() -> Iterator[PgServer]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def dialect_server() -> Iterator[DialectServer]:
+    """One GreptimeDB-dialect server per test process (DataFusion behind pgwire), started in ~0.2 s."""
+    server = start_dialect_server()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module", params=STORES)
+def store(request: pytest.FixtureRequest) -> MetricsStore:
+    """Each metrics store in turn: PostgreSQL, then the GreptimeDB-dialect server."""
+    if request.param == "postgres":
+        return PgStore(request.getfixturevalue("pg_server"))
+    return DialectStore(request.getfixturevalue("dialect_server"))
 
 
 @pytest.fixture
