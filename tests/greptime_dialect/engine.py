@@ -17,6 +17,7 @@ Int64 INT8, UInt64 NUMERIC, Float64 FLOAT8, timestamps TIMESTAMP (text with micr
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 from collections.abc import Iterable, Mapping, Sequence
@@ -124,7 +125,9 @@ class _Database:
 
 
 _QUERY_START: Final = re.compile(r"(?is)^\s*(\(\s*)*(select|with|values|explain)\b")
-_SET: Final = re.compile(r"(?is)^\s*set\s+(session\s+|local\s+)?(time\s+zone|timezone|time_zone)\s*(to|=)?\s*(.*?)\s*;?\s*$")
+_SET: Final = re.compile(
+    r"(?is)^\s*set\s+(session\s+|local\s+)?(time\s+zone|timezone|time_zone)\s*(to|=)?\s*(.*?)\s*;?\s*$"
+)
 _OTHER_SET: Final = re.compile(r"(?is)^\s*set\s+(session\s+|local\s+)?([A-Za-z_.@]+)")
 _UTC: Final = frozenset({"utc", "'utc'", "'etc/utc'", "'+00:00'", "'+0000'", "'z'", "local", "default"})
 
@@ -172,7 +175,9 @@ class Engine:
     def table_schema(self, db_name: str, table: str) -> TableSchema:
         return self._db(db_name).tables[table].schema
 
-    def insert_rows(self, db_name: str, table: str, rows: Iterable[Mapping[str, Any]], time_key: str = "ts") -> int:
+    def insert_rows(
+        self, db_name: str, table: str, rows: Iterable[Mapping[str, Any]], time_key: str = "ts"
+    ) -> int:
         """Dict rows (the time under `time_key`), deduplicated on (tags, time) as GreptimeDB does.
 
         Keys that are not columns of the table are dropped: the table has what its writers emit.
@@ -186,7 +191,10 @@ class Engine:
             merged: dict[tuple[Any, ...], dict[str, Any]] = {}
             existing = t.data.to_pylist()
             n = 0
-            fresh = ({c: _coerce(s, c, row.get(time_key) if c == ts else row.get(c)) for c in names} for row in rows)
+            fresh = (
+                {c: _coerce(s, c, row.get(time_key) if c == ts else row.get(c)) for c in names}
+                for row in rows
+            )
             for r in (*existing, *fresh):
                 stamp = r[ts]
                 if isinstance(stamp, datetime) and stamp.tzinfo is not None:
@@ -235,10 +243,8 @@ class Engine:
                 for pos, c in enumerate(t.schema.columns, 1)
             ]
             data = pa.Table.from_pylist(rows, schema=_COLUMNS_SCHEMA)
-            try:
+            with contextlib.suppress(Exception):  # not registered yet
                 db.ctx.deregister_table("information_schema.columns")
-            except Exception:  # noqa: BLE001 - not registered yet
-                pass
             batch = data.to_batches() or [pa.RecordBatch.from_pylist([], schema=_COLUMNS_SCHEMA)]
             db.ctx.register_record_batches("information_schema.columns", [batch])
             db.columns_version = self._version
@@ -256,14 +262,18 @@ class Engine:
         if m := _SET.match(sql):
             value = m.group(4).strip()
             if value.lower() not in _UTC:
-                raise DialectError("0A000", f"Unsupported time zone {value}: this test server models UTC only")
+                raise DialectError(
+                    "0A000", f"Unsupported time zone {value}: this test server models UTC only"
+                )
             session.timezone = "UTC"
             return Result("OK 0")
         if m := _OTHER_SET.match(sql):
             session.notices.append(f"Unsupported set variable {m.group(2).upper()}")
             return Result("OK 0")
         if not _QUERY_START.match(sql):
-            raise DialectError("0A000", f"not supported by the GreptimeDB-dialect test server: {sql.split()[0]}")
+            raise DialectError(
+                "0A000", f"not supported by the GreptimeDB-dialect test server: {sql.split()[0]}"
+            )
         db = self._db(session.database)
         if "information_schema" in sql.lower():
             self._information_schema(db)
@@ -273,7 +283,7 @@ class Engine:
             df = db.ctx.sql(text, param_values=values) if values else db.ctx.sql(text)
             batches = df.collect()
             schema = df.schema()
-        except Exception as exc:  # noqa: BLE001 - DataFusion raises plain exceptions
+        except Exception as exc:
             raise _error(exc, session.database) from None
         table = pa.Table.from_batches(batches, schema=schema)
         return _encode(table)

@@ -72,7 +72,9 @@ class TableSchema:
         return tuple(c.name for c in self.columns if c.semantic == "TAG")
 
     def arrow_schema(self) -> pa.Schema:
-        return pa.schema([pa.field(c.name, c.arrow, nullable=c.semantic != "TIMESTAMP") for c in self.columns])
+        return pa.schema(
+            [pa.field(c.name, c.arrow, nullable=c.semantic != "TIMESTAMP") for c in self.columns]
+        )
 
     def altered(self, changes: Mapping[str, str | None]) -> TableSchema:
         """A copy with columns retyped (`{column: sql type}`) or dropped (`{column: None}`)."""
@@ -87,7 +89,9 @@ class TableSchema:
         return TableSchema(self.name, tuple(cols), self.merge)
 
     def renamed_time_index(self, name: str) -> TableSchema:
-        cols = tuple(Column(name, c.sql_type, c.semantic) if c.semantic == "TIMESTAMP" else c for c in self.columns)
+        cols = tuple(
+            Column(name, c.sql_type, c.semantic) if c.semantic == "TIMESTAMP" else c for c in self.columns
+        )
         return TableSchema(self.name, cols, self.merge)
 
 
@@ -100,7 +104,9 @@ class Layout:
     tables: Mapping[str, TableSchema]
 
 
-def _table(name: str, merge: Merge, tags: Iterable[str], fields: Iterable[tuple[str, str]], ts: tuple[str, str]) -> TableSchema:
+def _table(
+    name: str, merge: Merge, tags: Iterable[str], fields: Iterable[tuple[str, str]], ts: tuple[str, str]
+) -> TableSchema:
     cols = [Column(t, "string", "TAG") for t in tags]
     cols += [Column(f, typ, "FIELD") for f, typ in fields]
     cols.append(Column(ts[0], ts[1], "TIMESTAMP"))
@@ -111,27 +117,27 @@ def _line(name: str, tags: Iterable[str], fields: Iterable[tuple[str, str]]) -> 
     return _table(name, "last_row", tags, fields, ("greptime_timestamp", "timestamp(9)"))
 
 
-D, I, B = "double", "bigint", "boolean"
+D, INT, B = "double", "bigint", "boolean"
 
 #: Tags and fields in the order the writers add them (tags first: line protocol puts them first).
 LINE_PROTOCOL: Final = Layout("line-protocol", "greptime_timestamp", {
     "tf_gpu_usage": _line("tf_gpu_usage", ("uuid", "node", "pool"), (
-        ("rx", D), ("tx", D), ("temperature", D), ("memory_bytes", I), ("memory_percentage", D),
+        ("rx", D), ("tx", D), ("temperature", D), ("memory_bytes", INT), ("memory_percentage", D),
         ("compute_percentage", D), ("compute_tflops", D), ("power_usage", D))),
     "tf_worker_usage": _line("tf_worker_usage", ("uuid", "node", "pool", "pod_name", "namespace", "workload", "worker"), (
-        ("memory_bytes", I), ("compute_percentage", D), ("compute_tflops", D), ("memory_percentage", D))),
+        ("memory_bytes", INT), ("compute_percentage", D), ("compute_tflops", D), ("memory_percentage", D))),
     "tf_worker_resources": _line("tf_worker_resources", ("namespace", "pool", "qos", "worker", "workload"), (
-        ("gpu_count", I), ("tflops_limit", D), ("tflops_request", D), ("raw_cost", D), ("vram_bytes_limit", D),
+        ("gpu_count", INT), ("tflops_limit", D), ("tflops_request", D), ("raw_cost", D), ("vram_bytes_limit", D),
         ("vram_bytes_request", D), ("ready", B))),
     "tf_node_metrics": _line("tf_node_metrics", ("node", "pool", "phase"), (
         ("allocated_tflops", D), ("allocated_tflops_percent", D), ("allocated_tflops_percent_virtual", D),
         ("allocated_vram_bytes", D), ("allocated_vram_percent", D), ("allocated_vram_percent_virtual", D),
-        ("gpu_count", I), ("raw_cost", D))),
+        ("gpu_count", INT), ("raw_cost", D))),
     "tf_system_metrics": _line("tf_system_metrics", ("pool",), (
-        ("total_workers_cnt", I), ("total_nodes_cnt", I), ("total_allocation_fail_cnt", I),
-        ("total_allocation_success_cnt", I), ("total_scale_up_cnt", I), ("total_scale_down_cnt", I),
-        ("total_topo_satisfied_cnt", I), ("total_topo_unsatisfied_cnt", I), ("total_topo_fallback_cnt", I),
-        ("total_topo_search_degraded_cnt", I))),
+        ("total_workers_cnt", INT), ("total_nodes_cnt", INT), ("total_allocation_fail_cnt", INT),
+        ("total_allocation_success_cnt", INT), ("total_scale_up_cnt", INT), ("total_scale_down_cnt", INT),
+        ("total_topo_satisfied_cnt", INT), ("total_topo_unsatisfied_cnt", INT), ("total_topo_fallback_cnt", INT),
+        ("total_topo_search_degraded_cnt", INT))),
     "tf_gpu_metrics": _line("tf_gpu_metrics", ("gpu", "node", "pool", "gpu_model", "phase"), (
         ("capacity_tflops", D), ("available_tflops", D), ("allocated_tflops", D), ("allocated_tflops_percent", D),
         ("capacity_vram_bytes", D), ("available_vram_bytes", D), ("allocated_vram_bytes", D),
@@ -149,17 +155,17 @@ U = "bigint unsigned"
 MIGRATION_DDL: Final = Layout("migration-ddl", "ts", {
     "tf_worker_resources": _ddl("tf_worker_resources", ("worker", "workload", "pool", "namespace"), (
         ("qos", "string"), ("tflops_request", D), ("tflops_limit", D), ("vram_bytes_request", D),
-        ("vram_bytes_limit", D), ("gpu_count", I), ("raw_cost", D), ("ready", "string"))),
+        ("vram_bytes_limit", D), ("gpu_count", INT), ("raw_cost", D), ("ready", "string"))),
     "tf_node_metrics": _ddl("tf_node_metrics", ("node", "pool", "phase"), (
         ("allocated_tflops", D), ("allocated_tflops_percent", D), ("allocated_vram_bytes", D),
         ("allocated_vram_percent", D), ("allocated_tflops_percent_virtual", D),
-        ("allocated_vram_percent_virtual", D), ("raw_cost", D), ("gpu_count", I))),
+        ("allocated_vram_percent_virtual", D), ("raw_cost", D), ("gpu_count", INT))),
     "tf_system_metrics": _ddl("tf_system_metrics", ("pool",), (
-        ("total_workers_cnt", I), ("total_nodes_cnt", I), ("total_allocation_fail_cnt", I),
-        ("total_allocation_success_cnt", I), ("total_scale_up_cnt", I), ("total_scale_down_cnt", I))),
+        ("total_workers_cnt", INT), ("total_nodes_cnt", INT), ("total_allocation_fail_cnt", INT),
+        ("total_allocation_success_cnt", INT), ("total_scale_up_cnt", INT), ("total_scale_down_cnt", INT))),
     "tf_worker_usage": _ddl("tf_worker_usage", ("workload", "worker", "namespace", "pool", "node", "uuid"), (
         ("compute_tflops", D), ("compute_percentage", D), ("memory_bytes", U), ("memory_percentage", D),
-        ("compute_throttled_cnt", I), ("vram_freezed_cnt", I), ("vram_resumed_cnt", I))),
+        ("compute_throttled_cnt", INT), ("vram_freezed_cnt", INT), ("vram_resumed_cnt", INT))),
     "tf_gpu_usage": _ddl("tf_gpu_usage", ("node", "pool", "uuid"), (
         ("compute_percentage", D), ("memory_percentage", D), ("memory_bytes", U), ("compute_tflops", D),
         ("rx", D), ("tx", D), ("temperature", D), ("graphics_clock_mhz", D), ("sm_clock_mhz", D),

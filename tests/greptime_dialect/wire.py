@@ -59,7 +59,12 @@ def _message(kind: bytes, body: bytes = b"") -> bytes:
 
 
 def _error_body(e: DialectError) -> bytes:
-    parts = [b"S" + e.severity.encode(), b"V" + e.severity.encode(), b"C" + e.code.encode(), b"M" + e.message.encode()]
+    parts = [
+        b"S" + e.severity.encode(),
+        b"V" + e.severity.encode(),
+        b"C" + e.code.encode(),
+        b"M" + e.message.encode(),
+    ]
     return b"".join(p + b"\0" for p in parts) + b"\0"
 
 
@@ -96,7 +101,9 @@ def _param(raw: bytes | None, oid: int, binary: bool) -> Any:
             return _number(_decode_numeric(raw))
         if oid in (0, 25, 705, 1043, 1042):
             return raw.decode()
-        raise DialectError("0A000", f"binary parameters of type OID {oid} are not supported by this test server")
+        raise DialectError(
+            "0A000", f"binary parameters of type OID {oid} are not supported by this test server"
+        )
     text = raw.decode()
     if oid == 16:
         return text.lower() in ("t", "true", "1", "on", "yes")
@@ -190,7 +197,9 @@ class WireServer:
             allow_reuse_address = True
 
         self._server = Server(("127.0.0.1", self._port), Handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, name="greptime-dialect", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="greptime-dialect", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -244,7 +253,9 @@ class WireServer:
             if code == CANCEL_REQUEST:
                 return None
             if code != PROTOCOL_3:
-                self._fatal(probe, DialectError("08P01", f"unsupported protocol {code >> 16}.{code & 0xFFFF}"))
+                self._fatal(
+                    probe, DialectError("08P01", f"unsupported protocol {code >> 16}.{code & 0xFFFF}")
+                )
                 return None
             break
         params: dict[str, str] = {}

@@ -25,6 +25,7 @@ from tftui.sources.greptime.store import (
     TableInfo,
     _aware,
     _f,
+    _ms,
     _naive_utc,
     _num,
 )
@@ -133,10 +134,12 @@ class AlertQueries(Store):
         Every row of the span is tagged with its evaluation `k = floor((now − ts) / interval)`
         (t = now − k·interval), computed on the epoch; a row exactly on a window edge belongs to two
         windows, so a UNION ALL branch repeats just those rows (`ts IN (<edge instants>)`, exact
-        timestamp equality) with k − 1. `k` is exact for time columns of up to microsecond
-        precision: the epochs of `now` and of a row (doubles of the same binade until 2038) differ
-        by exactly a whole number of intervals when the row is on an edge, and by at least a
-        microsecond from one otherwise. Families run at once on the pool's connections.
+        timestamp equality) with k − 1. `now` and every bound are whole milliseconds, and so are the
+        times TensorFusion writes; the epoch is a double, which is not exact for a nanosecond column
+        (DataFusion, and so GreptimeDB, converts nanoseconds to a double before dividing: an edge row
+        comes out a fraction of a microsecond off), so `k` is computed with 0.1 ms of slack towards
+        the newer window: exact for rows of millisecond precision. Families run at once on the
+        pool's connections.
 
         Per rule: a list with one result per instant (NoData where that window had no rows or the
         sentinel was NULL or 0 all through it: `compute_throttled_cnt`, `vram_resumed_cnt`,
@@ -245,7 +248,7 @@ class AlertQueries(Store):
         params: dict[str, Any] = {
             "start": _naive_utc(now - spec.window * (steps + 1)),
             "end": _naive_utc(now),
-            "now_s": _aware(now).timestamp(),
+            "now_s": _aware(_ms(now)).timestamp(),  # as the bounds are read: whole milliseconds
             "iv": spec.window.total_seconds(),
             "last": _naive_utc(now - spec.window),
         }
@@ -254,7 +257,10 @@ class AlertQueries(Store):
         edges = [f"e{m}" for m in range(1, steps + 2)]
         params.update((e, _naive_utc(now - spec.window * m)) for m, e in enumerate(edges, 1))
         sentinels = sorted({p.sentinel for p in parts if p.sentinel})
-        peaks = sql.SQL("").join(sql.SQL(", max(abs({}))").format(sql.Identifier(s)) for s in sentinels)
+        peaks = sql.SQL("").join(
+            sql.SQL(", max(abs({})) AS {}").format(sql.Identifier(s), sql.Identifier(f"peak_{i}"))
+            for i, s in enumerate(sentinels)
+        )
 
         def no_data(
             rule: str, sentinel: str | None, seen: Mapping[int, Sequence[Any]], k: int
@@ -272,7 +278,7 @@ class AlertQueries(Store):
 
         out: dict[str, list[AlertResult]] = {}
         # 1. the last window: a rule with nothing to read now is not replayed
-        probe = sql.SQL("SELECT count(*){p} FROM {t} WHERE {ts} >= %(last)s AND {ts} <= %(end)s").format(
+        probe = sql.SQL("SELECT count(*) AS n{p} FROM {t} WHERE {ts} >= %(last)s AND {ts} <= %(end)s").format(
             p=peaks, t=t.ident, ts=t.ts
         )
         with self._malformed(doing):
@@ -288,7 +294,7 @@ class AlertQueries(Store):
             return out
         # 2. rows (and sentinel peaks) per evaluation
         counted = self._fetch(
-            sql.SQL("SELECT k, count(*){p} FROM {s} GROUP BY k").format(
+            sql.SQL("SELECT k, count(*) AS n{p} FROM {s} GROUP BY k").format(
                 p=peaks, s=self._by_step(t, sentinels, edges)
             ),
             params, doing, t.name,
@@ -337,10 +343,14 @@ class AlertQueries(Store):
                 sql.SQL(" OR ").join(sql.SQL("({})").format(p.having) for p in parts if p.having is not None)
             )
         group = sql.SQL(", ").join(map(sql.Identifier, keys))
+        # every output aliased: two rules may compute the same expression (DataFusion, and so
+        # GreptimeDB, refuses duplicate projection names)
         outputs = [expr for p in parts for _alias, expr in p.outputs]
         query = sql.SQL("SELECT k, {g}{o} FROM {s} GROUP BY k, {g}{h}").format(
             g=group,
-            o=sql.SQL("").join(sql.SQL(", {}").format(e) for e in outputs),
+            o=sql.SQL("").join(
+                sql.SQL(", {} AS {}").format(e, sql.Identifier(f"v{i}")) for i, e in enumerate(outputs)
+            ),
             s=self._by_step(t, (*keys, *reads), edges, where),
             h=having,
         )
@@ -382,7 +392,8 @@ class AlertQueries(Store):
         with k − 1. Plain arithmetic on `date_part('epoch', ts)`, `floor`, `IN (…)` and UNION ALL:
         no `generate_series`, `date_bin`, window functions, interval arithmetic or `VALUES` lists.
         """
-        k = sql.SQL("floor((%(now_s)s - date_part('epoch', {ts})) / %(iv)s)").format(ts=t.ts)
+        # 0.1 ms of slack: the epoch of a nanosecond column is a rounded double (see alert_histories)
+        k = sql.SQL("floor((%(now_s)s - date_part('epoch', {ts}) + 0.0001) / %(iv)s)").format(ts=t.ts)
         cond = Store._window(t, upper="<=")
         if where is not None:
             cond = sql.SQL("{} AND {}").format(cond, where)

@@ -22,6 +22,7 @@ from tftui.sources.greptime.store import (
     TableInfo,
     _div,
     _f,
+    _ms,
     _naive_utc,
     _opt,
 )
@@ -37,18 +38,23 @@ STEP1_REQUIRED: Final[Mapping[str, tuple[str, ...]]] = {
 STEP1_OPTIONAL: Final[Mapping[str, tuple[str, ...]]] = {
     "tf_gpu_usage": ("memory_percentage",),
     "tf_worker_resources": ("gpu_count",),
+    "tf_worker_usage": ("compute_tflops",),
 }
 
 
 class Step1Queries(Store):
-    """`Step1Port.step1`."""
-
-    # -- Step1Port -------------------------------------------------------------------------------
+    """`Step1Port.step1`: the page's four GROUP BYs, finished in Python with the GPU capacities."""
 
     def step1(
         self, window: timedelta, now: datetime, gpu_capacity: Mapping[str, tuple[float, float]]
     ) -> Step1:
-        """The four reference-page queries over [now − window, now) (behaviour M2, M3)."""
+        """The four reference-page queries over [now − window, now) (behaviour M2, M3).
+
+        Bounds are whole milliseconds (GreptimeDB reads `'…'::timestamp` at that precision).
+        GPUs that report usage but are not in `gpu_capacity` (released with their node, or no
+        cluster at all) take their capacity from `tf_gpu_metrics`, where the controller wrote it.
+        """
+        now = _ms(now)
         nodes_t = self._require("tf_node_metrics", STEP1_REQUIRED["tf_node_metrics"])
         gpus_t = self._require("tf_gpu_usage", STEP1_REQUIRED["tf_gpu_usage"], STEP1_OPTIONAL["tf_gpu_usage"])
         req_t = self._require(
@@ -56,25 +62,56 @@ class Step1Queries(Store):
             STEP1_REQUIRED["tf_worker_resources"],
             STEP1_OPTIONAL["tf_worker_resources"],
         )
-        use_t = self._require("tf_worker_usage", STEP1_REQUIRED["tf_worker_usage"])
+        use_t = self._require(
+            "tf_worker_usage", STEP1_REQUIRED["tf_worker_usage"], STEP1_OPTIONAL["tf_worker_usage"]
+        )
         params = {"start": _naive_utc(now - window), "end": _naive_utc(now)}
         missing: set[str] = set()
         # The four scans are independent: they run at once on the pool's connections (the store
         # then uses all its cores while one query is in a serial phase). Largest first.
         with self._malformed("computing step 1"), ThreadPoolExecutor(max_workers=self._pool_size) as ex:
             f_requests = ex.submit(self._requests, req_t, params, missing)
-            f_usage = ex.submit(self._usage, use_t, params, gpu_capacity, missing)
-            f_gpus = ex.submit(self._gpus, gpus_t, params, gpu_capacity, missing)
+            f_usage = ex.submit(self._fetch_usage, use_t, params)
+            f_gpus = ex.submit(self._fetch_gpus, gpus_t, params)
             f_nodes = ex.submit(self._nodes, nodes_t, params)
-            nodes, gpus = f_nodes.result(), f_gpus.result()
-            requests, usage = f_requests.result(), f_usage.result()
+            nodes, gpu_rows = f_nodes.result(), f_gpus.result()
+            requests, usage_rows = f_requests.result(), f_usage.result()
+            unknown = {str(r[1]) for r in gpu_rows} | {str(r[2]) for r in usage_rows}
+            capacity = {**self._metrics_capacity(unknown - set(gpu_capacity), params), **gpu_capacity}
+            gpus = self._gpus(gpu_rows, capacity, missing)
+            usage = self._usage(usage_rows, capacity, missing)
         return assemble_step1(now, window, nodes, gpus, requests, usage, missing)
+
+    def _metrics_capacity(self, gpus: set[str], params: Mapping[str, Any]) -> dict[str, tuple[float, float]]:
+        """(TFLOPS, VRAM bytes) of `gpus` as `tf_gpu_metrics` last recorded them in the window.
+
+        GPU object names are the lower-cased UUIDs the hypervisor writes; matched case-insensitively.
+        """
+        if not gpus:
+            return {}
+        t = self.tables().get("tf_gpu_metrics")
+        if (
+            t is None
+            or not t.time
+            or not all(t.has(c) for c in ("gpu", "capacity_tflops", "capacity_vram_bytes"))
+        ):
+            return {}  # older TensorFusion: those GPUs stay `capacity of <uuid>` in Step1.missing
+        names = sorted(gpus)
+        wanted = {g.lower(): g for g in names}
+        values = {f"g{i}": g.lower() for i, g in enumerate(names)}
+        query = sql.SQL(
+            "SELECT lower(gpu) AS gpu_name, max(capacity_tflops) AS cap_tflops, "
+            "max(capacity_vram_bytes) AS cap_vram FROM {t} WHERE {w} AND lower(gpu) IN ({v}) GROUP BY lower(gpu)"
+        ).format(t=t.ident, w=self._window(t), v=sql.SQL(", ").join(map(sql.Placeholder, values)))
+        rows = self._fetch(query, {**params, **values}, "reading GPU capacities", t.name)
+        return {wanted[str(g)]: (_f(tf), _f(vram)) for g, tf, vram in rows if str(g) in wanted}
 
     def _nodes(self, t: TableInfo, params: Mapping[str, Any]) -> list[NodeAllocation]:
         """Query 1: average allocation % per node (page: `GROUP BY node, pool`)."""
         query = sql.SQL(
-            "SELECT node, pool, sum(allocated_tflops_percent), count(allocated_tflops_percent), "
-            "sum(allocated_vram_percent), count(allocated_vram_percent), count(*) "
+            "SELECT node, pool, sum(allocated_tflops_percent) AS tflops_sum, "
+            "count(allocated_tflops_percent) AS tflops_n, sum(allocated_vram_percent) AS vram_sum, "
+            "count(allocated_vram_percent) AS vram_n, count(*) AS samples "
             "FROM {t} WHERE {w} GROUP BY node, pool"
         ).format(t=t.ident, w=self._window(t))
         rows = self._fetch(query, params, "reading allocation per node", t.name)
@@ -84,20 +121,21 @@ class Step1Queries(Store):
             for node, pool, ts_, tn, vs, vn, n in rows
         ]  # fmt: skip
 
-    def _gpus(
-        self,
-        t: TableInfo,
-        params: Mapping[str, Any],
-        capacity: Mapping[str, tuple[float, float]],
-        missing: set[str],
-    ) -> list[GPUUsageSummary]:
-        """Query 2: per GPU average compute %, VRAM peak — % from bytes where the column is 0 (M3)."""
+    def _fetch_gpus(self, t: TableInfo, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+        """Query 2's rows: per GPU compute % sum and count, VRAM peak (% and bytes), samples."""
         pct = sql.SQL("max(memory_percentage)") if t.has("memory_percentage") else sql.SQL("NULL")
         query = sql.SQL(
-            "SELECT node, uuid, sum(compute_percentage), count(compute_percentage), {pct}, "
-            "max(memory_bytes), count(*) FROM {t} WHERE {w} GROUP BY node, uuid"
+            "SELECT node, uuid, sum(compute_percentage) AS pct_sum, count(compute_percentage) AS pct_n, "
+            "{pct} AS mem_pct_max, max(memory_bytes) AS mem_max, count(*) AS samples "
+            "FROM {t} WHERE {w} GROUP BY node, uuid"
         ).format(pct=pct, t=t.ident, w=self._window(t))
-        rows = self._fetch(query, params, "reading usage per GPU", t.name)
+        return self._fetch(query, params, "reading usage per GPU", t.name)
+
+    @staticmethod
+    def _gpus(
+        rows: list[tuple[Any, ...]], capacity: Mapping[str, tuple[float, float]], missing: set[str]
+    ) -> list[GPUUsageSummary]:
+        """Query 2 finished: VRAM % from bytes ÷ capacity where `memory_percentage` is 0 (M3)."""
         out: list[GPUUsageSummary] = []
         written = False
         for node, uuid, c_sum, c_n, peak_pct, peak_bytes, samples in rows:
@@ -118,13 +156,13 @@ class Step1Queries(Store):
     def _requests(self, t: TableInfo, params: Mapping[str, Any], missing: set[str]) -> list[WorkloadRequest]:
         """Query 3: average request per workload, from per-worker partial sums (exact row averages)."""
         if t.has("gpu_count"):
-            gpu = sql.SQL("sum(gpu_count), count(gpu_count)")
-        else:
-            gpu = sql.SQL("count(*), count(*)")  # absent: upstream treats 0/invalid as 1 device
+            gpu = sql.SQL("sum(gpu_count) AS gpu_sum, count(gpu_count) AS gpu_n")
+        else:  # absent: upstream treats 0/invalid as 1 device
+            gpu = sql.SQL("count(*) AS gpu_sum, count(*) AS gpu_n")
             missing.add("tf_worker_resources.gpu_count")
         query = sql.SQL(
-            "SELECT namespace, workload, sum(tflops_request), count(tflops_request), "
-            "sum(vram_bytes_request), count(vram_bytes_request), {gpu}, count(*) "
+            "SELECT namespace, workload, sum(tflops_request) AS tflops_sum, count(tflops_request) AS tflops_n, "
+            "sum(vram_bytes_request) AS vram_sum, count(vram_bytes_request) AS vram_n, {gpu}, count(*) AS samples "
             "FROM {t} WHERE {w} GROUP BY namespace, workload, worker"
         ).format(gpu=gpu, t=t.ident, w=self._window(t))
         rows = self._fetch(query, params, "reading requests per workload", t.name)
@@ -140,34 +178,49 @@ class Step1Queries(Store):
             for (ns, wl), a in acc.items()
         ]  # fmt: skip
 
+    def _fetch_usage(self, t: TableInfo, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+        """Query 4's rows per (namespace, workload, GPU): compute % and `compute_tflops` partial sums."""
+        tflops = (
+            sql.SQL("sum(compute_tflops) AS tf_sum, count(compute_tflops) AS tf_n, max(compute_tflops) AS tf_max, "
+                    "max(abs(compute_tflops)) AS tf_written")
+            if t.has("compute_tflops")
+            else sql.SQL("NULL AS tf_sum, NULL AS tf_n, NULL AS tf_max, NULL AS tf_written")
+        )  # fmt: skip
+        query = sql.SQL(
+            "SELECT namespace, workload, uuid, sum(compute_percentage) AS pct_sum, "
+            "count(compute_percentage) AS pct_n, max(compute_percentage) AS pct_max, {tflops}, "
+            "max(memory_bytes) AS mem_max, count(*) AS samples "
+            "FROM {t} WHERE {w} GROUP BY namespace, workload, uuid"
+        ).format(tflops=tflops, t=t.ident, w=self._window(t))
+        return self._fetch(query, params, "reading usage per workload", t.name)
+
+    @staticmethod
     def _usage(
-        self,
-        t: TableInfo,
-        params: Mapping[str, Any],
+        rows: list[tuple[Any, ...]],
         capacity: Mapping[str, tuple[float, float]],
         missing: set[str],
     ) -> list[WorkloadUsage]:
-        """Query 4: per workload TFLOPS average/peak and VRAM peak, per GPU in SQL, finished here.
+        """Query 4 finished: per workload TFLOPS average/peak and VRAM peak.
 
-        TFLOPS = compute % / 100 × the GPU's capacity, always: upstream writes `compute_tflops` as 0
-        (upstream-model §0.5), so the column is not read. A GPU of unknown capacity counts 0 TFLOPS
-        and is named in `missing` as `capacity of <uuid>`.
+        Per (workload, GPU): `compute_tflops` where it is written (non-zero somewhere in the window),
+        else compute % / 100 × the GPU's capacity (upstream's hypervisor writes 0 where its device
+        plugin reports no TFLOPS). A derived GPU of unknown capacity counts 0 TFLOPS and is named in
+        `missing` as `capacity of <uuid>`.
         """
-        query = sql.SQL(
-            "SELECT namespace, workload, uuid, sum(compute_percentage), count(compute_percentage), "
-            "max(compute_percentage), max(memory_bytes), count(*) "
-            "FROM {t} WHERE {w} GROUP BY namespace, workload, uuid"
-        ).format(t=t.ident, w=self._window(t))
-        rows = self._fetch(query, params, "reading usage per workload", t.name)
         acc: dict[tuple[str, str], list[float]] = {}  # Σ tflops, n, peak tflops, peak bytes, samples
-        for ns, wl, uuid, pct_sum, pct_n, pct_max, mem_max, n in rows:
-            cap = capacity.get(str(uuid), (0.0, 0.0))[0]
-            if cap <= 0:
-                missing.add(f"capacity of {uuid}")
+        for ns, wl, uuid, pct_sum, pct_n, pct_max, tf_sum, tf_n, tf_max, tf_seen, mem_max, n in rows:
             a = acc.setdefault((str(ns), str(wl)), [0.0, 0.0, 0.0, 0.0, 0.0])
-            a[0] += _f(pct_sum) / 100.0 * cap
-            a[1] += _f(pct_n)
-            a[2] = max(a[2], _f(pct_max) / 100.0 * cap)
+            if _f(tf_seen) > 0:
+                a[0] += _f(tf_sum)
+                a[1] += _f(tf_n)
+                a[2] = max(a[2], _f(tf_max))
+            else:
+                cap = capacity.get(str(uuid), (0.0, 0.0))[0]
+                if cap <= 0:
+                    missing.add(f"capacity of {uuid}")
+                a[0] += _f(pct_sum) / 100.0 * cap
+                a[1] += _f(pct_n)
+                a[2] = max(a[2], _f(pct_max) / 100.0 * cap)
             a[3] = max(a[3], _f(mem_max))
             a[4] += _f(n)
         return [

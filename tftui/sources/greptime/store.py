@@ -70,8 +70,15 @@ class TableInfo:
         return column in self.columns
 
 
+def _ms(dt: datetime) -> datetime:
+    """`dt` floored to whole milliseconds: GreptimeDB reads `'…'::timestamp` at that precision, so
+    every bound and `now` is sent as it will be read (a replay's edges and `k` then agree)."""
+    return dt.replace(microsecond=dt.microsecond // 1000 * 1000)
+
+
 def _naive_utc(dt: datetime) -> datetime:
-    """Bound as `'…'::timestamp`: sessions run in UTC and GreptimeDB handles timestamp literals best."""
+    """Bound as `'…'::timestamp` (whole milliseconds): sessions run in UTC."""
+    dt = _ms(dt)
     return dt.replace(tzinfo=None) if dt.tzinfo is None else dt.astimezone(UTC).replace(tzinfo=None)
 
 
@@ -253,7 +260,9 @@ class Store:
                     f"{where}: password authentication failed{user} — check the user and password "
                     f"in --metrics-dsn or {DSN_ENV}"
                 )
-            if "does not exist" in low and "database" in low:
+            if "database" in low and (
+                "does not exist" in low or "not found" in low
+            ):  # PostgreSQL, GreptimeDB
                 return SourceError(
                     f'{where}: database "{self._dbname}" does not exist — TensorFusion writes its '
                     "metrics to GreptimeDB database `public`; fix the database name in the DSN"
@@ -288,17 +297,30 @@ class Store:
     # -- schema detection (M1) -------------------------------------------------------------------
 
     def _detect(self, conn: psycopg.Connection[Any]) -> dict[str, TableInfo]:
-        """`tf_*` tables of the metrics schema, each with its time column found by name."""
+        """`tf_*` tables of the metrics schema, each with its time column (M1).
+
+        GreptimeDB marks its time index `semantic_type = 'TIMESTAMP'` in information_schema.columns:
+        where that column exists, it names the time column whatever its name. PostgreSQL has no such
+        column; there (and for a table without a marked column) the time column is found by name.
+        `SELECT *` tells which of the two it is from the result's columns, in one round trip.
+        """
         with conn.cursor() as cur:
-            cur.execute(
-                "SELECT table_schema, table_name, column_name, data_type "
-                "FROM information_schema.columns WHERE table_name LIKE %(p)s",
-                {"p": "tf_%"},
-            )
+            cur.execute("SELECT * FROM information_schema.columns WHERE table_name LIKE %(p)s", {"p": "tf_%"})
+            names = [d.name for d in cur.description or ()]
             rows = cur.fetchall()
+        at = {n: i for i, n in enumerate(names)}
+        semantic = at.get("semantic_type")
         by_schema: dict[str, dict[str, dict[str, str]]] = {}
-        for schema, table, column, dtype in rows:
-            by_schema.setdefault(str(schema), {}).setdefault(str(table), {})[str(column)] = str(dtype).lower()
+        marked: dict[tuple[str, str], str] = {}
+        for row in rows:
+            schema, table, column = (
+                str(row[at["table_schema"]]),
+                str(row[at["table_name"]]),
+                str(row[at["column_name"]]),
+            )
+            by_schema.setdefault(schema, {}).setdefault(table, {})[column] = str(row[at["data_type"]]).lower()
+            if semantic is not None and str(row[semantic]).upper() == "TIMESTAMP":
+                marked[(schema, table)] = column
         # GreptimeDB: schema = the database in the DSN; PostgreSQL: `public` inside that database
         for schema in (self._dbname, "public", *sorted(by_schema)):
             if schema in by_schema:
@@ -307,8 +329,8 @@ class Store:
             return {}
         tables: dict[str, TableInfo] = {}
         for name, columns in by_schema[schema].items():
-            time = next((c for c in TIME_COLUMNS if c in columns), "")  # "": none, said on use
-            tables[name] = TableInfo(schema, name, time, columns)
+            time = marked.get((schema, name)) or next((c for c in TIME_COLUMNS if c in columns), "")
+            tables[name] = TableInfo(schema, name, time, columns)  # time "": none, said on use
         return tables
 
     def tables(self) -> Mapping[str, TableInfo]:
@@ -391,9 +413,10 @@ class Store:
             ) from None
 
     @staticmethod
-    def _window(table: TableInfo, *, upper: str = "<") -> sql.Composed:
-        """`<ts> >= %(start)s AND <ts> < %(end)s` (or `<=` for alert windows)."""
-        return sql.SQL("{ts} >= %(start)s AND {ts} " + upper + " %(end)s").format(ts=table.ts)
+    def _window(table: TableInfo, *, upper: str = "<", alias: str | None = None) -> sql.Composed:
+        """`<ts> >= %(start)s AND <ts> < %(end)s` (or `<=` for alert windows), `alias.<ts>` if given."""
+        ts = sql.Identifier(alias, table.time) if alias else table.ts
+        return sql.SQL("{ts} >= %(start)s AND {ts} " + upper + " %(end)s").format(ts=ts)
 
 
 def _div(a: float, b: float) -> float:

@@ -27,13 +27,17 @@ class UsageQueries(Store):
     # -- MetricsPort -----------------------------------------------------------------------------
 
     def latest_gpu_usage(self, now: datetime, lookback: timedelta = DEFAULT_LOOKBACK) -> dict[str, GPUUsage]:
-        """GPU → its newest sample in [now − lookback, now] (max(ts) join; no DISTINCT ON)."""
+        """GPU → its newest sample in [now − lookback, now] (max(ts) join; no DISTINCT ON).
+
+        Both sides of the join carry the window: the outer side would otherwise scan the table's
+        whole retention (30 days upstream) on every refresh.
+        """
         t = self._require("tf_gpu_usage", ("node", "uuid", "compute_percentage", "memory_bytes"))
         query = sql.SQL(
-            "SELECT g.uuid, g.node, g.compute_percentage, g.memory_bytes, g.{ts} FROM {t} g JOIN "
+            "SELECT g.uuid, g.node, g.compute_percentage, g.memory_bytes, g.{ts} AS sample_ts FROM {t} g JOIN "
             "(SELECT uuid, max({ts}) AS last_ts FROM {t} WHERE {w} GROUP BY uuid) m "
-            "ON g.uuid = m.uuid AND g.{ts} = m.last_ts"
-        ).format(ts=t.ts, t=t.ident, w=self._window(t, upper="<="))
+            "ON g.uuid = m.uuid AND g.{ts} = m.last_ts WHERE {gw}"
+        ).format(ts=t.ts, t=t.ident, w=self._window(t, upper="<="), gw=self._window(t, upper="<=", alias="g"))
         params = {"start": _naive_utc(now - lookback), "end": _naive_utc(now)}
         rows = self._fetch(query, params, "reading the latest GPU usage", t.name)
         with self._malformed("reading the latest GPU usage"):
@@ -49,26 +53,31 @@ class UsageQueries(Store):
     ) -> dict[tuple[str, str], WorkerUsage]:
         """(namespace, pod) → newest sample summed over the worker's devices.
 
-        TFLOPS: compute % × `gpu_capacity` of each device (as step 1; compute_tflops is 0
-        upstream). Without `pod_name` (not in upstream's DDL) the pod UID (`worker`) stands in.
+        TFLOPS per device: `compute_tflops` where it is written (non-zero), else compute % ×
+        `gpu_capacity` (as step 1). Without `pod_name` (not in upstream's DDL) the pod UID
+        (`worker`) stands in. Both sides of the join carry the window.
         """
         t = self._require("tf_worker_usage", ("namespace", "workload", "worker", "uuid", "compute_percentage",
                                                "memory_bytes"))  # fmt: skip
         pod = sql.Identifier("pod_name" if t.has("pod_name") else "worker")
+        tflops = sql.SQL("u.compute_tflops") if t.has("compute_tflops") else sql.SQL("NULL")
         query = sql.SQL(
-            "SELECT u.namespace, u.{pod}, u.workload, u.uuid, u.compute_percentage, u.memory_bytes, u.{ts} "
+            "SELECT u.namespace, u.{pod} AS pod_key, u.workload, u.uuid, u.compute_percentage, {tf} AS tflops, "
+            "u.memory_bytes, u.{ts} AS sample_ts "
             "FROM {t} u JOIN (SELECT namespace, {pod} AS pod, max({ts}) AS last_ts FROM {t} WHERE {w} "
             "GROUP BY namespace, {pod}) m "
-            "ON u.namespace = m.namespace AND u.{pod} = m.pod AND u.{ts} = m.last_ts"
-        ).format(pod=pod, ts=t.ts, t=t.ident, w=self._window(t, upper="<="))
+            "ON u.namespace = m.namespace AND u.{pod} = m.pod AND u.{ts} = m.last_ts WHERE {uw}"
+        ).format(pod=pod, tf=tflops, ts=t.ts, t=t.ident, w=self._window(t, upper="<="),
+                 uw=self._window(t, upper="<=", alias="u"))  # fmt: skip
         params = {"start": _naive_utc(now - lookback), "end": _naive_utc(now)}
         rows = self._fetch(query, params, "reading the latest worker usage", t.name)
         acc: dict[tuple[str, str], list[Any]] = {}  # workload, Σ %, Σ TFLOPS, Σ bytes, devices, ts
         with self._malformed("reading the latest worker usage"):
-            for ns, name, workload, uuid, pct, mem, ts in rows:
+            for ns, name, workload, uuid, pct, tf, mem, ts in rows:
                 a = acc.setdefault((str(ns), str(name)), [str(workload), 0.0, 0.0, 0.0, 0, _aware(ts)])
                 a[1] += _f(pct)
-                a[2] += _f(pct) / 100.0 * self.gpu_capacity.get(str(uuid), (0.0, 0.0))[0]
+                written = _f(tf)
+                a[2] += written or _f(pct) / 100.0 * self.gpu_capacity.get(str(uuid), (0.0, 0.0))[0]
                 a[3] += _f(mem)
                 a[4] += 1
         return {
@@ -152,8 +161,9 @@ class UsageQueries(Store):
         # grouped by the one identifying tag (the pod UID): every extra text key costs a hash and
         # compare per row (measured: 3 keys ≈ 2.5× the time of 1); the other tags come with min()
         query = sql.SQL(
-            "SELECT worker, min(namespace), min(workload), {pod}, {b}, sum(power(2.0, (e - %(ref)s) / hl)), "
-            "count(*), min(e), max(e), max(mem) FROM (SELECT worker, namespace, workload, {pods} "
+            "SELECT worker, min(namespace) AS ns, min(workload) AS wl, {pod} AS pod, {b} AS bucket, "
+            "sum(power(2.0, (e - %(ref)s) / hl)) AS weight, count(*) AS samples, min(e) AS first_e, "
+            "max(e) AS last_e, max(mem) AS peak_mem FROM (SELECT worker, namespace, workload, {pods} "
             "date_part('epoch', {ts}) AS e, {v} AS v, {hl} AS hl, coalesce(memory_bytes, 0) AS mem "
             "FROM {t} WHERE {w}) s GROUP BY worker, {b}"
         ).format(b=bucket, pod=pod, pods=sql.SQL("pod_name," if t.has("pod_name") else ""), ts=t.ts,
