@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from textual.widgets import Input
 
-from tests.kubeapi import KubeApiServer, write_kubeconfig
 from tests.greptime_dialect import DialectServer, start_dialect_server
+from tests.kubeapi import KubeApiServer, write_kubeconfig
 from tests.pg import PgServer, PgUnavailable, start_server
 from tests.stores import STORES, DialectStore, MetricsStore, PgStore
 from tftui.sources.sim.cluster import DEFAULT_NOW, SimCluster, generate_objects

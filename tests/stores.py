@@ -39,7 +39,9 @@ class MetricsStore(Protocol):
         overrides: Mapping[str, Mapping[str, str | None]] | None = None,
     ) -> None: ...
 
-    def load(self, db: str, data: Mapping[str, Iterable[Mapping[str, Any]]], time_column: str = "ts") -> None: ...
+    def load(
+        self, db: str, data: Mapping[str, Iterable[Mapping[str, Any]]], time_column: str = "ts"
+    ) -> None: ...
 
     def has(self, time_column: str, table: str, column: str) -> bool: ...
 
@@ -95,7 +97,12 @@ class PgStore:
 
 
 #: PostgreSQL column types of the tests' overrides → GreptimeDB's names
-_GREPTIME_TYPES: Final = {"text": "string", "double precision": "double", "bigint": "bigint", "boolean": "boolean"}
+_GREPTIME_TYPES: Final = {
+    "text": "string",
+    "double precision": "double",
+    "bigint": "bigint",
+    "boolean": "boolean",
+}
 
 
 class DialectStore:

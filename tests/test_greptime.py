@@ -21,13 +21,18 @@ import pytest
 
 from tests.alert_oracle import PerStepAlerts
 from tests.pg import (
+    A100_1,
+    A100_2,
     CAPACITY,
     EXPECTED_ALERTS,
     GI,
+    H100_5,
     INJECTION,
+    MI,
     NOW,
     PASSWORD,
     SIM_TABLES,
+    UNKNOWN_GPU,
     DictRows,
     alert_rows_data,
     check_step1,
@@ -689,3 +694,127 @@ def test_same_alert_history_as_simulator(sim: Sim) -> None:
                 "WorkerTFlopsThrottled", "WorkerVRAMSwitchCountIncreasing", "WorkerAllocationFailed", "GPUVRAMFull",
             }  # fmt: skip
             assert got.transitions or got.firing or got.pending
+
+
+# -- usage figures that follow the data ------------------------------------------------------------
+
+
+def _by_workload(s: Step1) -> dict[tuple[str, str], tuple[float, float]]:
+    return {(u.namespace, u.workload): (u.tflops_avg, u.tflops_peak) for u in s.workload_usage}
+
+
+def test_compute_tflops_is_used_where_written_and_derived_where_all_zero(store: MetricsStore) -> None:
+    data = step1_rows()  # compute_tflops written as 0.0 everywhere: derived from compute % × capacity
+    for r in data["tf_worker_usage"]:
+        if r["uuid"] == A100_1:  # llama's pod on A100_1 reports TFLOPS
+            r["compute_tflops"] = {4.0: 11.0, 8.0: 23.0}[r["compute_percentage"]]
+    for col in VARIANTS:
+        with _metrics(make_db(store, f"tflops_{col}", col, data)) as metrics:
+            got = metrics.step1(timedelta(hours=1), NOW, CAPACITY)
+            use = _by_workload(got)
+            # A100_1's group from compute_tflops; A100_3's (2 % of 312) still derived
+            assert use[("ml-serving", "llama3-8b-infer")] == (
+                pytest.approx((11.0 + 23.0 + 0.02 * 312.0) / 3),
+                pytest.approx(23.0),
+            )
+            assert use[("ml-serving", "qwen2-72b-infer")] == (pytest.approx(385.71), pytest.approx(385.71))
+            expected = SimStep1(DictRows(held(store, col, data))).step1(timedelta(hours=1), NOW, CAPACITY)
+            _same(_keyed(got), _keyed(expected))
+            latest = metrics.latest_worker_usage(NOW - timedelta(minutes=20), timedelta(minutes=1))
+            assert [w.tflops for w in latest.values()] == [23.0]  # the written figure, not 8 % × 312
+
+
+def test_gpu_known_only_to_the_metrics_takes_its_capacity_from_tf_gpu_metrics(store: MetricsStore) -> None:
+    data = step1_rows()
+    data["tf_gpu_metrics"] = full_rows("tf_gpu_metrics", [
+        {"gpu": g, "node": "gpu-a100-1", "pool": "demo-shared", "gpu_model": "A100", "phase": "Running",
+         "capacity_tflops": t, "capacity_vram_bytes": float(v), "ts": NOW - timedelta(minutes=m)}
+        for g, t, v, m in ((A100_1, 312.0, 80 * GI, 30), (A100_1, 312.0, 80 * GI, 20),
+                           (UNKNOWN_GPU, 100.0, 16 * GI, 30), (H100_5, 1.0, 1.0, 30))
+    ])  # fmt: skip
+    released = {g: c for g, c in CAPACITY.items() if g != A100_1}  # A100_1's GPU object is gone
+    for col in VARIANTS:
+        with _metrics(make_db(store, f"gpumetrics_{col}", col, data)) as metrics:
+            got = metrics.step1(timedelta(hours=1), NOW, released)
+            gpus = {g.uuid: g.vram_peak_pct for g in got.gpus}
+            assert gpus[A100_1] == pytest.approx(15.0)  # 12 GiB of its 80 GiB, from memory_bytes
+            assert gpus[UNKNOWN_GPU] == pytest.approx(12.5)  # 2 GiB of 16 GiB
+            assert gpus[H100_5] == pytest.approx(
+                73014444032 / (81559 * MI) * 100
+            )  # the cluster's figure wins
+            assert got.missing == ()  # no GPU of unknown capacity left
+            use = _by_workload(got)
+            assert use[("research", "llama3-8b-infer")] == (
+                pytest.approx(1.0),
+                pytest.approx(1.0),
+            )  # 1 % of 100
+            expected = SimStep1(DictRows(held(store, col, data))).step1(timedelta(hours=1), NOW, released)
+            _same(_keyed(got), _keyed(expected))
+
+
+# -- GreptimeDB's reading of the SQL ----------------------------------------------------------------
+
+
+def test_all_fifteen_rules_together_through_evaluate_history(alerts: Alerts) -> None:
+    """The whole replay (every family at once, as `tftui report` runs it) gets a result for every rule."""
+    history = evaluate_history(alerts.metrics, RULES, now=NOW, span=timedelta(minutes=2))
+    states = {s.rule: s.state for s in history.statuses}
+    assert list(states) == list(ALERT_RULES)
+    for rule in ALERT_RULES:
+        expected = alerts.expected(rule)
+        if isinstance(expected, str):
+            assert states[rule] == "no-data", rule
+        else:
+            assert states[rule] != "no-data", rule
+            last = alerts.metrics.alert_history(
+                rule, evaluation_times(RULES[ALERT_RULES.index(rule)], NOW, timedelta(minutes=2))
+            )[-1]
+            assert not isinstance(last, NoData) and rounded(last) == expected, rule
+    seen = {a.rule for a in (*history.firing, *history.pending)}
+    assert seen >= {
+        "WorkerAllocationFailed",
+        "NodeTFlopsAllocationCritical",
+        "PoolVRAMAllocationWarning",
+        "EmptyGPU",
+    }
+
+
+def test_now_and_bounds_are_read_at_whole_milliseconds(replay: Replay) -> None:
+    """A `now` with microseconds reads what the store reads: the windows of `now` floored to the millisecond."""
+    metrics, offset = replay
+    extra = timedelta(microseconds=456)
+    now = NOW + offset + extra
+    oracle = SimStep1(DictRows({**replay.rows(), "tf_worker_resources": []}))
+    for rule in RULES:
+        times = evaluation_times(rule, now, REPLAY_SPAN)
+        got = metrics.alert_histories({rule.name: times})[rule.name]
+        if isinstance(got, NoData):
+            continue
+        expected = oracle.alert_history(rule.name, [t - extra for t in times])
+        if isinstance(expected[-1], NoData):  # not evaluable now: the replay is skipped
+            expected = [expected[-1]] * len(times)
+        assert _results(got) == _results(expected), rule.name
+    step1 = metrics.step1(timedelta(minutes=20), now, CAPACITY)
+    _same(_keyed(dataclasses.replace(step1, now=now - extra)),
+          _keyed(oracle.step1(timedelta(minutes=20), now - extra, CAPACITY)))  # fmt: skip
+
+
+def test_latest_usage_joins_carry_the_window_on_both_sides(dialect_server: Any) -> None:
+    from tests.stores import DialectStore
+
+    store = DialectStore(dialect_server)
+    with _metrics(
+        make_db(store, "latest_window", "greptime_timestamp", step1_rows()), gpu_capacity=CAPACITY
+    ) as metrics:
+        sent = len(dialect_server.wire.queries)
+        assert set(metrics.latest_gpu_usage(NOW - timedelta(minutes=29))) == {
+            A100_1,
+            A100_2,
+            H100_5,
+            UNKNOWN_GPU,
+        }
+        assert len(metrics.latest_worker_usage(NOW - timedelta(minutes=29))) == 4
+        queries = [q for q in dialect_server.wire.queries[sent:] if "JOIN" in q]
+        assert len(queries) == 2
+        for q in queries:  # the window's two bounds on the inner (max) side and on the outer side
+            assert q.count("greptime_timestamp\" >= '2026-11-30 11:26:00'::timestamp") == 2, q

@@ -10,7 +10,7 @@ streamed from `SimMetrics.rows`; memory grows with the number of groups, never w
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Final, Protocol
 
@@ -45,24 +45,50 @@ def _max(a: float | None, b: float | None) -> float | None:
 class _Avg:
     """avg/max/count of one column over a group, NULL-aware like SQL aggregates."""
 
-    __slots__ = ("hi", "n", "total")
+    __slots__ = ("hi", "mag", "n", "total")
 
     def __init__(self) -> None:
         self.total = 0.0
         self.n = 0
         self.hi: float | None = None
+        self.mag = 0.0  # max |x|: 0 when never written (NULL or 0 throughout)
 
     def add(self, x: Any) -> None:
         if x is not None:
             x = float(x)
             self.total += x
             self.n += 1
+            self.mag = max(self.mag, abs(x))
             if self.hi is None or x > self.hi:
                 self.hi = x
 
     @property
     def avg(self) -> float | None:
         return self.total / self.n if self.n else None
+
+
+class _Capacity(Mapping[str, tuple[float, float]]):
+    """The cluster's GPU capacities, then (read once, on the first GPU it lacks) `tf_gpu_metrics`'."""
+
+    def __init__(
+        self, known: Mapping[str, tuple[float, float]], load: Callable[[], dict[str, tuple[float, float]]]
+    ) -> None:
+        self.known = known
+        self.load = load
+        self.recorded: dict[str, tuple[float, float]] | None = None
+
+    def __getitem__(self, gpu: str) -> tuple[float, float]:
+        if gpu in self.known:
+            return self.known[gpu]
+        if self.recorded is None:
+            self.recorded = self.load()
+        return self.recorded[gpu.lower()]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.known)
+
+    def __len__(self) -> int:
+        return len(self.known)
 
 
 class RowSource(Protocol):
@@ -93,10 +119,24 @@ class SimStep1:
         start = now - window
         missing: set[str] = set()
         nodes = self._nodes(self.metrics.rows("tf_node_metrics", start, now))
-        gpus = self._gpus(self.metrics.rows("tf_gpu_usage", start, now), gpu_capacity, missing)
+        capacity = _Capacity(gpu_capacity, lambda: self._metrics_capacity(start, now))
+        gpus = self._gpus(self.metrics.rows("tf_gpu_usage", start, now), capacity, missing)
         requests = self._requests(self.metrics.rows("tf_worker_resources", start, now), missing)
-        usage = self._usage(self.metrics.rows("tf_worker_usage", start, now), gpu_capacity, missing)
+        usage = self._usage(self.metrics.rows("tf_worker_usage", start, now), capacity, missing)
         return assemble_step1(now, window, nodes, gpus, requests, usage, missing)
+
+    def _metrics_capacity(self, start: datetime, end: datetime) -> dict[str, tuple[float, float]]:
+        """GPU (lower-cased) → capacities from `tf_gpu_metrics`, where the source has it (the adapter's rule)."""
+        try:
+            rows = self.metrics.rows("tf_gpu_metrics", start, end)
+            out: dict[str, list[float | None]] = {}
+            for r in rows:
+                acc = out.setdefault(str(r.get("gpu") or "").lower(), [None, None])
+                acc[0] = _max(acc[0], _v(r.get("capacity_tflops")))
+                acc[1] = _max(acc[1], _v(r.get("capacity_vram_bytes")))
+        except (ValueError, KeyError):  # a source without the table (the simulator writes none)
+            return {}
+        return {g: (t or 0.0, v or 0.0) for g, (t, v) in out.items()}
 
     @staticmethod
     def _nodes(rows: Iterable[dict[str, Any]]) -> list[NodeAllocation]:
@@ -170,19 +210,30 @@ class SimStep1:
     def _usage(
         rows: Iterable[dict[str, Any]], capacity: Mapping[str, tuple[float, float]], missing: set[str]
     ) -> list[WorkloadUsage]:
-        """TFLOPS = compute % × capacity per GPU, always (compute_tflops is 0 upstream, not read)."""
-        groups: dict[tuple[str, str, str], tuple[_Avg, list[Any]]] = {}  # pct; [peak bytes, n]
+        """TFLOPS per (workload, GPU): `compute_tflops` where written (non-zero in the window), else
+        compute % × the GPU's capacity — the adapter's rule."""
+        groups: dict[tuple[str, str, str], tuple[_Avg, _Avg, list[Any]]] = {}  # pct, tflops; [peak bytes, n]
         for r in rows:
-            p, a = groups.setdefault((r["namespace"], r["workload"], r["uuid"]), (_Avg(), [None, 0]))
+            p, tf, a = groups.setdefault(
+                (r["namespace"], r["workload"], r["uuid"]), (_Avg(), _Avg(), [None, 0])
+            )
             p.add(r.get("compute_percentage"))
+            tf.add(r.get("compute_tflops"))
             a[0] = _max(a[0], _v(r.get("memory_bytes")))
             a[1] += 1
         acc: dict[tuple[str, str], list[float]] = {}  # Σ tflops, n, peak tflops, peak bytes, samples
-        for (ns, wl, uuid), (p, (mem, n)) in groups.items():
+        for (ns, wl, uuid), (p, tf, (mem, n)) in groups.items():
+            w = acc.setdefault((ns, wl), [0.0, 0.0, 0.0, 0.0, 0.0])
+            if tf.mag > 0:
+                w[0] += tf.total
+                w[1] += tf.n
+                w[2] = max(w[2], tf.hi or 0.0)
+                w[3] = max(w[3], mem or 0.0)
+                w[4] += n
+                continue
             cap = capacity.get(uuid, (0.0, 0.0))[0]
             if cap <= 0:
                 missing.add(f"capacity of {uuid}")
-            w = acc.setdefault((ns, wl), [0.0, 0.0, 0.0, 0.0, 0.0])
             w[0] += p.total / 100.0 * cap
             w[1] += p.n
             w[2] = max(w[2], (p.hi or 0.0) / 100.0 * cap)
