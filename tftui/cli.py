@@ -541,11 +541,10 @@ def cmd_report(args: argparse.Namespace) -> int:
             raise UserError(f"--compare {args.compare}: cannot read: {exc.strerror or exc}") from None
         except (ReportError, UnicodeDecodeError) as exc:
             raise UserError(f"--compare {args.compare}: {exc}") from None
-    cluster = open_cluster(args)
-    state = _state(cluster)
     # --demo reads its simulator unless a DSN is given explicitly (a global TFTUI_METRICS_DSN must not
     # turn the demo into a report on another cluster's metrics).
     dsn = metrics_dsn(args)
+    cluster, state, cluster_name = _report_cluster(args, dsn)
     port: Step1Port
     if dsn:
         from tftui.sources.greptime import GreptimeMetrics
@@ -555,12 +554,13 @@ def cmd_report(args: argparse.Namespace) -> int:
         from tftui.sources.sim.step1 import SimStep1
         from tftui.sources.sim.usage import SimMetrics
 
+        assert cluster is not None
         port = SimStep1(SimMetrics(cluster.snapshot(), seed=args.seed, now=_demo_now()))
     else:
         raise UserError("no metrics source: give --metrics-dsn DSN or set TFTUI_METRICS_DSN (or use --demo)")
     now = _demo_now() if args.demo else datetime.now(UTC)
     try:
-        report = build_report(port, state, window=window, now=now, cluster=cluster.describe())
+        report = build_report(port, state, window=window, now=now, cluster=cluster_name)
     finally:
         close = getattr(port, "close", None)
         if callable(close):
@@ -584,6 +584,21 @@ def cmd_report(args: argparse.Namespace) -> int:
             text += "\n" + render_verification(verification)
     emit(text, json_text=args.json)
     return 0
+
+
+def _report_cluster(
+    args: argparse.Namespace, dsn: str | None
+) -> tuple[ClusterPort | None, ClusterState, str]:
+    """The cluster `report` reads: the flags' source, or none at all (metrics only) when a DSN is
+    given and no kubeconfig or in-cluster config exists, as the reference page's SQL needs none."""
+    from tftui.engine.report import NO_CLUSTER
+    from tftui.engine.state import ClusterState
+    from tftui.sources.kubeconfig import cluster_configured
+
+    if dsn and not args.demo and not args.from_file and not cluster_configured(args.kubeconfig, args.context):
+        return None, ClusterState.build(validate_items([], NO_CLUSTER)), NO_CLUSTER
+    cluster = open_cluster(args)
+    return cluster, _state(cluster), cluster.describe()
 
 
 def cmd_recommend(args: argparse.Namespace) -> int:

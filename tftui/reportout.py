@@ -57,9 +57,9 @@ def _short_model(model: str) -> str:
     return info.model if info else (model or DASH)
 
 
-def _classes(classes: Sequence[str], in_cluster: bool) -> str:
+def _classes(classes: Sequence[str], in_cluster: bool, metrics_only: bool = False) -> str:
     text = ",".join(classes)
-    return text if in_cluster else f"{text} (gone)"
+    return text if in_cluster else f"{text} ({'not in cluster' if metrics_only else 'gone'})"
 
 
 def _summary(r: Report) -> list[str]:
@@ -107,6 +107,12 @@ def render_report(r: Report) -> str:
     ]
     if r.missing:
         out.append("no data in: " + visible(", ".join(r.missing)))
+    if r.metrics_only:
+        out.append(
+            "no cluster: figures from the metrics alone; every object is marked (not in cluster) and the "
+            "fixes, which name cluster objects (workloads, pools, nodes), are left out; pools count the "
+            "nodes that reported"
+        )
     out.append("")
     out += _summary(r)
 
@@ -131,7 +137,7 @@ def render_report(r: Report) -> str:
             [
                 [n.name, n.pool or DASH, f"{n.gpus_reporting}/{n.gpus}", _pct(n.tflops_allocated_pct),
                  _pct(n.vram_allocated_pct), _pct(n.compute_used_pct), _pct(n.vram_peak_pct),
-                 _classes(n.classes, n.in_cluster)]
+                 _classes(n.classes, n.in_cluster, r.metrics_only)]
                 for n in r.nodes
             ],
         )
@@ -144,7 +150,7 @@ def render_report(r: Report) -> str:
             [
                 [g.name, g.node or DASH, _short_model(g.model), _pct(g.tflops_allocated_pct),
                  _pct(g.vram_allocated_pct), _pct(g.compute_used_pct), _pct(g.vram_peak_pct),
-                 _classes(g.classes, g.in_cluster)]
+                 _classes(g.classes, g.in_cluster, r.metrics_only)]
                 for g in r.gpus
             ],
         )
@@ -161,7 +167,7 @@ def render_report(r: Report) -> str:
                  _num(w.tflops_request), _num(w.tflops_avg), _num(w.tflops_peak),
                  _pct(None if w.tflops_use_ratio is None else w.tflops_use_ratio * 100.0),
                  _gib(w.vram_request_bytes), _gib(w.vram_peak_bytes), "on" if w.autoscale else "off",
-                 _classes(w.classes, w.in_cluster)]
+                 _classes(w.classes, w.in_cluster, r.metrics_only)]
                 for w in r.workloads
             ],
         )

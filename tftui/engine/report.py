@@ -50,6 +50,9 @@ VERSION: Final = 1
 DIGITS: Final = 4
 ALERT_SPAN: Final = timedelta(hours=1)  # alert history replayed: covers IdleGPU's 30 min "for"
 THROTTLE_RULE: Final = "WorkerTFlopsThrottled"
+#: `Report.cluster` of a report made from the metrics alone (no kubeconfig): every object is "not in
+#: the cluster", pools count the nodes that reported, and no fix (they name cluster objects) is given.
+NO_CLUSTER: Final = "none (metrics only: no kubeconfig)"
 
 CheckResult = Literal["pass", "fail", "unknown"]
 NodeChangeKind = Literal["kept", "removed", "added"]
@@ -125,6 +128,11 @@ class Report:
     def rule(self, name: str) -> RuleRecord | None:
         return next((r for r in self.rules if r.rule == name), None)
 
+    @property
+    def metrics_only(self) -> bool:
+        """Made without a cluster: its objects are the ones the metrics name."""
+        return self.cluster == NO_CLUSTER
+
 
 def parse_window(text: str) -> timedelta:
     """A report window: a Go duration (`12h`, `90m`), optionally led by whole days (`1d`, `1d12h`).
@@ -183,11 +191,30 @@ def _weighted(pairs: Iterable[tuple[float | None, float]]) -> float | None:
     return num / den if den > 0 else None
 
 
-def _pools(state: ClusterState, diag: Diagnosis) -> list[PoolRow]:
+def _pools(state: ClusterState, diag: Diagnosis, metrics_only: bool = False) -> list[PoolRow]:
+    """One row per pool; without a cluster (`metrics_only`) its nodes are those that reported
+    allocation in the window, weighted alike (their capacities are the cluster's)."""
     names = set(state.pools) | {n.pool for n in diag.nodes if n.pool} | {g.pool for g in diag.gpus if g.pool}
     rows: list[PoolRow] = []
     for name in sorted(names):
         pv = state.pools.get(name)
+        if metrics_only:
+            reported = [n for n in diag.nodes if n.pool == name and n.hours > 0]
+            node_gpus = {g.name for g in diag.gpus if g.node in {n.name for n in reported}}
+            rows.append(
+                PoolRow(
+                    name=name, nodes=len(reported), gpus=len(node_gpus), placement_mode=None,
+                    tflops_capacity=0.0, vram_capacity_bytes=0.0,
+                    tflops_allocated_pct=_weighted((n.tflops_allocated_pct, 1.0) for n in reported),
+                    vram_allocated_pct=_weighted((n.vram_allocated_pct, 1.0) for n in reported),
+                    tflops_allocated_now_pct=None, vram_allocated_now_pct=None,
+                    compute_used_pct=_weighted(
+                        (g.compute_used_pct, 1.0) for g in diag.gpus if g.name in node_gpus
+                    ),
+                    wasted_gpu_hours=0.0, wasted_money=0.0,
+                )
+            )  # fmt: skip
+            continue
         nodes = [n for n in diag.nodes if n.pool == name and n.in_cluster]
         caps = {n.name: state.nodes[n.name].capacity for n in nodes}
         gpus = [g for g in diag.gpus if g.pool == name and g.in_cluster]
@@ -258,7 +285,7 @@ def assemble(
         now=_seconds(step1.now),
         window=step1.window,
         alert_span=alerts.span if alerts is not None else timedelta(0),
-        pools=tuple(_pools(state, diag)),
+        pools=tuple(_pools(state, diag, cluster == NO_CLUSTER)),
         nodes=diag.nodes,
         gpus=diag.gpus,
         workloads=diag.workloads,
@@ -452,6 +479,10 @@ def _pct(x: float | None) -> str:
 
 
 def _overall(report: Report) -> tuple[float | None, float | None]:
+    if report.metrics_only:  # no capacities: pools weighted by the nodes that reported
+        t = _weighted((p.tflops_allocated_pct, float(p.nodes)) for p in report.pools)
+        v = _weighted((p.vram_allocated_pct, float(p.nodes)) for p in report.pools)
+        return t, v
     t = _weighted((p.tflops_allocated_pct, p.tflops_capacity) for p in report.pools)
     v = _weighted((p.vram_allocated_pct, p.vram_capacity_bytes) for p in report.pools)
     return t, v
@@ -520,8 +551,9 @@ def compare(before: Report, after: Report) -> Verification:
                 wasted_after=a.wasted_gpu_hours if a else None,
             )
         )
-    nb_rows = {n.name: n for n in before.nodes if n.in_cluster}
-    na_rows = {n.name: n for n in after.nodes if n.in_cluster}
+    # a node "is there" when it is in the cluster, or (metrics only) when it reported in the window
+    nb_rows = {n.name: n for n in before.nodes if n.in_cluster or (before.metrics_only and n.hours > 0)}
+    na_rows = {n.name: n for n in after.nodes if n.in_cluster or (after.metrics_only and n.hours > 0)}
     nodes = []
     for name in sorted(set(nb_rows) | set(na_rows)):
         b_row, a_row = nb_rows.get(name), na_rows.get(name)
