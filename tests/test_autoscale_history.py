@@ -1,4 +1,4 @@
-"""History loads aggregated in the store (issue 5) equal the row-by-row load, on a real PostgreSQL.
+"""History loads aggregated in the store (issue 5) equal the row-by-row load, on both metrics stores.
 
 `GreptimeMetrics.usage_histograms` returns per (pod, TFLOPS bucket) decay-weight sums;
 `AutoscaleState.add_pod_buckets` must then hold the same histograms, samplers and recommendations
@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from tests.pg import GI, PgServer, copy_rows, database, full_rows
+from tests.pg import GI, full_rows
+from tests.stores import MetricsStore
 from tftui.engine.autoscale import AutoscaleState, WorkloadHistory, recommend
 from tftui.engine.histogram import DecayingHistogram
 from tftui.engine.state import ClusterState
@@ -59,16 +60,21 @@ class Data:
         self.state, self.metrics, self.now = state, metrics, now
 
 
+COL = "greptime_timestamp"  # the dialect server's line-protocol layout: pod_name, Int64 memory_bytes
+
+
 @pytest.fixture(scope="module")
-def data(pg_server: PgServer) -> Iterator[Data]:
+def data(store: MetricsStore) -> Iterator[Data]:
     objs = _objects()
     state = ClusterState.build(validate_items(objs))
     sim = SimMetrics(objs, history=timedelta(hours=3))
     now = sim.now
-    with database(pg_server, "ashist", "ts") as conn:
-        copy_rows(conn, "tf_worker_usage", sim.rows("tf_worker_usage", now - timedelta(hours=4), now))
-        copy_rows(conn, "tf_worker_usage", _extra(now))
-    with GreptimeMetrics(pg_server.dsn("ashist"), connect_timeout=3) as metrics:
+    store.create("ashist", COL, ("tf_worker_usage",))
+    store.load(
+        "ashist", {"tf_worker_usage": list(sim.rows("tf_worker_usage", now - timedelta(hours=4), now))}, COL
+    )
+    store.load("ashist", {"tf_worker_usage": _extra(now)}, COL)
+    with GreptimeMetrics(store.dsn("ashist"), connect_timeout=3) as metrics:
         yield Data(state, metrics, now - timedelta(minutes=20))
 
 
@@ -167,7 +173,7 @@ def test_history_query_falls_back_to_rows_when_it_cannot_be_exact(data: Data) ->
     assert dict(q.gpu_tflops) == {n: g.capacity.tflops for n, g in data.state.gpus.items()}
 
 
-def test_runtime_first_tick_aggregates_in_the_store_then_reads_new_rows(pg_server: PgServer) -> None:
+def test_runtime_first_tick_aggregates_in_the_store_then_reads_new_rows(store: MetricsStore) -> None:
     """The runtime's loop over GreptimeMetrics: same histograms as the row-by-row simulator path."""
     from tftui.runtime.loops import Runtime
     from tftui.sources.sim.acting import ActingSimCluster
@@ -175,14 +181,11 @@ def test_runtime_first_tick_aggregates_in_the_store_then_reads_new_rows(pg_serve
     sim = ActingSimCluster(nodes=6)
     rows_src = SimMetrics(sim.snapshot(), sim.seed, now=sim.now() + timedelta(hours=1))
     now = sim.now()
-    with database(pg_server, "asrt", "ts") as conn:
-        copy_rows(
-            conn,
-            "tf_worker_usage",
-            rows_src.rows("tf_worker_usage", now - timedelta(hours=3), now + timedelta(hours=1)),
-        )
+    store.create("asrt", COL, ("tf_worker_usage",))
+    rows = list(rows_src.rows("tf_worker_usage", now - timedelta(hours=3), now + timedelta(hours=1)))
+    store.load("asrt", {"tf_worker_usage": rows}, COL)
     calls: list[Any] = []
-    with GreptimeMetrics(pg_server.dsn("asrt"), connect_timeout=3) as metrics:
+    with GreptimeMetrics(store.dsn("asrt"), connect_timeout=3) as metrics:
         agg = metrics.usage_histograms
         metrics.usage_histograms = lambda q: calls.append(q) or agg(q)  # type: ignore[method-assign,func-returns-value]
         rt = Runtime(sim, clock=sim.clock, metrics=metrics)
@@ -198,3 +201,89 @@ def test_runtime_first_tick_aggregates_in_the_store_then_reads_new_rows(pg_serve
         rt.tick_due()
         assert len(calls) == 1  # the second load reads only the new rows
         assert rt.autoscale_loaded_until == sim.now()
+
+
+# -- plan, recommend and the console read aggregates, not raw rows ------------------------------------
+
+
+def _raw_rows_load(metrics: Any, astate: AutoscaleState, start: datetime, end: datetime) -> int:
+    """How plan/recommend loaded usage before: every raw row of the window, materialised."""
+    return astate.add_samples(list(metrics.rows("tf_worker_usage", start, end)))
+
+
+def _run(capsys: pytest.CaptureFixture[str], *args: str) -> str:
+    from tftui.cli import main
+
+    assert main(list(args)) == 0
+    return capsys.readouterr().out
+
+
+def test_simulator_aggregates_like_the_store(data: Data) -> None:
+    """SimMetrics.usage_histograms (rows streamed once) gives what add_samples over its rows gives."""
+    objs = _objects()
+    state = ClusterState.build(validate_items(objs))
+    sim = SimMetrics(objs, history=timedelta(hours=3))
+    start, end = sim.now - timedelta(hours=2), sim.now
+    by_rows = AutoscaleState()
+    by_rows.configure(state)
+    by_rows.add_samples(list(sim.rows("tf_worker_usage", start, end)))
+    agg = AutoscaleState()
+    agg.configure(state)
+    assert load_usage(sim, agg, start, end) == sum(1 for _ in sim.rows("tf_worker_usage", start, end))
+    _same(by_rows, agg)
+    assert recommend(state, by_rows, end).to_json() == recommend(state, agg, end).to_json()
+
+
+@pytest.mark.parametrize("command", ["plan", "recommend"])
+def test_plan_and_recommend_on_the_demo_read_aggregates_with_todays_results(
+    command: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    args = (command, "--demo", "--nodes", "12", "--json", "--now", "2026-11-30T12:00:00Z")
+    aggregated: list[Any] = []
+    real = SimMetrics.usage_histograms
+    monkeypatch.setattr(SimMetrics, "usage_histograms", lambda self, q: aggregated.append(q) or real(self, q))
+    monkeypatch.setattr(SimMetrics, "rows", _no_raw_rows(SimMetrics.rows))
+    new = _run(capsys, *args)
+    assert len(aggregated) == 1  # one aggregated read, no raw tf_worker_usage rows
+    monkeypatch.undo()
+    monkeypatch.setattr("tftui.runtime.history.load_usage", _raw_rows_load)
+    assert new == _run(capsys, *args)  # the same bytes as the row-by-row load
+
+
+def _no_raw_rows(rows: Any) -> Any:
+    def guarded(self: Any, table: str, start: datetime, end: datetime) -> Any:
+        stack = __import__("traceback").extract_stack()
+        assert table != "tf_worker_usage" or any(f.name == "usage_histograms" for f in stack), "raw rows read"
+        return rows(self, table, start, end)
+
+    return guarded
+
+
+def test_recommend_and_plan_on_a_store_read_aggregates_with_todays_results(
+    data: Data, tmp_path: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    dump = tmp_path / "dump.json"
+    dump.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": _objects()}))
+    now = data.now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    dsn = data.metrics._dsn
+    for command in ("recommend", "plan"):
+        args = (command, "--from", str(dump), "--metrics-dsn", dsn, "--json", "--now", now)
+        real_rows = GreptimeMetrics.rows
+        streamed: list[str] = []
+
+        def counted(
+            self: Any, t: str, s: datetime, e: datetime, seen: list[str] = streamed, rows: Any = real_rows
+        ) -> Any:
+            seen.append(t)
+            return rows(self, t, s, e)
+
+        monkeypatch.setattr(GreptimeMetrics, "rows", counted)
+        new = _run(capsys, *args)
+        assert streamed == []  # usage_histograms only
+        monkeypatch.undo()
+        monkeypatch.setattr("tftui.runtime.history.load_usage", _raw_rows_load)
+        assert new == _run(capsys, *args), command
+        monkeypatch.undo()
+        assert '"recommendation"' in new or "recommendations" in new

@@ -425,6 +425,7 @@ def _plan_autoscale(
     from tftui.engine.autoscale import AutoscaleState, plan_autoscale
     from tftui.engine.plan import AnnotatePod, Event, PatchWorkloadStatus
     from tftui.model.duration import format_duration
+    from tftui.runtime.history import load_usage
     from tftui.runtime.loops import autoscale_window
 
     if args.no_autoscale:
@@ -441,8 +442,8 @@ def _plan_autoscale(
         return {}, "no metrics source (give --metrics-dsn DSN or set TFTUI_METRICS_DSN)"
     astate = AutoscaleState()
     astate.configure(state)
-    try:
-        astate.add_samples(list(metrics.rows("tf_worker_usage", now - autoscale_window(state), now)))
+    try:  # aggregated where the rows are (store or simulator), as the daemon's first load is
+        load_usage(metrics, astate, now - autoscale_window(state), now)
     except SourceError as exc:
         return {}, f"metrics store unreachable: {exc}"
     finally:
@@ -612,6 +613,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         recommend,
         render_text,
     )
+    from tftui.runtime.history import load_usage
 
     now = parse_now(args.now, args.demo)
     cluster = open_cluster(args)
@@ -629,12 +631,9 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         window = max(window, min(cfg.history, timedelta(days=30)))
     astate = AutoscaleState()
     astate.configure(state)
-    try:
-        rows = metrics.rows("tf_worker_usage", now - window, now)
-        if args.workload is not None:
-            ns, _, name = args.workload.partition("/")
-            rows = (r for r in rows if r.get("namespace") == ns and r.get("workload") == name)
-        astate.add_samples(rows)
+    try:  # aggregated where the rows are (store or simulator); histograms are per workload, so
+        # loading every workload and keeping one is what reading one workload's rows gives
+        load_usage(metrics, astate, now - window, now)
     finally:
         close = getattr(metrics, "close", None)
         if callable(close):

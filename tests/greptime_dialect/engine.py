@@ -285,8 +285,11 @@ class Engine:
             schema = df.schema()
         except Exception as exc:
             raise _error(exc, session.database) from None
-        table = pa.Table.from_batches(batches, schema=schema)
-        return _encode(table)
+        try:  # a partition's batch may carry a narrower type than the plan (a CASE of ints and floats)
+            table = pa.Table.from_batches([b.cast(schema) for b in batches], schema=schema)
+            return _encode(table)
+        except (pa.ArrowException, ValueError, TypeError) as exc:
+            raise DialectError("XX000", f"Failed to encode the result: {exc}") from None
 
 
 def _coerce(schema: TableSchema, column: str, value: Any) -> Any:

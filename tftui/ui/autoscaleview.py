@@ -32,6 +32,7 @@ from tftui.engine.autoscale import (
 from tftui.engine.histogram import DecayingHistogram
 from tftui.engine.state import ClusterState
 from tftui.model import keys
+from tftui.runtime.history import load_usage
 from tftui.sources.ports import MetricsPort
 from tftui.ui.format import NO_DATA, fmt_bytes, fmt_num
 
@@ -106,13 +107,13 @@ class AutoscaleLoader:
                 start = last
             astate = self.state
             astate.configure(state)
-            # materialise first: a store failing mid-read must not leave half a window loaded
-            rows = list(metrics.rows("tf_worker_usage", start, now)) if start < now else []
-            astate.add_samples(rows)
+            # the first load aggregated where the rows are, later ones the new rows (load_usage
+            # materialises them first: a store failing mid-read loads nothing)
+            rows = load_usage(metrics, astate, start, now) if start < now else 0
             self.loaded_until = now
             result = recommend(state, astate, now)
             frozen = {k: Histograms(_frozen(h.tf), _frozen(h.vram)) for k, h in astate.workloads.items()}
-            return AutoscaleAnalysis(result, frozen, window, len(rows))
+            return AutoscaleAnalysis(result, frozen, window, rows)
 
 
 # -- table cells ---------------------------------------------------------------------------------

@@ -46,6 +46,8 @@ from zoneinfo import ZoneInfo
 
 from tftui.model.gpuinfo import GPUInfo, lookup
 from tftui.model.quantity import quantity_float
+from tftui.model.usage import HistogramQuery, PodBucket
+from tftui.sources.histograms import pod_buckets
 from tftui.sources.ports import GPUUsage, MetricsTable, WorkerUsage
 from tftui.sources.sim.cluster import DEFAULT_NOW, as_utc
 from tftui.sources.sim.scenarios import (
@@ -474,6 +476,10 @@ class SimMetrics:
                     ts=ts,
                 )
         return out
+
+    def usage_histograms(self, q: HistogramQuery) -> list[PodBucket]:
+        """The autoscaler's history window aggregated while the rows are generated (as the store does)."""
+        return pod_buckets(q, self.rows("tf_worker_usage", q.start, q.end))
 
     def rows(self, table: MetricsTable, start: datetime, end: datetime) -> Iterator[dict[str, Any]]:
         """Rows of `table` with start <= ts < end, ordered by ts; generated on demand."""
