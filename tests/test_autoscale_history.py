@@ -241,7 +241,12 @@ def test_plan_and_recommend_on_the_demo_read_aggregates_with_todays_results(
     args = (command, "--demo", "--nodes", "12", "--json", "--now", "2026-11-30T12:00:00Z")
     aggregated: list[Any] = []
     real = SimMetrics.usage_histograms
-    monkeypatch.setattr(SimMetrics, "usage_histograms", lambda self, q: aggregated.append(q) or real(self, q))
+
+    def counted(self: SimMetrics, q: Any) -> Any:
+        aggregated.append(q)
+        return real(self, q)
+
+    monkeypatch.setattr(SimMetrics, "usage_histograms", counted)
     monkeypatch.setattr(SimMetrics, "rows", _no_raw_rows(SimMetrics.rows))
     new = _run(capsys, *args)
     assert len(aggregated) == 1  # one aggregated read, no raw tf_worker_usage rows
