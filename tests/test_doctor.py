@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from tests.kubeapi import KubeApiServer, write_kubeconfig
-from tests.pg import PgServer, database
+from tests.stores import MetricsStore
 from tftui.cli import main
 from tftui.doctor import (
     ACTION_PERMISSIONS,
@@ -196,13 +196,10 @@ def test_doctor_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_doctor_metrics_tables(
-    server: KubeApiServer, kubeconfig: Path, pg_server: PgServer, capsys: pytest.CaptureFixture[str]
+    server: KubeApiServer, kubeconfig: Path, store: MetricsStore, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with database(pg_server, "doctor_tables", "ts", tables=("tf_node_metrics", "tf_gpu_usage")):
-        pass
-    code, lines = doctor(
-        capsys, "--kubeconfig", str(kubeconfig), "--metrics-dsn", pg_server.dsn("doctor_tables")
-    )
+    store.create("doctor_tables", "ts", tables=("tf_node_metrics", "tf_gpu_usage"))
+    code, lines = doctor(capsys, "--kubeconfig", str(kubeconfig), "--metrics-dsn", store.dsn("doctor_tables"))
     assert code == 1
     tail = lines[lines.index("metrics store: ok (2 tf_* tables)") :]
     assert tail[1:3] == ["metrics table tf_node_metrics: ok", "metrics table tf_gpu_usage: ok"]

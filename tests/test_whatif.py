@@ -270,21 +270,21 @@ def test_autoscale_policy_resizes_workers() -> None:
     assert res.gpu_hours_allocated != plain.gpu_hours_allocated
 
 
-def test_cli_replays_usage_recorded_in_the_metrics_store(pg_server: Any, tmp_path: Path, capsys: Any) -> None:
-    """`tftui simulate --from dump --metrics-dsn`: usage comes from a real PostgreSQL holding
-    GreptimeDB-shaped tables (the simulator's last 2 h of rows), not from the generator."""
-    from tests.pg import database, load_sim
+def test_cli_replays_usage_recorded_in_the_metrics_store(store: Any, tmp_path: Path, capsys: Any) -> None:
+    """`tftui simulate --from dump --metrics-dsn`: usage comes from a metrics store (PostgreSQL and the
+    GreptimeDB-dialect server) holding the simulator's last 2 h of rows, not from the generator."""
+    from tests.pg import SIM_TABLES
 
     objects = generate_objects(7, 12, DEFAULT_NOW)
-    with database(pg_server, "whatif_recorded") as conn:
-        load_sim(
-            conn, SimMetrics(objects, seed=7, now=DEFAULT_NOW), DEFAULT_NOW - timedelta(hours=2), DEFAULT_NOW
-        )
+    sim = SimMetrics(objects, seed=7, now=DEFAULT_NOW)
+    store.create("whatif_recorded", "greptime_timestamp")
+    rows = {t: list(sim.rows(t, DEFAULT_NOW - timedelta(hours=2), DEFAULT_NOW)) for t in SIM_TABLES}
+    store.load("whatif_recorded", rows, "greptime_timestamp")
     dump = tmp_path / "d.json"
     dump.write_text(dumps(objects))
     base = ["simulate", "--from", str(dump), "--start", "2026-11-30T12:00:00Z", "--duration", "1h"]
     base += ["--churn", "0", "--policy", "configured", "--json"]
-    dsn = pg_server.dsn("whatif_recorded")
+    dsn = store.dsn("whatif_recorded")
     assert main([*base, "--metrics-dsn", dsn, "--history", "2h"]) == 0
     recorded = json.loads(capsys.readouterr().out)["policies"][0]
     assert main(base) == 0
