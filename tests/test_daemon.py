@@ -18,6 +18,7 @@ import urllib.error
 import urllib.request
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -297,6 +298,34 @@ def test_metrics_store_down_pauses_autoscale_only(server: KubeApiServer, kubecon
     paused = [e for e in daemon.journal.entries() if e.message.startswith("autoscale paused")]
     assert len(paused) == 1 and not paused[0].ok  # one status line, not one per run
     assert "compaction and defrag go on" in paused[0].message
+
+
+def test_metrics_store_pauses_then_resumes_autoscale(
+    server: KubeApiServer, kubeconfig: Path, store: Any
+) -> None:
+    """On each metrics store: its database missing pauses autoscale; once it exists, the next tick resumes."""
+    db = f"daemon_metrics_{store.kind}"
+    metrics = GreptimeMetrics(store.dsn(db), connect_timeout=1)
+    daemon, kube = make_daemon(kubeconfig, metrics=metrics, stop_at=None, listen="127.0.0.1:0")
+    thread = run_in_thread(daemon)
+    try:
+        eventually(lambda: any(e.message.startswith("autoscale paused") for e in daemon.journal.entries()))
+        assert daemon.ops is not None
+        base = f"http://127.0.0.1:{daemon.ops.port}"
+        code, body = http(f"{base}/readyz")
+        assert code == 503 and "autoscale paused" in body
+        store.create(db, "greptime_timestamp")
+        eventually(lambda: any(e.message.startswith("autoscale resumed") for e in daemon.journal.entries()))
+        eventually(lambda: http(f"{base}/readyz") == (200, "ok\n"))
+        text = http(f"{base}/metrics")[1]
+        assert metric(text, "tftui_autoscale_paused") == 0 and metric(text, "tftui_metrics_store_up") == 1
+    finally:
+        daemon.stop()
+        thread.join(timeout=10)
+        kube.close()
+        metrics.close()
+    paused = [e for e in daemon.journal.entries() if e.message.startswith("autoscale paused")]
+    assert len(paused) == 1 and ("does not exist" in paused[0].message or "not found" in paused[0].message)
 
 
 def test_follower_never_acts(server: KubeApiServer, kubeconfig: Path) -> None:
