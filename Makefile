@@ -22,7 +22,8 @@ $(STAMP): pyproject.toml | $(BIN)/python
 install: $(STAMP)
 
 # System tools the tests drive for real (tmux for the end-to-end console test; a PostgreSQL 15
-# server, started by the metrics tests themselves, standing in for GreptimeDB).
+# server, started by the metrics tests themselves next to the GreptimeDB-dialect server, whose
+# engine, DataFusion, comes from PyPI with the test extras).
 tools:
 	@command -v tmux >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq tmux >/dev/null; \

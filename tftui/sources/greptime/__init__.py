@@ -3,14 +3,20 @@
 `GreptimeMetrics` answers the reference page's four step-1 queries and the 15 built-in alert rules
 of upstream-model §5 (replayed over a span in a few queries per table) with SQL that aggregates in the
 database; Python only finishes what needs the GPU capacities the tables lack (TFLOPS from
-compute %, VRAM % from bytes).
+compute %, VRAM % from bytes). The code is split by what it reads: `store` (connection, errors,
+detection), `step1`, `alerts` and `usage` (latest samples, autoscale histograms, raw rows).
+
+Every query is tested on PostgreSQL and on a GreptimeDB-dialect server (DataFusion, GreptimeDB's
+engine, behind pgwire), which refuses what GreptimeDB refuses: two output expressions of one name
+(every output is aliased), and reads `'…'::timestamp` at millisecond precision (`now` and every
+bound are floored to whole milliseconds before they are sent).
 
 Why it is written the way it is:
 
 - **Time column (M1).** Current upstream tables use `ts`; the reference page (and newer GreptimeDB
   line-protocol ingestion) writes `greptime_timestamp`. The column is found per table on first use
-  from `information_schema.columns` by *name*: GreptimeDB marks it `semantic_type = 'TIMESTAMP'`,
-  but PostgreSQL (which the tests run against) has no such column, so it is not queried.
+  from `information_schema.columns`: the one GreptimeDB marks `semantic_type = 'TIMESTAMP'` (its
+  time index, whatever its name) where that column exists; by name on PostgreSQL, which has none.
 - **Bound values, composed identifiers.** Every value (window start/end, thresholds, names) is a
   bound parameter; identifiers (schema, table, the detected time column) are composed with
   `psycopg.sql.Identifier`. Nothing is formatted into SQL text by hand, so a workload called
@@ -26,8 +32,10 @@ Why it is written the way it is:
   SQL's NULL-ignoring average once divided). Query 3 is grouped per worker and query 4 per
   (namespace, workload, GPU) in SQL; Python adds up those few thousand rows. That keeps "average
   over rows" semantics without `count(DISTINCT …)` (which forces a sort in PostgreSQL) and lets
-  TFLOPS be derived per GPU (compute % × capacity) — `compute_tflops` is written as 0 upstream
-  (upstream-model §0.5) and is not read.
+  TFLOPS follow the data per (workload, GPU): `compute_tflops` where it is written (non-zero in the
+  window), compute % × capacity where it is all zero (upstream writes 0 when its device plugin
+  reports no TFLOPS). GPUs missing from the caller's capacities (released with their node, or no
+  cluster) take theirs from `tf_gpu_metrics`, read only when there is such a GPU.
 
 - **Concurrency.** `step1`'s four scans are independent and run at once on the pool's
   connections, so the store keeps its cores busy while one query is in a serial phase.
@@ -43,21 +51,23 @@ Why it is written the way it is:
   and one rows query per set of group keys computing every live rule's aggregate. Each row is
   tagged with its evaluation `k = floor((now − epoch(ts)) / interval)` and rows on a window edge
   (`ts IN (…)` the bound edge instants) are repeated with `k − 1` by a UNION ALL branch, since both
-  ends of a window are included. A rule's row filter becomes a CASE inside its aggregate and its
+  ends of a window are included (`k` gets 0.1 ms of slack: the epoch of a nanosecond time index is
+  a rounded double in DataFusion). A rule's row filter becomes a CASE inside its aggregate and its
   HAVING is re-tested per rule in Python on the returned values. Families run at once on the pool.
-  Avoided for it: `generate_series` (absent in GreptimeDB), `date_bin`/`RANGE … ALIGN`, window
+  Avoided for it: `generate_series`, `date_bin`/`RANGE … ALIGN`, window
   functions, interval arithmetic, `VALUES` lists and joins against a grid of instants.
 
 GreptimeDB SQL features deliberately avoided (upstream-model §7):
 
 - `HAVING <select alias>` (upstream's rules rely on it; GreptimeDB accepts both forms, PostgreSQL
   only the repeated expression) → the expression is repeated.
-- `DISTINCT ON`, `LATERAL`, window functions for "latest per series" → a `max(ts)` sub-select join.
+- `DISTINCT ON`, `LATERAL`, window functions for "latest per series" → a `max(ts)` sub-select join,
+  with the time window on both sides (the outer side would scan the whole retention).
 - `RANGE … ALIGN`, `TQL`, `date_bin` without origin, `now()` in queries (the window comes from the
   caller, so tests and the simulator agree), interval arithmetic and timestamp − timestamp (#5911),
   `::timestamptz`, `E'…'` strings, `= ANY(array)`, `count(DISTINCT …)`, server-side cursors
   (`DECLARE`), transactions (connections are `autocommit`), prepared statements.
-- `information_schema.columns.semantic_type` / `greptime_data_type` (absent in PostgreSQL).
+- naming `information_schema.columns.semantic_type` (absent in PostgreSQL): `SELECT *` tells.
 
 Errors: anything the server or network does wrong becomes one `SourceError` line naming the store
 (host:port/database, never the password), the table/column involved, and what to do.

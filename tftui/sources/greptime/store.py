@@ -109,7 +109,7 @@ def _one_line(text: str) -> str:
 
 
 class Store:
-    """`Step1Port` and `MetricsPort` over GreptimeDB (or any PostgreSQL with the same tables).
+    """The connection half of `GreptimeMetrics`: DSN, pool, errors, table detection, query helpers.
 
     The pool is opened on first use, after a probe connection has proven the DSN works — so a bad
     DSN fails fast with the server's reason instead of a pool timeout. `gpu_capacity` (GPU name →
