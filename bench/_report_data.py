@@ -8,7 +8,8 @@ minutes), in the line-protocol layout GreptimeDB gives them.
 `handwritten` is the baseline the report is measured against: the reference page's four step-1
 GROUP BYs as the page writes them (bounded window), and the alert replay as a person would write it,
 one query per rule over the span grouped by evaluation step, each rule's upstream aggregate and
-HAVING — no NoData probes, no counts per step, no edge rows counted twice.
+HAVING (EmptyGPU: and the nodes with a worker per step) — no NoData probes, no counts per step, no
+edge rows counted twice.
 """
 
 from __future__ import annotations
@@ -208,4 +209,12 @@ def replay_queries(ts: str, now: datetime, span: timedelta, windows: dict[str, f
             f"AS k, * FROM {table} WHERE \"{ts}\" > '{start}'::timestamp AND \"{ts}\" <= '{end}'::timestamp) s "
             f"GROUP BY k, {keys} HAVING {agg} {cond}"
         )
+        if rule == "EmptyGPU" and has(
+            "tf_worker_usage", ("node",)
+        ):  # upstream: node NOT IN (nodes with a worker)
+            out.append(
+                f"SELECT k, node FROM (SELECT floor(({now_s} - date_part('epoch', \"{ts}\")) / {iv}) AS k, node "
+                f"FROM tf_worker_usage WHERE \"{ts}\" > '{start}'::timestamp AND \"{ts}\" <= '{end}'::timestamp) s "
+                "GROUP BY k, node"
+            )
     return out

@@ -1,8 +1,9 @@
 """A throwaway PostgreSQL 15 server with GreptimeDB-shaped `tf_*` tables (tests and bench/report.py).
 
 Why a real server: the GreptimeDB adapter must be tested on the wire protocol, with real
-authentication (the "wrong password" case), real SQL errors and real COPY loading. PostgreSQL
-stands in for GreptimeDB's PostgreSQL port; the SQL under test avoids what GreptimeDB lacks.
+authentication (the "wrong password" case), real SQL errors and real COPY loading. PostgreSQL is
+one of the two metrics stores of the tests (tests/stores.py); the other, the GreptimeDB-dialect
+server (tests/greptime_dialect), refuses what GreptimeDB refuses and PostgreSQL accepts.
 
 One server per process (one per xdist worker), in a fresh temp directory, on a free localhost port
 with its unix socket in that directory; durability is switched off (fsync, synchronous_commit,
