@@ -43,6 +43,8 @@ class MetricsStore(Protocol):
         self, db: str, data: Mapping[str, Iterable[Mapping[str, Any]]], time_column: str = "ts"
     ) -> None: ...
 
+    def add_tables(self, db: str, time_column: str, tables: Iterable[str]) -> None: ...
+
     def has(self, time_column: str, table: str, column: str) -> bool: ...
 
     def drop_table(self, db: str, table: str) -> None: ...
@@ -76,6 +78,10 @@ class PgStore:
         with self.server.connect(db, user=pg.USER) as conn:
             for table, rows in data.items():
                 pg.copy_rows(conn, table, rows, time_column)
+
+    def add_tables(self, db: str, time_column: str, tables: Iterable[str]) -> None:
+        with self.server.connect(db, user=pg.USER) as conn:
+            pg.create_tables(conn, time_column, tables)
 
     def has(self, time_column: str, table: str, column: str) -> bool:
         return any(c == column for c, _t in pg.TABLES[table])
@@ -134,6 +140,11 @@ class DialectStore:
 
     def load(self, db: str, data: Mapping[str, Iterable[Mapping[str, Any]]], time_column: str = "ts") -> None:
         self.server.load(db, data)
+
+    def add_tables(self, db: str, time_column: str, tables: Iterable[str]) -> None:
+        layout = LAYOUTS.get(time_column, LINE_PROTOCOL)
+        for t in tables:
+            self.server.engine.create_table(db, layout.tables[t])
 
     def has(self, time_column: str, table: str, column: str) -> bool:
         layout = LAYOUTS.get(time_column, LINE_PROTOCOL)

@@ -315,8 +315,11 @@ def test_metrics_store_pauses_then_resumes_autoscale(
         code, body = http(f"{base}/readyz")
         assert code == 503 and "autoscale paused" in body
         store.create(db, "greptime_timestamp")
-        eventually(lambda: any(e.message.startswith("autoscale resumed") for e in daemon.journal.entries()))
-        eventually(lambda: http(f"{base}/readyz") == (200, "ok\n"))
+        # the next autoscale tick after the store answers (slow on a loaded machine: generous timeout)
+        eventually(
+            lambda: any(e.message.startswith("autoscale resumed") for e in daemon.journal.entries()), 60
+        )
+        eventually(lambda: http(f"{base}/readyz") == (200, "ok\n"), 30)
         text = http(f"{base}/metrics")[1]
         assert metric(text, "tftui_autoscale_paused") == 0 and metric(text, "tftui_metrics_store_up") == 1
     finally:

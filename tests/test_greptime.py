@@ -818,3 +818,19 @@ def test_latest_usage_joins_carry_the_window_on_both_sides(dialect_server: Any) 
         assert len(queries) == 2
         for q in queries:  # the window's two bounds on the inner (max) side and on the outer side
             assert q.count("greptime_timestamp\" >= '2026-11-30 11:26:00'::timestamp") == 2, q
+
+
+def test_a_table_created_after_the_first_look_is_found(store: MetricsStore) -> None:
+    """GreptimeDB creates a table on its first write: "not found" once must not stick."""
+    store.create("late_tables", "greptime_timestamp", tables=("tf_node_metrics",))
+    with _metrics(store.dsn("late_tables")) as metrics:
+        _one_line_error(
+            lambda: metrics.step1(timedelta(hours=1), NOW, CAPACITY), "table tf_gpu_usage not found"
+        )
+        with pytest.raises(NoData, match="tf_gpu_usage does not exist"):
+            metrics.alert_rows("GPUTFlopsFull", NOW)
+        store.add_tables(
+            "late_tables", "greptime_timestamp", ("tf_gpu_usage", "tf_worker_resources", "tf_worker_usage")
+        )
+        store.load("late_tables", step1_rows(), "greptime_timestamp")
+        check_step1(metrics.step1(timedelta(hours=1), NOW, CAPACITY))

@@ -407,6 +407,7 @@ class AlertQueries(Store):
         """The rule's table, or NoData when it or a column it reads is absent (SourceError: not numbers)."""
         table = self.tables().get(name)
         if table is None:
+            self._tables = None  # detect again next time (a table appears with its first write)
             raise NoData(
                 f"{rule}: table {name} does not exist (written by {_WRITER.get(name, 'TensorFusion')})"
             )

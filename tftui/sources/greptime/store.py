@@ -351,6 +351,9 @@ class Store:
         tables = self.tables()
         table = tables.get(name)
         if table is None:
+            # detect again next time: GreptimeDB creates a table on its first write, so a store
+            # that was empty (or half set up) when first asked must not stay "without tables"
+            self._tables = None
             writer = _WRITER.get(name, "TensorFusion")
             raise SourceError(
                 f"metrics store {self._where}: table {name} not found — it is written by {writer}; "
