@@ -1322,3 +1322,23 @@ def test_skip_reason_codes_are_known() -> None:
     }  # fmt: skip
     res = plan_defrag(ClusterState.build(generate_objects()), "demo-dev", DEMO_NOW).pools["demo-dev"].defrag
     assert res is not None and {s.reason for s in res.skipped} <= known
+
+
+def test_target_without_free_cpu_is_no_target() -> None:
+    """kube-scheduler's node fit: n-tgt has GPU room but all its CPU is requested, so the source's
+    worker cannot move there (`node-resources-fit(cpu)`); with CPU to spare it is evicted."""
+
+    def with_cpu(objs: list[JSON], cpu: str) -> list[JSON]:
+        for o in objs:
+            if o["kind"] == "Node" and o["metadata"]["name"] == "n-tgt":
+                o["status"]["allocatable"] = {"cpu": cpu, "memory": "64Gi", "pods": "110"}
+            if o["kind"] == "Pod":
+                o["spec"]["containers"] = [{"name": "w", "resources": {"requests": {"cpu": "1"}}}]
+        return objs
+
+    plan, res = step(with_cpu(base(), "2"))  # n-tgt's two workers take both CPUs
+    assert res.evict is None and skip_of(res, "n-src") == "unmovable"
+    (ev,) = [e for e in plan.events() if e.reason == "DefragSkipUnschedulable"]
+    assert "n-tgt:node-resources-fit(cpu)" in ev.message
+    _, res = step(with_cpu(base(), "3"))
+    assert res.evict is not None and res.evict.target == "n-tgt"

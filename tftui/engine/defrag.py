@@ -18,8 +18,9 @@ Deliberate differences from the TensorFusion controller (each also in the README
 - **Simulation** (D4) runs on `ClusterState` instead of a scheduler snapshot: cordoned nodes are
   excluded explicitly, the GPU choice inside a target uses CompactFirst 0.5/0.5 GPU scores instead of
   upstream's zero-weight (arbitrary) choice, workers go largest first instead of map order, and ties go
-  to the node name (upstream: first evaluated). Namespace quota, CPU/memory fit and topology are not
-  simulated; GPUs without a reported capacity are ignored instead of failing the whole target, and
+  to the node name (upstream: first evaluated); a target must also pass kube-scheduler's node fit
+  (CPU, memory, pod slots: `engine.nodefit`), which upstream's snapshot simulation also runs.
+  Namespace quota and topology are not simulated; GPUs without a reported capacity are ignored instead of failing the whole target, and
   GPUNodes being deleted are not targets.
 - A source marker without `-since` is cleared once its node is empty (upstream never clears it and
   blocks the pool forever, §6 note 21). Native-GPU pods that are terminating or finished do not block.
@@ -49,6 +50,7 @@ from tftui.engine.fit import (
     gpu_level_score,
     reject_reason,
 )
+from tftui.engine.nodefit import node_fit, pod_requests
 from tftui.engine.plan import (
     Action,
     AnnotateNode,
@@ -720,8 +722,10 @@ def _simulate(ctx: _Ctx, source: str, source_util: float, workers: Sequence[Work
     shared, excluded = _budget(ctx, source)
     own: dict[str, _Target] = {}  # copies of the targets this simulation booked workers on
     sim = _Simulation({})
+    room = node_fit(ctx.state)  # kube-scheduler's node fit, with this simulation's moves booked
     for w in sorted(workers, key=_size_key):
         req = Request.of_worker(w)
+        pod = pod_requests(w.obj)
         best: tuple[int, _Target, list[GPUView]] | None = None
         rejects: list[str | _Target] = []  # a target: its allocator-filter text, made if shown
         targets = [own.get(t.node, t) for t in shared] if own else shared
@@ -737,6 +741,9 @@ def _simulate(ctx: _Ctx, source: str, source_util: float, workers: Sequence[Work
                 continue
             if req.vram > t.max_v or need_t > t.max_t:  # no GPU has the room
                 rejects.append(t)
+                continue
+            if (why := room.refuse(t.node, pod)) is not None:  # the scheduler would not bind it here
+                rejects.append(f"{t.node}:node-resources-fit({why})")
                 continue
             # the best-scored GPUs that pass the filters: the first `count` in score order
             avail = t.avail
@@ -776,6 +783,7 @@ def _simulate(ctx: _Ctx, source: str, source_util: float, workers: Sequence[Work
                 t.used += 1
         t.reorder()
         t.workers += 1
+        room.book(t.node, pod)
         sim.placements[w.key] = (t.node, [g.name for g in chosen])
     return sim
 

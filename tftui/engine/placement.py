@@ -11,7 +11,10 @@ Deviations from upstream, all deliberate (behaviour P2):
 * only this plugin's node score ranks nodes; kube-scheduler's other score plugins (weight 5 vs theirs)
   and namespace quota, isolation policy, partitions and topology are not modelled;
 * cordoned nodes (`spec.unschedulable`) are dropped, as kube-scheduler's NodeUnschedulable filter
-  would; the allocator itself does not look at them.
+  would; the allocator itself does not look at them;
+* kube-scheduler's NodeResourcesFit and NodeAffinity filters are applied to the worker pod
+  (`engine.nodefit`: CPU, memory, pod count, node selector): the plugin runs inside kube-scheduler,
+  so a free GPU on a node without free CPU cannot be used.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from tftui.engine.fit import (
     reject_reason,
     resolve_mode,
 )
+from tftui.engine.nodefit import NodeFit, PodRes, node_fit
 from tftui.engine.state import ClusterState, GPUView, Res
 
 DEFAULT_MAX_WORKER_PER_NODE = 256  # scheduler plugin arg `maxWorkerPerNode` (upstream §1.2)
@@ -54,6 +58,10 @@ STAGES = (
     "same-node",
     "max-workers",
     "unschedulable",
+    "node-affinity",  # kube-scheduler's node filters (engine.nodefit)
+    "pods",
+    "cpu",
+    "memory",
 )
 
 
@@ -102,13 +110,17 @@ def filter_gpus(
     max_worker_per_node: int = DEFAULT_MAX_WORKER_PER_NODE,
     worker_counts: Mapping[str, int] | None = None,
     node_filters: bool = True,
+    pod: PodRes | None = None,
+    fit: NodeFit | None = None,
 ) -> Candidates:
     """The pool's GPUs that pass upstream §4.3 steps 2–6, grouped by node.
 
     Error texts are upstream's, except the tftui one for "every node with valid GPUs is at the worker
     cap or cordoned" (upstream: kube-scheduler's generic "0/N nodes are available"). `worker_counts` overrides a node's worker count (committed plus, in a
     simulation, assumed); `max_worker_per_node` ≤ 0 disables the cap. `node_filters=False` skips the
-    node-level stages (maxWorkerPerNode, cordon), as the non-scheduler selector does.
+    node-level stages (maxWorkerPerNode, cordon, kube-scheduler's node fit), as the non-scheduler
+    selector does. `pod` is the worker pod's requests (None: only its pod slot), `fit` the nodes' room
+    with a simulation's bookings (None: the state's).
     """
     rejected: dict[str, int] = {}
 
@@ -141,6 +153,7 @@ def filter_gpus(
         if not by_node:
             return Candidates({}, _ordered(rejected), f"no node has at least {request.count} available GPUs")
     if node_filters:
+        room = fit if fit is not None else node_fit(state)
         for n in sorted(by_node):
             node = state.nodes[n]
             count = (
@@ -150,12 +163,17 @@ def filter_gpus(
                 drop("max-workers", len(by_node.pop(n)))
             elif node.unschedulable:
                 drop("unschedulable", len(by_node.pop(n)))
+            elif (why := room.refuse(n, pod)) is not None:
+                drop(why, len(by_node.pop(n)))
         if not by_node:
             parts = []
             if rejected.get("max-workers"):
                 parts.append(f"at maxWorkerPerNode ({max_worker_per_node})")
             if rejected.get("unschedulable"):
                 parts.append("unschedulable")
+            short = [s for s in ("node-affinity", "pods", "cpu", "memory") if rejected.get(s)]
+            if short:
+                parts.append(f"without room for the pod ({', '.join(short)})")
             return Candidates(
                 {},
                 _ordered(rejected),
@@ -228,6 +246,8 @@ def place(
     exclude_nodes: Collection[str] = frozenset(),
     max_worker_per_node: int = DEFAULT_MAX_WORKER_PER_NODE,
     worker_counts: Mapping[str, int] | None = None,
+    pod: PodRes | None = None,
+    fit: NodeFit | None = None,
 ) -> Placement:
     """The scheduler's choice (§4.3–4.6) of node and GPUs for `request` in `pool`.
 
@@ -243,6 +263,8 @@ def place(
         exclude_nodes=exclude_nodes,
         max_worker_per_node=max_worker_per_node,
         worker_counts=worker_counts,
+        pod=pod,
+        fit=fit,
     )
     if cands.reason is not None:
         return Placement(mode, None, (), (), cands.reason, cands.rejected)

@@ -75,6 +75,10 @@ class PodSpec(TypedDict, total=False):
     schedulerName: str
     priority: int
     containers: list[Container]
+    # kube-scheduler's node filters (engine.nodefit): init containers' requests, node constraints
+    initContainers: list[Container]
+    nodeSelector: dict[str, str]
+    affinity: dict[str, Any]
 
 
 @with_config(SLIM)

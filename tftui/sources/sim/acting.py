@@ -38,8 +38,10 @@ from an earlier snapshot stays self-consistent while the cluster moves on. Nothi
 calls: `advance(dt)` runs what came due in time order (ties in creation order), and every random
 choice (names, UIDs) comes from an RNG seeded by `seed`, so a run is reproducible.
 
-Limitations: CPU and memory are not scheduled; the cluster autoscaler does not drain nodes; pods that
-are not TensorFusion workers are not recreated when their node goes; `SimMetrics` must be rebuilt from
+Workers are placed with kube-scheduler's node fit too (CPU, memory, pod slots: `engine.nodefit`).
+Limitations: pods that are not TensorFusion workers are never scheduled (bound ones run); the
+cluster autoscaler does not drain nodes; pods that are not TensorFusion workers are not recreated
+when their node goes; `SimMetrics` must be rebuilt from
 a new snapshot to serve replaced workers (`SimMetrics(sim.snapshot(), sim.seed, now=sim.now())`, a few
 milliseconds for the 40-node demo): history of a replacement starts at its creation, evicted pods lose
 theirs. `SimMetrics` derives usage from the requests it was built with, so a rebuild after autoscale
@@ -59,6 +61,7 @@ from random import Random
 from typing import Any, Final
 
 from tftui.engine.fit import Request, RequestError
+from tftui.engine.nodefit import node_fit, pod_requests
 from tftui.engine.placement import apply_placement, place
 from tftui.engine.plan import (
     Action,
@@ -873,6 +876,7 @@ class ActingSimCluster:
         state = self._build_state(list(self._objs.values()))
         available: dict[str, Res] = {}
         counts: dict[str, int] = {}
+        room = node_fit(state)  # CPU, memory and pod slots, with this pass's bindings booked
         for key in todo:
             worker = state.workers.get(f"{key[1]}/{key[2]}")
             if worker is None:  # pragma: no cover - every Pending worker is indexed
@@ -886,11 +890,15 @@ class ActingSimCluster:
             except RequestError as err:
                 self._unschedulable(key, f"invalid request: {err}")
                 continue
-            placement = place(state, pool, request, available=available, worker_counts=counts)
+            pod = pod_requests(self._objs[key])
+            placement = place(
+                state, pool, request, available=available, worker_counts=counts, pod=pod, fit=room
+            )
             if placement.node is None:
                 self._unschedulable(key, placement.reason or "no node fits")
                 continue
             apply_placement(available, state, placement, request)
+            room.book(placement.node, pod)
             counts[placement.node] = counts.get(placement.node, len(state.nodes[placement.node].workers)) + 1
             self._bind(key, placement.node, placement.gpus)
 
