@@ -1,0 +1,239 @@
+"""Defrag to admit: the smallest set of PDB-safe moves that makes room for a worker that does not fit.
+
+A move is one eviction whose worker the scheduler places again (the workload controller recreates
+it Pending). The search frees room on one node: for each node where the waiting worker could fit,
+the subsets of its movable workers, smallest first, whose removal makes the worker fit there; each
+subset is tried in the packing — evict the subset, place the waiting worker with the policy, then
+place each evicted worker again (largest first) with the same policy — and kept only if everything
+found a place. A worker is movable unless it is blocked (not a TensorFusion worker, do-not-disrupt,
+covered by more than one PDB) or its PDB would allow fewer disruptions than the set needs.
+
+Bounds (stated, so the search cost is known): at most `max_moves` moves, the `CANDIDATES_PER_NODE`
+largest movable workers of a node, and `max_trials` tried subsets per search. A search that finds
+nothing is remembered for the task's shape until the packing changes.
+
+`explain` is the console's answer to "why is this worker pending": which filter stage stopped it
+(capacity, fragmentation, quota, model, CPU, nodes) and the move set that would admit it.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from tftui.engine.packing import Packing, PNode, PPod, PTask
+
+CANDIDATES_PER_NODE: Final = 12
+MAX_MOVES: Final = 3
+MAX_TRIALS: Final = 64
+
+Choice = tuple[int, tuple[int, ...]]
+Placer = Callable[[PTask, Collection[int]], Choice | None]
+
+
+@dataclass(frozen=True, slots=True)
+class Move:
+    pod: str
+    source: str
+    target: str
+    gpus: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"pod": self.pod, "from": self.source, "to": self.target, "gpus": list(self.gpus)}
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """Where the worker goes after `moves`, carried out in that order before it."""
+
+    node: str
+    gpus: tuple[str, ...]
+    moves: tuple[Move, ...]
+    trials: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "node": self.node,
+            "gpus": list(self.gpus),
+            "moves": [m.to_json() for m in self.moves],
+            "trials": self.trials,
+        }
+
+
+@dataclass(slots=True)
+class Admitter:
+    """The search over one packing with one placement policy; `failed` remembers shapes that found
+    nothing at a packing version."""
+
+    pk: Packing
+    place: Placer
+    max_moves: int = MAX_MOVES
+    max_trials: int = MAX_TRIALS
+    failed: dict[int, list[PTask]] = field(default_factory=dict)  # packing version → tasks that found nothing
+    searches: int = 0
+    trials: int = 0
+
+    def admit(self, task: PTask) -> tuple[Choice, Admission] | None:
+        """Make room for `task` and place it (the packing keeps the moves), or leave the packing as
+        it was and return None."""
+        version = self.pk.version
+        if any(_dominates(task, t) for t in self.failed.get(version, ())):
+            return None  # a task no larger found nothing in this very packing
+        self.searches += 1
+        trials = 0
+        movable: dict[tuple[object, ...], bool] = {}  # shape → it could be placed somewhere now
+        for k in range(1, self.max_moves + 1):
+            for node in self.pk.nodes:
+                for subset in self._subsets(task, node, k, movable):
+                    trials += 1
+                    self.trials += 1
+                    got = self._try(task, node, subset, trials)
+                    if got is not None:
+                        return got
+                    if trials >= self.max_trials:
+                        self._remember(version, task)
+                        return None
+        self._remember(version, task)
+        return None
+
+    def _remember(self, version: int, task: PTask) -> None:
+        if version not in self.failed:
+            self.failed = {version: []}  # older versions can never come back
+        self.failed[version].append(task)
+
+    def _placeable(self, task: PTask, memo: dict[tuple[object, ...], bool]) -> bool:
+        key = _shape(task)
+        got = memo.get(key)
+        if got is None:
+            got = memo[key] = self.place(task, ()) is not None
+        return got
+
+    def _subsets(
+        self, task: PTask, node: PNode, k: int, movable: dict[tuple[object, ...], bool]
+    ) -> list[tuple[str, ...]]:
+        """Subsets of `k` movable workers of `node` whose removal would let `task` fit there."""
+        if node.unschedulable or not self.pk.on_node[node.idx]:
+            return []
+        if task.count and not any(self.pk.gpu_fits_free(task, g) for g in node.gpus):
+            return []  # no GPU of the node could ever take it (model, capacity)
+        cands = [
+            (key, p)
+            for key, p in self.pk.pods_on(node.idx)
+            if p.blocked is None and p.task.count and (p.pdb is None or self.pk.budgets.get(p.pdb, 0) > 0)
+        ]
+        if len(cands) < k:
+            return []
+        cands.sort(key=lambda kp: (-sum(t for t, _ in kp[1].taken), kp[0]))
+        cands = cands[:CANDIDATES_PER_NODE]
+        if not _fits_without(self.pk, task, node, [p for _, p in cands]):
+            return []  # not even with all of them gone
+        # a worker that fits nowhere now will not fit anywhere once this task is placed
+        cands = [(key, p) for key, p in cands if self._placeable(p.task, movable)]
+        out = []
+        for combo in itertools.combinations(cands, k):
+            pods = [p for _, p in combo]
+            if not _pdb_ok(self.pk, pods):
+                continue
+            if _fits_without(self.pk, task, node, pods):
+                out.append(tuple(key for key, _ in combo))
+        # the least GPU moved first: small workers are the easiest to place again
+        out.sort(key=lambda keys: (sum(sum(t for t, _ in self.pk.pods[k].taken) for k in keys), keys))
+        return out
+
+    def _try(
+        self, task: PTask, node: PNode, subset: Sequence[str], trials: int
+    ) -> tuple[Choice, Admission] | None:
+        pk = self.pk
+        removed = [(key, pk.unbind(key)) for key in subset]
+        added: list[str] = []
+        choice = self.place(task, ())
+        if choice is not None:
+            pk.bind(task.key, task, *choice)
+            added.append(task.key)
+            moves = []
+            for key, old in sorted(removed, key=lambda kp: (-sum(t for t, _ in kp[1].taken), kp[0])):
+                to = self.place(old.task, ())
+                if to is None:
+                    break
+                pk.bind(key, old.task, *to, blocked=old.blocked, pdb=old.pdb)
+                added.append(key)
+                target = pk.nodes[to[0]]
+                moves.append(
+                    Move(key, pk.nodes[old.node].name, target.name, tuple(target.gpus[p].name for p in to[1]))
+                )
+            else:
+                for _, old in removed:
+                    if old.pdb is not None:
+                        pk.budgets[old.pdb] = pk.budgets.get(old.pdb, 0) - 1
+                pk.unbind(task.key)  # the caller binds the task itself
+                n = pk.nodes[choice[0]]
+                return choice, Admission(
+                    n.name, tuple(n.gpus[p].name for p in choice[1]), tuple(moves), trials
+                )
+        for key in reversed(added):
+            pk.unbind(key)
+        for key, old in removed:
+            pk.restore(key, old)
+        return None
+
+
+def _pdb_ok(pk: Packing, pods: Sequence[PPod]) -> bool:
+    need: dict[str, int] = {}
+    for p in pods:
+        if p.pdb is not None:
+            need[p.pdb] = need.get(p.pdb, 0) + 1
+    return all(pk.budgets.get(b, 0) >= n for b, n in need.items())
+
+
+def _fits_without(pk: Packing, task: PTask, node: PNode, pods: Sequence[PPod]) -> bool:
+    """Whether `task` would pass the node's filters with `pods` gone (GPU shares given back)."""
+    back: dict[int, tuple[float, float]] = {}
+    cpu = mem = 0.0
+    workers = 0
+    for p in pods:
+        cpu += p.task.cpu
+        mem += p.task.mem
+        workers += 1 if p.task.count else 0
+        for pos, (t, v) in zip(p.gpus, p.taken, strict=True):
+            bt, bv = back.get(pos, (0.0, 0.0))
+            back[pos] = (bt + t, bv + v)
+    if task.cpu > node.cpu + cpu + 1e-9 or task.mem > node.mem + mem + 0.5 or node.pods + len(pods) < 1:
+        return False
+    if node.unschedulable:
+        return False
+    if task.count and pk.max_workers > 0 and node.workers - workers >= pk.max_workers:
+        return False
+    if not task.count:
+        return True
+    ok = 0
+    for pos, g in enumerate(node.gpus):
+        bt, bv = back.get(pos, (0.0, 0.0))
+        g.free_t += bt
+        g.free_v += bv
+        try:
+            ok += pk.gpu_fits(task, g)
+        finally:
+            g.free_t -= bt
+            g.free_v -= bv
+    return ok >= task.count
+
+
+def _shape(t: PTask) -> tuple[object, ...]:
+    return (t.cpu, t.mem, t.count, t.tflops, t.vram, t.pct, t.models, t.request, t.pod)
+
+
+def _dominates(task: PTask, smaller: PTask) -> bool:
+    """`task` asks for at least what `smaller` asks, with the same constraints."""
+    return (
+        task.count == smaller.count
+        and task.models == smaller.models
+        and task.pct == smaller.pct
+        and task.request == smaller.request
+        and task.pod == smaller.pod
+        and task.cpu >= smaller.cpu
+        and task.mem >= smaller.mem
+        and task.tflops >= smaller.tflops
+        and task.vram >= smaller.vram
+    )

@@ -1,0 +1,244 @@
+"""The arrivals protocol of the FGD paper's published runs, over a trace, for one policy and seed.
+
+No task leaves. The task list (sorted by name) is put in a seeded random order (`order="shuffle"`;
+`"creation"` sorts by creation time instead) and extended with tasks drawn with replacement from
+the original list until the next draw would take the GPU demand past `inflate` × the cluster's GPU
+capacity (a list already above it loses random tasks until it is not). Tasks arrive one by one; one
+that cannot be placed is counted as failed and skipped, but as arrived. After every task the run
+records the GPU allocation ratio (allocated milli-GPUs ÷ capacity, %) against the arrived workload
+(cumulative requested milli-GPUs ÷ capacity, %); the value at X % is the mean of the records whose
+arrived % rounds to X.
+
+Units are the trace's: milli-GPUs per GPU (1000 each, whatever the model), milli-CPU and MiB per
+node. A task's share is exact (no TFLOPS truncation): the protocol's ratios are in milli-GPUs.
+
+Policies: a placement mode (`CompactFirst`, `LowLoadFirst`, `NodeCompactGPULowLoad`: the
+TensorFusion scheduler's choice, `engine.packing`; pods without GPUs by kube-scheduler's default)
+or `FGD` (`engine.fgd`), each optionally `+admit` (`engine.admit`: when a task does not fit, the
+smallest set of moves that makes room, carried out).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from random import Random
+from typing import Any, Final
+
+from tftui.engine.admit import MAX_MOVES, Admitter
+from tftui.engine.fgd import FGD, POPULARITY, workload_classes
+from tftui.engine.fit import MODES, Mode
+from tftui.engine.packing import PGPU, Packing, PNode, PTask
+
+FULL: Final = 1000
+REFERENCE: Final = "FGD"
+POLICIES: Final = (REFERENCE, *MODES)
+
+
+class PolicyError(ValueError):
+    """A trace policy that does not exist (the message names it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TracePolicy:
+    name: str
+    placement: str  # a mode or FGD
+    admit: bool = False
+
+
+def parse_trace_policy(text: str) -> TracePolicy:
+    """`FGD` or a placement mode, optionally `+admit`."""
+    head, *flags = [p.strip() for p in text.split("+")]
+    match = [p for p in POLICIES if p.lower() == head.lower()]
+    if not match:
+        raise PolicyError(f"policy {text!r}: unknown placement {head!r} (one of {', '.join(POLICIES)})")
+    admit = False
+    for f in flags:
+        if f.lower() != "admit":
+            raise PolicyError(
+                f"policy {text!r}: option {f!r} is not one of the arrivals protocol (only +admit; "
+                "+defrag, +autoscale and the like need --protocol lifetimes)"
+            )
+        admit = True
+    return TracePolicy(text, match[0], admit)
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    """One arriving task in the protocol's units."""
+
+    name: str
+    cpu: int
+    mem: int
+    count: int
+    milli: int
+    models: frozenset[str] | None
+    creation: int = 0
+
+    @property
+    def demand(self) -> int:
+        return self.count * self.milli
+
+    @property
+    def shape(self) -> tuple[int, int, int, int, frozenset[str] | None]:
+        return (self.cpu, self.mem, self.count, self.milli, self.models)
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    name: str
+    cpu: int
+    mem: int
+    gpus: int
+    model: str
+    pods: int = 1001
+
+
+def arrival_order(
+    tasks: Sequence[Task], capacity: int, seed: int, inflate: float, order: str = "shuffle"
+) -> list[Task]:
+    """The protocol's task list: ordered, then inflated (or trimmed) to `inflate` × `capacity`."""
+    if order not in ("shuffle", "creation"):
+        raise ValueError(f"order must be shuffle or creation, got {order!r}")
+    rng = Random(seed)
+    base = sorted(tasks, key=lambda t: t.name)
+    out = list(base)
+    if order == "shuffle":
+        rng.shuffle(out)
+    else:
+        out.sort(key=lambda t: (t.creation, t.name))
+    target = inflate * capacity
+    demand = sum(t.demand for t in out)
+    while demand > target and out:
+        demand -= out.pop(rng.randrange(len(out))).demand
+    i = 0
+    while demand < target and base:
+        t = base[rng.randrange(len(base))]
+        if demand + t.demand > target:
+            break
+        out.append(Task(f"{t.name}-tuned-{i}", t.cpu, t.mem, t.count, t.milli, t.models, t.creation))
+        demand += t.demand
+        i += 1
+    return out
+
+
+def packing_of(nodes: Sequence[Node]) -> Packing:
+    """The empty cluster in milli-GPUs."""
+    out = []
+    for n in nodes:
+        gpus = [PGPU(f"{n.name}-gpu{i}", FULL, FULL, FULL, FULL, n.model) for i in range(n.gpus)]
+        cpu, mem = float(n.cpu), float(n.mem)
+        out.append(PNode(n.name, 0, n.model, cpu, mem, float(n.pods), cpu, mem, gpus))
+    return Packing(out)
+
+
+def ptask(t: Task) -> PTask:
+    return PTask(t.name, float(t.cpu), float(t.mem), t.count, float(t.milli), float(t.milli), None, t.models)
+
+
+@dataclass(slots=True)
+class ArrivalResult:
+    """One policy and seed: every record, the curve and counts."""
+
+    policy: str
+    seed: int
+    capacity: int  # milli-GPUs
+    tasks: int = 0
+    failed: int = 0
+    moves: int = 0
+    admitted: int = 0  # tasks placed only thanks to moves
+    searches: int = 0
+    arrived: list[int] = field(default_factory=list, repr=False)  # milli-GPUs after each task
+    allocated: list[int] = field(default_factory=list, repr=False)
+    cpu_seconds: float = 0.0
+
+    def curve(self) -> dict[int, float]:
+        """Arrived % (rounded) → mean allocation % of the records there."""
+        sums: dict[int, float] = {}
+        counts: dict[int, int] = {}
+        for a, b in zip(self.arrived, self.allocated, strict=True):
+            x = round(100.0 * a / self.capacity)
+            sums[x] = sums.get(x, 0.0) + 100.0 * b / self.capacity
+            counts[x] = counts.get(x, 0) + 1
+        return {x: sums[x] / counts[x] for x in sorted(sums)}
+
+    def at(self, pct: int) -> float | None:
+        return self.curve().get(pct)
+
+    def to_json(self) -> dict[str, Any]:
+        curve = self.curve()
+        return {
+            "seed": self.seed,
+            "tasks": self.tasks,
+            "failed_tasks": self.failed,
+            "moves": self.moves,
+            "admitted_by_moves": self.admitted,
+            "allocated_pct_at": {str(x): _r(curve.get(x)) for x in (100, 130)},
+            "final_allocated_pct": _r(100.0 * self.allocated[-1] / self.capacity) if self.allocated else None,
+            "curve": [[x, round(v, 3)] for x, v in curve.items()],
+            "cpu_seconds": round(self.cpu_seconds, 2),
+        }
+
+
+def _r(x: float | None) -> float | None:
+    return None if x is None or math.isnan(x) else round(x, 3)
+
+
+def run_arrivals(
+    nodes: Sequence[Node],
+    tasks: Sequence[Task],
+    policy: TracePolicy,
+    *,
+    seed: int = 42,
+    inflate: float = 1.3,
+    order: str = "shuffle",
+    popularity: float = POPULARITY,
+    max_moves: int = MAX_MOVES,
+) -> ArrivalResult:
+    """The protocol for one policy and seed (see the module docstring)."""
+    cpu0 = time.process_time()
+    if policy.placement == REFERENCE:  # FGD's ties go to the first node: a seeded order, as the
+        nodes = list(nodes)  # paper's runs name their nodes with a random prefix
+        Random(f"nodes-{seed}").shuffle(nodes)
+    pk = packing_of(nodes)
+    capacity = FULL * sum(n.gpus for n in nodes)
+    arrivals = arrival_order(tasks, capacity, seed, inflate, order)
+    if policy.placement == REFERENCE:
+        fgd = FGD(pk, workload_classes((t.shape for t in tasks), popularity))
+
+        def place(t: PTask, exclude: Any = ()) -> tuple[int, tuple[int, ...]] | None:
+            return fgd.place(t, exclude)
+    else:
+        mode: Mode = policy.placement  # type: ignore[assignment]
+
+        def place(t: PTask, exclude: Any = ()) -> tuple[int, tuple[int, ...]] | None:
+            return pk.place_mode(t, mode, exclude)
+
+    admitter = Admitter(pk, place, max_moves=max_moves) if policy.admit else None
+    res = ArrivalResult(policy.name, seed, capacity, tasks=len(arrivals))
+    arrived = allocated = 0
+    for i, t in enumerate(arrivals):
+        arrived += t.demand
+        pt = ptask(t)
+        key = f"{i}/{t.name}"
+        pt = PTask(key, pt.cpu, pt.mem, pt.count, pt.tflops, pt.vram, None, pt.models)
+        choice = place(pt)
+        if choice is None and admitter is not None:
+            got = admitter.admit(pt)
+            if got is not None:
+                choice, admission = got
+                res.moves += len(admission.moves)
+                res.admitted += 1
+        if choice is None:
+            res.failed += 1
+        else:
+            pk.bind(key, pt, *choice)
+            allocated += t.demand
+        res.arrived.append(arrived)
+        res.allocated.append(allocated)
+    if admitter is not None:
+        res.searches = admitter.searches
+    res.cpu_seconds = time.process_time() - cpu0
+    return res
