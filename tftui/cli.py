@@ -243,6 +243,9 @@ def _add_simulate_parser(sub: Any) -> None:
         "--provision-delay", metavar="D", default="5m", help="time for a new node to come up (default 5m)"
     )
     sim.add_argument("--history", metavar="D", default="1d", help="--metrics-dsn: usage window replayed (1d)")
+    from tftui.tracecmd import add_trace_args
+
+    add_trace_args(sim)
     fmt = sim.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="print JSON, with the node counts over time")
     fmt.add_argument("--csv", action="store_true", help="print CSV, one row per policy")
@@ -767,6 +770,13 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     """`tftui simulate`: every policy from the same start, seed and churn; one row each."""
+    from tftui.tracecmd import TraceUsage, cmd_trace, wants_trace
+
+    if wants_trace(args):
+        try:
+            return cmd_trace(args)
+        except TraceUsage as exc:
+            raise UserError(str(exc)) from None
     from tftui.engine.report import parse_window
     from tftui.runtime import whatif
 
