@@ -4,6 +4,7 @@ defrag-to-admit, the placement modes against `placement.place`, and sweeps (proc
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -344,9 +345,9 @@ def test_sweep_in_processes_and_on_a_dask_cluster_equals_the_local_runs() -> Non
     runs = [Run(p, s) for p in ("FGD", "CompactFirst+admit") for s in (1, 2)]
     local = sweep(nodes, tasks, runs, workers=1)
     procs = sweep(nodes, tasks, runs, workers=2)
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
-        with Client(cluster) as client:
-            remote = sweep(nodes, tasks, runs, dask=client)
+    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
+    with cluster, Client(cluster) as client:
+        remote = sweep(nodes, tasks, runs, dask=client)
 
     def key(rs: list[ArrivalResult]) -> list[tuple[str, int, list[int], list[int], int]]:
         return [(r.policy, r.seed, r.arrived, r.allocated, r.failed) for r in rs]
@@ -378,3 +379,25 @@ def test_simulate_trace_json_has_the_figures_and_the_mapping(
 def test_packing_task_keys_are_unique_per_arrival() -> None:
     t = PTask("k", count=1, tflops=10, vram=10)
     assert t.take(packing_of([Node("a", 1, 1, 1, "T4")]).nodes[0].gpus[0]) == (10, 10)
+
+
+def test_lifetimes_replays_creation_and_deletion_through_the_whatif_runtime(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tftui.runtime.lifetimes import START, TraceFeed, run_lifetimes
+
+    pods = PODS.replace(",0,100,0", ",0,3600,0").replace(",10,200,10", ",600,7200,600")
+    tr = read_trace(*_write(tmp_path, NODES, pods))
+    feed = TraceFeed(tr, timedelta(hours=2))
+    sched = [(c.kind, c.name, (c.at - START).total_seconds()) for c in feed.schedule(START)]
+    assert ("arrive", "p-0", 0.0) in sched and ("depart", "p-0", 3600.0) in sched
+    assert ("depart", "p-1", 7200.0) not in sched  # outside the window
+    (res,) = run_lifetimes(tr, ["LowLoadFirst+nodefrag"], timedelta(hours=2))
+    assert res.arrivals == 5 and res.departures >= 1
+    assert res.gpu_hours_allocated > 0 and res.active["trace"]
+    n, p = _write(tmp_path, NODES, pods)
+    argv = ["simulate", "--trace-nodes", n, "--trace-pods", p, "--protocol", "lifetimes", "--duration", "2h"]
+    assert main([*argv, "--policy", "CompactFirst+nodefrag"]) == 0
+    assert "lifetimes: active nodes ÷ lower bound over time" in capsys.readouterr().out
+    assert main([*argv, "--policy", "FGD"]) == 2
+    assert "yardstick" in capsys.readouterr().err

@@ -82,12 +82,13 @@ def cmd_trace(args: argparse.Namespace) -> int:
     names = list(args.policy or [])
     if args.compare:
         raise TraceUsage("--compare: presets are for the demo and dumps; name trace policies with --policy")
-    names = names or list(DEFAULT_POLICIES)
-    try:
-        for n in names:
-            parse_trace_policy(n)
-    except PolicyError as exc:
-        raise TraceUsage(f"--policy: {exc}") from None
+    if args.protocol == "arrivals":
+        names = names or list(DEFAULT_POLICIES)
+        try:
+            for n in names:
+                parse_trace_policy(n)
+        except PolicyError as exc:
+            raise TraceUsage(f"--policy: {exc}") from None
     try:
         trace = read_trace(args.trace_nodes, args.trace_pods)
     except TraceError as exc:

@@ -25,9 +25,9 @@ from typing import Any, Final
 
 from tftui.engine.packing import Packing, PNode, PPod, PTask
 
-CANDIDATES_PER_NODE: Final = 12
+CANDIDATES_PER_NODE: Final = 8
 MAX_MOVES: Final = 3
-MAX_TRIALS: Final = 64
+MAX_TRIALS: Final = 24
 
 Choice = tuple[int, tuple[int, ...]]
 Placer = Callable[[PTask, Collection[int]], Choice | None]
@@ -74,6 +74,7 @@ class Admitter:
     failed: dict[int, list[PTask]] = field(default_factory=dict)  # packing version → tasks that found nothing
     searches: int = 0
     trials: int = 0
+    _movable: tuple[int, dict[tuple[object, ...], bool]] = (-1, {})
 
     def admit(self, task: PTask) -> tuple[Choice, Admission] | None:
         """Make room for `task` and place it (the packing keeps the moves), or leave the packing as
@@ -83,7 +84,9 @@ class Admitter:
             return None  # a task no larger found nothing in this very packing
         self.searches += 1
         trials = 0
-        movable: dict[tuple[object, ...], bool] = {}  # shape → it could be placed somewhere now
+        if self._movable[0] != version:
+            self._movable = (version, {})
+        movable = self._movable[1]  # shape → it could be placed somewhere now
         for k in range(1, self.max_moves + 1):
             for node in self.pk.nodes:
                 for subset in self._subsets(task, node, k, movable):
@@ -125,6 +128,14 @@ class Admitter:
         ]
         if len(cands) < k:
             return []
+        if task.count == 1 and task.request is None:  # quick bound: some GPU must reach the share
+            back: dict[int, float] = {}
+            for _, p in cands:
+                for pos, (t, _) in zip(p.gpus, p.taken, strict=True):
+                    back[pos] = back.get(pos, 0.0) + t
+            need = task.tflops if task.pct is None else 0.0
+            if not any(g.free_t + back.get(pos, 0.0) >= need for pos, g in enumerate(node.gpus) if g.ok):
+                return []
         cands.sort(key=lambda kp: (-sum(t for t, _ in kp[1].taken), kp[0]))
         cands = cands[:CANDIDATES_PER_NODE]
         if not _fits_without(self.pk, task, node, [p for _, p in cands]):

@@ -119,6 +119,7 @@ class Packing:
         self.version = 0
         self._rank = {n.name: r for r, n in enumerate(sorted(self.nodes, key=lambda n: n.name))}
         self._scores: dict[Mode, list[int]] = {}
+        self._maxima: tuple[int, tuple[float, float, float, float]] = (-1, (INF, INF, INF, INF))
         self._sorted: dict[Mode, list[tuple[int, int, int]]] = {}
 
     # -- state ----------------------------------------------------------------------------------
@@ -172,6 +173,21 @@ class Packing:
             n.workers -= 1
         self._touch(pod.node)
         return pod
+
+    def maxima(self) -> tuple[float, float, float, float]:
+        """The largest free GPU TFLOPS, VRAM, node CPU and memory in the pool (per version)."""
+        if self._maxima[0] != self.version:
+            n = self.nodes
+            self._maxima = (
+                self.version,
+                (
+                    max((x.max_t for x in n), default=-INF),
+                    max((x.max_v for x in n), default=-INF),
+                    max((x.cpu for x in n), default=-INF),
+                    max((x.mem for x in n), default=-INF),
+                ),
+            )
+        return self._maxima[1]
 
     def pods_on(self, i: int) -> list[tuple[str, PPod]]:
         return [(k, self.pods[k]) for k in self.on_node[i]]
@@ -273,6 +289,9 @@ class Packing:
             return self.place_kube(task, exclude)
         # a request in absolute figures fits no node whose best GPU is smaller: skip those fast
         need_t, need_v = (task.tflops, task.vram) if task.pct is None else (0.0, task.vram)
+        top = self.maxima()
+        if need_t > top[0] or need_v > top[1] or task.cpu > top[2] or task.mem > top[3]:
+            return None  # no node has that much anywhere
         nodes = self.nodes
         for _, _, i in self.ranking(mode):
             n = nodes[i]

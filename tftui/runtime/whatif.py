@@ -61,7 +61,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from random import Random
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from tftui.engine.lowerbound import pool_bound
 from tftui.engine.plan import DeleteGPUNodeClaim, EvictPod, LabelNode, Plan
@@ -332,6 +332,11 @@ class WhatIfCluster(ActingSimCluster):
             ]
             self._replace(tpl)  # Pending until `schedule()`: a batch of arrivals is placed in one pass
 
+    def add_object(self, obj: JSON) -> None:
+        """Add `obj` as it is (a trace's pod, bound by the caller); Pending workers are queued."""
+        with self._lock:
+            self._add(obj)
+
     def pending_pools(self) -> set[str]:
         """Pools of the workers waiting for a node: the scheduler's queue (the same workers as
         `ClusterState`'s Pending, unbound, not terminating ones), read without building a state."""
@@ -535,6 +540,15 @@ class SimConfig:
     autoscale_interval: timedelta = timedelta(minutes=15)
     history: Mapping[str, list[float | None]] | None = None  # recorded usage (None: generated)
     on_sample: Callable[[datetime], None] | None = None  # progress hook
+    feed: Feed | None = None  # arrivals and departures of a trace (None: generated churn)
+
+
+class Feed(Protocol):
+    """Where a run's workloads come from when not from generated churn (`runtime.lifetimes`)."""
+
+    def schedule(self, start: datetime) -> list[_Churn]: ...
+    def arrive(self, sim: WhatIfCluster, batch: list[_Churn]) -> int: ...
+    def depart(self, sim: WhatIfCluster, batch: list[_Churn]) -> int: ...
 
 
 @dataclass(slots=True)
@@ -749,7 +763,7 @@ def _simulate(
         usage.base(w)
     start_nodes = {p: len(pv.nodes) for p, pv in state0.pools.items()}
     end = start + cfg.duration
-    churn = churn_schedule(state0, start, cfg)
+    churn = cfg.feed.schedule(start) if cfg.feed is not None else churn_schedule(state0, start, cfg)
     ci = 0
     next_sample = start
     provisioning: dict[str, datetime] = {}  # pool → when its node comes up
@@ -764,6 +778,10 @@ def _simulate(
             batch.append(churn[ci])
             ci += 1
         if batch:
+            if cfg.feed is not None:  # a trace: its own arrivals and departures
+                res.departures += cfg.feed.depart(sim, [c for c in batch if c.kind == "depart"])
+                res.arrivals += cfg.feed.arrive(sim, [c for c in batch if c.kind == "arrive"])
+                batch = []
             res.departures += sim.remove_workloads((c.namespace, c.name) for c in batch if c.kind == "depart")
             for c in batch:
                 if c.kind == "arrive" and c.template in templates:
