@@ -87,7 +87,9 @@ def test_registry_entries_are_complete_and_writes_are_named() -> None:
         assert a.id.startswith("tftui.") and a.keys and a.description, a
         assert a.mutates == a.id.startswith("tftui.write."), a
     assert (
-        set(WRITE_ACTIONS) == set(MUTATING) == {"manual_compaction", "placement_mode", "workload_autoscale"}
+        set(WRITE_ACTIONS)
+        == set(MUTATING)
+        == {"manual_compaction", "placement_mode", "workload_autoscale", "admit"}
     )
     assert WRITE_ACTIONS["manual_compaction"] == "manual compaction"
 

@@ -10,7 +10,8 @@ covered by more than one PDB) or its PDB would allow fewer disruptions than the 
 
 Bounds (stated, so the search cost is known): at most `max_moves` moves, the `CANDIDATES_PER_NODE`
 largest movable workers of a node, and `max_trials` tried subsets per search. A search that finds
-nothing is remembered for the task's shape until the packing changes.
+nothing is remembered until a pod leaves the packing: a task asking no less then finds nothing
+either (a packing that only gained pods has no more room anywhere).
 
 `explain` is the console's answer to "why is this worker pending": which filter stage stopped it
 (capacity, fragmentation, quota, model, CPU, nodes) and the move set that would admit it.
@@ -71,40 +72,80 @@ class Admitter:
     place: Placer
     max_moves: int = MAX_MOVES
     max_trials: int = MAX_TRIALS
-    failed: dict[int, list[PTask]] = field(default_factory=dict)  # packing version → tasks that found nothing
+    failed: dict[int, list[PTask]] = field(
+        default_factory=dict
+    )  # tasks that found nothing since pods last left
     searches: int = 0
     trials: int = 0
     _movable: tuple[int, dict[tuple[object, ...], bool]] = (-1, {})
+    _epoch: int = -1
 
     def admit(self, task: PTask) -> tuple[Choice, Admission] | None:
         """Make room for `task` and place it (the packing keeps the moves), or leave the packing as
         it was and return None."""
-        version = self.pk.version
-        if any(_dominates(task, t) for t in self.failed.get(version, ())):
-            return None  # a task no larger found nothing in this very packing
+        if self.pk.freed != self._epoch:  # pods left since the last search: what failed may not now
+            self.failed = {}
+        if any(_dominates(task, t) for t in self.failed.get(0, ())):
+            return None  # a task no larger found nothing, and the packing has only filled up since
         self.searches += 1
-        trials = 0
-        if self._movable[0] != version:
-            self._movable = (version, {})
+        if self._movable[0] != self.pk.version:
+            self._movable = (self.pk.version, {})
         movable = self._movable[1]  # shape → it could be placed somewhere now
+        order = sorted(
+            (b, n.idx)
+            for n in self.pk.nodes
+            if (b := self._bound(task, n)) is not None and b <= self.max_moves
+        )
+        trials = 0
+        got: tuple[Choice, Admission] | None = None
         for k in range(1, self.max_moves + 1):
-            for node in self.pk.nodes:
-                for subset in self._subsets(task, node, k, movable):
+            for b, i in order:
+                if b > k or got is not None or trials >= self.max_trials:
+                    break
+                for subset in self._subsets(task, self.pk.nodes[i], k, movable):
                     trials += 1
                     self.trials += 1
-                    got = self._try(task, node, subset, trials)
-                    if got is not None:
-                        return got
-                    if trials >= self.max_trials:
-                        self._remember(version, task)
-                        return None
-        self._remember(version, task)
-        return None
+                    got = self._try(task, self.pk.nodes[i], subset, trials)
+                    if got is not None or trials >= self.max_trials:
+                        break
+        if got is None:
+            self.failed.setdefault(0, []).append(task)
+        else:
+            self.failed = {}
+        self._epoch = self.pk.freed
+        return got
 
-    def _remember(self, version: int, task: PTask) -> None:
-        if version not in self.failed:
-            self.failed = {version: []}  # older versions can never come back
-        self.failed[version].append(task)
+    def _bound(self, task: PTask, node: PNode) -> int | None:
+        """At least how many of the node's movable workers must go for `task` to fit there (None:
+        never: cordoned, no acceptable GPU, or not even with all of them gone)."""
+        if node.unschedulable:
+            return None
+        pods = [
+            p
+            for _, p in self.pk.pods_on(node.idx)
+            if p.blocked is None and p.task.count and (p.pdb is None or self.pk.budgets.get(p.pdb, 0) > 0)
+        ]
+        kc = _cover(task.cpu - node.cpu, [p.task.cpu for p in pods])
+        km = _cover(task.mem - node.mem, [p.task.mem for p in pods])
+        if kc is None or km is None:
+            return None
+        kg = 0
+        if task.count:
+            usable = [pos for pos, g in enumerate(node.gpus) if self.pk.gpu_fits_free(task, g)]
+            if len(usable) < task.count:
+                return None
+            if task.count == 1 and task.request is None:
+                need = task.tflops if task.pct is None else 0.0
+                per: dict[int, list[float]] = {}
+                for p in pods:
+                    for pos, (t, _) in zip(p.gpus, p.taken, strict=True):
+                        per.setdefault(pos, []).append(t)
+                covers = [_cover(need - node.gpus[pos].free_t, per.get(pos, [])) for pos in usable]
+                known = [c for c in covers if c is not None]
+                if not known:
+                    return None
+                kg = min(known)
+        return max(1, kc, km, kg)
 
     def _placeable(self, task: PTask, memo: dict[tuple[object, ...], bool]) -> bool:
         key = _shape(task)
@@ -248,3 +289,15 @@ def _dominates(task: PTask, smaller: PTask) -> bool:
         and task.tflops >= smaller.tflops
         and task.vram >= smaller.vram
     )
+
+
+def _cover(deficit: float, amounts: list[float]) -> int | None:
+    """The fewest of `amounts` (largest first) that reach `deficit` (0 if none is needed)."""
+    if deficit <= 1e-9:
+        return 0
+    total = 0.0
+    for i, a in enumerate(sorted(amounts, reverse=True)):
+        total += a
+        if total >= deficit - 1e-9:
+            return i + 1
+    return None

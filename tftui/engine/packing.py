@@ -117,6 +117,7 @@ class Packing:
         self.budgets: dict[str, int] = {}  # PDB → disruptions it still allows
         self.changed: set[int] = set(range(len(self.nodes)))  # nodes changed since a consumer looked
         self.version = 0
+        self.freed = 0  # unbinds so far: a packing that only gained pods has no more room anywhere
         self._rank = {n.name: r for r, n in enumerate(sorted(self.nodes, key=lambda n: n.name))}
         self._scores: dict[Mode, list[int]] = {}
         self._maxima: tuple[int, tuple[float, float, float, float]] = (-1, (INF, INF, INF, INF))
@@ -160,6 +161,7 @@ class Packing:
 
     def unbind(self, key: str) -> PPod:
         pod = self.pods.pop(key)
+        self.freed += 1
         del self.on_node[pod.node][key]
         n = self.nodes[pod.node]
         for p, (t, v) in zip(pod.gpus, pod.taken, strict=True):
@@ -361,8 +363,8 @@ class Packing:
                 unschedulable=nv.unschedulable,
                 labels=labels,
             )
-            for p, g in enumerate(gpus):
-                positions[g.name] = (node.idx, p)
+            for p, pg in enumerate(gpus):
+                positions[pg.name] = (node.idx, p)
             nodes.append(node)
         pk = cls(nodes)
         for key in sorted(k for n in nodes for k in state.nodes[n.name].workers):
@@ -371,11 +373,11 @@ class Packing:
             if not placed or w.terminating:
                 continue
             task = task_of_worker(w)
-            node = placed[0][0]
+            at = placed[0][0]
             # already booked in the GPUs' and nodes' figures: record without subtracting again
             each = (w.request.tflops, w.request.vram)
-            pk.pods[key] = PPod(task, node, tuple(p for _, p in placed), tuple(each for _ in placed))
-            pk.on_node[node][key] = None
+            pk.pods[key] = PPod(task, at, tuple(p for _, p in placed), tuple(each for _ in placed))
+            pk.on_node[at][key] = None
         pk.changed = set(range(len(nodes)))
         return pk
 

@@ -22,6 +22,7 @@ Scope = Literal[
     "table",  # a ResourceTable with focus
     "pool",  # screens acting on a selected pool (pools, compaction, defrag)
     "workload",  # screens acting on a selected workload (workloads, workload detail)
+    "worker",  # screens acting on a selected worker (a GPU's or a workload's workers)
     "tables",  # screens with more than one table
     "placement",  # the placement form
     "finding",  # one waste finding
@@ -154,6 +155,10 @@ ACTIONS: tuple[Action, ...] = (
     Action("tftui.write.workload_autoscale", "workload", "a", "workload_autoscale", "Autoscale",
            "Turn autoscaling on/off for this workload (spec.autoScalingConfig.autoSetResources.enable), asks",
            mutates=True, noun="autoscale change"),
+    # -- workers ---------------------------------------------------------------------------------
+    Action("tftui.write.admit", "worker", "e", "admit", "Admit",
+           "Pending worker: evict the smallest PDB-safe move set that makes room for it (d shows it), asks",
+           mutates=True, noun="defrag to admit"),
     # -- other screens ---------------------------------------------------------------------------
     Action("tftui.place_submit", "placement", "enter", "submit", "Preview",
            "Place the request under every mode (enter in a field too)", key_display="⏎"),

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, ClassVar, cast
 
 from rich.console import Console
+from rich.text import Text
 from textual.app import App
 from textual.binding import BindingType
 from textual.command import Provider
@@ -46,7 +47,7 @@ from tftui.engine.autoscale import AutoConfig, effective_autoscaling
 from tftui.engine.compaction import plan_manual_compaction
 from tftui.engine.fit import MODES
 from tftui.engine.placement import mode_change_message, pool_mode, template_patch
-from tftui.engine.plan import PatchWorkloadAutoscale, Plan
+from tftui.engine.plan import EvictPod, PatchWorkloadAutoscale, Plan
 from tftui.engine.state import ClusterState
 from tftui.model import keys
 from tftui.model.gpuinfo import price_table
@@ -624,6 +625,33 @@ class TfTuiApp(App[None]):
             ConfirmScreen(f"Autoscale {'on' if enable else 'off'} · {key}", body, label), answered
         )
 
+    def start_admit(self, key: str) -> None:
+        """`e` on a Pending worker: show why it waits and the move set, ask, then evict the set."""
+        if not self.allows("admit"):
+            self._refuse("admit")
+            return
+        from tftui.engine.pending import explain
+
+        data = self.data
+        why = explain(data.state, key) if data is not None else None
+        if why is None:
+            self.notify(f"{key} is not a Pending worker", severity="warning")
+            return
+        if why.admission is None or not why.admission.moves:
+            self.notify(
+                f"{key}: no PDB-safe move set admits it ({why.reason}: {why.detail})", severity="warning"
+            )
+            return
+
+        def answered(confirmed: bool | None) -> None:
+            if confirmed:
+                self.perform("admit", pool=key)
+
+        lines = [f"{key} is pending: {why.reason} ({why.detail}).", "", "Evict, in this order:"]
+        lines += [f"  {m.pod}  {m.source} → {m.target} ({', '.join(m.gpus)})" for m in why.admission.moves]
+        lines.append(f"then it fits on {why.admission.node} ({', '.join(why.admission.gpus)}).")
+        self.push_screen(ConfirmScreen(f"Defrag to admit · {key}", Text("\n".join(lines)), "Evict"), answered)
+
     def perform(self, action: str, *, pool: str, mode: str | None = None, enable: bool | None = None) -> bool:
         """The only way the console writes: refused when read-only, else run in a thread worker.
 
@@ -695,12 +723,30 @@ class TfTuiApp(App[None]):
                     word = "on" if enable else "off"
                     detail = f"{word} (spec.autoScalingConfig.autoSetResources.enable={str(enable).lower()})"
                     return ActionDone(action, pool, None, detail)
+                if action == "admit":
+                    return self._admit(pool)
                 if action == "placement_mode" and mode is not None:
                     return ActionDone(action, pool, None, self._patch_mode(pool, mode))
                 plan = runtime.manual_compaction(pool)
         except Exception as exc:
             return ActionFailed(action, pool, describe_error(exc))
         return ActionDone(action, pool, plan)
+
+    def _admit(self, key: str) -> ActionDone | ActionFailed:
+        """Evict the move set computed on the snapshot now on screen (it may differ from the one
+        confirmed if the cluster moved: the evictions are what this snapshot needs)."""
+        from tftui.engine.pending import explain
+
+        runtime, data = self.runtime, self.data
+        why = explain(data.state, key) if data is not None else None
+        if runtime is None or data is None or why is None or why.admission is None:
+            return ActionFailed("admit", key, "no move set admits it any more")
+        evictions = [EvictPod(m.pod.split("/", 1)[0], m.pod.split("/", 1)[1]) for m in why.admission.moves]
+        results = runtime.actuator.execute(Plan(self._clock(), actions=list(evictions)), data.state)
+        failed = [r.error for r in results if not r.ok]
+        if failed:
+            return ActionFailed("admit", key, "; ".join(str(f) for f in failed))
+        return ActionDone("admit", key, None, f"evicted {', '.join(m.pod for m in why.admission.moves)}")
 
     def outcome_text(self, message: ActionDone | ActionFailed) -> tuple[str, bool]:
         """How a finished write is told to the operator: (text, whether it failed)."""

@@ -12,6 +12,7 @@ from typing import Any
 
 import yaml
 
+from tftui.engine.pending import explain, is_pending
 from tftui.engine.state import ClusterState
 
 LIST_PREVIEW = 12
@@ -68,4 +69,8 @@ def describe(state: ClusterState, kind: str, key: str) -> str | None:
     if view is None:
         return None
     body = _short(view)
+    if kind == "Pod" and is_pending(state, key):  # why it waits, and the moves that would admit it
+        why = explain(state, key)
+        if why is not None:
+            body["pending"] = why.to_json()
     return yaml.safe_dump(body, sort_keys=False, default_flow_style=False, allow_unicode=True, width=100)

@@ -19,6 +19,7 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import DataTable, Footer, Input, Static
 
+from tftui.engine.pending import is_pending
 from tftui.ui.actions import bindings
 from tftui.ui.analysis import AUTOSCALE, AnalysisKey
 from tftui.ui.autoscaleview import AutoscaleAnalysis
@@ -548,7 +549,7 @@ class WorkloadsScreen(AutoscaleActions, ResourceScreen):
     """Workloads with request per device, the engine's recommendation and request/used against
     limits; enter opens the workload, `a` turns its autoscaling on or off."""
 
-    BINDINGS: ClassVar[list[BindingType]] = AUTOSCALE_BINDINGS
+    BINDINGS: ClassVar[list[BindingType]] = [*AUTOSCALE_BINDINGS, *bindings("worker")]
 
     OBJECT_KINDS: ClassVar[dict[str, str]] = {"main": "TensorFusionWorkload"}
     CACHE_BUILDS: ClassVar[bool] = True
@@ -561,6 +562,16 @@ class WorkloadsScreen(AutoscaleActions, ResourceScreen):
 
     def selected_workload(self) -> str | None:
         return self.query_one("#main", ResourceTable).cursor_key
+
+    def action_admit(self) -> None:
+        """`e` on a workload: admit its first Pending worker (the workers view shows each)."""
+        data, key = self.tui.data, self.selected_workload()
+        wv = data.state.workloads.get(key) if data is not None and key is not None else None
+        pending = [w for w in (wv.workers if wv else []) if data is not None and is_pending(data.state, w)]
+        if not pending:
+            self.app.notify(f"{key or 'no workload'}: no Pending worker", severity="warning")
+            return
+        self.tui.start_admit(sorted(pending)[0])
 
     def build(self, table_id: str, data: ConsoleData, gauges: Gauges) -> Table:
         value = analysis.value if (analysis := self.tui.analysis(AUTOSCALE)) is not None else None
@@ -605,8 +616,10 @@ class NodeScreen(ResourceScreen):
 
 
 class WorkersScreen(ResourceScreen):
-    """Workers of one GPU or one workload; enter opens the worker's node."""
+    """Workers of one GPU or one workload; enter opens the worker's node, `e` admits a Pending one
+    (the move set `d` describes)."""
 
+    BINDINGS: ClassVar[list[BindingType]] = bindings("worker")
     OBJECT_KINDS: ClassVar[dict[str, str]] = {"main": "Pod"}
     CACHE_BUILDS: ClassVar[bool] = True
 
@@ -624,6 +637,13 @@ class WorkersScreen(ResourceScreen):
             wl = st.workloads.get(self.name_)
             keys = wl.workers if wl is not None else []
         return workers_table(data, gauges, keys)
+
+    def action_admit(self) -> None:
+        key = self.query_one("#main", ResourceTable).cursor_key
+        if key is None:
+            self.app.notify("no worker selected", severity="warning")
+            return
+        self.tui.start_admit(key)
 
     def open(self, table_id: str, key: str) -> None:
         data = self.tui.data
