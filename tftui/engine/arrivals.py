@@ -242,3 +242,36 @@ def run_arrivals(
         res.searches = admitter.searches
     res.cpu_seconds = time.process_time() - cpu0
     return res
+
+
+def protocol_input_of_state(state: Any) -> tuple[list[Node], list[Task]]:
+    """A cluster's nodes and running GPU workers in the protocol's units, to replay them per policy
+    (the console's `:whatif`): a worker's share is the larger of its TFLOPS and VRAM share of its
+    GPU, in milli-GPUs; CPU and memory from its pod's requests (MiB)."""
+    from tftui.engine.nodefit import pod_requests, rooms
+
+    room = rooms(state)
+    nodes: list[Node] = []
+    for name in sorted(state.nodes):
+        nv = state.nodes[name]
+        gpus = [state.gpus[g] for g in nv.gpus if g in state.gpus]
+        if not gpus:
+            continue
+        r = room.get(name)
+        cpu = int(r.cpu) if r is not None and r.cpu is not None else 1 << 40
+        mem = int(r.memory // (1 << 20)) if r is not None and r.memory is not None else 1 << 40
+        nodes.append(Node(name, cpu, mem, len(gpus), gpus[0].model or "gpu", 1 << 20))
+    tasks: list[Task] = []
+    for key in sorted(state.workers):
+        w = state.workers[key]
+        gpu = state.gpus.get(w.gpu_ids[0]) if w.gpu_ids else None
+        if w.terminating or gpu is None or gpu.capacity.tflops <= 0 or gpu.capacity.vram <= 0:
+            continue
+        share = max(w.request.tflops / gpu.capacity.tflops, w.request.vram / gpu.capacity.vram)
+        milli = max(1, min(FULL, round(share * FULL)))
+        pod = pod_requests(w.obj)
+        count = max(1, w.gpu_count)
+        tasks.append(
+            Task(key, int(pod.cpu), int(pod.memory // (1 << 20)), count, FULL if count > 1 else milli, None)
+        )
+    return nodes, tasks

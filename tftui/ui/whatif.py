@@ -1,4 +1,6 @@
-"""The What-if screen (`:whatif`): placement modes side by side over a simulated day, and a chart.
+"""The What-if screen (`:whatif`): placement modes side by side over a simulated day, and two charts:
+active nodes over time, and each placement's GPU allocation curve when the cluster's workers are
+replayed by the FGD paper's arrivals protocol (`engine.arrivals`, FGD and the three modes).
 
 A thread worker runs `runtime.whatif.compare` on the console's current snapshot (the same
 simulator and engine as `tftui simulate`); the screen only renders what it posts: one row of
@@ -33,6 +35,8 @@ __all__ = ["DEFAULT_POLICIES", "NodeChart", "WhatIfScreen", "chart_lines", "kept
 DEFAULT_POLICIES = tuple(f"{m}+defrag" for m in MODES)
 COLORS = ("cyan", "magenta", "yellow", "green", "red", "blue", "bright_white", "bright_cyan")
 WHATIF_GROUP = "whatif"
+CURVE_SEED = 42
+CURVE_TO = 130
 # braille dot bits by (column, row) within a 2×4 cell
 _DOTS = ((0x01, 0x02, 0x04, 0x40), (0x08, 0x10, 0x20, 0x80))
 
@@ -120,9 +124,12 @@ class WhatIfProgress(Message):
 
 
 class WhatIfReady(Message):
-    def __init__(self, results: list[PolicyResult]) -> None:
+    def __init__(
+        self, results: list[PolicyResult], curves: list[tuple[str, list[int]]] | None = None
+    ) -> None:
         super().__init__()
         self.results = results
+        self.curves = curves or []
 
 
 class WhatIfFailed(Message):
@@ -175,6 +182,7 @@ class WhatIfScreen(ResourceScreen):
         self.policies = [parse_policy(p) for p in policies]
         self.config = SimConfig(duration=duration, churn=churn)
         self.results: list[PolicyResult] | None = None
+        self.curves: list[tuple[str, list[int]]] = []
         self.status = "waiting for the cluster…"
         self._started = False
 
@@ -184,6 +192,7 @@ class WhatIfScreen(ResourceScreen):
         table.styles.max_height = 12
         yield table
         yield NodeChart(id="whatif-chart")
+        yield NodeChart(id="whatif-curves")
 
     def crumb_count(self, counts: list[str]) -> str:
         return self.status if self.results is None else super().crumb_count(counts)
@@ -233,7 +242,12 @@ class WhatIfScreen(ResourceScreen):
             series.append((r.policy, totals))
         times = self.results[0].times if self.results else []
         caption = f"active nodes, {times[0]:%d %b %H:%M} → {times[-1]:%d %b %H:%M} UTC" if times else ""
-        self.query_one(NodeChart).show(series, caption)
+        self.query_one("#whatif-chart", NodeChart).show(series, caption)
+        if self.curves:
+            self.query_one("#whatif-curves", NodeChart).show(
+                self.curves,
+                f"GPU allocation % by arrived % 0→{CURVE_TO} (the workers replayed, seed {CURVE_SEED})",
+            )
 
     def _run(self, objects: list[dict[str, Any]], start: datetime) -> None:
         """The comparison in a daemon thread (ui/background.py): quitting never waits for it."""
@@ -268,8 +282,31 @@ class WhatIfScreen(ResourceScreen):
             if not worker.is_cancelled:
                 self.post_message(WhatIfFailed(describe_error(exc)))
             return
+        curves: list[tuple[str, list[int]]] = []
+        try:  # the workers replayed per policy by the FGD paper's protocol: allocation curves
+            from tftui.engine.arrivals import (
+                POLICIES,
+                parse_trace_policy,
+                protocol_input_of_state,
+                run_arrivals,
+            )
+            from tftui.engine.state import ClusterState
+
+            nodes, tasks = protocol_input_of_state(ClusterState.build(objects))
+            if nodes and tasks:
+                for name in POLICIES:
+                    if worker.is_cancelled:
+                        return
+                    r = run_arrivals(nodes, tasks, parse_trace_policy(name), seed=CURVE_SEED)
+                    c, last, line = r.curve(), 0, []
+                    for x in range(CURVE_TO + 1):  # an arrived % no record rounds to keeps the last value
+                        last = round(c[x]) if x in c else last
+                        line.append(last)
+                    curves.append((name, line))
+        except Exception:  # the curves are extra: the comparison stands without them
+            curves = []
         if not worker.is_cancelled:
-            self.post_message(WhatIfReady(results))
+            self.post_message(WhatIfReady(results, curves))
 
     def on_what_if_progress(self, message: WhatIfProgress) -> None:
         if message.done < message.total:
@@ -278,6 +315,7 @@ class WhatIfScreen(ResourceScreen):
 
     def on_what_if_ready(self, message: WhatIfReady) -> None:
         self.results = message.results
+        self.curves = message.curves
         self.status = ""
         super().render_data()
 
