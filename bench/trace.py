@@ -50,7 +50,9 @@ def main() -> int:
     policies = ["FGD", *MODES, *(f"{m}+admit" for m in MODES)]
     runs = [Run(p, s) for p in policies for s in seeds]
     summaries = {s.policy: s for s in summarize(sweep(nodes, tasks, runs, workers=args.workers))}
-    print(f"trace: {len(trace.nodes)} nodes, {trace.gpu_milli // 1000} GPUs, {len(trace.tasks)} tasks; seeds {args.seeds}")
+    print(
+        f"trace: {len(trace.nodes)} nodes, {trace.gpu_milli // 1000} GPUs, {len(trace.tasks)} tasks; seeds {args.seeds}"
+    )
     for p in policies:
         s = summaries[p]
         per = s.cpu_seconds / len(s.seeds)
