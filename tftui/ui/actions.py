@@ -158,7 +158,8 @@ ACTIONS: tuple[Action, ...] = (
     # -- workers ---------------------------------------------------------------------------------
     Action("tftui.write.admit", "worker", "e", "admit", "Admit",
            "Pending worker: evict the smallest PDB-safe move set that makes room for it (d shows it), asks",
-           mutates=True, noun="defrag to admit"),
+           mutates=True, noun="defrag to admit",
+           show=False),  # listed in help and the palette: the footers have no room left
     # -- other screens ---------------------------------------------------------------------------
     Action("tftui.place_submit", "placement", "enter", "submit", "Preview",
            "Place the request under every mode (enter in a field too)", key_display="⏎"),
