@@ -481,8 +481,9 @@ async def test_writable_console_offers_the_write_keys(demo: ActingSimCluster, me
         await settle(pilot)
         assert not app.read_only and not app.screen.query_one("#header-readonly").display
         active = {ab.binding.action for ab in app.screen.active_bindings.values()}
-        # the pool writes; `a` (workload_autoscale) is on the workload screens (test_ui_autoscale)
-        assert set(WRITE_ACTIONS) - {"workload_autoscale"} <= active
+        # the pool writes; `a` (workload_autoscale) is on the workload screens (test_ui_autoscale),
+        # `e` (admit) on the workloads and workers views (test_keymap walks them)
+        assert set(WRITE_ACTIONS) - {"workload_autoscale", "admit"} <= active
         await pilot.press("question_mark")
         await pilot.pause()
         assert isinstance(app.screen, HelpScreen)
