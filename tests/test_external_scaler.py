@@ -289,7 +289,7 @@ def test_the_autoscale_loop_asks_the_scaler_and_shows_its_errors(scaler: Scaler)
     ns, name = key.split("/")
     metrics = SimMetrics(sim.snapshot(), sim.seed, now=sim.now() + timedelta(hours=1))
     scaler.answer(b"boom", status=500)
-    rt = Runtime(sim, clock=sim.clock, metrics=metrics)
+    rt = Runtime(sim, clock=sim.clock, metrics=metrics, external_scaler=True)
     rt.external_timeout = 5
     rt.autoscale_tick()
     assert [b["workloadName"] for b, _ in scaler.seen] == [name]
@@ -361,7 +361,7 @@ def test_live_cluster_reads_the_api_key_secret_and_reports_its_errors(scaler: Sc
         kube = KubeCluster(kubeconfig=str(kubeconfig), backoff=0.01, max_backoff=0.05)
         try:
             kube.wait_synced(10)
-            rt = Runtime(kube, clock=lambda: now[0], metrics=metrics)
+            rt = Runtime(kube, clock=lambda: now[0], metrics=metrics, external_scaler=True)
             rt.external_timeout = 5
 
             def tick(secret: dict[str, Any] | None = None, *faults: Fault) -> tuple[str, str]:

@@ -97,6 +97,12 @@ def _add_daemon_args(p: argparse.ArgumentParser) -> None:
         help="stay ready (/readyz) when the metrics store is unreachable (autoscale pauses either way)",
     )
     d.add_argument("--dry-run", action="store_true", help="decide and journal, act on nothing")
+    d.add_argument(
+        "--external-scaler",
+        action="store_true",
+        help="call the external scalers workloads name (http/https only, the API key Secret in the "
+        "workload's namespace; never in --dry-run). Default off: no external call, no Secret read",
+    )
     d.add_argument("--pools", metavar="A,B", help="reconcile only these GPUPools (default: all pools)")
     d.add_argument(
         "--listen", metavar="HOST:PORT", default="0.0.0.0:8080", help="/healthz /readyz /metrics address"
@@ -712,7 +718,11 @@ def cmd_daemon(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UserError(str(exc)) from None
     options = DaemonOptions(
-        dry_run=args.dry_run, pools=pools, listen=args.listen, metrics_optional=args.metrics_optional
+        dry_run=args.dry_run,
+        pools=pools,
+        listen=args.listen,
+        metrics_optional=args.metrics_optional,
+        external_scaler=args.external_scaler,
     )
     if args.demo:
         if args.speed < 0:

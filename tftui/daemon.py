@@ -85,6 +85,7 @@ class DaemonOptions:
     pools: frozenset[str] | None = None  # None: every pool
     listen: str | None = "0.0.0.0:8080"  # None: no ops server
     metrics_optional: bool = False
+    external_scaler: bool = False  # call workloads' external scalers (--external-scaler; never in dry-run)
     poll: float = 1.0  # wall seconds between loop iterations at most
     wedged_after: float = 120.0  # /healthz fails when the loop has not come round for this long
     settle_timeout: float = 5.0
@@ -153,6 +154,7 @@ class Daemon:
                 "fields": {
                     "cluster": self.cluster.describe(),
                     "dryRun": opts.dry_run,
+                    "externalScaler": opts.external_scaler and not opts.dry_run,
                     "pools": sorted(opts.pools) if opts.pools is not None else "all",
                     "leaderElection": self.elector is not None,
                     "listen": f"{(opts.listen or '').rpartition(':')[0]}:{self.ops.port}"
@@ -239,6 +241,7 @@ class Daemon:
             dry_run=self.options.dry_run,
             journal=self.journal,
             metrics=self.metrics_port,
+            external_scaler=self.options.external_scaler and not self.options.dry_run,
         )
         rt.pools = self.options.pools
         if self.elector is not None:

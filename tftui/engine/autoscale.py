@@ -42,8 +42,11 @@ Deviations from upstream, each deliberate:
   with §9's body) and merges the parsed answers (`ExternalAnswer`) as the third recommender, as §6.1
   does. An answer that failed (timeout, non-2xx, malformed) aborts that workload's recommendation for
   the tick (upstream: "the first error aborts") with reason `external-error` naming the scaler and
-  why; nothing is applied from it. A workload without an answer this tick (the console and `tftui
-  recommend` never call out) is recommended without it and says so in `external`.
+  why; nothing is applied from it. A workload without an answer this tick (only the daemon's
+  autoscale loop calls out) is recommended without it and says so in `external`. A scaler whose
+  `url` is not http(s) or whose `apiKeySecretRef` names another namespace than the workload's is
+  refused (`invalid-config`, a Warning `ExternalScalerRefused` naming the field): it is never asked
+  and its Secret never read, so a workload cannot make the daemon send another namespace's token.
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ from datetime import datetime, timedelta
 from fractions import Fraction
 from functools import lru_cache
 from typing import Any, Literal
+from urllib.parse import urlsplit, urlunsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from tftui.engine import cron
@@ -859,14 +863,49 @@ def max_allowed(state: ClusterState, wv: WorkloadView) -> tuple[int, int] | None
 # -- external scaler (§9) ------------------------------------------------------------------------
 
 
+EXTERNAL_SCHEMES = ("http", "https")
+"""The only URL schemes an external scaler may use (never file:, ftp:, data: …)."""
+
+
+def external_url_error(url: str) -> str:
+    """Why `url` may not be called ("" when it may): an http(s) URL with a host, nothing else."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError as exc:
+        return f"invalid URL ({exc})"
+    if parts.scheme.lower() not in EXTERNAL_SCHEMES:
+        scheme = f"{parts.scheme}:" if parts.scheme else "(none)"
+        return f"scheme {scheme} is not allowed (only http and https)"
+    if not parts.hostname:
+        return "the URL names no host"
+    return ""
+
+
+def shown_url(url: str) -> str:
+    """The URL for messages: any `user:password@` part replaced by `***@`."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<invalid URL>"
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc="***@" + parts.netloc.rpartition("@")[2]))
+
+
 @dataclass(frozen=True, slots=True)
 class ExternalScalerConfig:
-    """`autoScalingConfig.externalScaler`; `interval` is unused (as upstream)."""
+    """`autoScalingConfig.externalScaler`; `interval` is unused (as upstream).
+
+    `error` names the field that makes the scaler unusable (a non-http(s) `url`, an
+    `apiKeySecretRef` in another namespace than the workload's): such a scaler is never called and
+    its Secret never read, whatever the rest of the configuration says."""
 
     enable: bool = False
     url: str = ""
     secret: tuple[str, str] | None = None  # apiKeySecretRef (namespace, name)
     initial_delay: timedelta = DEFAULT_DELAY
+    error: str = ""
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any] | None, namespace: str) -> ExternalScalerConfig:
@@ -874,13 +913,25 @@ class ExternalScalerConfig:
             return cls()
         ref = raw.get("apiKeySecretRef") or None
         secret = None
+        error = ""
         if isinstance(ref, Mapping) and ref.get("name"):
             secret = (str(ref.get("namespace") or namespace), str(ref["name"]))
+            if secret[0] != namespace:
+                error = (
+                    f"externalScaler.apiKeySecretRef.namespace: {secret[0]!r} is not the workload's "
+                    f"namespace {namespace!r} (the Secret must be in the workload's own namespace)"
+                )
+        url = str(raw.get("url") or "")
+        if url and not error:
+            why = external_url_error(url)
+            if why:
+                error = f"externalScaler.url: {shown_url(url)}: {why}"
         return cls(
             enable=raw.get("enable") is True,
-            url=str(raw.get("url") or ""),
+            url=url,
             secret=secret,
             initial_delay=_duration(raw.get("initialDelayPeriod"), DEFAULT_DELAY),
+            error=error,
         )
 
 
@@ -931,7 +982,7 @@ def external_requests(state: ClusterState, now: datetime) -> list[ExternalReques
         if not AutoConfig.parse(asc.get("autoSetResources")).enable:
             continue
         ext = ExternalScalerConfig.parse(asc.get("externalScaler"), wv.namespace)
-        if not ext.enable or not ext.url or _external_wait(wv, ext, now):
+        if not ext.enable or not ext.url or ext.error or _external_wait(wv, ext, now):
             continue
         body = {
             "workloadName": wv.name,
@@ -1149,13 +1200,20 @@ def _evaluate(
     ext = ExternalScalerConfig.parse(asc.get("externalScaler"), wv.namespace)
     if ext.enable and cfg.enable:
         wait = _external_wait(wv, ext, now)
+        if ext.error:  # a scaler that could leak a Secret or read a file: refused, nothing applied
+            out.reason, out.detail = "invalid-config", f"external scaler refused: {ext.error}"
+            out.external = f"refused: {ext.error}"
+            return out
         if wait:
             out.external = f"waiting: {wait}"
         elif external is None:
-            out.external = f"not asked ({ext.url or 'no url'}): only the autoscale loop calls it"
+            out.external = (
+                f"not asked ({shown_url(ext.url) or 'no url'}): only the daemon's autoscale loop calls "
+                "it (with --external-scaler, never in dry-run)"
+            )
         elif external.error is not None:
             out.reason = "external-error"
-            out.detail = f"external scaler {ext.url}: {external.error}; no change this tick"
+            out.detail = f"external scaler {shown_url(ext.url)}: {external.error}; no change this tick"
             out.external = f"error: {external.error}"
             return out
         else:
@@ -1271,6 +1329,9 @@ def plan_autoscale(
         if rec.enabled and rec.reason == "invalid-target":
             out.plan.actions.append(Event(obj, "Warning", "InvalidAutoscaleTarget", rec.detail))
             continue
+        if rec.enabled and rec.external.startswith("refused: "):
+            out.plan.actions.append(Event(obj, "Warning", "ExternalScalerRefused", rec.detail))
+            continue
         if not rec.enabled:
             continue
         fields: dict[str, Any] = {}
@@ -1345,12 +1406,14 @@ __all__ = [
     "estimate",
     "external_recommend",
     "external_requests",
+    "external_url_error",
     "max_allowed",
     "merge",
     "percentile_recommend",
     "plan_autoscale",
     "process",
     "recommend",
+    "shown_url",
 ]
 
 

@@ -136,11 +136,15 @@ class Runtime:
         embedded: bool | None = None,
         metrics: MetricsPort | None = None,
         autoscale_interval: timedelta | None = None,
+        external_scaler: bool = False,
     ) -> None:
         """`embedded` (default: the cluster is a `SimulatedCluster`) makes the manual trigger run the round
         at once; on a live cluster it only writes the annotation and the controller runs it (C5).
 
-        `metrics` turns the autoscale loop on; `autoscale_interval` overrides its interval."""
+        `metrics` turns the autoscale loop on; `autoscale_interval` overrides its interval.
+        `external_scaler` lets the autoscale loop call workloads' external scalers (HTTP, with a
+        Secret's token): off unless the daemon is started with `--external-scaler`, and never in
+        dry-run — the console, `simulate`, the what-if and dumps reach no external system."""
         self.cluster = cluster
         self.clock = clock
         self.dry_run = dry_run
@@ -162,6 +166,7 @@ class Runtime:
         self.autoscale_paused: str | None = None  # why autoscaling is paused (the metrics store failed)
         self.last_autoscale: AutoscalePlan | None = None
         self._status_applied: dict[str, str] = {}  # workload → identity of the last status patch
+        self.external_scaler = external_scaler and not dry_run
 
     # -- reconciles ---------------------------------------------------------------------------------
 
@@ -298,7 +303,10 @@ class Runtime:
     """Seconds each external-scaler call may take (upstream §9: 10 s)."""
 
     def _ask_external(self, state: ClusterState, now: datetime) -> dict[str, ExternalAnswer]:
-        """This tick's external-scaler answers (§9); failures are answers with `error`, never raised."""
+        """This tick's external-scaler answers (§9); failures are answers with `error`, never raised.
+        Empty (nobody is asked) unless external calls are on (see `__init__`)."""
+        if not self.external_scaler or self.dry_run:
+            return {}
         reader = getattr(self.cluster, "read_secret", None)
         return external_scaler.ask_all(
             external_requests(state, now),

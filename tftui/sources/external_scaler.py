@@ -8,6 +8,13 @@ workload shows why and nothing is applied from it.
 
 stdlib `urllib` is enough: one small POST per workload and tick, no session state to keep. Calls of
 one tick run in a small thread pool so one slow scaler does not hold up the others beyond `timeout`.
+
+Safety (the URL and the Secret reference come from any workload's spec): only `http` and `https`
+URLs are opened — the opener has no file, ftp or data handler at all — and redirects are never
+followed: a 3xx is an error answer, so the bearer token only ever goes to the URL the workload
+named, never to where a scaler (or whoever controls it) points. The Secret must be in the
+workload's own namespace (`ExternalRequest.workload` is `namespace/name`); both rules are checked
+here again even though the engine already refuses such a configuration.
 """
 
 from __future__ import annotations
@@ -19,10 +26,16 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final
 
-from tftui.engine.autoscale import ExternalAnswer, ExternalRequest, Resources
+from tftui.engine.autoscale import (
+    ExternalAnswer,
+    ExternalRequest,
+    Resources,
+    external_url_error,
+    shown_url,
+)
 from tftui.model.quantity import QuantityError, parse_quantity
 
-__all__ = ["DEFAULT_TIMEOUT", "ask", "ask_all", "parse_answer"]
+__all__ = ["DEFAULT_TIMEOUT", "ask", "ask_all", "parse_answer", "refusal"]
 
 DEFAULT_TIMEOUT: Final = 10.0
 """Seconds per call (upstream's HTTP client timeout)."""
@@ -96,6 +109,42 @@ def parse_answer(body: bytes) -> ExternalAnswer:
     return ExternalAnswer(flags[0], flags[1], reason, res)
 
 
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """A 3xx is answered as it is (an error answer), never followed with the Authorization header."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+def _opener() -> urllib.request.OpenerDirector:
+    """HTTP(S) only: no file/ftp/data handlers, no redirects, no proxy from the environment."""
+    opener = urllib.request.OpenerDirector()
+    for handler in (
+        urllib.request.HTTPHandler(),
+        urllib.request.HTTPSHandler(),
+        _NoRedirects(),
+        urllib.request.HTTPDefaultErrorHandler(),
+        urllib.request.HTTPErrorProcessor(),
+    ):
+        opener.add_handler(handler)
+    return opener
+
+
+def refusal(req: ExternalRequest) -> str | None:
+    """Why this request may not be made at all (scheme, Secret namespace), or None."""
+    why = external_url_error(req.url)
+    if why:
+        return f"externalScaler.url: {shown_url(req.url)}: {why}"
+    if req.secret is not None:
+        namespace = req.workload.partition("/")[0]
+        if req.secret[0] != namespace:
+            return (
+                f"externalScaler.apiKeySecretRef.namespace: {req.secret[0]!r} is not the workload's "
+                f"namespace {namespace!r} (the Secret must be in the workload's own namespace)"
+            )
+    return None
+
+
 def _bearer(req: ExternalRequest, secrets: SecretReader | None) -> str | None:
     if req.secret is None:
         return None
@@ -125,6 +174,9 @@ def ask(
     req: ExternalRequest, *, timeout: float = DEFAULT_TIMEOUT, secrets: SecretReader | None = None
 ) -> ExternalAnswer:
     """POST the request and parse the answer; every failure is an answer with `error`."""
+    refused = refusal(req)
+    if refused is not None:
+        return ExternalAnswer(error=f"refused: {refused}")
     try:
         token = _bearer(req, secrets)
     except _Malformed as exc:
@@ -135,9 +187,11 @@ def ask(
     data = json.dumps(req.body, sort_keys=True).encode()
     http = urllib.request.Request(req.url, data=data, headers=headers, method="POST")
     try:
-        with urllib.request.urlopen(http, timeout=timeout) as resp:
+        with _opener().open(http, timeout=timeout) as resp:
             status, body = resp.status, resp.read()
     except urllib.error.HTTPError as exc:
+        if 300 <= exc.code < 400:
+            return ExternalAnswer(error=f"returned status {exc.code}: redirects are not followed")
         excerpt = exc.read()[:BODY_EXCERPT].decode("utf-8", "replace").strip()
         return ExternalAnswer(
             error=f"returned status {exc.code}: {excerpt}" if excerpt else f"returned status {exc.code}"
