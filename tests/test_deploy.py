@@ -161,6 +161,10 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
     "one-replica": {"replicaCount": 1},
     "three-replicas": {"replicaCount": 3},
     "service-monitor": {"serviceMonitor": {"enabled": True, "labels": {"release": "kube-prometheus"}}},
+    "external-scaler": {"externalScaler": {"enabled": True, "secretNamespaces": ["ml-serving", "web"]}},
+    "external-scaler-named": {
+        "externalScaler": {"enabled": True, "secretNamespaces": ["ml-serving"], "secretNames": ["scaler-key"]}
+    },
     "scheduling-and-own-sa": {
         "image": {"repository": "registry.example/tftui", "tag": "0.2.0", "pullPolicy": "Always"},
         "imagePullSecrets": [{"name": "pull"}],
@@ -215,20 +219,25 @@ def test_every_manifest_is_valid_kubernetes(rendered: tuple[str, list[Doc]]) -> 
 
 def test_manifests_reference_each_other(rendered: tuple[str, list[Doc]]) -> None:
     _, docs = rendered
-    objs = by_kind(docs)
+    objs = by_kind([d for d in docs if d["metadata"].get("namespace") in (None, NAMESPACE)])
     for d in docs:
         if d["kind"] not in ("ClusterRole", "ClusterRoleBinding"):
+            if d["metadata"]["name"].endswith("-external-scaler"):  # in the workloads' namespaces
+                assert d["kind"] in ("Role", "RoleBinding"), d["metadata"]
+                continue
             assert d["metadata"]["namespace"] == NAMESPACE, d["metadata"]
     (dep,) = (d for d in docs if d["kind"] == "Deployment")
     pod = dep["spec"]["template"]
     assert dep["spec"]["selector"]["matchLabels"] == SELECTOR
     assert SELECTOR.items() <= pod["metadata"]["labels"].items()
     sa = pod["spec"]["serviceAccountName"]
+    roles = {(d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"]) for d in docs}
     for d in docs:
         if d["kind"] in ("ClusterRoleBinding", "RoleBinding"):
             assert d["subjects"] == [{"kind": "ServiceAccount", "name": sa, "namespace": NAMESPACE}]
             role_kind = "ClusterRole" if d["kind"] == "ClusterRoleBinding" else "Role"
-            assert d["roleRef"]["kind"] == role_kind and (role_kind, d["roleRef"]["name"]) in objs
+            ns = d["metadata"].get("namespace")
+            assert d["roleRef"]["kind"] == role_kind and (role_kind, ns, d["roleRef"]["name"]) in roles
     svc = objs[("Service", dep["metadata"]["name"])]
     assert svc["spec"]["selector"] == SELECTOR
     ports = {p["name"]: p for p in pod["spec"]["containers"][0]["ports"]}
@@ -351,25 +360,81 @@ def _is_lease_rule(rule: Mapping[str, Any]) -> bool:
     return "coordination.k8s.io" in rule["apiGroups"]
 
 
-def test_chart_cluster_role_is_deploy_rbac_daemon_yaml_less_the_lease() -> None:
-    """Everything of daemon.yaml cluster-wide except the Lease, which the namespaced Role grants."""
-    objs = by_kind(render())
-    daemon = _rules(RBAC / "daemon.yaml", "ClusterRole")
-    cluster_role = objs[("ClusterRole", "tftui")]["rules"]
-    assert cluster_role == [r for r in daemon if not _is_lease_rule(r)]
-    assert len(cluster_role) == len(daemon) - 1  # daemon.yaml has exactly one Lease rule
-    events = {
-        v
-        for r in cluster_role
-        if "events.k8s.io" in r["apiGroups"] and "events" in r["resources"]
-        for v in r["verbs"]
+Grant = tuple[str, str, str, str, str]
+"""(namespace or "*" for cluster-wide, apiGroup, resource, verb, resourceName or "*")."""
+
+
+def grants(docs: list[Doc], subject: Mapping[str, str]) -> set[Grant]:
+    """Every verb on every resource the bindings of `docs` give `subject`, expanded rule by rule."""
+    roles = {(d["kind"], d["metadata"].get("namespace", ""), d["metadata"]["name"]): d for d in docs}
+    out: set[Grant] = set()
+    for b in docs:
+        if b["kind"] not in ("ClusterRoleBinding", "RoleBinding"):
+            continue
+        subj = {k: b["subjects"][0].get(k) for k in ("kind", "name", "namespace")}
+        assert len(b["subjects"]) == 1 and subj == dict(subject), b["subjects"]
+        ns = b["metadata"].get("namespace", "") if b["kind"] == "RoleBinding" else ""
+        ref = b["roleRef"]
+        role = roles[(ref["kind"], ns if ref["kind"] == "Role" else "", ref["name"])]
+        for rule in role["rules"]:
+            assert set(rule) <= {"apiGroups", "resources", "verbs", "resourceNames"}, rule
+            for g in rule["apiGroups"]:
+                for r in rule["resources"]:
+                    for v in rule["verbs"]:
+                        for n in rule.get("resourceNames") or ["*"]:
+                            out.add((ns or "*", g, r, v, n))
+    return out
+
+
+def plain(*files: str) -> list[Doc]:
+    return [d for f in files for d in yaml.safe_load_all((RBAC / f).read_text()) if d]
+
+
+PLAIN_DAEMON = ("daemon.yaml", "daemon-binding.yaml", "daemon-lease.yaml")
+
+
+def test_chart_and_plain_manifests_grant_the_same_verbs() -> None:
+    """Rendered chart vs `kubectl apply -f deploy/rbac/daemon*.yaml`, verb by verb and scope by scope:
+    identical without the external scaler and with it (plain: its Role applied per namespace)."""
+    chart_sa = {"kind": "ServiceAccount", "name": RELEASE, "namespace": NAMESPACE}
+    plain_sa = {"kind": "ServiceAccount", "name": "tftui-daemon", "namespace": NAMESPACE}
+    assert plain("daemon-binding.yaml")[0]["metadata"]["namespace"] == NAMESPACE
+    chart = grants(render(), chart_sa)
+    manifests = grants(plain(*PLAIN_DAEMON), plain_sa)
+    assert chart == manifests
+    assert ("*", "", "pods/eviction", "create", "*") in chart  # the comparison sees real rules
+    # nothing namespaced is granted cluster-wide: the Lease only in the release namespace, no Secret
+    assert {g for g in chart if g[2] in ("leases", "secrets")} == {
+        (NAMESPACE, "coordination.k8s.io", "leases", v, "*")
+        for v in ("get", "list", "watch", "create", "update")
     }
-    assert {"list", "watch"} <= events
-    # every Lease verb daemon.yaml grants is granted by the chart's Role in the release namespace
-    (lease,) = (r for r in daemon if _is_lease_rule(r))
-    (role,) = objs[("Role", "tftui-lease")]["rules"]
-    assert lease["resources"] == role["resources"] == ["leases"]
-    assert set(lease["verbs"]) <= set(role["verbs"])
+    # with the external scaler: `get` on Secrets in each listed namespace, nothing else changes
+    scaler = plain("daemon-external-scaler.yaml")
+    (ns,) = {d["metadata"]["namespace"] for d in scaler}
+    on = grants(render({"externalScaler": {"enabled": True, "secretNamespaces": [ns]}}), chart_sa)
+    assert on == grants(plain(*PLAIN_DAEMON) + scaler, plain_sa)
+    assert on - chart == {(ns, "", "secrets", "get", "*")}
+    named = render({"externalScaler": {"enabled": True, "secretNamespaces": [ns], "secretNames": ["k"]}})
+    assert grants(named, chart_sa) - chart == {(ns, "", "secrets", "get", "k")}
+    for d in scaler:
+        validate(d)
+
+
+def test_external_scaler_is_off_by_default_and_needs_enabling_for_secret_access() -> None:
+    docs = render()
+    assert "--external-scaler" not in container(docs)["args"]
+    assert not [d for d in docs if "secrets" in json.dumps(d.get("rules", []))]
+    docs = render(VALUE_SETS["external-scaler"])
+    assert container(docs)["args"][-1] == "--external-scaler"
+    assert sorted(
+        (d["kind"], d["metadata"]["namespace"])
+        for d in docs
+        if d["metadata"]["name"].endswith("-external-scaler")
+    ) == [("Role", "ml-serving"), ("Role", "web"), ("RoleBinding", "ml-serving"), ("RoleBinding", "web")]
+    assert "API-key Secrets readable in ml-serving, web" in notes(VALUE_SETS["external-scaler"])
+    assert "External scalers: off (no external call, no Secret access)" in notes()
+    with pytest.raises(helm_python.HelmRenderError, match=re.escape("set externalScaler.enabled=true")):
+        render({"externalScaler": {"enabled": False, "secretNamespaces": ["ml"], "secretNames": []}})
 
 
 def test_chart_lease_role_is_deploy_rbac_daemon_lease_yaml() -> None:
@@ -394,9 +459,13 @@ def test_chart_lease_role_is_deploy_rbac_daemon_lease_yaml() -> None:
 
 
 def test_chart_reads_the_cluster_role_from_deploy_rbac() -> None:
-    """files/daemon-clusterrole.yaml is a link, not a copy: the two can never drift apart."""
-    link = CHART / "files" / "daemon-clusterrole.yaml"
-    assert link.is_symlink() and link.resolve() == (RBAC / "daemon.yaml").resolve()
+    """files/ holds links, not copies: the chart and deploy/rbac can never drift apart."""
+    for name, target in (
+        ("daemon-clusterrole.yaml", "daemon.yaml"),
+        ("daemon-external-scaler.yaml", "daemon-external-scaler.yaml"),
+    ):
+        link = CHART / "files" / name
+        assert link.is_symlink() and link.resolve() == (RBAC / target).resolve()
 
 
 def test_no_rbac_and_an_existing_service_account() -> None:
@@ -502,6 +571,11 @@ def test_service_monitor_off_by_default_and_on_when_asked() -> None:
             "/securityContext/allowPrivilegeEscalation",
         ),
         ({"logLevel": "verbose"}, "/logLevel"),
+        ({"externalScaler": {"enabled": "yes"}}, "/externalScaler"),
+        (
+            {"externalScaler": {"enabled": True, "secretNamespaces": ["Bad_NS"], "secretNames": []}},
+            "/externalScaler/secretNamespaces/0",
+        ),
     ],
 )
 def test_schema_refuses_bad_values(values: dict[str, Any], message: str) -> None:

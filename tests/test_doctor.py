@@ -16,6 +16,7 @@ from tftui.cli import main
 from tftui.doctor import (
     ACTION_PERMISSIONS,
     CONSOLE_ONLY_ACTIONS,
+    NAMESPACED_FILES,
     ROLE_FILES,
     ROLES,
     Permission,
@@ -27,13 +28,9 @@ ROOT = Path(__file__).resolve().parent.parent
 RBAC = ROOT / "deploy" / "rbac"
 
 
-def granted(role: str) -> set[Permission]:
-    """The (group, resource, verb) triples the role's ClusterRole YAML grants."""
-    docs = list(yaml.safe_load_all((RBAC / ROLE_FILES[role]).read_text()))
-    assert len(docs) == 1 and docs[0]["kind"] == "ClusterRole"
-    assert docs[0]["metadata"]["name"] == f"tftui-{role}"
+def _expand(rules: list[dict[str, Any]]) -> set[Permission]:
     out: set[Permission] = set()
-    for rule in docs[0]["rules"]:
+    for rule in rules:
         assert set(rule) == {"apiGroups", "resources", "verbs"}, rule  # no resourceNames, nonResourceURLs
         for value in (*rule["apiGroups"], *rule["resources"], *rule["verbs"]):
             assert "*" not in value, rule
@@ -41,6 +38,29 @@ def granted(role: str) -> set[Permission]:
             for r in rule["resources"]:
                 for v in rule["verbs"]:
                     out.add(Permission(g, r, v))
+    return out
+
+
+def cluster_granted(role: str) -> set[Permission]:
+    """The (group, resource, verb) triples the role's ClusterRole YAML grants."""
+    docs = list(yaml.safe_load_all((RBAC / ROLE_FILES[role]).read_text()))
+    assert len(docs) == 1 and docs[0]["kind"] == "ClusterRole"
+    assert docs[0]["metadata"]["name"] == f"tftui-{role}"
+    return _expand(docs[0]["rules"])
+
+
+def namespaced_granted(file: str) -> set[Permission]:
+    """What the Role of a daemon-*.yaml example grants (in its namespace)."""
+    (role,) = [d for d in yaml.safe_load_all((RBAC / file).read_text()) if d["kind"] == "Role"]
+    return _expand(role["rules"])
+
+
+def granted(role: str) -> set[Permission]:
+    """Everything the role's manifests grant without the external scaler: its ClusterRole, and for
+    the daemon the Lease Role of daemon-lease.yaml."""
+    out = cluster_granted(role)
+    if role == "daemon":
+        out |= namespaced_granted(NAMESPACED_FILES["leases"])
     return out
 
 
@@ -57,6 +77,17 @@ def policy(perms: set[Permission]) -> Any:
 @pytest.mark.parametrize("role", ROLES)
 def test_role_grants_exactly_what_the_code_uses(role: str) -> None:
     assert granted(role) == set(role_permissions(role))
+
+
+def test_nothing_namespaced_is_granted_cluster_wide() -> None:
+    """Leases and Secrets only in Roles: the Lease in the daemon's namespace, Secrets only where an
+    external scaler's API key lives (and only with --external-scaler)."""
+    for role in ROLES:
+        assert not {p for p in cluster_granted(role) if p.resource in ("leases", "secrets")}, role
+    assert Permission("", "secrets", "get") not in set(role_permissions("daemon"))
+    with_scaler = role_permissions("daemon", "tf-sys", ["ml", "web"])
+    assert Permission("", "secrets", "get") in with_scaler
+    assert namespaced_granted(NAMESPACED_FILES["secrets"]) == {Permission("", "secrets", "get")}
 
 
 def test_every_plan_action_has_its_permissions() -> None:
@@ -237,3 +268,31 @@ def test_doctor_checks_the_daemon_lease_in_its_namespace(
 
 
 READ_AND_ELECT = ("get", "list", "watch", "create", "update")
+
+
+def test_doctor_checks_external_scaler_secrets_per_namespace(
+    server: KubeApiServer, kubeconfig: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cluster_wide = policy(cluster_granted("daemon"))
+
+    def allowed(attrs: Mapping[str, str]) -> bool:
+        if attrs.get("resource") == "leases":
+            return attrs.get("namespace") == "default"
+        if attrs.get("resource") == "secrets":
+            return attrs.get("namespace") == "ml" and attrs.get("verb") == "get"
+        return bool(cluster_wide(attrs))
+
+    server.access = allowed
+    code, lines = doctor(capsys, "--kubeconfig", str(kubeconfig), "--role", "daemon")
+    assert code == 0, lines
+    assert not [ln for ln in lines if "secrets" in ln]  # without the external scaler: never asked
+    code, lines = doctor(
+        capsys, "--kubeconfig", str(kubeconfig), "--role", "daemon", "--secret-namespaces", "ml,web"
+    )
+    assert code == 1
+    assert "permission get secrets in namespace ml: ok" in lines
+    assert [ln for ln in lines if "MISSING" in ln] == [
+        "permission get secrets in namespace web: MISSING: not allowed; add to a Role bound to you in "
+        "namespace web (deploy/rbac/daemon-external-scaler.yaml has it): "
+        '{apiGroups: [""], resources: ["secrets"], verbs: ["get"]}'
+    ]

@@ -194,6 +194,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=argparse.SUPPRESS,
         help="--role daemon: where its Lease lives (default: env POD_NAMESPACE, else default)",
     )
+    doctor.add_argument(
+        "--secret-namespaces",
+        metavar="A,B",
+        default="",
+        help="--role daemon with --external-scaler: namespaces where it must get API-key Secrets",
+    )
 
     report = sub.add_parser(
         "report",
@@ -775,6 +781,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         metrics_dsn=args.metrics_dsn or dsn_from_env(),
         role=args.role,
         lease_namespace=args.lease_namespace or os.environ.get("POD_NAMESPACE") or "default",
+        secret_namespaces=tuple(n.strip() for n in args.secret_namespaces.split(",") if n.strip()),
     )
 
 

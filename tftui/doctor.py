@@ -52,6 +52,8 @@ ROLE_FILES: Final = {
     "console-write": "console-write.yaml",
     "daemon": "daemon.yaml",
 }
+"""Each role's ClusterRole; the daemon's namespaced rules are in `NAMESPACED_FILES`."""
+NAMESPACED_FILES: Final = {"leases": "daemon-lease.yaml", "secrets": "daemon-external-scaler.yaml"}
 READ_VERBS: Final = ("get", "list", "watch")
 METRICS_TABLES: Final = (
     "tf_node_metrics",
@@ -76,7 +78,7 @@ class Permission:
         return f"{self.verb} {res}" + (f" in namespace {self.namespace}" if self.namespace else "")
 
     def rule(self) -> str:
-        """The ClusterRole rule granting it, in YAML flow style."""
+        """The (Cluster)Role rule granting it, in YAML flow style."""
         return f'{{apiGroups: ["{self.group}"], resources: ["{self.resource}"], verbs: ["{self.verb}"]}}'
 
 
@@ -112,8 +114,9 @@ DAEMON_EXTRA: Final = (
 )
 """Namespaced: checked in the lease namespace (`--lease-namespace`)."""
 SECRET_READ: Final = (Permission("", "secrets", "get"),)
-"""`KubeCluster.read_secret`: an external scaler's `apiKeySecretRef` (the daemon's autoscale loop).
-`get` only — a Secret is read by name when needed, never listed or watched."""
+"""`KubeCluster.read_secret`: an external scaler's `apiKeySecretRef` (the daemon's autoscale loop
+with `--external-scaler`). `get` only, and only in the namespaces of workloads that use one — a
+Secret is read by name, in the workload's own namespace, never listed or watched."""
 
 
 def _reads() -> list[Permission]:
@@ -122,19 +125,37 @@ def _reads() -> list[Permission]:
     return out
 
 
-def role_permissions(role: str, lease_namespace: str = "") -> list[Permission]:
-    """Every permission `role` needs, sorted, without duplicates (the daemon's Lease ones checked in
-    `lease_namespace`)."""
+def role_permissions(
+    role: str, lease_namespace: str = "", secret_namespaces: Iterable[str] = ()
+) -> list[Permission]:
+    """Every permission `role` needs, sorted, without duplicates: the daemon's Lease ones checked in
+    `lease_namespace`, its Secret `get` in each of `secret_namespaces` (the external scaler's; none
+    without it). Equal permissions in different namespaces compare equal (the doctor asks each)."""
+    return sorted(set(_checks(role, lease_namespace, secret_namespaces)))
+
+
+def _checks(role: str, lease_namespace: str, secret_namespaces: Iterable[str]) -> list[Permission]:
     if role not in ROLES:
         raise ValueError(f"unknown role {role!r} (one of {', '.join(ROLES)})")
     perms = set(_reads())
+    extra: list[Permission] = []
     if role == "console-write":
         perms.update(CONSOLE_WRITES)
     elif role == "daemon":
         perms.update(p for k, ps in ACTION_PERMISSIONS.items() if k not in CONSOLE_ONLY_ACTIONS for p in ps)
-        perms.update(replace(p, namespace=lease_namespace) for p in DAEMON_EXTRA)
-        perms.update(SECRET_READ)
-    return sorted(perms)
+        extra += [replace(p, namespace=lease_namespace) for p in DAEMON_EXTRA]
+        extra += [replace(p, namespace=ns) for ns in sorted(set(secret_namespaces)) for p in SECRET_READ]
+    return sorted(perms) + extra
+
+
+def fix_hint(role: str, perm: Permission) -> str:
+    """Where the missing rule lives: the role's ClusterRole, or the namespaced Role's file."""
+    if perm.namespace and perm.resource in NAMESPACED_FILES:
+        return (
+            f"add to a Role bound to you in namespace {perm.namespace} "
+            f"(deploy/rbac/{NAMESPACED_FILES[perm.resource]} has it):"
+        )
+    return f"add to the ClusterRole bound to you (deploy/rbac/{ROLE_FILES[role]} has it):"
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,10 +245,11 @@ def _access(kube: KubeCluster, perm: Permission) -> tuple[bool | None, str]:
     return bool(status.get("allowed")), str(status.get("reason") or "")
 
 
-def _permissions(kube: KubeCluster, role: str, lease_namespace: str) -> list[Check]:
+def _permissions(
+    kube: KubeCluster, role: str, lease_namespace: str, secret_namespaces: Iterable[str] = ()
+) -> list[Check]:
     checks: list[Check] = []
-    fix = f"add to the ClusterRole bound to you (deploy/rbac/{ROLE_FILES[role]} has it):"
-    perms = role_permissions(role, lease_namespace)
+    perms = _checks(role, lease_namespace, secret_namespaces)
     with ThreadPoolExecutor(max_workers=8) as pool:  # one review per request: ask in parallel
         answers = list(pool.map(lambda p: _access(kube, p), perms))
     for perm, (allowed, reason) in zip(perms, answers, strict=True):
@@ -239,7 +261,7 @@ def _permissions(kube: KubeCluster, role: str, lease_namespace: str) -> list[Che
         elif allowed:
             checks.append(Check(name, True, ""))
         else:
-            checks.append(Check(name, False, f"not allowed; {fix} {perm.rule()}"))
+            checks.append(Check(name, False, f"not allowed; {fix_hint(role, perm)} {perm.rule()}"))
     return checks
 
 
@@ -284,6 +306,7 @@ def run_doctor(
     metrics_dsn: str | None = None,
     role: str = "console-write",
     lease_namespace: str = "default",
+    secret_namespaces: Iterable[str] = (),
     out: Callable[[str], None] = print,
 ) -> int:
     """Run every check, print one line each through `out`; 0 when all pass, else 1."""
@@ -304,7 +327,7 @@ def run_doctor(
     else:
         try:
             emit([_crds(kube)])
-            emit(_permissions(kube, role, lease_namespace))
+            emit(_permissions(kube, role, lease_namespace, secret_namespaces))
         finally:
             kube.close()
     emit(_metrics(metrics_dsn))

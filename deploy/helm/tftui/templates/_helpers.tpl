@@ -77,4 +77,7 @@ prometheus.io/path: /metrics
 {{- if and (not (include "tftui.dsnSecretName" .)) (not .Values.metricsOptional) }}
 {{- fail "tftui: no metrics DSN: set metricsDsn.existingSecret (a Secret with the DSN) or metricsDsn.value, or metricsOptional=true" }}
 {{- end }}
+{{- if and (not .Values.externalScaler.enabled) (or .Values.externalScaler.secretNamespaces .Values.externalScaler.secretNames) }}
+{{- fail "tftui: externalScaler.secretNamespaces/secretNames grant Secret access only the external scaler uses: set externalScaler.enabled=true or leave them empty" }}
+{{- end }}
 {{- end }}
