@@ -450,7 +450,7 @@ def test_cli_daemon_on_a_cluster_leads_and_releases_on_sigterm(
         eventually(lambda: _ready(port), 20)
         eventually(lambda: metric(http(f"http://127.0.0.1:{port}/metrics")[1], "tftui_leader") == 1)
         lease = server.get("Lease", "tftui", "tf-sys")
-        assert lease is not None and lease["spec"]["holderIdentity"] == "pod-7"
+        assert lease is not None and re.fullmatch(r"pod-7_[0-9a-f]{8}", lease["spec"]["holderIdentity"])
         assert lease["spec"]["leaseDurationSeconds"] == 2
         eventually(
             lambda: any(
@@ -465,7 +465,8 @@ def test_cli_daemon_on_a_cluster_leads_and_releases_on_sigterm(
     assert proc.returncode == 0, err
     assert not (server.get("Lease", "tftui", "tf-sys") or {})["spec"].get("holderIdentity")
     docs = [json.loads(line) for line in out.splitlines()]
-    assert any(d["msg"] == "acting: this replica leads" and d["identity"] == "pod-7" for d in docs)
+    holder = lease["spec"]["holderIdentity"]
+    assert any(d["msg"] == "acting: this replica leads" and d["identity"] == holder for d in docs)
 
 
 def test_cli_daemon_dry_run_on_a_cluster_writes_nothing(server: KubeApiServer, kubeconfig: Path) -> None:

@@ -114,7 +114,10 @@ def _add_daemon_args(p: argparse.ArgumentParser) -> None:
         help="the Lease's namespace (default: env POD_NAMESPACE, else default)",
     )
     d.add_argument(
-        "--identity", metavar="ID", help="this replica's name (default: env POD_NAME, else hostname)"
+        "--identity",
+        metavar="ID",
+        help="this replica's Lease holder name (default: env POD_NAME, else the hostname, plus a random "
+        "suffix: unique per process)",
     )
     d.add_argument("--lease-duration", default="15s", metavar="D", help="Go duration (default 15s)")
     d.add_argument("--renew-deadline", default="10s", metavar="D", help="Go duration (default 10s)")
@@ -692,10 +695,8 @@ def _duration_arg(flag: str, value: str) -> timedelta:
 
 def cmd_daemon(args: argparse.Namespace) -> int:
     """`tftui --daemon`: see tftui/daemon.py. Never imports the console (nor Textual)."""
-    import socket
-
     from tftui.daemon import Daemon, DaemonOptions, setup_logging
-    from tftui.runtime.leader import LeaderConfig, LeaderElector
+    from tftui.runtime.leader import LeaderConfig, LeaderElector, default_identity
 
     if args.command is not None:
         raise UserError(f"--daemon runs alone; it takes no subcommand (got {args.command!r})")
@@ -713,7 +714,7 @@ def cmd_daemon(args: argparse.Namespace) -> int:
         config = LeaderConfig(
             name=args.lease_name,
             namespace=args.lease_namespace or os.environ.get("POD_NAMESPACE") or "default",
-            identity=args.identity or os.environ.get("POD_NAME") or socket.gethostname(),
+            identity=args.identity or default_identity(),
             lease_duration=_duration_arg("--lease-duration", args.lease_duration),
             renew_deadline=_duration_arg("--renew-deadline", args.renew_deadline),
             retry_period=_duration_arg("--retry-period", args.retry_period),

@@ -1,7 +1,8 @@
 """`tftui --daemon`: the console's runtime loops, unattended, without Textual (design.md).
 
 One process runs: the cluster cache (or the embedded demo), leader election on a Lease (only the
-leader builds a `Runtime` and acts; the actuator asks the elector right before every API call), the
+leader builds a `Runtime` and acts; the actuator asks the elector right before every action and the
+cluster adapter before every attempt of an API call, retries included), the
 ops HTTP server (`/healthz`, `/readyz`, `/metrics`) and JSON logs on stdout — one line per journal
 entry (every decision, action, event and error, with its reason) and per daemon event (leadership,
 start, stop).
@@ -113,6 +114,8 @@ class Daemon:
         if self.options.speed is not None and advance is None:
             raise ValueError("speed needs a clock the daemon can advance (the demo cluster)")
         self.elector = elector
+        if elector is not None and hasattr(cluster, "fence"):
+            cluster.fence = elector  # every write attempt asks it (sources.kube), retries included
         self.clock = clock or (lambda: datetime.now(UTC))
         self.advance = advance
         self.journal = Journal()

@@ -29,8 +29,17 @@ Off by default: no controller runs here to remove them (the demo's worker pods c
 `deletionGracePeriodSeconds`) and disappears that many seconds later, as a kubelet would stop it.
 
 Fault injection: `inject(Fault(...))` queues a fault; the first request whose method and path match
-consumes it (a status code with a Status body, a delay, or — for watches — a stream that is cut).
-`drop_watches()` cuts every open watch; `compact()` forgets history so older resourceVersions get 410.
+consumes it (a status code with a Status body, a delay, a lost answer — the request is applied, then
+the connection is held for `hold` seconds and cut without a response, as when the client times out —
+or, for watches, a stream that is cut). `drop_watches()` cuts every open watch; `compact()` forgets
+history so older resourceVersions get 410.
+
+Server-side timeline: every change to the store is appended to `timeline` (a `Change`) in the order
+it was applied, under the store's lock, with the identity of the request that caused it — the bearer
+token of its `Authorization` header, which `write_kubeconfig(token=...)` sets per client ("" for
+`seed()`, timers and the test itself) — and, for a Lease, its holder afterwards. So a test can
+check what the server accepted from whom and when, e.g. that no replica wrote while another held
+the Lease (`writes_outside_lease`).
 """
 
 from __future__ import annotations
@@ -307,11 +316,33 @@ class Fault:
     method: str | None = None
     path: str = ""
     message: str = "injected fault"
+    lose_answer: bool = False  # apply the request, then hold the connection `hold` s and cut it
+    hold: float = 0.0
 
     def matches(self, method: str, path: str, watch: bool) -> bool:
         if self.drop and not watch:
             return False
         return (self.method is None or self.method == method) and self.path in path
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One change the server applied (see the module docstring: the server-side timeline)."""
+
+    seq: int
+    at: float  # time.monotonic() when applied
+    who: str  # identity of the request that caused it ("" = seed, timers, the test)
+    request: str  # "METHOD path" of that request ("" when none)
+    kind: str
+    namespace: str
+    name: str
+    uid: str
+    type: str  # ADDED, MODIFIED, DELETED
+    holder: str = ""  # Lease: spec.holderIdentity after the change
+    terminating: bool = False  # deletionTimestamp set after the change
+
+
+_request = threading.local()  # the request a handler thread is serving: .who, .line
 
 
 _REASONS = {
@@ -366,6 +397,8 @@ class KubeApiServer:
         """Seconds an evicted pod stays terminating before it is gone (0: gone at once)."""
         self.access: Callable[[Mapping[str, str]], bool] | None = None
         """SelfSubjectAccessReview policy: resourceAttributes → allowed (None: everything allowed)."""
+        self.timeline: list[Change] = []
+        """Every change applied, in order (see the module docstring)."""
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -445,6 +478,31 @@ class KubeApiServer:
         with self._cond:
             return len(self._faults)
 
+    def clear_faults(self) -> None:
+        with self._cond:
+            self._faults.clear()
+
+    def changes(self) -> list[Change]:
+        """A copy of the timeline so far."""
+        with self._cond:
+            return list(self.timeline)
+
+    def lease_holders(self, namespace: str, name: str) -> list[Change]:
+        """The Lease's changes, in order: who held it from each one on."""
+        return [c for c in self.changes() if c.kind == "Lease" and (c.namespace, c.name) == (namespace, name)]
+
+    def writes_outside_lease(self, namespace: str, name: str) -> list[tuple[Change, str]]:
+        """Changes a client caused while the Lease was not held by that client: (change, holder then).
+        Lease writes themselves and changes with no identity (seeds, timers) are not counted."""
+        holder = ""
+        out: list[tuple[Change, str]] = []
+        for c in self.changes():
+            if c.kind == "Lease" and (c.namespace, c.name) == (namespace, name):
+                holder = c.holder
+            elif c.who and c.who != holder:
+                out.append((c, holder))
+        return out
+
     def drop_watches(self) -> None:
         """Cut every open watch stream (as a load balancer or an API server restart would)."""
         with self._cond:
@@ -504,6 +562,21 @@ class KubeApiServer:
             self._objs.pop(key, None)
         else:
             self._objs[key] = obj
+        self.timeline.append(
+            Change(
+                seq=len(self.timeline),
+                at=time.monotonic(),
+                who=getattr(_request, "who", ""),
+                request=getattr(_request, "line", ""),
+                kind=rt.kind,
+                namespace=key[1],
+                name=key[2],
+                uid=str(meta.get("uid") or ""),
+                type=etype,
+                holder=str((obj.get("spec") or {}).get("holderIdentity") or "") if rt.kind == "Lease" else "",
+                terminating=bool(meta.get("deletionTimestamp")),
+            )
+        )
         self._log.append((self._rv, rt.qualified, etype, obj))
         self._log_rvs.append(self._rv)
         if len(self._log) > MAX_LOG:
@@ -981,7 +1054,11 @@ class _Handler(BaseHTTPRequestHandler):
     def do_DELETE(self) -> None:
         self._serve("DELETE")
 
+    swallow = False  # a lost answer: the request is served, the response never sent
+
     def _send(self, code: int, body: JSON | str, headers: Mapping[str, str] | None = None) -> None:
+        if self.swallow:
+            return
         data = (body if isinstance(body, str) else json.dumps(body, separators=(",", ":"))).encode()
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
@@ -1008,6 +1085,10 @@ class _Handler(BaseHTTPRequestHandler):
         path = url.path.rstrip("/")
         watch = q.get("watch") in ("1", "true", "True")
         api.stats.hit(method, path + ("?watch" if watch else ""))
+        auth = self.headers.get("Authorization") or ""
+        _request.who = auth.removeprefix("Bearer ").strip() if auth.startswith("Bearer ") else ""
+        _request.line = f"{method} {path}"
+        self.swallow = False
         try:
             body = self._body() if method in ("POST", "PUT", "PATCH") else None
             fault, self.drop_gen = api._take_fault(method, path, watch)
@@ -1019,13 +1100,27 @@ class _Handler(BaseHTTPRequestHandler):
                     extra = {"Retry-After": "0"} if fault.status == 429 else None
                     self._send(fault.status, err.status(), extra)
                     return
+            lost = fault if fault is not None and fault.lose_answer else None
             if not fault or not fault.drop:
                 fault = None
-            self._route(method, path, q, body, watch, fault)
+            self.swallow = lost is not None
+            try:
+                self._route(method, path, q, body, watch, fault)
+            except ApiError:
+                if lost is None:
+                    raise
+            if lost is not None:  # applied; the client hears nothing until it gives up, then the cut
+                time.sleep(lost.hold)
+                self.close_connection = True
+                with contextlib.suppress(OSError):
+                    self.connection.shutdown(socket.SHUT_RDWR)
         except ApiError as exc:
             self._send(exc.code, exc.status())
         except (BrokenPipeError, ConnectionResetError):
             pass
+        finally:
+            self.swallow = False
+            _request.who = _request.line = ""
 
     def _route(
         self, method: str, path: str, q: dict[str, str], body: Any, watch: bool, drop: Fault | None
@@ -1211,14 +1306,20 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 def write_kubeconfig(
-    path: Path, server_url: str, context: str = "kubeapi-test", namespace: str = "default"
+    path: Path,
+    server_url: str,
+    context: str = "kubeapi-test",
+    namespace: str = "default",
+    *,
+    token: str = "test-token",
 ) -> Path:
-    """A kubeconfig whose current context points at `server_url` (plain http, token auth)."""
+    """A kubeconfig whose current context points at `server_url` (plain http, token auth); the
+    server records `token` as the identity of this client's requests (`Change.who`)."""
     cfg = {
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [{"name": context, "cluster": {"server": server_url}}],
-        "users": [{"name": "tester", "user": {"token": "test-token"}}],
+        "users": [{"name": "tester", "user": {"token": token}}],
         "contexts": [
             {"name": context, "context": {"cluster": context, "user": "tester", "namespace": namespace}}
         ],

@@ -13,8 +13,11 @@ pod's markers went with it), so the step goes on.
 
 `dry_run` journals every action it would take, marked `dry-run:`, and applies none.
 
-`fence` (the daemon's leader check) is asked right before every API call: when it says no, the action
-is `skipped` and journaled as such, so a replica that lost its lease mid-plan stops at once.
+`fence` (the daemon's leader check) is asked right before every action: when it says no, the action
+is `skipped` and journaled as such, so a replica that lost its lease mid-plan stops at once. The
+cluster adapter asks the same fence before every attempt of a call (`sources.kube`): an action whose
+retries outlive the lease is abandoned there (`NotLeader`), journaled as abandoned and `skipped`
+too — never treated as a refusal (no `evict_refused` fallback, which would write more).
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ from tftui.engine.plan import (
 from tftui.engine.state import ClusterState
 from tftui.model import keys
 from tftui.runtime.journal import Journal
-from tftui.sources.ports import ActionError, WritableClusterPort
+from tftui.sources.ports import ActionError, NotLeader, WritableClusterPort
 
 __all__ = ["ActionResult", "ActionStatus", "Actuator", "describe", "pool_of"]
 
@@ -192,6 +195,9 @@ class Actuator:
             return ActionResult(action, pool, "skipped", note="not the leader")
         try:
             self.cluster.apply(action)
+        except NotLeader as err:
+            self.journal.record(plan.now, pool, "error", f"{text} abandoned: {err}", ok=False)
+            return ActionResult(action, pool, "skipped", error=str(err), note="not the leader")
         except ActionError as err:
             if err.status == 404 and isinstance(action, _POD_ACTIONS):
                 self.journal.record(plan.now, pool, kind, f"{text} (pod already gone)")

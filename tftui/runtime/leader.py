@@ -12,7 +12,12 @@ which has none):
   *started* less than `renew_deadline` ago, and stops at once when a read shows another holder. As
   `renew_deadline < lease_duration`, a leader that cannot renew stops acting before any other replica
   may take the lease over.
-- `is_leader()` is the fence: the actuator calls it right before every API call.
+- `is_leader()` is the fence: the actuator calls it right before every action, and the cluster
+  adapter before every attempt of a call (retries included), cutting each attempt's timeout to
+  `term_left()`, so a replica that lost the lease sends nothing more.
+- The identity defaults to the pod name (or hostname) plus a random suffix (`default_identity`):
+  unique per process, so two daemons on one host, or a restarted container next to a hung one,
+  never both count as the holder.
 - `release()` (on shutdown) clears the holder as client-go's `ReleaseOnCancel` does (empty holder,
   1 s duration), so a follower takes over at its next retry instead of after a full lease duration.
 """
@@ -21,9 +26,12 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import secrets
+import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -34,7 +42,7 @@ from urllib3.exceptions import HTTPError as Urllib3Error
 
 from tftui.sources.kube import error_line as _one_line
 
-__all__ = ["LeaderConfig", "LeaderElector"]
+__all__ = ["LeaderConfig", "LeaderElector", "default_identity"]
 
 log = logging.getLogger("tftui.leader")
 JSON = dict[str, Any]
@@ -62,6 +70,13 @@ class LeaderConfig:
                 f"(got {self.lease_duration.total_seconds():g}s, {self.renew_deadline.total_seconds():g}s, "
                 f"{self.retry_period.total_seconds():g}s)"
             )
+
+
+def default_identity(env: Mapping[str, str] | None = None) -> str:
+    """`POD_NAME` (else the hostname) plus `_` and 8 random hex digits: unique per process."""
+    env = os.environ if env is None else env
+    base = env.get("POD_NAME") or socket.gethostname() or "tftui"
+    return f"{base}_{secrets.token_hex(4)}"
 
 
 def _micro(t: datetime) -> str:
@@ -111,6 +126,15 @@ class LeaderElector:
         if not ok and self._leader:
             self._set_leader(False)
         return ok
+
+    def term_left(self) -> float:
+        """Seconds this replica may still act: until its last successful renew is `renew_deadline`
+        old (0 when it is not the leader). Writes cut their timeouts to it (`KubeCluster.fence`)."""
+        with self._lock:
+            left = 0.0 if self._valid_until is None else max(0.0, self._valid_until - self._mono())
+        if left <= 0:
+            self.is_leader()  # report the transition
+        return left
 
     @property
     def holder(self) -> str:

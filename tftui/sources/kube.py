@@ -27,6 +27,13 @@ Eviction subresource, events.k8s.io/v1 Events, GPUNodeClaim deletion), retried w
 backoff and jitter on 409 Conflict (after re-reading the object), 429 (except a PDB refusing an
 eviction), 5xx and timeouts; other 4xx are not retried and surface as `ActionError` with the API's
 message. Creations use deterministic names so a retry after a lost response cannot create twice.
+
+Fencing (the daemon's leader election): with `fence` set, it is asked before *every* attempt of a
+call, retries included, and each attempt's timeout is cut to what is left of the leader's term.
+When the fence says no — the lease was lost before the first attempt, during the backoff, or while
+an attempt was in flight — the call is abandoned with `NotLeader` and never retried, so a deposed
+leader sends nothing more. (A request already on the wire cannot be recalled: its timeout ends with
+the term, before another replica may take the lease over, and the abandonment says so.)
 """
 
 from __future__ import annotations
@@ -41,7 +48,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Protocol, TypeVar
 
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
@@ -63,9 +70,9 @@ from tftui.engine.plan import (
     PatchWorkloadStatus,
 )
 from tftui.model.gcpause import gc_paused
-from tftui.sources.ports import ActionError, SourceError
+from tftui.sources.ports import ActionError, NotLeader, SourceError
 
-__all__ = ["EVENT_KIND", "KINDS", "Kind", "KubeCluster", "lease_kind"]
+__all__ = ["EVENT_KIND", "KINDS", "Fence", "Kind", "KubeCluster", "lease_kind"]
 
 JSON = dict[str, Any]
 T = TypeVar("T")
@@ -120,6 +127,16 @@ def lease_kind(namespace: str, name: str) -> Kind:
 
 class _Retryable(Exception):
     """Internal: this attempt failed in a way worth another try."""
+
+
+class Fence(Protocol):
+    """Whether this process may still write (the daemon's `LeaderElector`)."""
+
+    def is_leader(self) -> bool: ...
+
+    def term_left(self) -> float:
+        """Seconds this replica may still act (0 when it is not the leader)."""
+        ...
 
 
 def _key(obj: Mapping[str, Any]) -> tuple[str, str]:
@@ -209,6 +226,9 @@ class KubeCluster:
         self._series: dict[tuple[str, str, str, str, str], tuple[str, int, datetime]] = {}
         self._event_seq = 0
         self._rng = random.Random()
+        self.fence: Fence | None = None
+        """Set by the daemon: asked before every write attempt (see the module docstring)."""
+        self._attempt = threading.local()  # the running attempt's timeout (`_timeout`)
         self.relists = 0  # lists after the first per kind (410 Gone), for tests and the status line
         self.generation = 0  # bumped on every cache change
         if start:
@@ -502,11 +522,14 @@ class KubeCluster:
         on_conflict: Callable[[], None] | None = None,
         no_retry_429: bool = False,
     ) -> T:
-        """Run `fn(attempt)` with retries; non-retryable API errors become ActionError(message, status)."""
+        """Run `fn(attempt)` with retries; non-retryable API errors become ActionError(message, status).
+
+        With a `fence`, it is asked before every attempt; `NotLeader` when it says no."""
         last = ""
         for attempt in range(self.retries + 1):
             if attempt:
                 time.sleep(self._delay(attempt - 1))
+            self._attempt.timeout = self._fenced(what, attempt, last)
             try:
                 return fn(attempt)
             except ApiException as exc:
@@ -524,6 +547,27 @@ class KubeCluster:
             except (Urllib3Error, OSError) as exc:
                 last = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise ActionError(f"{what}: gave up after {self.retries + 1} attempts: {last}", 503)
+
+    def _fenced(self, what: str, attempt: int, last: str) -> float:
+        """The timeout of the next attempt: the request timeout, cut to the leader's term left;
+        raises NotLeader when the fence says this replica may not write any more."""
+        fence = self.fence
+        if fence is None:
+            return self.request_timeout
+        left = fence.term_left() if fence.is_leader() else 0.0
+        if left <= 0:
+            if attempt == 0:
+                raise NotLeader(f"{what}: not sent: this replica is not the leader")
+            raise NotLeader(
+                f"{what}: abandoned after {attempt} attempt(s) ({last or 'no answer'}): this replica "
+                "lost the lease (an attempt in flight may still have been applied)"
+            )
+        return min(self.request_timeout, left)
+
+    def _timeout(self) -> float:
+        """The running attempt's timeout (see `_fenced`); outside `_call` the request timeout."""
+        value = getattr(self._attempt, "timeout", None)
+        return self.request_timeout if value is None else float(value)
 
     # -- actions ---------------------------------------------------------------------------------------
 
@@ -586,7 +630,7 @@ class KubeCluster:
                         body,
                         _content_type=MERGE,
                         _preload_content=False,
-                        _request_timeout=self.request_timeout,
+                        _request_timeout=self._timeout(),
                     )
                 ),
             ),
@@ -610,7 +654,7 @@ class KubeCluster:
                         body,
                         _content_type=MERGE,
                         _preload_content=False,
-                        _request_timeout=self.request_timeout,
+                        _request_timeout=self._timeout(),
                     )
                 ),
             ),
@@ -631,7 +675,7 @@ class KubeCluster:
                         body,
                         _content_type=MERGE,
                         _preload_content=False,
-                        _request_timeout=self.request_timeout,
+                        _request_timeout=self._timeout(),
                     )
                 ),
             ),
@@ -659,7 +703,7 @@ class KubeCluster:
                         {"status": fields},
                         _content_type=MERGE,
                         _preload_content=False,
-                        _request_timeout=self.request_timeout,
+                        _request_timeout=self._timeout(),
                     )
                 ),
             ),
@@ -685,7 +729,7 @@ class KubeCluster:
                     body,
                     _content_type=MERGE,
                     _preload_content=False,
-                    _request_timeout=self.request_timeout,
+                    _request_timeout=self._timeout(),
                 )
             ),
             on_conflict=lambda: self._reread(
@@ -709,7 +753,7 @@ class KubeCluster:
                         "gpunodeclaims",
                         name,
                         _preload_content=False,
-                        _request_timeout=self.request_timeout,
+                        _request_timeout=self._timeout(),
                     )
                 )
             except ApiException as exc:
@@ -731,7 +775,7 @@ class KubeCluster:
             try:
                 _done(
                     self.core.create_namespaced_pod_eviction(
-                        name, ns, body, _preload_content=False, _request_timeout=self.request_timeout
+                        name, ns, body, _preload_content=False, _request_timeout=self._timeout()
                     )
                 )
             except ApiException as exc:
@@ -761,7 +805,12 @@ class KubeCluster:
                         ev_name,
                         _done(
                             self.events_api.patch_namespaced_event(
-                                ev_name, EVENT_NAMESPACE, patch, _content_type=MERGE, _preload_content=False
+                                ev_name,
+                                EVENT_NAMESPACE,
+                                patch,
+                                _content_type=MERGE,
+                                _preload_content=False,
+                                _request_timeout=self._timeout(),
                             )
                         ),
                     ),
@@ -802,7 +851,7 @@ class KubeCluster:
                             EVENT_NAMESPACE,
                             body,
                             _preload_content=False,
-                            _request_timeout=self.request_timeout,
+                            _request_timeout=self._timeout(),
                         )
                     ),
                 )
@@ -830,7 +879,7 @@ class KubeCluster:
 
         def get(_: int) -> bytes:
             resp = self.core.read_namespaced_secret(
-                name, namespace, _preload_content=False, _request_timeout=self.request_timeout
+                name, namespace, _preload_content=False, _request_timeout=self._timeout()
             )
             return _done(resp)
 

@@ -23,6 +23,7 @@ __all__ = [
     "MetricsPort",
     "MetricsTable",
     "NoData",
+    "NotLeader",
     "SourceError",
     "Step1Port",
     "WorkerUsage",
@@ -42,6 +43,14 @@ class ActionError(SourceError):
     def __init__(self, message: str, status: int = 500) -> None:
         super().__init__(message)
         self.status = status
+
+
+class NotLeader(ActionError):
+    """The write was abandoned: this replica is no longer the leader (its fence said no before an
+    attempt, or its term ran out while one was in flight). Never retried."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, 0)
 
 
 class ClusterPort(Protocol):
