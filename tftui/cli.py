@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from tftui.config import ConfigError
 from tftui.model.dump import DumpError, dumps, validate_items
 from tftui.model.plaintext import json_visible, visible
+from tftui.model.redact import scrub
 from tftui.sources.ports import SourceError
 
 if TYPE_CHECKING:
@@ -875,7 +876,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_simulate(args)
         return cmd_console(args)
     except (UserError, DumpError, SourceError, ConfigError) as exc:
-        print(f"tftui: {visible(str(exc))}", file=sys.stderr)
+        print(f"tftui: {visible(scrub(str(exc)))}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130

@@ -37,6 +37,7 @@ from typing import IO, Any
 
 from tftui.engine.plan import EvictPod, PatchWorkloadStatus, Plan, rfc3339
 from tftui.model.plaintext import json_visible
+from tftui.model.redact import scrub
 from tftui.runtime.actuator import ActionResult
 from tftui.runtime.journal import Journal, JournalEntry
 from tftui.runtime.leader import LeaderElector
@@ -52,18 +53,20 @@ METRICS_PROBE_EVERY = 10.0  # wall seconds between metrics-store probes when aut
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object per line: time, level, logger, msg, plus the record's `fields` extra."""
+    """One JSON object per line: time, level, logger, msg, plus the record's `fields` extra. Every
+    text passes `model.redact.scrub`: no log line carries a password or token."""
 
     def format(self, record: logging.LogRecord) -> str:
         doc: dict[str, Any] = {
             "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
             "level": record.levelname.lower(),
             "logger": record.name,
-            "msg": record.getMessage(),
+            "msg": scrub(record.getMessage()),
         }
-        doc.update(getattr(record, "fields", {}) or {})
+        for key, value in (getattr(record, "fields", {}) or {}).items():
+            doc[key] = scrub(value) if isinstance(value, str) else value
         if record.exc_info:
-            doc["exc"] = self.formatException(record.exc_info)
+            doc["exc"] = scrub(self.formatException(record.exc_info))
         return json_visible(json.dumps(doc, ensure_ascii=False))  # object text: no raw control
 
 

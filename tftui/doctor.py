@@ -32,6 +32,7 @@ from tftui.engine.plan import (
     PatchWorkloadAutoscale,
     PatchWorkloadStatus,
 )
+from tftui.model.redact import dsn_secrets, scrub
 from tftui.sources.kube import KINDS, TF_GROUP, TF_VERSION, KubeCluster
 from tftui.sources.kube import error_line as _one_line
 from tftui.sources.ports import SourceError
@@ -313,11 +314,12 @@ def run_doctor(
     if role not in ROLES:
         raise ValueError(f"unknown role {role!r} (one of {', '.join(ROLES)})")
     checks: list[Check] = []
+    secrets = dsn_secrets(metrics_dsn) if metrics_dsn else []
 
     def emit(new: Iterable[Check]) -> None:
         for c in new:
             checks.append(c)
-            out(c.line())
+            out(scrub(c.line(), *secrets))  # a server URL with user:password@, a DSN's password
 
     kube, conn = _connect(context, kubeconfig)
     emit([conn])

@@ -69,6 +69,7 @@ from tftui.engine.plan import (
     PatchWorkloadAutoscale,
     PatchWorkloadStatus,
 )
+from tftui.model import redact
 from tftui.model.gcpause import gc_paused
 from tftui.sources.ports import ActionError, NotLeader, SourceError
 
@@ -155,12 +156,13 @@ def _api_message(exc: ApiException) -> str:
 
 
 def error_line(exc: BaseException) -> str:
-    """One line for an API or connection error (`403 leases ... is forbidden`), for logs and doctor."""
+    """One line for an API or connection error (`403 leases ... is forbidden`), for logs and doctor;
+    credentials masked (`model.redact`)."""
     if isinstance(exc, ApiException):
         message = _api_message(exc)  # the body's message, else "status reason"
-        return message if message.startswith(f"{exc.status} ") else f"{exc.status} {message}"
+        return redact.scrub(message if message.startswith(f"{exc.status} ") else f"{exc.status} {message}")
     text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+    return redact.scrub(text.splitlines()[0] if text else type(exc).__name__)
 
 
 def _done(resp: Any) -> bytes:
@@ -241,23 +243,34 @@ class KubeCluster:
             try:
                 config.load_incluster_config(client_configuration=self._cfg)
             except config.ConfigException as exc:
-                raise SourceError(f"in-cluster config unavailable: {exc}") from None
+                raise SourceError(f"in-cluster config unavailable: {redact.scrub(str(exc))}") from None
+            self._register_credentials()
             return "in-cluster"
         try:
             config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=self._cfg)
+            self._register_credentials()
             if context:
                 return context
             _, active = config.list_kube_config_contexts(config_file=kubeconfig)
             return str(active["name"])
         except Exception as exc:  # the client raises several unrelated types for a bad kubeconfig
+            self._register_credentials()  # whatever was loaded before the failure
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             if in_cluster is None:
                 try:
                     config.load_incluster_config(client_configuration=self._cfg)
+                    self._register_credentials()
                     return "in-cluster"
                 except config.ConfigException:
                     pass
-            raise SourceError(f"no usable kubeconfig: {first}") from None
+            raise SourceError(f"no usable kubeconfig: {redact.scrub(first)}") from None
+
+    def _register_credentials(self) -> None:
+        """The kubeconfig's token, password and the server URL's password are masked in all output."""
+        cfg = self._cfg
+        tokens = [str(v) for v in (cfg.api_key or {}).values() if v]
+        redact.register(*tokens, *(t.split(" ", 1)[1] for t in tokens if " " in t))
+        redact.register(cfg.password or None, *redact.dsn_secrets(str(cfg.host or "")))
 
     # -- the port --------------------------------------------------------------------------------------
 
@@ -284,7 +297,7 @@ class KubeCluster:
             while not self._synced[k.kind].wait(min(0.05, max(0.0, deadline - time.monotonic()))):
                 err = self._errors.get(k.kind)
                 if err and (time.monotonic() >= deadline or k.kind in self._fatal):
-                    raise SourceError(f"cluster {self._name}: cannot list {k.plural}: {err}")
+                    raise SourceError(redact.scrub(f"cluster {self._name}: cannot list {k.plural}: {err}"))
                 if time.monotonic() >= deadline:
                     raise SourceError(
                         f"cluster {self._name}: no answer listing {k.plural} within {timeout:g}s"
@@ -911,7 +924,7 @@ class KubeCluster:
             data = resp.data
             resp.release_conn()
         except (ApiException, Urllib3Error, OSError) as exc:
-            raise SourceError(f"cluster {self._name}: cannot list events: {exc}") from None
+            raise SourceError(redact.scrub(f"cluster {self._name}: cannot list events: {exc}")) from None
         items = [
             {"apiVersion": "events.k8s.io/v1", "kind": "Event", **e}
             for e in json.loads(data).get("items") or []

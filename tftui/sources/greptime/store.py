@@ -18,6 +18,8 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from tftui.model import redact
+from tftui.model.redact import dsn_secrets
 from tftui.sources.ports import SourceError
 
 DSN_ENV: Final = "TFTUI_METRICS_DSN"
@@ -127,12 +129,17 @@ class Store:
         dsn = dsn or dsn_from_env()
         if not dsn:
             raise SourceError(f"no metrics store configured: pass --metrics-dsn or set {DSN_ENV}")
+        secrets = dsn_secrets(dsn)
+        redact.register(*secrets)  # masked in every later message and log line, whoever writes it
         try:
             params = conninfo_to_dict(dsn)
-        except psycopg.Error as exc:
-            raise SourceError(f"invalid metrics DSN: {_one_line(str(exc))}") from None
+        except psycopg.Error as exc:  # the driver's text may quote the DSN: never echo it
+            message = redact.scrub(_one_line(str(exc)), *secrets)
+            raise SourceError(f"invalid metrics DSN: {message}") from None
         self._dsn = dsn
         self._secret = str(params.get("password") or "")
+        self._secrets = (*secrets, self._secret)
+        redact.register(self._secret)
         host = str(params.get("host") or params.get("hostaddr") or "localhost")
         self._where = (
             f"{host}:{params.get('port') or 5432}/{params.get('dbname') or params.get('user') or ''}"
@@ -242,8 +249,7 @@ class Store:
     # -- errors ----------------------------------------------------------------------------------
 
     def _scrub(self, text: str) -> str:
-        text = _one_line(text)
-        return text.replace(self._secret, "***") if self._secret else text
+        return redact.scrub(_one_line(text), *self._secrets)
 
     def _error(self, exc: BaseException, doing: str, table: str = "") -> SourceError:
         """One line: which store, what failed, what to do. Never the password, never a traceback."""
