@@ -367,6 +367,23 @@ def test_409_rereads_then_retries(kube: KubeCluster, server: KubeApiServer) -> N
     assert patches(server, path) == 2
 
 
+def test_409_whose_object_is_gone_on_reread_is_an_action_error(
+    kube: KubeCluster, server: KubeApiServer
+) -> None:
+    """A conflict, then the re-read finds the pod gone (evicted meanwhile): ActionError 404 (the
+    actuator counts a pod marker on a gone pod as done), never a raw client exception."""
+    p = first("Pod", lambda o: bool(o["spec"].get("nodeName")))
+    ns, name = p["metadata"]["namespace"], p["metadata"]["name"]
+    path = f"/api/v1/namespaces/{ns}/pods/{name}"
+    server.inject(Fault(status=409, method="PATCH", path=path), Fault(status=404, method="GET", path=path))
+    with pytest.raises(ActionError) as err:
+        kube.apply(LabelPod(ns, name, {"a": "b"}))
+    assert err.value.status == 404 and err.value.args[0].startswith(f"patch pod {ns}/{name}: ")
+    server.inject(Fault(status=409, method="PATCH", path=path), Fault(status=503, method="GET", path=path))
+    kube.apply(LabelPod(ns, name, {"a": "b"}))  # a failing re-read is retried like the write
+    assert (server.get("Pod", name, ns) or {})["metadata"]["labels"]["a"] == "b"
+
+
 def test_validation_error_is_reported_once_and_not_retried(kube: KubeCluster, server: KubeApiServer) -> None:
     node = first("Node")["metadata"]["name"]
     with pytest.raises(ActionError) as err:

@@ -549,7 +549,17 @@ class KubeCluster:
                 status = int(exc.status or 500)
                 msg = _api_message(exc)
                 if status == 409 and on_conflict is not None:
-                    on_conflict()  # re-read (404 surfaces from here), then retry
+                    try:
+                        on_conflict()  # re-read, then retry
+                    except ApiException as again:  # e.g. 404: the object went meanwhile (final)
+                        code = int(again.status or 500)
+                        if code >= 500 or code == 429:
+                            last = f"{code} {_api_message(again)}"
+                            continue
+                        raise ActionError(f"{what}: {_api_message(again)}", code) from None
+                    except (Urllib3Error, OSError) as again:
+                        last = str(again).splitlines()[0] if str(again) else type(again).__name__
+                        continue
                 elif status == 429 and not no_retry_429:
                     retry_after = (exc.headers or {}).get("Retry-After")
                     if retry_after and retry_after.isdigit():
