@@ -1,8 +1,9 @@
 """Helpers for the daemon tests: a virtual clock and a daemon wired to the test API server.
 
 Also runnable as a child process (`python -m tests.daemon_support KUBECONFIG IDENTITY START STOP
-[--kill-after-evictions N]`): a daemon on a virtual clock with leader election, which SIGKILLs
-itself right after its N-th eviction call returns — a crash between two evictions of a campaign.
+[--kill-after-evictions N] [--speed X] [--request-timeout S] [--lease-timing D,R,P] [--backoff B,M] [--retries N]`): a daemon on a
+virtual clock with leader election, which SIGKILLs itself right after its N-th eviction call
+returns — a crash between two evictions of a campaign.
 """
 
 from __future__ import annotations
@@ -57,14 +58,28 @@ def make_daemon(
     metrics: MetricsPort | None = None,
     listen: str | None = None,
     metrics_optional: bool = False,
+    speed: float = float("inf"),
+    request_timeout: float = 30.0,
+    lease_timing: dict[str, timedelta] | None = None,
+    backoff: tuple[float, float] = (0.01, 0.05),
+    retries: int = 5,
 ) -> tuple[Daemon, KubeCluster]:
-    """A daemon on a virtual clock (speed ∞) against the cluster of `kubeconfig`; caller closes `kube`."""
+    """A daemon on a virtual clock (`speed` simulated seconds per wall second, default ∞) against the
+    cluster of `kubeconfig`; caller closes `kube`."""
     lease = None if dry_run or not elect else ("tf-sys", "tftui")
-    kube = KubeCluster(kubeconfig=os.fspath(kubeconfig), backoff=0.01, max_backoff=0.05, lease=lease)
+    kube = KubeCluster(
+        kubeconfig=os.fspath(kubeconfig),
+        backoff=backoff[0],
+        max_backoff=backoff[1],
+        retries=retries,
+        lease=lease,
+        request_timeout=request_timeout,
+    )
     kube.wait_synced(10)
     clock = VirtualClock(start)
+    timing = lease_timing or LEASE
     elector = (
-        LeaderElector(kube.api, LeaderConfig(name="tftui", namespace="tf-sys", identity=identity, **LEASE))
+        LeaderElector(kube.api, LeaderConfig(name="tftui", namespace="tf-sys", identity=identity, **timing))
         if lease
         else None
     )
@@ -72,7 +87,7 @@ def make_daemon(
         dry_run=dry_run,
         listen=listen,
         poll=0.05,
-        speed=float("inf"),
+        speed=speed,
         stop_at=stop_at,
         metrics_optional=metrics_optional,
     )
@@ -86,12 +101,29 @@ def _child() -> int:
     p.add_argument("start")
     p.add_argument("stop")
     p.add_argument("--kill-after-evictions", type=int, default=0)
+    p.add_argument("--speed", type=float, default=float("inf"))
+    p.add_argument("--request-timeout", type=float, default=30.0)
+    p.add_argument("--lease-timing", default="", help="DURATION,DEADLINE,PERIOD in seconds")
+    p.add_argument("--backoff", default="0.01,0.05", help="BASE,MAX retry backoff in seconds")
+    p.add_argument("--retries", type=int, default=5)
     args = p.parse_args()
     from tftui.daemon import setup_logging
 
     setup_logging("info")
+    timing = None
+    if args.lease_timing:
+        d, r, t = (timedelta(seconds=float(x)) for x in args.lease_timing.split(","))
+        timing = {"lease_duration": d, "renew_deadline": r, "retry_period": t}
     daemon, kube = make_daemon(
-        args.kubeconfig, args.identity, start=parse_rfc3339(args.start), stop_at=parse_rfc3339(args.stop)
+        args.kubeconfig,
+        args.identity,
+        start=parse_rfc3339(args.start),
+        stop_at=parse_rfc3339(args.stop),
+        speed=args.speed,
+        request_timeout=args.request_timeout,
+        lease_timing=timing,
+        backoff=(float(args.backoff.split(",")[0]), float(args.backoff.split(",")[1])),
+        retries=args.retries,
     )
     evictions = 0
 

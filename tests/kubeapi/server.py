@@ -342,6 +342,17 @@ class Change:
     terminating: bool = False  # deletionTimestamp set after the change
 
 
+@dataclass(frozen=True, slots=True)
+class Served:
+    """One write request (not GET) and the status it was answered with (0: the answer was lost)."""
+
+    at: float
+    who: str
+    method: str
+    path: str
+    code: int
+
+
 _request = threading.local()  # the request a handler thread is serving: .who, .line
 
 
@@ -399,6 +410,8 @@ class KubeApiServer:
         """SelfSubjectAccessReview policy: resourceAttributes → allowed (None: everything allowed)."""
         self.timeline: list[Change] = []
         """Every change applied, in order (see the module docstring)."""
+        self.served: list[Served] = []
+        """Every write request answered (or whose answer was lost), in order."""
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -417,7 +430,10 @@ class KubeApiServer:
         class Handler(_Handler):
             api = server
 
-        httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        class Server(ThreadingHTTPServer):
+            request_queue_size = 256  # many clients (re)connect at once after a watch drop
+
+        httpd = Server(("127.0.0.1", port), Handler)
         httpd.daemon_threads = True
         self._httpd = httpd
         self._thread = threading.Thread(
@@ -470,6 +486,20 @@ class KubeApiServer:
                 meta.setdefault("creationTimestamp", _now())
                 self._write(rt, o, "ADDED")
 
+    def store(self, obj: Mapping[str, Any]) -> None:
+        """Write one object as a controller would (ADDED, or MODIFIED when it exists), bypassing the
+        API like `seed()`: statuses are kept as given."""
+        with self._cond:
+            rt = self._type_of(obj)
+            o = copy.deepcopy(dict(obj))
+            o["apiVersion"], o["kind"] = rt.api_version, rt.kind
+            self._crd_shape(rt, o)
+            meta = o.setdefault("metadata", {})
+            key = (rt.qualified, meta.get("namespace", "") if rt.namespaced else "", meta["name"])
+            meta.setdefault("uid", str(uuid.uuid4()))
+            meta.setdefault("creationTimestamp", _now())
+            self._write(rt, o, "MODIFIED" if key in self._objs else "ADDED")
+
     def inject(self, *faults: Fault) -> None:
         with self._cond:
             self._faults.extend(faults)
@@ -516,6 +546,18 @@ class KubeApiServer:
             self._log.clear()
             self._log_rvs.clear()
             self._pages.clear()  # a paginated list's snapshot is history too
+
+    def expire_watches(self) -> None:
+        """Compact past every client's position and cut every watch: each resumes into 410 Gone and
+        must relist (etcd compacted a revision no client has seen yet)."""
+        with self._cond:
+            self._rv += 1  # a revision no watcher has reached
+            self._floor = self._rv + 1
+            self._log.clear()
+            self._log_rvs.clear()
+            self._pages.clear()
+            self._drop_gen += 1
+            self._cond.notify_all()
 
     def objects(self, kind: str | None = None) -> list[JSON]:
         """Current objects (copies, `kubectl get -o json` item shape)."""
@@ -1055,10 +1097,12 @@ class _Handler(BaseHTTPRequestHandler):
         self._serve("DELETE")
 
     swallow = False  # a lost answer: the request is served, the response never sent
+    answered = 0  # the status code sent for the current request
 
     def _send(self, code: int, body: JSON | str, headers: Mapping[str, str] | None = None) -> None:
         if self.swallow:
             return
+        self.answered = code
         data = (body if isinstance(body, str) else json.dumps(body, separators=(",", ":"))).encode()
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
@@ -1089,6 +1133,7 @@ class _Handler(BaseHTTPRequestHandler):
         _request.who = auth.removeprefix("Bearer ").strip() if auth.startswith("Bearer ") else ""
         _request.line = f"{method} {path}"
         self.swallow = False
+        self.answered = 0
         try:
             body = self._body() if method in ("POST", "PUT", "PATCH") else None
             fault, self.drop_gen = api._take_fault(method, path, watch)
@@ -1119,6 +1164,9 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             pass
         finally:
+            if method != "GET":
+                with api._cond:
+                    api.served.append(Served(time.monotonic(), _request.who, method, path, self.answered))
             self.swallow = False
             _request.who = _request.line = ""
 
