@@ -52,10 +52,10 @@ ROOT = Path(__file__).resolve().parent.parent
 START = datetime.fromisoformat("2026-12-01T07:59:50+00:00")  # demo-dev's window opens at 08:00Z
 SPEED = 60.0
 GRACE = 0.6  # real seconds an evicted pod terminates before it is gone
-TIMING = {
-    "lease_duration": timedelta(seconds=3),
-    "renew_deadline": timedelta(seconds=1.5),
-    "retry_period": timedelta(seconds=0.2),
+TIMING = {  # 2 s between the end of a leader's term and the earliest takeover: a busy machine's margin
+    "lease_duration": timedelta(seconds=4),
+    "renew_deadline": timedelta(seconds=2),
+    "retry_period": timedelta(seconds=0.25),
 }
 REQUEST_TIMEOUT = 1.0  # each daemon's per-request timeout; a lost answer holds the line longer
 BACKOFF = (0.1, 0.5)  # retry backoff (base, cap) and attempts: a call's retries outlast a lease
@@ -254,7 +254,7 @@ def test_fault_campaign_server_side(campaign_server: KubeApiServer, tmp_path: Pa
     replacer, chaos = Replacer(server, clock), Chaos(server)
     standby: dict[str, tuple[Daemon, KubeCluster, threading.Thread]] = {}
     try:
-        eventually(lambda: _holder(server) == "a", 30)
+        eventually(lambda: _holder(server) == "a", 60)
         clock.t0 = time.monotonic()  # A's clock starts at START about now
         replacer.start()
         chaos.start()
@@ -271,7 +271,7 @@ def test_fault_campaign_server_side(campaign_server: KubeApiServer, tmp_path: Pa
             return len({c.uid for c in _disruptions(server) if c.who == who})
 
         try:
-            eventually(lambda: evicted_by("a") >= 2, 40)
+            eventually(lambda: evicted_by("a") >= 2, 60)
         except AssertionError:
             a.kill()
             out, err = a.communicate()
@@ -280,24 +280,24 @@ def test_fault_campaign_server_side(campaign_server: KubeApiServer, tmp_path: Pa
             ) from None
         a.send_signal(signal.SIGKILL)  # the leader dies mid-campaign: no release, no cleanup
         _, a_err = a.communicate(timeout=20)
-        eventually(lambda: _holder(server) in ("b", "c"), 20)
+        eventually(lambda: _holder(server) in ("b", "c"), 60)
         deposed = _holder(server)
         (last,) = [w for w in "bc" if w != deposed]
-        eventually(lambda: evicted_by(deposed) >= 1, 40)
+        eventually(lambda: evicted_by(deposed) >= 1, 60)
         # the API answers evictions 503; once the new leader is retrying one, it hangs (no more
         # renewals): its retries outlast its term, and the 503s stop when the other one took over
-        server.inject(*[Fault(status=503, method="POST", path="/eviction") for _ in range(2000)])
+        server.inject(Fault(status=503, method="POST", path="/eviction", sticky=True))
 
         def retrying() -> bool:
             return any(
                 s.who == deposed and s.code == 503 and s.path.endswith("/eviction") for s in server.served
             )
 
-        eventually(retrying, 30)
+        eventually(retrying, 60)
         elector = standby[deposed][0].elector
         assert elector is not None
         elector.paused = True
-        eventually(lambda: _holder(server) == last, 20)
+        eventually(lambda: _holder(server) == last, 60)
         server.clear_faults()
         server.expire_watches()
 
@@ -307,7 +307,7 @@ def test_fault_campaign_server_side(campaign_server: KubeApiServer, tmp_path: Pa
             terminating = [p for p in pods if p["metadata"].get("deletionTimestamp")]
             return not recent and not terminating and len(_disruptions(server)) >= 6
 
-        eventually(quiet, 60)
+        eventually(quiet, 120)
     finally:
         if a.poll() is None:
             a.kill()

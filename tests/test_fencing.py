@@ -47,7 +47,7 @@ def test_a_deposed_leaders_retries_never_reach_the_server(server: KubeApiServer,
         who: KubeCluster(
             kubeconfig=str(write_kubeconfig(tmp_path / f"kubeconfig-{who}", server.url, token=who)),
             start=False,
-            retries=400,  # many quick retries: they outlast A's term by far
+            retries=100_000,  # retries never run out: only the fence can stop them
             backoff=0.02,
             max_backoff=0.02,
         )
@@ -64,7 +64,7 @@ def test_a_deposed_leaders_retries_never_reach_the_server(server: KubeApiServer,
         assert a.try_acquire_or_renew() and _holder(server) == "a"  # A leads, and never renews again
         kube["a"].fence = a
         path = f"/api/v1/namespaces/{ns}/pods/{name}/eviction"
-        server.inject(*[Fault(status=503, method="POST", path=path) for _ in range(1000)])
+        server.inject(Fault(status=503, method="POST", path=path, sticky=True))  # until cleared
         journal = Journal()
         results: list[ActionResult] = []
         act = threading.Thread(
@@ -77,9 +77,9 @@ def test_a_deposed_leaders_retries_never_reach_the_server(server: KubeApiServer,
         act.start()
         eventually(lambda: server.stats.requests.get(f"POST {path}", 0) >= 1)
         b.start()  # B campaigns and takes the Lease once A's record is a lease duration old
-        eventually(lambda: _holder(server) == "b", 15)
+        eventually(lambda: _holder(server) == "b", 60)
         server.clear_faults()  # the API server recovers: A's next attempt would go through
-        act.join(15)
+        act.join(60)
         assert not act.is_alive()
     finally:
         b.stop(release=False)
@@ -101,8 +101,8 @@ def test_a_deposed_leaders_retries_never_reach_the_server(server: KubeApiServer,
         r"been applied\)",
         line.message,
     ), line.message
-    attempts = server.stats.requests[f"POST {path}"]
-    assert attempts < 400  # gave up with retries left: the fence, not the retry budget, stopped it
+    answered = {s.code for s in server.served if s.who == "a" and s.path == path}
+    assert answered == {503}  # every attempt A made was refused; it stopped before the API recovered
 
 
 def test_a_replica_that_is_not_the_leader_sends_nothing(server: KubeApiServer, tmp_path: Path) -> None:
@@ -189,7 +189,7 @@ def test_two_daemons_on_one_host_never_both_lead(server: KubeApiServer, kubeconf
         return out
 
     try:
-        eventually(lambda: all(v >= 0 for v in leaders()) and sum(leaders()) >= 1, 30)
+        eventually(lambda: all(v >= 0 for v in leaders()) and sum(leaders()) >= 1, 90)  # busy machines
         samples = []
         for _ in range(10):
             time.sleep(0.2)

@@ -318,6 +318,7 @@ class Fault:
     message: str = "injected fault"
     lose_answer: bool = False  # apply the request, then hold the connection `hold` s and cut it
     hold: float = 0.0
+    sticky: bool = False  # answers every matching request until `clear_faults()`
 
     def matches(self, method: str, path: str, watch: bool) -> bool:
         if self.drop and not watch:
@@ -635,7 +636,7 @@ class KubeApiServer:
         with self._cond:
             for i, f in enumerate(self._faults):
                 if f.matches(method, path, watch):
-                    return self._faults.pop(i), self._drop_gen
+                    return (f if f.sticky else self._faults.pop(i)), self._drop_gen
             return None, self._drop_gen
 
     def _find(self, rt: ResourceType, ns: str, name: str) -> JSON:
