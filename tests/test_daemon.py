@@ -448,7 +448,7 @@ def test_cli_daemon_on_a_cluster_leads_and_releases_on_sigterm(
     proc = _start(["--daemon", "--kubeconfig", str(kubeconfig), "--listen", f"127.0.0.1:{port}",
                    "--lease-duration", "2s", "--renew-deadline", "1500ms", "--retry-period", "200ms"])  # fmt: skip
     try:
-        eventually(lambda: _ready(port), 20)
+        eventually(lambda: _ready(port), 60)  # a busy machine starts the process slowly
         eventually(lambda: metric(http(f"http://127.0.0.1:{port}/metrics")[1], "tftui_leader") == 1)
         lease = server.get("Lease", "tftui", "tf-sys")
         assert lease is not None and re.fullmatch(r"pod-7_[0-9a-f]{8}", lease["spec"]["holderIdentity"])
@@ -474,7 +474,7 @@ def test_cli_daemon_dry_run_on_a_cluster_writes_nothing(server: KubeApiServer, k
     port = _free_port()
     proc = _start(["--daemon", "--kubeconfig", str(kubeconfig), "--dry-run", "--listen", f"127.0.0.1:{port}"])
     try:
-        eventually(lambda: _ready(port), 20)
+        eventually(lambda: _ready(port), 60)  # a busy machine starts the process slowly
         eventually(
             lambda: (
                 metric(
