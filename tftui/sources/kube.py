@@ -83,6 +83,7 @@ MERGE: Final = "application/merge-patch+json"
 EVENT_NAMESPACE: Final = "default"  # events about cluster-scoped objects live here (as kubectl's)
 SERIES_WINDOW: Final = timedelta(minutes=5)  # client-go's event series window
 WATCH_TIMEOUT: Final = 300  # seconds per watch request; the server ends it, we resume
+MIN_ATTEMPT: Final = 0.25  # seconds of term an attempt needs; with less it could only time out
 PAGE_SIZE: Final = 500  # items per list page (client-go's pager default): no giant single response
 
 
@@ -573,12 +574,13 @@ class KubeCluster:
 
     def _fenced(self, what: str, attempt: int, last: str) -> float:
         """The timeout of the next attempt: the request timeout, cut to the leader's term left;
-        raises NotLeader when the fence says this replica may not write any more."""
+        raises NotLeader when the fence says this replica may not write any more, or when so little
+        of the term is left (< MIN_ATTEMPT) that the attempt could only time out unanswered."""
         fence = self.fence
         if fence is None:
             return self.request_timeout
         left = fence.term_left() if fence.is_leader() else 0.0
-        if left <= 0:
+        if left < MIN_ATTEMPT:
             if attempt == 0:
                 raise NotLeader(f"{what}: not sent: this replica is not the leader")
             raise NotLeader(
