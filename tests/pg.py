@@ -508,7 +508,7 @@ def check_step1(result: Any) -> None:
     assert use == {
         ("ml-serving", "llama3-8b-infer"): (approx(14.56), approx(24.96), 7 * GI, 3),
         ("ml-serving", "qwen2-72b-infer"): (approx(385.71), approx(385.71), 68 * GI, 2),
-        ("research", "llama3-8b-infer"): (0.0, 0.0, 1 * GI, 1),
+        ("research", "llama3-8b-infer"): (None, None, 1 * GI, 1),  # its GPU is unknown: no TFLOPS sample
     }
     assert result.missing == (f"capacity of {UNKNOWN_GPU}",)
     assert result.now == NOW and result.window == timedelta(hours=1)

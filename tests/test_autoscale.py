@@ -157,9 +157,9 @@ def test_incremental_loads_equal_one_history_load() -> None:
     """State over time: history once, then per-interval loads, gives the same histograms."""
     series = [(float(i % 37), (1 + i % 5) * GI) for i in range(240)]
     all_rows = rows(series, start=NOW - timedelta(hours=4))
-    one = AutoscaleState()
+    one, inc = AutoscaleState(), AutoscaleState()
+    one.gpu_tflops = inc.gpu_tflops = {"g": 1000.0}  # the idle rows (0 TFLOPS, 0 %) are on a known GPU
     one.add_samples(all_rows)
-    inc = AutoscaleState()
     for i in range(0, 240, 7):
         inc.add_samples(all_rows[i : i + 7])
     a, b = one.workloads["default/w"], inc.workloads["default/w"]
@@ -399,6 +399,31 @@ def test_s16_too_early_is_provisional_and_never_decreases() -> None:
     w = ap.result.workloads["default/w"]
     assert w.provisional and w.reason == "provisional" and not w.would_apply
     assert not [a for a in ap.plan.actions if isinstance(a, AnnotatePod)]
+
+
+@pytest.mark.parametrize(("real", "lowered"), [(0, False), (5, False), (6, True)])
+def test_a5_a_decrease_needs_enough_real_samples(real: int, lowered: bool) -> None:
+    """Two hours of rows, all but `real` of them NULL: fewer real samples than `min_samples` (6 for
+    the default 30m initialDelayPeriod) never lower a request, however long the history looks."""
+    objs = cluster(spec=asr(enable=True), tflops=100, tflops_limit=100, vram="40Gi", vram_limit="40Gi")
+    series = rows([(1.0, GI)] * 120)
+    keep = set(range(0, 120, 120 // real)[:real]) if real else set()
+    for i, r in enumerate(series):
+        if i not in keep:
+            r.update(compute_tflops=None, compute_percentage=None, memory_bytes=None)
+    ast = AutoscaleState()
+    ast.configure(build(objs))
+    ast.add_samples(series)
+    assert (ast.workloads["default/w"].samples, ast.workloads["default/w"].vram_samples) == (real, real)
+    ap = plan_autoscale(build(objs), ast, NOW)
+    assert ap.result is not None
+    w = ap.result.workloads["default/w"]
+    patches = [a for a in ap.plan.actions if isinstance(a, AnnotatePod)]
+    assert bool(patches) == lowered == w.would_apply, w.to_json()
+    if real and not lowered:
+        assert w.reason == "provisional" and "real samples < 6" in w.detail
+    if lowered:
+        assert parse_quantity(str(patches[0].annotations[TFK])) < tf(100)
 
 
 def test_a5_provisional_increase_still_applies() -> None:

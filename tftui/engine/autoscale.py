@@ -21,6 +21,10 @@ Deviations from upstream, each deliberate:
   status and the threshold test, so `compute`/`vram` targets converge instead of retrying forever.
 - A5: no data, or history shorter than `initialDelayPeriod` → the recommendation is provisional and
   a decrease from it is never applied (upstream: LowConfidence by workload age, nothing at all).
+  Judged per resource on *real* samples only: a row with NULL compute (or compute % on a GPU of
+  unknown capacity) is no TFLOPS sample and NULL memory no VRAM sample (upstream reads them as 0
+  and scales down to the ratio floor); a decrease needs `min_samples` real samples spanning the
+  delay, and a resource with no sample at all keeps its current request.
 - A6/§6.2: the scale-up cap skips workers without an allocation instead of failing the whole tick;
   limits are still not capped (upstream).
 - Cron rules from a matching pool rule are appended only if no rule of the same name exists (the
@@ -100,6 +104,7 @@ MAX_ESTIMATE = 1e14
 DEFAULT_PERIOD = timedelta(hours=2)
 DEFAULT_DELAY = timedelta(minutes=30)
 DEFAULT_INTERVAL = timedelta(seconds=30)
+MIN_SAMPLE_SPACING = timedelta(minutes=5)  # min_samples: one real sample per 5 min of initialDelayPeriod
 TARGETS = ("all", "compute", "vram")
 CONTROLLER_TZ = ZoneInfo("UTC")  # the controller container's local zone (§5)
 
@@ -370,9 +375,14 @@ class _Sampler:
 
 
 class WorkloadHistory:
-    """The workload-level aggregator: one TFLOPS and one VRAM histogram over all its workers."""
+    """The workload-level aggregator: one TFLOPS and one VRAM histogram over all its workers.
 
-    __slots__ = ("first", "period", "samplers", "samples", "tf", "vram")
+    Only real samples count: a row whose TFLOPS cannot be known (NULL, or compute % on a GPU of
+    unknown capacity) adds no TFLOPS sample, a row with NULL memory no VRAM sample, and neither
+    moves `first` (so NULL rows never make the history look long enough to act on).
+    """
+
+    __slots__ = ("period", "samplers", "samples", "tf", "tf_first", "vram", "vram_first", "vram_samples")
 
     def __init__(self, period: timedelta) -> None:
         hl = period.total_seconds() / 2
@@ -380,8 +390,15 @@ class WorkloadHistory:
         self.tf = DecayingHistogram(TFLOPS_OPTIONS, hl)
         self.vram = DecayingHistogram(VRAM_OPTIONS, hl)
         self.samplers: dict[str, _Sampler] = {}
-        self.first = math.inf  # go seconds of the first sample
-        self.samples = 0
+        self.tf_first = math.inf  # go seconds of the first TFLOPS sample
+        self.vram_first = math.inf  # ... of the first VRAM sample
+        self.samples = 0  # TFLOPS samples
+        self.vram_samples = 0
+
+    @property
+    def first(self) -> float:
+        """Go seconds of the first real sample (inf: none)."""
+        return min(self.tf_first, self.vram_first)
 
     def is_empty(self) -> bool:
         return self.tf.is_empty() and self.vram.is_empty()
@@ -391,6 +408,9 @@ class WorkloadHistory:
         if t < s.last_vram:
             return
         s.last_vram = t
+        self.vram_samples += 1
+        if t < self.vram_first:
+            self.vram_first = t
         if t < s.window_end:
             if mem > s.peak:
                 self.vram.subtract(s.peak, VRAM_SAMPLE_WEIGHT, s.window_end)
@@ -443,6 +463,8 @@ class AutoscaleState:
         TFLOPS is `compute_tflops`, or `compute_percentage` × the GPU's capacity when the writer
         leaves TFLOPS at zero (the simulator and percent-isolated workers). TFLOPS samples are
         buffered per workload and added in one pass per histogram: this loop is the load's hot path.
+        Missing is not zero: NULL compute (or compute % on a GPU of unknown capacity) is no TFLOPS
+        sample and NULL memory no VRAM sample (`usage_histograms` in the store does the same).
         """
         pending: list[tuple[WorkloadHistory, list[tuple[float, float]]]] = []
         by_wl: dict[str, list[tuple[float, float]]] = {}
@@ -461,25 +483,28 @@ class AutoscaleState:
             ent = cache.get(ck)
             if ent is None:
                 ent = cache[ck] = self._entry(r["namespace"], r["workload"], ck[1], by_wl, pending)
-                if t < ent[2].first:
-                    ent[2].first = t
             buf, smp, hist = ent
             tfl = r.get("compute_tflops")
-            if not tfl:
-                pct = r.get("compute_percentage")
-                tfl = pct / 100.0 * caps.get(r.get("uuid") or "", 0.0) if pct else 0.0
-            if t >= smp.last_tf and tfl >= 0:
+            if not tfl and (pct := r.get("compute_percentage")) is not None:
+                cap = caps.get(r.get("uuid") or "")
+                tfl = pct / 100.0 * cap if cap else None  # no capacity: no sample, not 0
+            elif not tfl and "compute_percentage" in r:
+                tfl = None  # both NULL (or 0 and NULL): nothing measured
+            if tfl is not None and t >= smp.last_tf and tfl >= 0:
                 smp.last_tf = t
                 buf.append((t, tfl))
-            if t >= smp.last_vram:
-                mem = r.get("memory_bytes") or 0
+            mem = r.get("memory_bytes")
+            if mem is not None and t >= smp.last_vram:
                 if mem > smp.peak or t >= smp.window_end:
                     hist.add_vram(smp, t, float(mem))
                 else:
                     smp.last_vram = t
+                    hist.vram_samples += 1
         for hist, samples in pending:
-            hist.samples += len(samples)
-            hist.tf.add_many(samples, TFLOPS_SAMPLE_WEIGHT)
+            if samples:
+                hist.samples += len(samples)
+                hist.tf_first = min(hist.tf_first, samples[0][0])
+                hist.tf.add_many(samples, TFLOPS_SAMPLE_WEIGHT)
         return n
 
     def history_query(self, start: datetime, end: datetime) -> HistogramQuery | None:
@@ -523,8 +548,9 @@ class AutoscaleState:
         each new pod's VRAM window opens at its first sample with the window's peak, added at the
         window's end (the add/subtract pairs of `add_vram` net out to exactly that).
         """
-        wl: dict[str, list[Any]] = {}  # key → [bucket weights, tf samples, first tf t, first t]
-        pods: dict[tuple[str, str], list[Any]] = {}  # (wkey, pod) → [first, last, last tf, peak]
+        wl: dict[str, list[Any]] = {}  # key → [bucket weights, tf samples, first tf t]
+        # (wkey, pod) → [first, last tf, VRAM samples, first VRAM t, last VRAM t, VRAM peak]
+        pods: dict[tuple[str, str], list[Any]] = {}
         last = query.tflops.last
         n = 0
         for g in groups:
@@ -532,38 +558,48 @@ class AutoscaleState:
             wkey = f"{g.namespace}/{g.workload}"
             a = wl.get(wkey)
             if a is None:
-                a = wl[wkey] = [{}, 0, math.inf, math.inf]
+                a = wl[wkey] = [{}, 0, math.inf]
             p = pods.get((wkey, g.pod))
             if p is None:
-                p = pods[(wkey, g.pod)] = [g.first, g.last, -math.inf, g.peak_memory]
-            else:
-                p[0], p[1], p[3] = min(p[0], g.first), max(p[1], g.last), max(p[3], g.peak_memory)
-            a[3] = min(a[3], g.first)
+                p = pods[(wkey, g.pod)] = [g.first, -math.inf, 0, math.inf, -math.inf, None]
+            p[0] = min(p[0], g.first)
+            if g.vram_count and g.peak_memory is not None:
+                p[2] += g.vram_count
+                p[3] = min(p[3], g.vram_first if g.vram_first is not None else g.first)
+                p[4] = max(p[4], g.vram_last if g.vram_last is not None else g.last)
+                p[5] = g.peak_memory if p[5] is None else max(p[5], g.peak_memory)
             if g.bucket >= 0:
                 b = min(g.bucket, last)
                 a[0][b] = a[0].get(b, 0.0) + g.weight
                 a[1] += g.count
                 a[2] = min(a[2], g.first)
-                p[2] = max(p[2], g.last)
+                p[1] = max(p[1], g.last)
         ref_go = unix_to_go(query.ref_unix)
-        for wkey, (weights, count, tf_first, first) in wl.items():
+        for wkey, (weights, count, tf_first) in wl.items():
             hist = self.workloads.get(wkey)
             if hist is None:
                 hist = self.workloads[wkey] = WorkloadHistory(self.periods.get(wkey, DEFAULT_PERIOD))
-            hist.first = min(hist.first, unix_to_go(first))
             if count:
                 hist.samples += count
+                hist.tf_first = min(hist.tf_first, unix_to_go(tf_first))
                 tfh = hist.tf
                 tfh._factor(unix_to_go(tf_first))  # moves the reference as the first sample would
                 scale = TFLOPS_SAMPLE_WEIGHT * 2.0 ** ((ref_go - tfh.ref) / tfh.half_life)
                 tfh.add_weights({b: w * scale for b, w in weights.items()})
-        for (wkey, pod), (first, last_t, last_tf, peak) in sorted(pods.items(), key=lambda kv: kv[1][0]):
+        # in the order add_samples opens the VRAM windows: by first VRAM sample (then first row)
+        for (wkey, pod), (_first, last_tf, v_n, v_first, v_last, peak) in sorted(
+            pods.items(), key=lambda kv: (kv[1][3], kv[1][0])
+        ):
             hist = self.workloads[wkey]
             smp = hist.samplers[pod] = _Sampler()
             smp.last_tf = unix_to_go(last_tf) if last_tf > -math.inf else -math.inf
-            smp.last_vram = unix_to_go(last_t)
-            smp.window_end = unix_to_go(first) + VRAM_WINDOW
+            if not v_n or peak is None:
+                continue  # no VRAM sample: no window opened, as add_samples leaves it
+            smp.last_vram = unix_to_go(v_last)
+            smp.window_end = unix_to_go(v_first) + VRAM_WINDOW
             smp.peak = float(peak)
+            hist.vram_samples += v_n
+            hist.vram_first = min(hist.vram_first, unix_to_go(v_first))
             hist.vram.add(smp.peak, VRAM_SAMPLE_WEIGHT, smp.window_end)
         return n
 
@@ -683,33 +719,42 @@ def percentile_recommend(
     current: Resources,
     original: Resources,
     allowed: tuple[int, int] | None,
+    measured: tuple[bool, bool] = (True, True),
 ) -> Partial | None:
-    """The percentile recommender (§4.4–4.8) from estimates; None = nothing to recommend."""
-    tr, tl, tmsg = _scale(
-        "Compute",
-        est.tf,
-        qos,
-        (current.tf_req, current.tf_lim),
-        (original.tf_req, original.tf_lim),
-        (cfg.min_compute, cfg.max_compute),
-    )
-    vq, vl, vmsg = _scale(
-        "VRAM",
-        est.vram,
-        qos,
-        (current.vram_req, current.vram_lim),
-        (original.vram_req, original.vram_lim),
-        (cfg.min_vram, cfg.max_vram),
-    )
+    """The percentile recommender (§4.4–4.8) from estimates; None = nothing to recommend.
+
+    `measured` says which of (TFLOPS, VRAM) has any real sample: an unmeasured resource keeps its
+    current values (upstream would scale an empty histogram's 0 down to the floor or the ratio
+    clamp — a decision made from missing data)."""
+    tr, tl, tmsg = current.tf_req, current.tf_lim, ""
+    if measured[0]:
+        tr, tl, tmsg = _scale(
+            "Compute",
+            est.tf,
+            qos,
+            (current.tf_req, current.tf_lim),
+            (original.tf_req, original.tf_lim),
+            (cfg.min_compute, cfg.max_compute),
+        )
+    vq, vl, vmsg = current.vram_req, current.vram_lim, ""
+    if measured[1]:
+        vq, vl, vmsg = _scale(
+            "VRAM",
+            est.vram,
+            qos,
+            (current.vram_req, current.vram_lim),
+            (original.vram_req, original.vram_lim),
+            (cfg.min_vram, cfg.max_vram),
+        )
     rec = Resources(tr, tl, vq, vl)
     if not rec.is_zero():
         within: list[str] = []
         should = False
-        for name, cur, new, mk in (
-            ("Compute", current.tf_req, tr, tf),
-            ("VRAM", current.vram_req, vq, vr),
+        for name, cur, new, mk, known in (
+            ("Compute", current.tf_req, tr, tf, measured[0]),
+            ("VRAM", current.vram_req, vq, vr, measured[1]),
         ):
-            if cur.amount == 0 or new.amount == 0:
+            if cur.amount == 0 or new.amount == 0 or not known:
                 continue
             diff = abs(cur.value() - new.value())
             thr = int(cur.value() * cfg.threshold)
@@ -1027,7 +1072,8 @@ class WorkloadRecommendation:
     recommendation: Resources | None = None
     provisional: bool = False
     history: timedelta = timedelta(0)
-    samples: int = 0
+    samples: int = 0  # real TFLOPS samples
+    vram_samples: int = 0  # real VRAM samples
     cron_rule: CronRule | None = None
     cron_changed: bool = False
     condition: tuple[str, str] | None = None
@@ -1062,6 +1108,7 @@ class WorkloadRecommendation:
             "provisional": self.provisional,
             "history": format_duration(self.history),
             "samples": self.samples,
+            "vramSamples": self.vram_samples,
             "cronRule": self.cron_rule.name if self.cron_rule else None,
             "condition": {"reason": self.condition[0], "message": self.condition[1]}
             if self.condition
@@ -1115,17 +1162,51 @@ def _targeted(rec: Resources, current: Resources, target: str) -> Resources:
     return rec
 
 
-def _hold_decreases(rec: Resources, current: Resources, data: Resources | None) -> Resources:
-    """A5: a decrease that comes from provisional usage data (`data`) is held at current, per resource.
+def _hold_decreases(
+    rec: Resources, current: Resources, data: Resources | None, hold: tuple[bool, bool] = (True, True)
+) -> Resources:
+    """A5: a decrease that comes from provisional usage data (`data`) is held at current, per resource
+    (`hold`: TFLOPS, VRAM — the resources whose real samples are not yet enough).
 
     Cron results are not usage data, so a rule ending still reverts to the spec.
     """
     tq, tl, vq, vl = rec.tf_req, rec.tf_lim, rec.vram_req, rec.vram_lim
-    if data is not None and tq < current.tf_req and (tq, tl) == (data.tf_req, data.tf_lim):
+    if hold[0] and data is not None and tq < current.tf_req and (tq, tl) == (data.tf_req, data.tf_lim):
         tq, tl = current.tf_req, current.tf_lim
-    if data is not None and vq < current.vram_req and (vq, vl) == (data.vram_req, data.vram_lim):
+    if hold[1] and data is not None and vq < current.vram_req and (vq, vl) == (data.vram_req, data.vram_lim):
         vq, vl = current.vram_req, current.vram_lim
     return Resources(tq, tl, vq, vl)
+
+
+def min_samples(cfg: AutoConfig) -> int:
+    """Real samples a resource needs before its request may be lowered (A5).
+
+    One per `MIN_SAMPLE_SPACING` of `initialDelayPeriod` (30m → 6), at least one: the history
+    must be long enough *and* actually measured, so a feed of NULL rows never looks like a quiet
+    workload. The writer's default is one row per worker-GPU per minute, so a healthy feed has
+    several times this many.
+    """
+    return max(1, math.ceil(cfg.initial_delay / MIN_SAMPLE_SPACING))
+
+
+def _confidence(hist: WorkloadHistory | None, cfg: AutoConfig, now: datetime) -> tuple[list[str], list[str]]:
+    """Per resource (TFLOPS, VRAM): why a decrease from its samples is not allowed yet ("" = allowed)."""
+    need = min_samples(cfg)
+    why: list[str] = []
+    for label, n, first in (
+        ("TFLOPS", hist.samples if hist else 0, hist.tf_first if hist else math.inf),
+        ("VRAM", hist.vram_samples if hist else 0, hist.vram_first if hist else math.inf),
+    ):
+        span = timedelta(seconds=max(0.0, go_seconds(now) - first)) if n else timedelta(0)
+        if n < need:
+            why.append(f"{label} {n} real samples < {need} (NULL or unattributable rows are not samples)")
+        elif span < cfg.initial_delay:
+            why.append(
+                f"history {format_duration(span)} < initialDelayPeriod {format_duration(cfg.initial_delay)}"
+            )
+        else:
+            why.append("")
+    return why[:1], why[1:]
 
 
 def recommend_workload(
@@ -1173,18 +1254,24 @@ def _evaluate(
     if cfg.errors:
         out.reason, out.detail = "invalid-config", "; ".join(cfg.errors)
         return out
-    has_data = hist is not None and not hist.is_empty()
-    if hist is not None and hist.samples:
-        out.samples = hist.samples
+    measured = (
+        hist is not None and hist.samples > 0 and not hist.tf.is_empty(),
+        hist is not None and hist.vram_samples > 0 and not hist.vram.is_empty(),
+    )
+    has_data = measured[0] or measured[1]
+    if hist is not None and has_data:
+        out.samples, out.vram_samples = hist.samples, hist.vram_samples
         out.history = timedelta(seconds=max(0.0, go_seconds(now) - hist.first))
-    out.provisional = not has_data or out.history < cfg.initial_delay
+    (tf_wait,), (vram_wait,) = _confidence(hist, cfg, now)
+    waits = {"all": (tf_wait, vram_wait), "compute": (tf_wait,), "vram": (vram_wait,)}
+    out.provisional = not has_data or any(waits.get(cfg.target, (tf_wait, vram_wait)))
     allowed = max_allowed(state, wv)
     results: list[Partial] = []
     pct: Partial | None = None
     if has_data:
         assert hist is not None
         out.estimates = estimate(hist, cfg)
-        pct = percentile_recommend(out.estimates, cfg, wv.qos, current, original, allowed)
+        pct = percentile_recommend(out.estimates, cfg, wv.qos, current, original, allowed, measured)
         if pct is not None:
             results.append(pct)
     try:
@@ -1241,13 +1328,13 @@ def _evaluate(
         return out
     final = _targeted(merged, current, cfg.target) if cfg.target_valid else merged
     out.recommendation = final
-    held = final
-    if out.provisional:
-        held = _hold_decreases(final, current, pct.resources if pct is not None else None)
+    held = _hold_decreases(
+        final, current, pct.resources if pct is not None else None, (bool(tf_wait), bool(vram_wait))
+    )
     if held == current:
         out.reason = "provisional" if final != current else "no-change"
         if out.reason == "provisional":
-            out.detail = f"history {format_duration(out.history)} < initialDelayPeriod {format_duration(cfg.initial_delay)}"
+            out.detail = "; ".join(dict.fromkeys(w for w in (tf_wait, vram_wait) if w))
         return out
     out.recommendation = held
     if not cfg.enable:
@@ -1442,7 +1529,7 @@ def render_text(result: AutoscaleResult) -> str:
         for which, label in (("tf", "TFLOPS"), ("vram", "VRAM")):
             cur = _rq(w.current, which)
             rec = _rq(w.recommendation, which) if w.recommendation else "-"
-            if est is None:
+            if est is None or not (w.samples if which == "tf" else w.vram_samples):
                 used = "no data"
             elif which == "tf":
                 used = f"lower/target/upper {est.tf_usage[0]:.1f}/{est.tf_usage[1]:.1f}/{est.tf_usage[2]:.1f}"

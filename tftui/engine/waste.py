@@ -9,7 +9,9 @@ Rules that keep the diagnosis honest:
 
 - Missing data is never a decision. An object without the figures a pattern needs is not classified
   by that pattern; if nothing could be decided it is `no-data`, distinct from `ok`. A node's usage is
-  only used when every one of its GPUs reported (a silent GPU could be the busy one).
+  only used when every one of its GPUs reported (a silent GPU could be the busy one). Rows whose
+  values are NULL, or TFLOPS on a GPU the cluster does not know, are no sample (the sources leave
+  the figure None), so a window of such rows is `no-data`, never `idle-reservation`.
 - Allocation per node and requests per workload are window averages (queries 1 and 3); the four
   queries have no per-GPU allocation, so a GPU's allocation is the current snapshot's.
 - Waste is "(allocated − used) share of a GPU × hours": the share is the larger of the TFLOPS and
@@ -277,7 +279,7 @@ def _gpu_usage_index(step1: Step1) -> dict[str, GPUUsageSummary]:
 def _vram_pct(g: GPUUsageSummary, cap_vram: float | None) -> float | None:
     if g.vram_peak_pct is not None:
         return g.vram_peak_pct
-    if cap_vram:
+    if cap_vram and g.vram_peak_bytes is not None:
         return g.vram_peak_bytes / cap_vram * 100.0
     return None
 
@@ -379,7 +381,9 @@ def _workload_rows(step1: Step1, state: ClusterState) -> tuple[list[WorkloadRow]
             if dev_prices and all(p is not None for p in dev_prices)
             else None
         )
-        gpu_count = max(1, round(r.gpu_count)) if r else (wv.gpu_count if wv else None)
+        gpu_count = (
+            max(1, round(r.gpu_count)) if r and r.gpu_count is not None else (wv.gpu_count if wv else None)
+        )
         limit = None
         if wv is not None:
             workers = state.workers_of_workload(key)

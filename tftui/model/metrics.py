@@ -3,6 +3,10 @@
 Both metrics sources (GreptimeDB over SQL, the embedded simulator in Python) return these types, so
 the diagnosis, alerts and reports are computed once in the engine and "same data → same report" is
 checkable. Window aggregates only; raw rows never leave the source.
+
+A figure is None when no row of its group carried a value for it (every value NULL, or — for
+TFLOPS derived from compute % — no row on a GPU of known capacity): a missing sample is never 0.
+`samples` still counts every row, since rows prove the object existed over the window.
 """
 
 from __future__ import annotations
@@ -43,8 +47,8 @@ class NodeAllocation:
 
     node: str
     pool: str
-    tflops_allocated_pct: float
-    vram_allocated_pct: float
+    tflops_allocated_pct: float | None  # None: every row NULL
+    vram_allocated_pct: float | None
     samples: int
 
 
@@ -58,9 +62,9 @@ class GPUUsageSummary:
 
     node: str
     uuid: str
-    compute_used_pct: float
+    compute_used_pct: float | None  # None: compute_percentage NULL in every row
     vram_peak_pct: float | None
-    vram_peak_bytes: float
+    vram_peak_bytes: float | None  # None: memory_bytes NULL in every row
     samples: int
 
 
@@ -70,9 +74,9 @@ class WorkloadRequest:
 
     namespace: str
     workload: str
-    tflops_request: float
-    vram_request_bytes: float
-    gpu_count: float
+    tflops_request: float | None  # None: every row NULL
+    vram_request_bytes: float | None
+    gpu_count: float | None
     workers: int  # distinct worker pods seen in the window
     samples: int
 
@@ -83,14 +87,16 @@ class WorkloadUsage:
 
     `compute_tflops` is written as 0 upstream, so TFLOPS are derived: compute_percentage / 100 ×
     the GPU's capacity TFLOPS, per worker device, then averaged (`tflops_avg`, per worker) and
-    maximised (`tflops_peak`, the busiest worker-minute).
+    maximised (`tflops_peak`, the busiest worker-minute). Rows with a NULL compute % or on a GPU
+    of unknown capacity (a uuid that matches no GPU) are no TFLOPS sample; rows with NULL
+    `memory_bytes` no VRAM sample.
     """
 
     namespace: str
     workload: str
-    tflops_avg: float
-    tflops_peak: float
-    vram_peak_bytes: float
+    tflops_avg: float | None
+    tflops_peak: float | None
+    vram_peak_bytes: float | None
     samples: int
 
 
@@ -159,9 +165,48 @@ def assemble_step1(
     return Step1(
         now=now,
         window=window,
-        nodes=tuple(sorted(nodes, key=lambda n: (n.tflops_allocated_pct, n.node, n.pool))),
-        gpus=tuple(sorted(gpus, key=lambda g: (g.compute_used_pct, g.node, g.uuid))),
+        nodes=tuple(sorted(nodes, key=lambda n: (*_nulls_last(n.tflops_allocated_pct), n.node, n.pool))),
+        gpus=tuple(sorted(gpus, key=lambda g: (*_nulls_last(g.compute_used_pct), g.node, g.uuid))),
         workload_requests=tuple(sorted(requests, key=lambda r: (r.namespace, r.workload))),
         workload_usage=tuple(sorted(usage, key=lambda u: (u.namespace, u.workload))),
         missing=tuple(sorted(missing)),
     )
+
+
+def add_usage_group(
+    a: list[Any],
+    cap: float,
+    pct_sum: float | None,
+    pct_n: int,
+    pct_max: float | None,
+    mem_max: float | None,
+    rows: int,
+    direct: tuple[float, int, float | None] | None = None,
+) -> None:
+    """Add one (workload, GPU) group to a workload's [Σ TFLOPS, n, peak TFLOPS, peak bytes, rows].
+
+    `direct` is (Σ, count, max) of `compute_tflops` where the writer filled it in (non-zero in
+    the window); otherwise TFLOPS are compute % × `cap`. Shared by both sources' step-1 query 4 so
+    they treat a missing sample alike: compute % NULL, or a GPU without capacity (`cap` ≤ 0), adds
+    no TFLOPS sample; NULL bytes add no VRAM sample.
+    """
+    if direct is not None:
+        total, n, peak = direct
+        if n:
+            a[0] += total
+            a[1] += n
+            if peak is not None:
+                a[2] = peak if a[2] is None else max(a[2], peak)
+    elif cap > 0 and pct_n and pct_sum is not None:
+        a[0] += pct_sum / 100.0 * cap
+        a[1] += pct_n
+        if pct_max is not None:
+            peak = pct_max / 100.0 * cap
+            a[2] = peak if a[2] is None else max(a[2], peak)
+    if mem_max is not None:
+        a[3] = mem_max if a[3] is None else max(a[3], mem_max)
+    a[4] += rows
+
+
+def _nulls_last(x: float | None) -> tuple[bool, float]:
+    return (x is None, 0.0 if x is None else x)

@@ -8,12 +8,12 @@ from datetime import datetime
 
 @dataclass(frozen=True, slots=True)
 class GPUUsage:
-    """Latest measured use of one GPU device (tf_gpu_usage)."""
+    """Latest measured use of one GPU device (tf_gpu_usage); None where the row's value is NULL."""
 
     gpu: str
     node: str
-    compute_percent: float  # 0-100 of the whole device
-    memory_bytes: float
+    compute_percent: float | None  # 0-100 of the whole device
+    memory_bytes: float | None
     ts: datetime
 
 
@@ -22,15 +22,16 @@ class WorkerUsage:
     """Latest measured use of one worker pod, summed over its devices (tf_worker_usage).
 
     `compute_percent` is per device as the hypervisor reports it (0-100 of one GPU), averaged over
-    the worker's devices; `tflops` is the used TFLOPS summed over devices.
+    the worker's devices; `tflops` is the used TFLOPS summed over devices. A figure is None unless
+    every device reported it (and, for TFLOPS, is a GPU of known capacity): a part sum is no sample.
     """
 
     namespace: str
     pod: str
     workload: str
-    compute_percent: float
-    tflops: float
-    memory_bytes: float  # summed over devices
+    compute_percent: float | None
+    tflops: float | None
+    memory_bytes: float | None  # summed over devices
     ts: datetime
 
 
@@ -67,8 +68,10 @@ class HistogramQuery:
 class PodBucket:
     """One (worker pod, TFLOPS bucket) group of a history window, aggregated in the store.
 
-    `bucket` = −1 holds the pod's rows with a negative TFLOPS value (no TFLOPS sample, VRAM only).
-    `weight` = Σ 2^((t − ref_unix)/half-life) over the group's rows; times are seconds since 1970.
+    `bucket` = −1 holds the pod's rows without a TFLOPS sample (negative, NULL, or compute % on a GPU
+    of unknown capacity). `weight` = Σ 2^((t − ref_unix)/half-life) over the group's rows; times are
+    seconds since 1970. The VRAM figures are over the group's rows with a `memory_bytes` value:
+    `vram_count` of them, the first and last time and the peak (None when there is none).
     """
 
     namespace: str
@@ -79,4 +82,7 @@ class PodBucket:
     count: int
     first: float
     last: float
-    peak_memory: float
+    peak_memory: float | None
+    vram_count: int = 0
+    vram_first: float | None = None
+    vram_last: float | None = None

@@ -91,7 +91,9 @@ class WorkloadHistory:
     """One workload's `tf_worker_usage` rows over [start, end), bucketed for sparklines.
 
     Bucket values are workload totals (Σ over its workers' devices), the mean of the per-minute
-    totals in the bucket; None where the bucket has no rows (no data, not idle). The per-device
+    totals in the bucket; None where the bucket has no rows (no data, not idle). A minute's total
+    is only known when every row of it has the figure (NULL, or TFLOPS on a GPU of unknown
+    capacity, would make a part sum look like a dip), so an all-NULL stretch is a gap. The per-device
     figures are over every row of the span, as the diagnosis computes them (TFLOPS = compute % ×
     the GPU's capacity; `compute_tflops` is written as 0 upstream).
     """
@@ -184,7 +186,7 @@ def compute_history(
     start = end - span
     n_buckets = max(1, -(-span // bucket))
     capacity = gpu_capacity(data.state)
-    minutes: dict[datetime, list[float]] = {}  # ts → [Σ TFLOPS, Σ bytes]
+    minutes: dict[datetime, list[Any]] = {}  # ts → [Σ TFLOPS, Σ bytes] (None: a row lacked it)
     t_sum = v_sum = 0.0
     t_peak: float | None = None
     v_peak: float | None = None
@@ -207,37 +209,44 @@ def compute_history(
             cap = capacity.get(uuid, (0.0, 0.0))[0]
             if pct is not None and cap > 0:
                 tf = float(pct) / 100.0 * cap
-                acc[0] += tf
+                acc[0] = None if acc[0] is None else acc[0] + tf
                 t_sum += tf
                 t_rows += 1
                 t_peak = tf if t_peak is None or tf > t_peak else t_peak
-            elif pct is not None:
-                unknown.add(uuid)
+            else:
+                acc[0] = None
+                if pct is not None:
+                    unknown.add(uuid)
             if mem is not None:
                 vb = float(mem)
-                acc[1] += vb
+                acc[1] = None if acc[1] is None else acc[1] + vb
                 v_sum += vb
                 v_rows += 1
                 v_peak = vb if v_peak is None or vb > v_peak else v_peak
+            else:
+                acc[1] = None
     finally:
         close = getattr(source, "close", None)
         if callable(close):  # a generator: stop the store's cursor early (cancel)
             close()
 
-    sums = [[0.0, 0.0, 0] for _ in range(n_buckets)]
+    sums = [[0.0, 0, 0.0, 0] for _ in range(n_buckets)]  # Σ TFLOPS, minutes, Σ bytes, minutes
     for ts, (tf, vb) in minutes.items():
         index = min(n_buckets - 1, max(0, int((ts - start) // bucket)))
-        sums[index][0] += tf
-        sums[index][1] += vb
-        sums[index][2] += 1
+        if tf is not None:
+            sums[index][0] += tf
+            sums[index][1] += 1
+        if vb is not None:
+            sums[index][2] += vb
+            sums[index][3] += 1
     return WorkloadHistory(
         namespace=namespace,
         name=name,
         start=start,
         end=end,
         bucket=bucket,
-        tflops=tuple(s[0] / s[2] if s[2] else None for s in sums),
-        vram=tuple(s[1] / s[2] if s[2] else None for s in sums),
+        tflops=tuple(s[0] / s[1] if s[1] else None for s in sums),
+        vram=tuple(s[2] / s[3] if s[3] else None for s in sums),
         tflops_avg=t_sum / t_rows if t_rows else None,
         tflops_peak=t_peak,
         vram_avg=v_sum / v_rows if v_rows else None,

@@ -206,12 +206,12 @@ class Gauges:
 
     def tflops_cell(self, cap: Res, alloc: Res, used: Used | None) -> GaugeCell:
         """The TFLOPS gauge of a table row, drawn only if the row is displayed."""
-        u = used.res.tflops if used is not None and used.has_data else None
+        u = used.res.tflops if used is not None and used.has_tflops else None
         return GaugeCell(self, cap.tflops, alloc.tflops, u, fmt_num, "TF")
 
     def vram_cell(self, cap: Res, alloc: Res, used: Used | None) -> GaugeCell:
         """The VRAM gauge of a table row, drawn only if the row is displayed."""
-        u = used.res.vram if used is not None and used.has_data else None
+        u = used.res.vram if used is not None and used.has_vram else None
         return GaugeCell(self, cap.vram, alloc.vram, u, fmt_bytes, "")
 
 

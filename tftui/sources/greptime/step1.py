@@ -15,12 +15,12 @@ from tftui.model.metrics import (
     Step1,
     WorkloadRequest,
     WorkloadUsage,
+    add_usage_group,
     assemble_step1,
 )
 from tftui.sources.greptime.store import (
     Store,
     TableInfo,
-    _div,
     _f,
     _ms,
     _naive_utc,
@@ -116,8 +116,8 @@ class Step1Queries(Store):
         ).format(t=t.ident, w=self._window(t))
         rows = self._fetch(query, params, "reading allocation per node", t.name)
         return [
-            NodeAllocation(node=str(node), pool=str(pool), tflops_allocated_pct=_div(_f(ts_), _f(tn)),
-                           vram_allocated_pct=_div(_f(vs), _f(vn)), samples=int(n))
+            NodeAllocation(node=str(node), pool=str(pool), tflops_allocated_pct=_mean(ts_, tn),
+                           vram_allocated_pct=_mean(vs, vn), samples=int(n))
             for node, pool, ts_, tn, vs, vn, n in rows
         ]  # fmt: skip
 
@@ -146,8 +146,8 @@ class Step1Queries(Store):
                 cap = capacity.get(str(uuid), (0.0, 0.0))[1]
                 peak = _f(peak_bytes) / cap * 100.0 if cap > 0 and peak_bytes is not None else None
             out.append(
-                GPUUsageSummary(node=str(node), uuid=str(uuid), compute_used_pct=_div(_f(c_sum), _f(c_n)),
-                                vram_peak_pct=peak, vram_peak_bytes=_f(peak_bytes), samples=int(samples))
+                GPUUsageSummary(node=str(node), uuid=str(uuid), compute_used_pct=_mean(c_sum, c_n),
+                                vram_peak_pct=peak, vram_peak_bytes=_opt(peak_bytes), samples=int(samples))
             )  # fmt: skip
         if rows and not written:
             missing.add("tf_gpu_usage.memory_percentage")
@@ -172,8 +172,8 @@ class Step1Queries(Store):
             for i, v in enumerate((*sums, 1)):
                 a[i] += _f(v)
         return [
-            WorkloadRequest(namespace=ns, workload=wl, tflops_request=_div(a[0], a[1]),
-                            vram_request_bytes=_div(a[2], a[3]), gpu_count=_div(a[4], a[5]),
+            WorkloadRequest(namespace=ns, workload=wl, tflops_request=_mean(a[0], a[1]),
+                            vram_request_bytes=_mean(a[2], a[3]), gpu_count=_mean(a[4], a[5]),
                             workers=int(a[7]), samples=int(a[6]))
             for (ns, wl), a in acc.items()
         ]  # fmt: skip
@@ -204,27 +204,28 @@ class Step1Queries(Store):
 
         Per (workload, GPU): `compute_tflops` where it is written (non-zero somewhere in the window),
         else compute % / 100 × the GPU's capacity (upstream's hypervisor writes 0 where its device
-        plugin reports no TFLOPS). A derived GPU of unknown capacity counts 0 TFLOPS and is named in
-        `missing` as `capacity of <uuid>`.
+        plugin reports no TFLOPS). A derived GPU of unknown capacity is no TFLOPS sample — never 0 —
+        and is named in `missing` as `capacity of <uuid>`; NULL values are no sample either
+        (`add_usage_group`, shared with the simulator).
         """
-        acc: dict[tuple[str, str], list[float]] = {}  # Σ tflops, n, peak tflops, peak bytes, samples
+        acc: dict[tuple[str, str], list[Any]] = {}  # Σ tflops, n, peak tflops, peak bytes, samples
         for ns, wl, uuid, pct_sum, pct_n, pct_max, tf_sum, tf_n, tf_max, tf_seen, mem_max, n in rows:
-            a = acc.setdefault((str(ns), str(wl)), [0.0, 0.0, 0.0, 0.0, 0.0])
-            if _f(tf_seen) > 0:
-                a[0] += _f(tf_sum)
-                a[1] += _f(tf_n)
-                a[2] = max(a[2], _f(tf_max))
-            else:
-                cap = capacity.get(str(uuid), (0.0, 0.0))[0]
-                if cap <= 0:
-                    missing.add(f"capacity of {uuid}")
-                a[0] += _f(pct_sum) / 100.0 * cap
-                a[1] += _f(pct_n)
-                a[2] = max(a[2], _f(pct_max) / 100.0 * cap)
-            a[3] = max(a[3], _f(mem_max))
-            a[4] += _f(n)
+            a = acc.setdefault((str(ns), str(wl)), [0.0, 0.0, None, None, 0])
+            direct = (_f(tf_sum), int(_f(tf_n)), _opt(tf_max)) if _f(tf_seen) > 0 else None
+            cap = capacity.get(str(uuid), (0.0, 0.0))[0]
+            if direct is None and cap <= 0:
+                missing.add(f"capacity of {uuid}")
+            add_usage_group(
+                a, cap, _opt(pct_sum), int(_f(pct_n)), _opt(pct_max), _opt(mem_max), int(_f(n)), direct
+            )
         return [
-            WorkloadUsage(namespace=ns, workload=wl, tflops_avg=_div(a[0], a[1]), tflops_peak=a[2],
-                          vram_peak_bytes=a[3], samples=int(a[4]))
+            WorkloadUsage(namespace=ns, workload=wl, tflops_avg=a[0] / a[1] if a[1] else None,
+                          tflops_peak=a[2], vram_peak_bytes=a[3], samples=int(a[4]))
             for (ns, wl), a in acc.items()
         ]  # fmt: skip
+
+
+def _mean(total: Any, n: Any) -> float | None:
+    """sum ÷ count of a column; None when no row had a value (a missing sample is not 0)."""
+    count = _f(n)
+    return _f(total) / count if count else None

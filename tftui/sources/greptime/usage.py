@@ -17,6 +17,7 @@ from tftui.sources.greptime.store import (
     _f,
     _naive_utc,
     _num,
+    _opt,
 )
 from tftui.sources.ports import GPUUsage, MetricsTable, SourceError, WorkerUsage
 
@@ -43,7 +44,7 @@ class UsageQueries(Store):
         with self._malformed("reading the latest GPU usage"):
             return {
                 str(u): GPUUsage(
-                    gpu=str(u), node=str(n), compute_percent=_f(c), memory_bytes=_f(m), ts=_aware(ts)
+                    gpu=str(u), node=str(n), compute_percent=_opt(c), memory_bytes=_opt(m), ts=_aware(ts)
                 )
                 for u, n, c, m, ts in rows
             }
@@ -55,7 +56,9 @@ class UsageQueries(Store):
 
         TFLOPS per device: `compute_tflops` where it is written (non-zero), else compute % ×
         `gpu_capacity` (as step 1). Without `pod_name` (not in upstream's DDL) the pod UID
-        (`worker`) stands in. Both sides of the join carry the window.
+        (`worker`) stands in. Both sides of the join carry the window. A figure is None unless
+        every device row has it (NULL compute %, a device of unknown capacity or NULL bytes would
+        make the sum look lower than the use).
         """
         t = self._require("tf_worker_usage", ("namespace", "workload", "worker", "uuid", "compute_percentage",
                                                "memory_bytes"))  # fmt: skip
@@ -71,17 +74,21 @@ class UsageQueries(Store):
                  uw=self._window(t, upper="<=", alias="u"))  # fmt: skip
         params = {"start": _naive_utc(now - lookback), "end": _naive_utc(now)}
         rows = self._fetch(query, params, "reading the latest worker usage", t.name)
-        acc: dict[tuple[str, str], list[Any]] = {}  # workload, Σ %, Σ TFLOPS, Σ bytes, devices, ts
+        # workload, Σ %, Σ TFLOPS, Σ bytes, devices, ts (a None sum stays None: a device lacked it)
+        acc: dict[tuple[str, str], list[Any]] = {}
         with self._malformed("reading the latest worker usage"):
             for ns, name, workload, uuid, pct, tf, mem, ts in rows:
                 a = acc.setdefault((str(ns), str(name)), [str(workload), 0.0, 0.0, 0.0, 0, _aware(ts)])
-                a[1] += _f(pct)
-                written = _f(tf)
-                a[2] += written or _f(pct) / 100.0 * self.gpu_capacity.get(str(uuid), (0.0, 0.0))[0]
-                a[3] += _f(mem)
+                p, b, written = _opt(pct), _opt(mem), _f(tf)
+                cap = self.gpu_capacity.get(str(uuid), (0.0, 0.0))[0]
+                device = written or (None if p is None or cap <= 0 else p / 100.0 * cap)
+                a[1] = None if a[1] is None or p is None else a[1] + p
+                a[2] = None if a[2] is None or device is None else a[2] + device
+                a[3] = None if a[3] is None or b is None else a[3] + b
                 a[4] += 1
         return {
-            key: WorkerUsage(namespace=key[0], pod=key[1], workload=a[0], compute_percent=a[1] / a[4],
+            key: WorkerUsage(namespace=key[0], pod=key[1], workload=a[0],
+                             compute_percent=None if a[1] is None else a[1] / a[4],
                              tflops=a[2], memory_bytes=a[3], ts=a[5])
             for key, a in acc.items()
         }  # fmt: skip
@@ -94,8 +101,10 @@ class UsageQueries(Store):
         computes those (bucket index with the engine's own floats, so the same index), and a few
         rows per pod come back instead of one per sample. Same row semantics as `add_samples`:
         TFLOPS = `compute_tflops`, or `compute_percentage` / 100 × the GPU's TFLOPS when it is 0;
-        pod = `pod_name`, else `worker`; NULL memory counts 0. Rows are grouped by the `worker` tag
-        (the pod UID, always written by the hypervisor); groups of one pod name are merged by the caller.
+        pod = `pod_name`, else `worker`. A missing value is no sample, never 0: NULL compute (or a
+        GPU of unknown capacity) puts the row in bucket −1 (no TFLOPS), NULL memory is left out of
+        the VRAM count, times and peak. Rows are grouped by the `worker` tag (the pod UID, always
+        written by the hypervisor); groups of one pod name are merged by the caller.
         """
         t = self._require("tf_worker_usage", ("namespace", "workload", "worker", "memory_bytes"),
                           ("compute_tflops", "compute_percentage"))  # fmt: skip
@@ -107,12 +116,12 @@ class UsageQueries(Store):
             "r1": q.tflops.ratio1,
             "lr": q.tflops.log_ratio,
         }
-        # capacity per GPU, grouped by value: CASE WHEN uuid IN (…) THEN c … ELSE 0 END
+        # capacity per GPU, grouped by value: CASE WHEN uuid IN (…) THEN c … END (else NULL: unknown)
         by_cap: dict[float, list[str]] = {}
         for gpu, cap in q.gpu_tflops:
             if cap:
                 by_cap.setdefault(float(cap), []).append(gpu)
-        cap_expr: sql.Composable = sql.SQL("0.0")
+        cap_expr: sql.Composable = sql.SQL("nullif(0.0, 0.0)")  # a typed NULL
         if by_cap and t.has("uuid"):
             whens = []
             for i, (cap, gpus) in enumerate(sorted(by_cap.items())):
@@ -121,13 +130,13 @@ class UsageQueries(Store):
                 params[f"c{i}"] = cap
                 whens.append(sql.SQL("WHEN uuid IN ({}) THEN {}").format(
                     sql.SQL(", ").join(sql.Placeholder(n) for n in names), sql.Placeholder(f"c{i}")))  # fmt: skip
-            cap_expr = sql.SQL("CASE {} ELSE 0.0 END").format(sql.SQL(" ").join(whens))
-        pct = sql.SQL("coalesce(compute_percentage, 0) / 100.0 * {}").format(cap_expr)
+            cap_expr = sql.SQL("CASE {} END").format(sql.SQL(" ").join(whens))
+        pct = sql.SQL("compute_percentage / 100.0 * {}").format(cap_expr)
         value: sql.Composable
         if t.has("compute_tflops") and t.has("compute_percentage"):
             value = sql.SQL("CASE WHEN compute_tflops <> 0 THEN compute_tflops ELSE {} END").format(pct)
         elif t.has("compute_tflops"):
-            value = sql.SQL("coalesce(compute_tflops, 0)")
+            value = sql.SQL("compute_tflops")
         elif t.has("compute_percentage"):
             value = pct
         else:
@@ -155,7 +164,7 @@ class UsageQueries(Store):
             hl_expr = sql.SQL("CASE {} ELSE %(hl)s END").format(sql.SQL(" ").join(whens))
         pod = sql.SQL("min(pod_name)") if t.has("pod_name") else sql.SQL("NULL")
         bucket = sql.SQL(
-            "CASE WHEN v < 0 THEN -1 WHEN v < %(first)s THEN 0 "
+            "CASE WHEN v IS NULL OR v < 0 THEN -1 WHEN v < %(first)s THEN 0 "
             "ELSE floor(ln(v * %(r1)s / %(first)s + 1) / %(lr)s) END"
         )
         # grouped by the one identifying tag (the pod UID): every extra text key costs a hash and
@@ -163,8 +172,10 @@ class UsageQueries(Store):
         query = sql.SQL(
             "SELECT worker, min(namespace) AS ns, min(workload) AS wl, {pod} AS pod, {b} AS bucket, "
             "sum(power(2.0, (e - %(ref)s) / hl)) AS weight, count(*) AS samples, min(e) AS first_e, "
-            "max(e) AS last_e, max(mem) AS peak_mem FROM (SELECT worker, namespace, workload, {pods} "
-            "date_part('epoch', {ts}) AS e, {v} AS v, {hl} AS hl, coalesce(memory_bytes, 0) AS mem "
+            "max(e) AS last_e, max(mem) AS peak_mem, count(mem) AS mem_n, "
+            "min(CASE WHEN mem IS NOT NULL THEN e END) AS mem_first, "
+            "max(CASE WHEN mem IS NOT NULL THEN e END) AS mem_last FROM (SELECT worker, namespace, workload, "
+            "{pods} date_part('epoch', {ts}) AS e, {v} AS v, {hl} AS hl, memory_bytes AS mem "
             "FROM {t} WHERE {w}) s GROUP BY worker, {b}"
         ).format(b=bucket, pod=pod, pods=sql.SQL("pod_name," if t.has("pod_name") else ""), ts=t.ts,
                  v=value, hl=hl_expr, t=t.ident, w=self._window(t))  # fmt: skip
@@ -172,8 +183,9 @@ class UsageQueries(Store):
         with self._malformed("aggregating the usage history"):
             return [
                 PodBucket(namespace=str(ns), workload=str(wl), pod=str(p or uid or ""), bucket=int(b),
-                          weight=_f(w), count=int(n), first=_f(lo), last=_f(hi), peak_memory=_f(mem))
-                for uid, ns, wl, p, b, w, n, lo, hi, mem in rows
+                          weight=_f(w), count=int(n), first=_f(lo), last=_f(hi), peak_memory=_opt(mem),
+                          vram_count=int(_f(vn)), vram_first=_opt(vlo), vram_last=_opt(vhi))
+                for uid, ns, wl, p, b, w, n, lo, hi, mem, vn, vlo, vhi in rows
             ]  # fmt: skip
 
     def rows(self, table: MetricsTable, start: datetime, end: datetime) -> Iterator[dict[str, Any]]:

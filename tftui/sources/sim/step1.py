@@ -24,6 +24,7 @@ from tftui.model.metrics import (
     Step1,
     WorkloadRequest,
     WorkloadUsage,
+    add_usage_group,
     assemble_step1,
     history_by_step,
 )
@@ -147,8 +148,8 @@ class SimStep1:
             v.add(r.get("allocated_vram_percent"))
             n[0] += 1
         return [
-            NodeAllocation(node=node, pool=pool, tflops_allocated_pct=t.avg or 0.0,
-                           vram_allocated_pct=v.avg or 0.0, samples=n[0])
+            NodeAllocation(node=node, pool=pool, tflops_allocated_pct=t.avg, vram_allocated_pct=v.avg,
+                           samples=n[0])
             for (node, pool), (t, v, n) in acc.items()
         ]  # fmt: skip
 
@@ -173,8 +174,8 @@ class SimStep1:
                 cap = capacity.get(uuid, (0.0, 0.0))[1]
                 peak = peak_bytes / cap * 100.0 if cap > 0 and peak_bytes is not None else None
             out.append(
-                GPUUsageSummary(node=node, uuid=uuid, compute_used_pct=c.avg or 0.0, vram_peak_pct=peak,
-                                vram_peak_bytes=peak_bytes or 0.0, samples=n)
+                GPUUsageSummary(node=node, uuid=uuid, compute_used_pct=c.avg, vram_peak_pct=peak,
+                                vram_peak_bytes=peak_bytes, samples=n)
             )  # fmt: skip
         if acc and not written:
             missing.add("tf_gpu_usage.memory_percentage")
@@ -200,9 +201,8 @@ class SimStep1:
         if not has_gpu_count:
             missing.add("tf_worker_resources.gpu_count")
         return [
-            WorkloadRequest(namespace=ns, workload=wl, tflops_request=t.avg or 0.0,
-                            vram_request_bytes=v.avg or 0.0, gpu_count=g.avg or 0.0,
-                            workers=len(workers), samples=n[0])
+            WorkloadRequest(namespace=ns, workload=wl, tflops_request=t.avg, vram_request_bytes=v.avg,
+                            gpu_count=g.avg, workers=len(workers), samples=n[0])
             for (ns, wl), (t, v, g, workers, n) in acc.items()
         ]  # fmt: skip
 
@@ -211,7 +211,8 @@ class SimStep1:
         rows: Iterable[dict[str, Any]], capacity: Mapping[str, tuple[float, float]], missing: set[str]
     ) -> list[WorkloadUsage]:
         """TFLOPS per (workload, GPU): `compute_tflops` where written (non-zero in the window), else
-        compute % × the GPU's capacity — the adapter's rule."""
+        compute % × the GPU's capacity — the adapter's rule. A NULL value, or compute % on a GPU of
+        unknown capacity, is no sample (`add_usage_group`, shared with the SQL adapter)."""
         groups: dict[tuple[str, str, str], tuple[_Avg, _Avg, list[Any]]] = {}  # pct, tflops; [peak bytes, n]
         for r in rows:
             p, tf, a = groups.setdefault(
@@ -221,26 +222,16 @@ class SimStep1:
             tf.add(r.get("compute_tflops"))
             a[0] = _max(a[0], _v(r.get("memory_bytes")))
             a[1] += 1
-        acc: dict[tuple[str, str], list[float]] = {}  # Σ tflops, n, peak tflops, peak bytes, samples
+        acc: dict[tuple[str, str], list[Any]] = {}  # Σ tflops, n, peak tflops, peak bytes, samples
         for (ns, wl, uuid), (p, tf, (mem, n)) in groups.items():
-            w = acc.setdefault((ns, wl), [0.0, 0.0, 0.0, 0.0, 0.0])
-            if tf.mag > 0:
-                w[0] += tf.total
-                w[1] += tf.n
-                w[2] = max(w[2], tf.hi or 0.0)
-                w[3] = max(w[3], mem or 0.0)
-                w[4] += n
-                continue
+            w = acc.setdefault((ns, wl), [0.0, 0.0, None, None, 0])
+            direct = (tf.total, tf.n, tf.hi) if tf.mag > 0 else None
             cap = capacity.get(uuid, (0.0, 0.0))[0]
-            if cap <= 0:
+            if direct is None and cap <= 0:
                 missing.add(f"capacity of {uuid}")
-            w[0] += p.total / 100.0 * cap
-            w[1] += p.n
-            w[2] = max(w[2], (p.hi or 0.0) / 100.0 * cap)
-            w[3] = max(w[3], mem or 0.0)
-            w[4] += n
+            add_usage_group(w, cap, p.total if p.n else None, p.n, p.hi, mem, n, direct)
         return [
-            WorkloadUsage(namespace=ns, workload=wl, tflops_avg=w[0] / w[1] if w[1] else 0.0,
+            WorkloadUsage(namespace=ns, workload=wl, tflops_avg=w[0] / w[1] if w[1] else None,
                           tflops_peak=w[2], vram_peak_bytes=w[3], samples=int(w[4]))
             for (ns, wl), w in acc.items()
         ]  # fmt: skip
