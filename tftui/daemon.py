@@ -50,6 +50,7 @@ __all__ = ["Daemon", "DaemonOptions", "JsonFormatter", "setup_logging"]
 log = logging.getLogger("tftui.daemon")
 jlog = logging.getLogger("tftui.journal")
 METRICS_PROBE_EVERY = 10.0  # wall seconds between metrics-store probes when autoscale does not run
+FAILED_TICK_STEP = timedelta(seconds=10)  # simulated time moved after a failed tick (as run_for's step)
 
 
 class JsonFormatter(logging.Formatter):
@@ -268,9 +269,16 @@ class Daemon:
             target = now + timedelta(seconds=elapsed * self.options.speed)
         while not self._stop.is_set() and self.is_leader():
             self._heartbeat = time.monotonic()
-            self._tick(rt)
+            ok = self._tick(rt)
             nxt = rt.next_due()
             now = self.clock()
+            if not ok:  # nothing may have been scheduled: move time on, never spin on the failure
+                step = target - now if target is not None and target > now else FAILED_TICK_STEP
+                if self.options.stop_at is not None:
+                    step = min(step, max(timedelta(0), self.options.stop_at - now))
+                if step > timedelta(0):
+                    self.advance(step)
+                return
             if self.options.stop_at is not None and now >= self.options.stop_at:
                 return
             if target is None:
@@ -285,12 +293,21 @@ class Daemon:
             if nxt > now:
                 self.advance(nxt - now)
 
-    def _tick(self, rt: Runtime) -> None:
+    def _tick(self, rt: Runtime) -> bool:
+        """One tick; False when it failed outside the runtime's per-pool containment (logged, counted:
+        the next iteration tries again). A SourceError (the cluster went away) is the caller's."""
         settle = getattr(self.cluster, "settle", None)
         if callable(settle) and not settle(self.options.settle_timeout):
             log.warning("the cache did not show the last writes within %gs", self.options.settle_timeout)
         started = time.perf_counter()
-        plan = rt.tick_due()
+        try:
+            plan = rt.tick_due()
+        except SourceError:
+            raise
+        except Exception as exc:  # e.g. a snapshot the engine cannot index: report, never crash-loop
+            self.metrics.errors.labels("loop").inc()
+            log.error("tick failed: %s: %s", type(exc).__name__, " ".join(str(exc).split())[:500])
+            return False
         self.metrics.loop_duration.labels("tick").observe(time.perf_counter() - started)
         self.ticks += 1
         if plan is not None:
@@ -303,6 +320,7 @@ class Daemon:
             elif rt.last_autoscale is not None:
                 self._metrics_ok = (True, "")
                 self.metrics.metrics_store_up.set(1)
+        return True
 
     def _account(self, plan: Plan, results: Iterable[ActionResult]) -> None:
         failed_pools: set[str] = set()

@@ -64,9 +64,9 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo
 
-from tftui.engine import cron
+from tftui.engine import autoscale_checks, cron
 from tftui.engine.histogram import (
     TFLOPS_OPTIONS,
     VRAM_OPTIONS,
@@ -80,8 +80,9 @@ from tftui.model import keys
 from tftui.model.duration import DurationError, format_duration, parse_duration
 from tftui.model.gcpause import without_gc
 from tftui.model.plaintext import visible
-from tftui.model.quantity import Quantity, QuantityError, parse_quantity
+from tftui.model.quantity import Quantity, QuantityError, parse_bounded
 from tftui.model.usage import HistogramQuery, PodBucket
+from tftui.model.zones import load_zone
 
 Reason = Literal[
     "no-data",
@@ -129,7 +130,10 @@ MIN_TF, MIN_VR = tf(1), vr(1024**3)
 
 
 def _q(value: Any, fmt: Literal["DecimalSI", "BinarySI"]) -> Quantity:
-    """A spec/annotation quantity; absent or invalid is zero (upstream's zero Quantity)."""
+    """A spec/annotation quantity; absent or invalid is zero (upstream's zero Quantity).
+
+    Invalid or out-of-range values never get this far for a decision: `autoscale_checks` makes
+    such a workload `invalid-config` first."""
     if isinstance(value, str | int | float) and not isinstance(value, bool):
         return _q_cached(value, fmt)
     return tf(0) if fmt == "DecimalSI" else vr(0)
@@ -140,7 +144,7 @@ def _q_cached(value: str | int | float, fmt: Literal["DecimalSI", "BinarySI"]) -
     if value == "":
         return tf(0) if fmt == "DecimalSI" else vr(0)
     try:
-        return parse_quantity(value)
+        return parse_bounded(value)
     except (QuantityError, TypeError, ValueError):
         return tf(0) if fmt == "DecimalSI" else vr(0)
 
@@ -156,8 +160,9 @@ class Resources:
 
     @classmethod
     def parse(cls, res: Mapping[str, Any] | None) -> Resources:
-        res = res or {}
+        res = res if isinstance(res, Mapping) else {}
         req, lim = res.get("requests") or {}, res.get("limits") or {}
+        req, lim = (req if isinstance(req, Mapping) else {}), (lim if isinstance(lim, Mapping) else {})
         return cls(
             _q(req.get("tflops"), "DecimalSI"),
             _q(lim.get("tflops"), "DecimalSI"),
@@ -180,17 +185,19 @@ class Resources:
 
 
 def _go_float(value: Any, default: float) -> float:
-    """`strconv.ParseFloat` or the default, silently (upstream §0)."""
+    """`strconv.ParseFloat` or the default, silently (upstream §0); never NaN or infinite (those
+    make the workload `invalid-config` before any decision, see `autoscale_checks`)."""
     if isinstance(value, bool):
         return default
     if isinstance(value, int | float):
-        return float(value)
+        return float(value) if math.isfinite(value) else default
     if not isinstance(value, str) or not value or value != value.strip() or "_" in value:
         return default
     try:
-        return float(value)
+        number = float(value)
     except ValueError:
         return default
+    return number if math.isfinite(number) else default
 
 
 def _duration(value: Any, default: timedelta) -> timedelta:
@@ -230,7 +237,7 @@ class AutoConfig:
 
     @classmethod
     def parse(cls, asr: Mapping[str, Any] | None) -> AutoConfig:
-        if asr is None:
+        if not isinstance(asr, Mapping):
             return cls()
         raw_target = asr.get("targetResource")
         target_raw = raw_target if isinstance(raw_target, str) else ""
@@ -312,8 +319,11 @@ def effective_autoscaling(state: ClusterState, wv: WorkloadView) -> dict[str, An
     WorkloadProfile base → the workload's own spec → autoscale pod annotations → first matching pool
     rule. On a real cluster the workload spec already holds the webhook's merge, so re-applying the
     annotations and the pool rule is idempotent; for workloads without an object (local-GPU mode) this
-    is the only source.
+    is the only source. A workload whose inputs are malformed (`autoscale_checks.problems`) has no
+    autoscaling at all: {} (the autoscaler reports it `invalid-config`).
     """
+    if autoscale_checks.problems(state, wv.key):
+        return {}
     workers = sorted((state.workers[k] for k in wv.workers if k in state.workers), key=lambda w: w.name)
     first: WorkerView | None = workers[0] if workers else None
     pod_ann: Mapping[str, str] = (first.obj.get("metadata", {}).get("annotations") or {}) if first else {}
@@ -797,8 +807,8 @@ def _split_tz(expr: str, default: ZoneInfo) -> tuple[str, ZoneInfo]:
             raise CronRuleError(f"provided bad location {expr}: missing schedule")
         zone = expr[expr.index("=") + 1 : sp]
         try:
-            return expr[sp:].strip(), ZoneInfo(zone)
-        except (ZoneInfoNotFoundError, ValueError):
+            return expr[sp:].strip(), load_zone(zone)
+        except ValueError:
             raise CronRuleError(f"provided bad location {zone}") from None
     return expr, default
 
@@ -1079,6 +1089,7 @@ class WorkloadRecommendation:
     condition: tuple[str, str] | None = None
     would_apply: bool = False
     external: str = ""  # the external scaler's part: "" = none configured
+    broken: bool = False  # its inputs are malformed (named in `detail`): a Warning event, no action
 
     def to_json(self) -> dict[str, Any]:
         est = self.estimates
@@ -1251,8 +1262,9 @@ def _evaluate(
         current=current,
         original=original,
     )
-    if cfg.errors:
-        out.reason, out.detail = "invalid-config", "; ".join(cfg.errors)
+    broken = autoscale_checks.problems(state, wv.key)
+    if broken or cfg.errors:
+        out.reason, out.detail, out.broken = "invalid-config", "; ".join(broken or cfg.errors), bool(broken)
         return out
     measured = (
         hist is not None and hist.samples > 0 and not hist.tf.is_empty(),
@@ -1359,7 +1371,15 @@ def recommend(
     ext = external or {}
     for key in sorted(state.workloads):
         wv = state.workloads[key]
-        res.workloads[key] = recommend_workload(state, wv, astate.workloads.get(key), now, tz, ext.get(key))
+        try:
+            res.workloads[key] = recommend_workload(
+                state, wv, astate.workloads.get(key), now, tz, ext.get(key)
+            )
+        except Exception as exc:  # one workload's surprise never stops the others (reported, no action)
+            res.workloads[key] = WorkloadRecommendation(
+                key=key, enabled=False, target="", qos=wv.qos, reason="invalid-config", broken=True,
+                detail=f"TensorFusionWorkload {key}: cannot evaluate autoscaling: {type(exc).__name__}: {exc}",
+            )  # fmt: skip
     return res
 
 
@@ -1395,7 +1415,7 @@ def _worker_q(ann: Mapping[str, str], key: str) -> Quantity | None:
     if not raw:
         return None
     try:
-        return parse_quantity(raw)
+        return parse_bounded(raw)
     except QuantityError:
         return None
 
@@ -1418,6 +1438,10 @@ def plan_autoscale(
             continue
         if rec.enabled and rec.external.startswith("refused: "):
             out.plan.actions.append(Event(obj, "Warning", "ExternalScalerRefused", rec.detail))
+            continue
+        if rec.reason == "invalid-config" and (rec.enabled or rec.broken):
+            # a config the autoscaler cannot use: say so on the object (upstream: a log line only)
+            out.plan.actions.append(Event(obj, "Warning", "AutoscaleConfigInvalid", rec.detail))
             continue
         if not rec.enabled:
             continue

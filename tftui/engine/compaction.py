@@ -63,6 +63,7 @@ from tftui.model import keys
 from tftui.model.duration import DurationError, format_duration, parse_duration
 from tftui.model.gcpause import without_gc
 from tftui.model.quantity import QuantityError, format_quantity, quantity_value
+from tftui.model.times import within_range
 
 __all__ = [
     "AUTO_SELECT",
@@ -152,9 +153,12 @@ def parse_rfc3339(value: str) -> datetime:
         off = timedelta(hours=oh, minutes=om)
         tz = timezone(-off if m.group(9) == "-" else off)
     try:
-        return datetime(year, month, day, hour, minute, second, micro, tzinfo=tz)
+        dt = datetime(year, month, day, hour, minute, second, micro, tzinfo=tz)
     except ValueError as err:
         raise ValueError(f"{value!r}: {err}") from None
+    if not within_range(dt):
+        raise ValueError(f"{value!r} is out of range (years 1970 to 8999)")
+    return dt
 
 
 def manual_trigger(pool_obj: Mapping[str, Any], now: datetime) -> tuple[bool, str | None]:

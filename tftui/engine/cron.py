@@ -254,9 +254,14 @@ class Schedule:
             return ts
 
     def next_after(self, t: datetime) -> datetime | None:
-        """First tick strictly after `t` (UTC), or None if none within five years (robfig)."""
-        ts = self._next_ts(_floor_seconds(t))
-        return None if ts is None else datetime.fromtimestamp(ts, UTC)
+        """First tick strictly after `t` (UTC), or None if none within five years (robfig) — or
+        none that `datetime` can hold (`t` near year 1 or 9999: a time the model refuses anyway)."""
+        after = _floor_seconds(t)
+        try:
+            ts = self._next_ts(after)
+            return None if ts is None else datetime.fromtimestamp(ts, UTC)
+        except (OverflowError, OSError, ValueError):
+            return None
 
     def latest_at_or_before(self, t: datetime, not_before: datetime) -> datetime | None:
         """The latest tick in [`not_before`, `t`], or None.
@@ -264,6 +269,13 @@ class Schedule:
         Binary search over `next_after`, which is monotone: O(log span) evaluations instead of
         stepping through every tick (a `* * * * *` schedule with a long window has thousands).
         """
+        _floor_seconds(t)  # naive times are a caller's bug, not out of range
+        try:
+            return self._latest(t, not_before)
+        except (OverflowError, OSError, ValueError):  # beyond what `datetime` holds: see next_after
+            return None
+
+    def _latest(self, t: datetime, not_before: datetime) -> datetime | None:
         hi = _floor_seconds(t)
         lo = -(-int((not_before - _EPOCH).total_seconds() * 1_000_000) // 1_000_000)  # ceil seconds
         first = self._next_ts(lo - 1)

@@ -72,6 +72,8 @@ from tftui.model import keys
 from tftui.model.duration import DurationError, format_duration, parse_duration
 from tftui.model.gcpause import gc_paused
 from tftui.model.selectors import selector_matches
+from tftui.model.times import time_problem
+from tftui.model.zones import load_zone
 
 __all__ = [
     "DEFAULT_MAX_DURATION",
@@ -162,12 +164,16 @@ def validate_defrag(pool_obj: dict[str, Any]) -> DefragConfig | str:
     bounds, which a dump or a CRD-less test cluster can bypass) are errors.
     """
     d = defrag_spec(pool_obj)
+    status = pool_obj.get("status")
+    last_problem = time_problem(status.get("lastDefragTime") if isinstance(status, dict) else None)
+    if last_problem is not None:  # the campaign anchor: an unreadable one must not restart campaigns
+        return f"status.lastDefragTime: {last_problem}"
     tz_name = str(d.get("timezone") or "").strip()
     if not tz_name:
         return 'timezone is required (e.g. "UTC" or "Asia/Shanghai")'
     try:
-        tz = ZoneInfo(tz_name)
-    except (KeyError, ValueError, OSError):  # ZoneInfoNotFoundError is a KeyError; paths raise the others
+        tz = load_zone(tz_name)
+    except ValueError:
         return f'invalid timezone "{tz_name}": unknown time zone {tz_name}'
     expr = str(d.get("schedule") or "").strip()
     if not expr:

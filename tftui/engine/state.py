@@ -14,13 +14,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, TypeVar, cast
 
 from tftui.model import keys
 from tftui.model.dump import Snapshot
 from tftui.model.gcpause import gc_paused
 from tftui.model.quantity import QuantityError, quantity_float
+from tftui.model.times import within_range
 
 DEFAULT_PLACEMENT_MODE = "NodeCompactGPULowLoad"
 DEFAULT_PROVISIONING_MODE = "AutoSelect"
@@ -56,10 +57,15 @@ class Res:
 
 @dataclass(frozen=True, slots=True)
 class StateWarning:
-    """An inconsistency found while indexing (object kept, problem shown in the header)."""
+    """An inconsistency found while indexing (object kept, problem shown in the header).
+
+    `blocking`: a figure the engine needs could not be read (an invalid or out-of-range quantity);
+    the pool the object belongs to is not acted on while it stays (`blocked_pools`).
+    """
 
     ref: str  # "Kind namespace/name" or "Kind name"
     message: str
+    blocking: bool = False
 
     def __str__(self) -> str:
         return f"{self.ref}: {self.message}"
@@ -198,13 +204,17 @@ def _ref(obj: dict[str, Any]) -> str:
 
 
 def parse_time(value: Any) -> datetime | None:
-    """RFC3339 timestamp → aware datetime; None for absent or unparsable values."""
+    """RFC3339 timestamp → aware datetime; None for absent, unparsable or out-of-range values
+    (`model.times`: arithmetic on year 1 or 9999 would overflow)."""
     if not isinstance(value, str) or not value:
         return None
     try:
-        return datetime.fromisoformat(value)
+        dt = datetime.fromisoformat(value)
     except ValueError:
         return None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return dt if within_range(dt) else None
 
 
 def _int(value: Any, default: int) -> int:
@@ -256,18 +266,20 @@ class ClusterState:
 
     # -- building ------------------------------------------------------------------------------
 
-    def _warn(self, obj: dict[str, Any], message: str) -> None:
-        self.warnings.append(StateWarning(_ref(obj), message))
+    def _warn(self, obj: dict[str, Any], message: str, *, blocking: bool = False) -> None:
+        self.warnings.append(StateWarning(_ref(obj), message, blocking))
 
     def _q(self, obj: dict[str, Any], path: str, value: Any, default: float = 0.0) -> float:
-        """Parse a quantity; a bad one becomes a warning and `default`, never an exception."""
+        """Parse a quantity; a bad one becomes a (blocking) warning and `default`, never an exception."""
         if value is None or value == "":
             return default
         try:
             return quantity_float(value)
-        except (QuantityError, TypeError, ValueError):
-            self._warn(obj, f"{path}: invalid quantity {value!r}")
-            return default
+        except QuantityError as exc:
+            self._warn(obj, f"{path}: {exc}", blocking=True)
+        except (TypeError, ValueError):
+            self._warn(obj, f"{path}: invalid quantity {value!r}", blocking=True)
+        return default
 
     def index_raw_kinds(self, snap: Snapshot) -> None:
         """The kinds kept as they are (clusters, templates, claims, profiles, PDBs) and the pools:
@@ -611,6 +623,11 @@ class ClusterState:
             got = self._derived[key] = make(self)
         return cast(T, got)
 
+    def blocked_pools(self) -> dict[str, StateWarning]:
+        """Pool → the first blocking warning on one of its objects (its pool, nodes, GPUs, workers,
+        workloads): the engine's figures for that pool are not to be trusted, so it is not acted on."""
+        return self.derived("blocked-pools", _blocked_pools)
+
     def labelled_pods(self) -> dict[tuple[str, str], list[dict[str, Any]]]:
         """(label, value) → the pods carrying it, in snapshot order: the answers `pods_labelled`
         gave so far (an incremental build carries them over to the next state)."""
@@ -662,6 +679,33 @@ class ClusterState:
     def workers_of_workload(self, key: str) -> list[WorkerView]:
         wv = self.workloads.get(key)
         return [self.workers[w] for w in wv.workers] if wv else []
+
+
+def _blocked_pools(st: ClusterState) -> dict[str, StateWarning]:
+    out: dict[str, StateWarning] = {}
+    for w in st.warnings:
+        if not w.blocking:
+            continue
+        kind, _, name = w.ref.partition(" ")
+        pool: str | None = None
+        if kind == "GPUPool":
+            pool = name
+        elif kind in ("GPUNode", "Node"):
+            nv = st.nodes.get(name)
+            pool = nv.pool if nv else None
+        elif kind == "GPU":
+            gv = st.gpus.get(name)
+            pool = gv.pool if gv else None
+        elif kind == "Pod":
+            wk = st.workers.get(name)
+            node = st.nodes.get(wk.node) if wk is not None and wk.node else None
+            pool = (wk.pool if wk else None) or (node.pool if node else None)
+        elif kind == "TensorFusionWorkload":
+            wv = st.workloads.get(name)
+            pool = wv.pool if wv else None
+        if pool is not None and pool in st.pools:
+            out.setdefault(pool, w)
+    return out
 
 
 def add_node_to_pool(pool: PoolView, node: NodeView) -> None:

@@ -32,6 +32,10 @@ Deliberate differences (all on inputs no real object carries):
 * ``value()`` rounds away from zero for every value; Go's inf.Dec path (only reached by values
   Go could not parse into an int64) rounds negative fractions towards +inf instead. Results are
   Python ints, where Go's int64 would overflow.
+* ``parse_quantity`` reads any value, as Go does (``1e999`` is exact). The helpers that read an
+  object's figures (``parse_bounded``, ``quantity_float``, ``quantity_value``, and the model's
+  validation) refuse magnitudes above 2^63-1, Kubernetes' documented limit for any quantity: such
+  a value is never a real capacity or request, and as a float it is infinite.
 """
 
 from __future__ import annotations
@@ -45,11 +49,13 @@ from functools import lru_cache
 from typing import Final, Literal, TypeAlias, cast
 
 __all__ = [
+    "MAX_QUANTITY",
     "QUANTITY_PATTERN",
     "Quantity",
     "QuantityError",
     "QuantityFormat",
     "format_quantity",
+    "parse_bounded",
     "parse_quantity",
     "quantity_float",
 ]
@@ -69,6 +75,7 @@ _QUANTITY_RE: Final = re.compile(QUANTITY_PATTERN)
 
 _NANO: Final = 10**9
 _MAX_INT64: Final = 2**63 - 1
+MAX_QUANTITY: Final = _MAX_INT64  # the largest magnitude an object's quantity may have
 
 _BINARY_EXP: Final[dict[str, int]] = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
 _DECIMAL_EXP: Final[dict[str, int]] = {
@@ -319,19 +326,27 @@ def parse_quantity(s: str | int | float) -> Quantity:
     raise QuantityError(s, f"expected str, int or float, not {type(s).__name__}")
 
 
+def parse_bounded(s: str | int | float) -> Quantity:
+    """``parse_quantity`` for an object's figure: also refuses magnitudes above 2^63-1."""
+    q = parse_quantity(s)
+    if abs(q.amount) > _MAX_INT64:
+        raise QuantityError(s, "out of range (more than 2^63-1 in magnitude)")
+    return q
+
+
 @lru_cache(maxsize=65536, typed=True)
 def quantity_float(s: str | int | float) -> float:
-    """``float(parse_quantity(s))``, memoised: object indexes see the same few strings 100k times.
+    """``float(parse_bounded(s))``, memoised: object indexes see the same few strings 100k times.
 
     ``typed=True`` keeps ``True`` (rejected) from hitting a cached ``1``.
     """
-    return float(parse_quantity(s))
+    return float(parse_bounded(s))
 
 
 @lru_cache(maxsize=65536, typed=True)
 def quantity_value(s: str | int | float) -> int:
-    """``parse_quantity(s).value()`` (Go's ``Value()``, rounded up), memoised like ``quantity_float``."""
-    return parse_quantity(s).value()
+    """``parse_bounded(s).value()`` (Go's ``Value()``, rounded up), memoised like ``quantity_float``."""
+    return parse_bounded(s).value()
 
 
 def format_quantity(value: int | Fraction | Decimal, fmt: str = "DecimalSI") -> str:

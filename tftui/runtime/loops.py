@@ -33,6 +33,14 @@ nor an event identical to the workload's previous run's (in dry-run: any repeate
 The metrics store failing (`SourceError`) pauses autoscaling — `autoscale_paused` holds the reason,
 the journal gets one line when it pauses and one when it resumes — while compaction and defrag go on;
 the rows that could not be loaded are loaded by the next successful run.
+
+**One bad object never stops the loop.** A pool is reconciled on its own: a pool holding an object
+whose figures cannot be read (`ClusterState.blocked_pools`: an invalid or out-of-range quantity) is
+not acted on, and anything a pool's reconcile raises ends that pool's reconcile only; either way the
+journal gets a line naming the object and field (or the error) when it first happens or changes, the
+GPUPool a Warning event, and the pool is retried after its period while the other pools go on. The
+autoscaler does the same per workload (`invalid-config` with an `AutoscaleConfigInvalid` event), and
+a failure of the autoscale run as a whole is journaled without touching compaction and defrag.
 """
 
 from __future__ import annotations
@@ -87,6 +95,7 @@ __all__ = [
 DEFRAG_ACTIVE_REQUEUE = timedelta(seconds=10)  # after an eviction, a refusal or a blocked step
 DEFRAG_IDLE_REQUEUE = timedelta(seconds=60)  # idle inside a campaign window
 DEFAULT_AUTOSCALE_INTERVAL = timedelta(seconds=30)  # upstream: global autoScalingInterval, else 30s
+DEFAULT_RETRY = timedelta(minutes=5)  # a failed pool is retried after its period; this when that fails too
 MAX_AUTOSCALE_HISTORY = timedelta(days=30)  # a bound on the first load, whatever the config says
 _AUTOSCALE = "autoscale/"  # prefix of a workload's key in the repeat filter (pool names have no '/')
 
@@ -167,6 +176,8 @@ class Runtime:
         self.last_autoscale: AutoscalePlan | None = None
         self._status_applied: dict[str, str] = {}  # workload → identity of the last status patch
         self.external_scaler = external_scaler and not dry_run
+        self._pool_error: dict[str, str] = {}  # pool → why its last reconcile did not run (journaled once)
+        self._autoscale_error: str | None = None
 
     # -- reconciles ---------------------------------------------------------------------------------
 
@@ -245,6 +256,22 @@ class Runtime:
         self.autoscale_loaded_until = now
 
     def _autoscale(self, state: ClusterState, now: datetime) -> Plan:
+        """One autoscale run; a failure of the run as a whole is journaled (once per message) and
+        retried at the next interval, never raised into the compaction/defrag loop."""
+        try:
+            executed = self._autoscale_run(state, now)
+        except Exception as exc:
+            why = f"autoscale run failed: {_one_line(exc)}"
+            if self._autoscale_error != why:
+                self._autoscale_error = why
+                self.journal.record(now, "", "error", f"{why}; compaction and defrag go on", ok=False)
+            if self.next_autoscale is None or self.next_autoscale <= now:
+                self.next_autoscale = now + (self.autoscale_interval_override or DEFAULT_AUTOSCALE_INTERVAL)
+            return Plan(now)
+        self._autoscale_error = None
+        return executed
+
+    def _autoscale_run(self, state: ClusterState, now: datetime) -> Plan:
         interval = self.autoscale_interval_override or autoscale_interval(state)
         self.next_autoscale = now + interval
         self.last_results = []
@@ -349,19 +376,50 @@ class Runtime:
                 raise KeyError(f"GPUPool {name!r} not found")
         total = Plan(now)
         self.last_results = []
+        blocked = state.blocked_pools()
         for name in names:
-            plan = plan_cluster(state, now, pools=[name], last_compaction=self.last_compaction)
-            pp = plan.pool(name)
-            if pp.compaction is not None and pp.compaction.due:
-                self.last_compaction[name] = now
-            plan.actions = self._drop_repeats(name, plan.actions)
-            self._journal_compaction(name, pp.compaction, now)
-            self._journal_defrag(name, pp.defrag, now)
-            results = self.actuator.execute(plan, state)
-            self.last_results += results
-            self._schedule(name, state, pp.defrag, results, now)
+            if name in blocked:
+                self._pool_failed(
+                    name, state, now, f"{blocked[name]}; the pool is not reconciled until it is fixed"
+                )
+                continue
+            try:
+                plan = plan_cluster(state, now, pools=[name], last_compaction=self.last_compaction)
+                pp = plan.pool(name)
+                if pp.compaction is not None and pp.compaction.due:
+                    self.last_compaction[name] = now
+                plan.actions = self._drop_repeats(name, plan.actions)
+                self._journal_compaction(name, pp.compaction, now)
+                self._journal_defrag(name, pp.defrag, now)
+                results = self.actuator.execute(plan, state)
+                self.last_results += results
+                self._schedule(name, state, pp.defrag, results, now)
+            except Exception as exc:  # contained: this pool only (see the module docstring)
+                self._pool_failed(name, state, now, f"reconcile failed: {_one_line(exc)}")
+                continue
+            self._pool_error.pop(name, None)
             total.merge(plan)
         return total
+
+    def _pool_failed(self, pool: str, state: ClusterState, now: datetime, why: str) -> None:
+        """Journal (when new), a Warning event on the GPUPool (repeats dropped), retry after the period."""
+        if self._pool_error.get(pool) != why:
+            self._pool_error[pool] = why
+            self.journal.record(now, pool, "error", f"pool {pool}: {why}; the other pools go on", ok=False)
+        event = Event(f"GPUPool/{pool}", "Warning", "ReconcileFailed", why[:1024])
+        try:
+            self.last_results += self.actuator.execute(
+                Plan(now, actions=self._drop_repeats(pool, [event])), state
+            )
+        except Exception as exc:  # the event is a courtesy: never let it stop the loop either
+            self.journal.record(
+                now, pool, "error", f"pool {pool}: Warning event not written: {_one_line(exc)}", ok=False
+            )
+        try:
+            period, _ = compaction_period(state.pools[pool].obj)
+        except Exception:
+            period = DEFAULT_RETRY
+        self.next_reconcile[pool] = now + period
 
     # -- manual compaction (C5) ----------------------------------------------------------------------
 
@@ -472,6 +530,11 @@ class Runtime:
             return
         self._defrag_line[pool] = line
         self.journal.record(now, pool, "defrag", line)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or "(no message)"
+    return f"{type(exc).__name__}: {text[:500]}"
 
 
 def _workload_of(action: Action, state: ClusterState) -> str:

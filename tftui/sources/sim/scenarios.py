@@ -21,6 +21,8 @@ from datetime import UTC, datetime
 from typing import Any, Final, Literal
 from zoneinfo import ZoneInfo
 
+from tftui.model.zones import load_zone
+
 Profile = Literal["over-request", "idle", "bursty", "right-sized"]
 PROFILES: Final[tuple[Profile, ...]] = ("over-request", "idle", "bursty", "right-sized")
 PROFILE_ANNOTATION: Final = "tftui.dev/demo-profile"
@@ -144,8 +146,8 @@ def pool_timezone(pool: dict[str, Any] | None) -> ZoneInfo:
         tz = ((nmc.get("nodeCompaction") or {}).get("defrag") or {}).get("timezone")
         if tz:
             try:
-                return ZoneInfo(str(tz))
-            except (KeyError, ValueError):  # an invalid name is the engine's finding, not ours
+                return load_zone(str(tz))
+            except ValueError:  # an invalid name is the engine's finding, not ours
                 pass
     return ZoneInfo("UTC")
 

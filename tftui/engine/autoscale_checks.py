@@ -1,0 +1,172 @@
+"""What makes a workload's autoscaling configuration unusable, named by object and field.
+
+The autoscaler reads `autoScalingConfig` from four places (the WorkloadProfile, the workload, its
+pods' annotations, the pool template's `verticalScalingRules`) plus the workload's requests and
+`status.recommendation`. On a live cluster any of them can hold what the model would refuse in a
+dump (a string where an object belongs, `NaN`, `1e999`), and one such object must not stop the
+autoscale loop for everyone: `problems(state, key)` lists what is wrong with one workload, and the
+autoscaler then leaves that workload alone (`invalid-config`, with a Warning event naming the
+field) while the others go on. Computed once per `ClusterState`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from tftui.engine.state import ClusterState, WorkloadView
+from tftui.model import keys
+from tftui.model.numbers import finite_float_problem
+from tftui.model.quantity import QuantityError, parse_bounded
+
+__all__ = ["FLOAT_FIELDS", "problems"]
+
+#: autoSetResources fields read as Go floats (strings in the CRD; numbers tolerated)
+FLOAT_FIELDS: Final = (
+    "lowerBoundComputePercentile",
+    "targetComputePercentile",
+    "upperBoundComputePercentile",
+    "lowerBoundVRAMPercentile",
+    "targetVRAMPercentile",
+    "upperBoundVRAMPercentile",
+    "marginFraction",
+    "updateThreshold",
+    "minVRAMResourcesRatio",
+    "maxVRAMResourcesRatio",
+    "minComputeResourcesRatio",
+    "maxComputeResourcesRatio",
+)
+_QUANTITY_ANNOTATIONS: Final = (
+    keys.TFLOPS_REQUEST,
+    keys.TFLOPS_LIMIT,
+    keys.VRAM_REQUEST,
+    keys.VRAM_LIMIT,
+    keys.COMPUTE_PERCENT_REQUEST,
+    keys.COMPUTE_PERCENT_LIMIT,
+)
+
+
+def problems(state: ClusterState, key: str) -> list[str]:
+    """What is wrong with workload `key`'s autoscaling inputs ([] when nothing is)."""
+    return state.derived("autoscale-problems", _all).get(key, [])
+
+
+def _all(state: ClusterState) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    templates: dict[str, list[str]] = {}
+    for key, wv in state.workloads.items():
+        found = _workload(state, wv)
+        pool = state.pools.get(wv.pool) if wv.pool else None
+        if pool is not None and pool.template:
+            if pool.template not in templates:
+                templates[pool.template] = _template(pool.template, state.templates.get(pool.template))
+            found += templates[pool.template]
+        if found:
+            out[key] = found
+    return out
+
+
+def _ref(kind: str, namespace: str | None, name: str) -> str:
+    return f"{kind} {namespace}/{name}" if namespace else f"{kind} {name}"
+
+
+def _mapping(where: str, value: Any, problems: list[str]) -> Mapping[str, Any]:
+    """`value` if it is an object (or absent), else a problem and {}."""
+    if value is None:
+        return {}
+    if isinstance(value, Mapping):
+        return value
+    problems.append(f"{where}: expected an object, got {type(value).__name__} {_short(value)}")
+    return {}
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _quantities(where: str, res: Any, problems: list[str]) -> None:
+    """requests/limits of tflops, vram (and compute): objects holding valid, bounded quantities."""
+    res = _mapping(where, res, problems)
+    for part in ("requests", "limits"):
+        values = _mapping(f"{where}.{part}", res.get(part), problems)
+        for name in ("tflops", "vram", "compute"):
+            raw = values.get(name)
+            if raw is None or raw == "":
+                continue
+            try:
+                if isinstance(raw, bool) or not isinstance(raw, str | int | float):
+                    raise QuantityError(raw, f"expected a quantity, not {type(raw).__name__}")
+                parse_bounded(raw)
+            except QuantityError as exc:
+                problems.append(f"{where}.{part}.{name}: {exc}")
+
+
+def _asc(where: str, asc: Any, problems: list[str]) -> None:
+    """An `autoScalingConfig` object: its shape, finite numbers, cron rules' desired resources."""
+    asc = _mapping(where, asc, problems)
+    asr = _mapping(f"{where}.autoSetResources", asc.get("autoSetResources"), problems)
+    for name in FLOAT_FIELDS:
+        why = finite_float_problem(asr.get(name))
+        if why is not None:
+            problems.append(f"{where}.autoSetResources.{name}: {why}")
+    rules = asc.get("cronScalingRules")
+    if rules is not None and not isinstance(rules, list):
+        problems.append(f"{where}.cronScalingRules: expected a list, got {type(rules).__name__}")
+        rules = []
+    for i, rule in enumerate(rules or ()):
+        r = _mapping(f"{where}.cronScalingRules[{i}]", rule, problems)
+        if r.get("desiredResources") is not None:
+            _quantities(
+                f"{where}.cronScalingRules[{i}].desiredResources", r.get("desiredResources"), problems
+            )
+    _mapping(f"{where}.externalScaler", asc.get("externalScaler"), problems)
+
+
+def _workload(state: ClusterState, wv: WorkloadView) -> list[str]:
+    found: list[str] = []
+    obj = wv.obj or {}
+    ref = _ref("TensorFusionWorkload", wv.namespace, wv.name)
+    spec = _mapping(f"{ref} spec", obj.get("spec"), found)
+    if found:
+        return found
+    _asc(f"{ref} spec.autoScalingConfig", spec.get("autoScalingConfig"), found)
+    _quantities(f"{ref} spec.resources", spec.get("resources"), found)
+    status = _mapping(f"{ref} status", obj.get("status"), found)
+    if status.get("recommendation"):
+        _quantities(f"{ref} status.recommendation", status.get("recommendation"), found)
+    profile = spec.get("workloadProfile")
+    for wkey in sorted(wv.workers):
+        w = state.workers.get(wkey)
+        if w is None:
+            continue
+        ann = (w.obj.get("metadata") or {}).get("annotations") or {}
+        for k in _QUANTITY_ANNOTATIONS:
+            raw = ann.get(k)
+            if raw:
+                try:
+                    parse_bounded(raw)
+                except QuantityError as exc:
+                    found.append(f"{_ref('Pod', w.namespace, w.name)} metadata.annotations[{k}]: {exc}")
+        profile = profile or ann.get(keys.WORKLOAD_PROFILE)
+    if isinstance(profile, str) and profile:
+        prof = state.profiles.get(f"{wv.namespace}/{profile}") or {}
+        pref = _ref("WorkloadProfile", wv.namespace, profile)
+        pspec = _mapping(f"{pref} spec", prof.get("spec"), found)
+        _asc(f"{pref} spec.autoScalingConfig", pspec.get("autoScalingConfig"), found)
+    return found
+
+
+def _template(name: str, tpl: Mapping[str, Any] | None) -> list[str]:
+    found: list[str] = []
+    ref = _ref("SchedulingConfigTemplate", None, name)
+    spec = _mapping(f"{ref} spec", (tpl or {}).get("spec"), found)
+    rules = spec.get("verticalScalingRules")
+    if rules is not None and not isinstance(rules, list):
+        return [f"{ref} spec.verticalScalingRules: expected a list, got {type(rules).__name__}"]
+    for i, rule in enumerate(rules or ()):
+        r = _mapping(f"{ref} spec.verticalScalingRules[{i}]", rule, found)
+        _mapping(f"{ref} spec.verticalScalingRules[{i}].selector", r.get("selector"), found)
+        if r.get("autoScaling") is not None:
+            _asc(f"{ref} spec.verticalScalingRules[{i}].autoScaling", r.get("autoScaling"), found)
+    return found

@@ -1,0 +1,34 @@
+"""Finite numbers in configuration fields that upstream reads with Go's `strconv.ParseFloat`.
+
+ParseFloat accepts `NaN`, `Inf` and `1e999` (as +Inf): a percentile or ratio that is not a finite
+number makes every figure computed from it NaN. Both the model (a dump) and the autoscaler (a live
+object) refuse such values; anything that is not a number at all is left to upstream's rule (the
+default is used).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+__all__ = ["finite_float_problem"]
+
+
+def finite_float_problem(value: Any) -> str | None:
+    """Why `value` (a number, or text ParseFloat reads) is not a finite number; None if it is or if
+    it is not a number at all."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return None
+    number: float
+    if isinstance(value, float):
+        number = value
+    elif isinstance(value, str):
+        try:
+            number = float(value)
+        except ValueError:
+            return None
+    else:
+        return None
+    return None if math.isfinite(number) else f"must be a finite number, got {value!r}"
