@@ -140,3 +140,53 @@ def test_yaml_error_is_one_line() -> None:
 def test_snapshot_of_groups_by_kind() -> None:
     snap = Snapshot.of(demo.objects())
     assert len(snap.kind("Pod")) == 6 and len(snap.kind("GPU")) == 6 and snap.kind("Nope") == []
+
+
+def _gpu(tflops: Any) -> dict[str, Any]:
+    return {"apiVersion": "tensor-fusion.ai/v1", "kind": "GPU", "metadata": {"name": "g1"},
+            "status": {"capacity": {"tflops": tflops, "vram": "80Gi"}}}  # fmt: skip
+
+
+@pytest.mark.parametrize("value", ["9E", "9223372036854775807", "2113568512Ki", "312500m", 312, 0.5, "1e18"])
+def test_quantities_up_to_the_kubernetes_limit_pass(value: Any) -> None:
+    assert validate_items([_gpu(value)]).objects[0]["status"]["capacity"]["tflops"] == value
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [("10E", "out of range"), ("1e19", "out of range"), ("-1e999", "out of range"), (1e300, "less than or equal"),
+     (float("inf"), "finite number"), ("12Gx", "invalid quantity")],
+)  # fmt: skip
+def test_quantities_beyond_the_limit_name_object_and_field(value: Any, says: str) -> None:
+    with pytest.raises(
+        DumpError, match=rf"^<objects>: GPU g1 \(item 1\): status\.capacity\.tflops: .*{says}"
+    ):
+        validate_items([_gpu(value)])
+
+
+def test_autoscaling_types_are_checked_never_coerced() -> None:
+    """`enable: "true"` is not read as true (upstream would not enable it either): the field is named."""
+    asc: dict[str, Any] = {"autoSetResources": {"enable": "true", "targetComputePercentile": "0.9"}}
+    wl = {"apiVersion": "tensor-fusion.ai/v1", "kind": "TensorFusionWorkload",
+          "metadata": {"name": "w", "namespace": "n"}, "spec": {"autoScalingConfig": asc}}  # fmt: skip
+    with pytest.raises(
+        DumpError, match=r"autoSetResources\.enable: Input should be a valid boolean \(got 'true'\)"
+    ):
+        validate_items([wl])
+    asc["autoSetResources"]["enable"] = True
+    asc["cronScalingRules"] = [{"enable": 1, "name": "r"}]
+    with pytest.raises(DumpError, match=r"cronScalingRules\[0\]\.enable: Input should be a valid boolean"):
+        validate_items([wl])
+    asc["cronScalingRules"] = []
+    assert validate_items([wl]).objects[0]["spec"]["autoScalingConfig"]["autoSetResources"]["enable"] is True
+    asc["autoSetResources"]["marginFraction"] = "Inf"
+    with pytest.raises(DumpError, match=r"autoSetResources\.marginFraction: 'Inf': must be a finite number"):
+        validate_items([wl])
+
+
+@pytest.mark.parametrize("stamp", ["0001-01-01T00:00:00Z", "9999-12-31T23:59:59Z", "yesterday"])
+def test_object_times_out_of_range_or_unreadable_are_refused(stamp: str) -> None:
+    gpu = _gpu("312")
+    gpu["metadata"]["creationTimestamp"] = stamp
+    with pytest.raises(DumpError, match=r"GPU g1 \(item 1\): metadata\.creationTimestamp: "):
+        validate_items([gpu])

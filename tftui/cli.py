@@ -831,6 +831,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         raise UserError(str(exc).replace("--now", "--start", 1)) from None
     cluster = open_cluster(args)
     objects = validate_items(cluster.snapshot(), cluster.describe()).objects
+    _check_zones(objects)
     recorded = None
     if metrics_dsn(args):
         metrics = open_metrics(args, cluster)
@@ -852,6 +853,27 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     else:
         emit(whatif.render_table(results))
     return 0
+
+
+def _check_zones(objects: Sequence[dict[str, Any]]) -> None:
+    """`simulate` models each pool's day in its defrag timezone (and runs its campaigns there): a
+    pool naming a zone that does not exist cannot be simulated, so say which one instead."""
+    from tftui.model.zones import load_zone
+
+    for obj in objects:
+        if obj.get("kind") != "GPUPool":
+            continue
+        nmc = (obj.get("spec") or {}).get("nodeManagerConfig") or {}
+        tz = ((nmc.get("nodeCompaction") or {}).get("defrag") or {}).get("timezone")
+        if tz is None or (isinstance(tz, str) and not tz.strip()):
+            continue
+        try:
+            load_zone(str(tz).strip())
+        except ValueError as exc:
+            raise UserError(
+                f"GPUPool {obj['metadata']['name']}: spec.nodeManagerConfig.nodeCompaction.defrag.timezone: "
+                f"{exc}; fix it (or remove it) before simulating the pool"
+            ) from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -65,7 +65,13 @@ def load_config(path: Path | None = None, env: Mapping[str, str] | None = None) 
             raise ConfigError(f"config {path}: file not found (named by TFTUI_CONFIG)")
         return ConsoleConfig()
     try:
-        doc: Any = yaml.safe_load(path.read_text())
+        doc: Any = yaml.safe_load(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"config {path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})"
+        ) from None
+    except RecursionError:
+        raise ConfigError(f"config {path}: nested too deeply to read") from None
     except (OSError, yaml.YAMLError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ConfigError(f"config {path}: cannot read: {first}") from exc

@@ -12,14 +12,47 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Required
 
-from pydantic import ConfigDict, Field, StringConstraints, with_config
+from annotated_types import Ge, Le
+from pydantic import (
+    AfterValidator,
+    AllowInfNan,
+    ConfigDict,
+    Field,
+    Strict,
+    StrictBool,
+    StrictInt,
+    StringConstraints,
+    with_config,
+)
 from typing_extensions import TypedDict
 
-from tftui.model.quantity import QUANTITY_PATTERN
+from tftui.model.numbers import finite_float_problem
+from tftui.model.quantity import MAX_QUANTITY, QUANTITY_PATTERN, QuantityError, parse_bounded
 
-#: A Kubernetes `resource.Quantity`: a string in the Kubernetes grammar, or a bare JSON number.
+#: Quantities that are in range whatever their digits: at most 12 integer digits up to `k`/`Ki`,
+#: at most 9 up to `G`/`Gi` (both < 2^63). Checked in Rust; anything else takes the Python check.
+_SMALL_QUANTITY = (
+    r"^[+-]?(?:[0-9]{1,12}(?:\.[0-9]{0,9})?|\.[0-9]{1,9})(?:Ki|[numk])?$"
+    r"|^[+-]?(?:[0-9]{1,9}(?:\.[0-9]{0,9})?|\.[0-9]{1,9})(?:[MG]i|[MG])$"
+)
+
+
+def _bounded(value: str) -> str:
+    """A quantity string whose value Kubernetes could hold (|x| ≤ 2^63-1)."""
+    try:
+        parse_bounded(value)
+    except QuantityError as exc:
+        raise ValueError(exc.reason) from None
+    return value
+
+
+#: A Kubernetes `resource.Quantity`: a string in the Kubernetes grammar, or a bare JSON number, of
+#: at most 2^63-1 in magnitude (Kubernetes' limit; `1e999` would be infinite as a float).
 QuantityValue = Annotated[
-    Annotated[str, StringConstraints(pattern=QUANTITY_PATTERN)] | int | float,
+    Annotated[str, StringConstraints(pattern=_SMALL_QUANTITY)]
+    | Annotated[str, StringConstraints(pattern=QUANTITY_PATTERN), AfterValidator(_bounded)]
+    | Annotated[int, Ge(-MAX_QUANTITY), Le(MAX_QUANTITY)]
+    | Annotated[float, Ge(-MAX_QUANTITY), Le(MAX_QUANTITY), AllowInfNan(False)],
     Field(union_mode="left_to_right"),
 ]
 
@@ -277,11 +310,64 @@ class GPU(TypedDict, total=False):
     status: GPUStatus
 
 
+def _finite_text(value: str) -> str:
+    why = finite_float_problem(value)
+    if why is not None:
+        raise ValueError(why)
+    return value
+
+
+#: autoSetResources' percentiles and ratios: strings in the CRD (numbers tolerated), never NaN/Inf.
+GoFloat = Annotated[
+    Annotated[str, AfterValidator(_finite_text)] | StrictInt | Annotated[float, Strict(), AllowInfNan(False)],
+    Field(union_mode="left_to_right"),
+]
+
+
+@with_config(KEEP)
+class AutoSetResources(TypedDict, total=False):
+    """Types only (no coercion: `enable: "true"` stays a string, which upstream does not enable)."""
+
+    enable: StrictBool
+    targetResource: str
+    historyDataPeriod: str
+    initialDelayPeriod: str
+    interval: str
+    lowerBoundComputePercentile: GoFloat
+    targetComputePercentile: GoFloat
+    upperBoundComputePercentile: GoFloat
+    lowerBoundVRAMPercentile: GoFloat
+    targetVRAMPercentile: GoFloat
+    upperBoundVRAMPercentile: GoFloat
+    marginFraction: GoFloat
+    updateThreshold: GoFloat
+    minVRAMResourcesRatio: GoFloat
+    maxVRAMResourcesRatio: GoFloat
+    minComputeResourcesRatio: GoFloat
+    maxComputeResourcesRatio: GoFloat
+
+
+@with_config(KEEP)
+class CronScalingRule(TypedDict, total=False):
+    enable: StrictBool
+    name: str
+    start: str
+    end: str
+    desiredResources: Resources
+
+
 @with_config(KEEP)
 class AutoScalingConfig(TypedDict, total=False):
-    autoSetResources: dict[str, Any]
-    cronScalingRules: list[dict[str, Any]]
+    autoSetResources: AutoSetResources
+    cronScalingRules: list[CronScalingRule]
     externalScaler: dict[str, Any]
+
+
+@with_config(KEEP)
+class VerticalScalingRule(TypedDict, total=False):
+    name: str
+    selector: dict[str, Any]
+    autoScaling: AutoScalingConfig
 
 
 @with_config(KEEP)
@@ -345,7 +431,7 @@ class Placement(TypedDict, total=False):
 @with_config(KEEP)
 class SchedulingConfigTemplateSpec(TypedDict, total=False):
     placement: Placement
-    verticalScalingRules: list[dict[str, Any]]
+    verticalScalingRules: list[VerticalScalingRule]
     reBalancer: dict[str, Any]
     hypervisor: dict[str, Any]
 

@@ -19,8 +19,10 @@ from pydantic import Discriminator, Tag, TypeAdapter, ValidationError
 from pydantic_core import ErrorDetails
 from typing_extensions import TypedDict
 
-from tftui.model import core, crds
+from tftui.model import core, crds, keys
 from tftui.model.gcpause import gc_paused
+from tftui.model.quantity import QuantityError, quantity_float
+from tftui.model.times import time_problem
 
 KINDS: dict[str, type] = {
     "TensorFusionCluster": crds.TensorFusionCluster,
@@ -40,7 +42,7 @@ OTHER = "other"
 
 def _kind_of(value: Any) -> str:
     kind = value.get("kind") if isinstance(value, dict) else None
-    return kind if kind in KINDS else OTHER
+    return kind if isinstance(kind, str) and kind in KINDS else OTHER
 
 
 AnyObject = Annotated[
@@ -109,13 +111,52 @@ def object_ref(obj: Any) -> str:
 def _describe_error(err: ErrorDetails) -> str:
     typ, value = err["type"], err.get("input")
     if typ == "string_pattern_mismatch":  # only quantities carry a pattern
-        return f"invalid quantity {value!r}"
+        return f"invalid quantity {_short(value)}"
     if typ == "missing":
         return "required field is missing"
-    return err["msg"] if isinstance(value, dict | list) else f"{err['msg']} (got {value!r})"
+    msg = err["msg"].removeprefix("Value error, ")
+    if typ == "value_error" and isinstance(value, str):
+        return f"{_short(value)}: {msg}"
+    return msg if isinstance(value, dict | list) else f"{msg} (got {_short(value)})"
 
 
-_UNION_MEMBERS = frozenset({"constrained-str", "str", "int", "float", "bool", "none"})
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+_UNION_MEMBERS = frozenset({"constrained-str", "constrained-int", "constrained-float", "str", "int", "float",
+                            "bool", "none"})  # fmt: skip
+#: Which of a field's errors to show when every member of a union failed: the most specific one.
+_PRIORITY = (
+    "value_error",
+    "finite_number",
+    "less_than_equal",
+    "greater_than_equal",
+    "string_pattern_mismatch",
+)
+
+
+def _member(part: int | str) -> bool:
+    return isinstance(part, str) and (part in _UNION_MEMBERS or part.startswith("function-"))
+
+
+def _pick(errors: list[ErrorDetails]) -> ErrorDetails:
+    """The error to show: the first object's first field, its most specific union member's error."""
+    first = errors[0]
+
+    def field(e: ErrorDetails) -> tuple[int | str, ...]:
+        loc = tuple(e["loc"])
+        while loc and _member(loc[-1]):
+            loc = loc[:-1]
+        return loc
+
+    same = [e for e in errors if field(e) == field(first)]
+    for typ in _PRIORITY:
+        for e in same:
+            if e["type"] == typ:
+                return e
+    return first
 
 
 def _path(loc: Sequence[int | str]) -> str:
@@ -130,7 +171,7 @@ def _path(loc: Sequence[int | str]) -> str:
 
 def _format_errors(exc: ValidationError, items: Sequence[Any], source: str, base: int = 0) -> DumpError:
     errors = exc.errors(include_url=False)
-    first = errors[0]
+    first = _pick(errors)
     loc = list(first["loc"])
     if loc and loc[0] == "items":
         loc = loc[1:]
@@ -138,7 +179,7 @@ def _format_errors(exc: ValidationError, items: Sequence[Any], source: str, base
     field_loc = loc[1:] if index is not None else loc
     if field_loc and isinstance(field_loc[0], str) and (field_loc[0] in KINDS or field_loc[0] == OTHER):
         field_loc = field_loc[1:]  # the discriminator tag
-    while field_loc and isinstance(field_loc[-1], str) and field_loc[-1] in _UNION_MEMBERS:
+    while field_loc and _member(field_loc[-1]):
         field_loc = field_loc[:-1]  # which member of a union failed: noise for the user
     obj = items[index] if index is not None and index < len(items) else None
     where = f"{object_ref(obj)} (item {base + index + 1})" if index is not None else "document"
@@ -161,18 +202,65 @@ def _documents(text: str, source: str) -> Iterator[Any]:
                 raise DumpError(
                     f"{source}: not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
                 ) from None
+            except RecursionError:
+                raise DumpError(
+                    f"{source}: JSON nested too deeply to read (no Kubernetes object is)"
+                ) from None
             yield doc
             while pos < end and text[pos].isspace():
                 pos += 1
         return
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
+        if "*" in text:  # aliases are possible: measure what they expand to before building anything
+            _check_aliases(text, source, loader)
         docs = list(yaml.load_all(text, Loader=loader))
+    except RecursionError:
+        raise DumpError(f"{source}: YAML nested too deeply to read (no Kubernetes object is)") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
         raise DumpError(f"{source}: neither JSON nor YAML{at}: {getattr(exc, 'problem', exc)}") from None
     yield from (d for d in docs if d is not None)
+
+
+#: Nodes YAML aliases may add in all (kubectl never writes aliases; hand-written anchors stay far
+#: below this, while a "billion laughs" file of 1 KB expands to gigabytes).
+ALIAS_BUDGET = 10_000
+
+
+def _check_aliases(text: str, source: str, loader: Any) -> None:
+    """Refuse a document whose aliases would expand to more than ALIAS_BUDGET nodes.
+
+    Walks the parser's event stream (no objects are built): the size of every anchored node is
+    known when it ends, and each alias adds that size again.
+    """
+    sizes: dict[str, int] = {}
+    stack: list[list[Any]] = []  # [anchor, nodes so far] per open collection
+    added = 0
+    for ev in yaml.parse(text, Loader=loader):
+        n = 0
+        if isinstance(ev, yaml.SequenceStartEvent | yaml.MappingStartEvent):
+            stack.append([ev.anchor, 1])
+            continue
+        if isinstance(ev, yaml.SequenceEndEvent | yaml.MappingEndEvent):
+            anchor, n = stack.pop()
+            if anchor:
+                sizes[anchor] = n
+        elif isinstance(ev, yaml.ScalarEvent):
+            n = 1
+            if ev.anchor:
+                sizes[ev.anchor] = 1
+        elif isinstance(ev, yaml.AliasEvent):
+            n = sizes.get(ev.anchor or "", 1)
+            added += n
+            if added > ALIAS_BUDGET:
+                raise DumpError(
+                    f"{source}: YAML aliases expand to more than {ALIAS_BUDGET} nodes (first past the "
+                    f"limit: *{ev.anchor}); refusing it — write the objects out without anchors"
+                )
+        if stack:
+            stack[-1][1] += n
 
 
 def _items_of(doc: Any, source: str, number: int) -> list[Any]:
@@ -191,12 +279,60 @@ def _items_of(doc: Any, source: str, number: int) -> list[Any]:
     )
 
 
+#: Pod annotations that carry quantities the engine reads (requests and limits per device).
+_QUANTITY_ANNOTATIONS = (
+    keys.TFLOPS_REQUEST,
+    keys.TFLOPS_LIMIT,
+    keys.VRAM_REQUEST,
+    keys.VRAM_LIMIT,
+    keys.COMPUTE_PERCENT_REQUEST,
+    keys.COMPUTE_PERCENT_LIMIT,
+)
+_POOL_TIMES = ("lastDefragTime", "lastCompactionTime")
+
+
+def _check_values(objects: Sequence[dict[str, Any]], source: str) -> None:
+    """What the schema cannot say: object times within the span the engine computes with, and the
+    quantities TensorFusion keeps in pod annotations. One DumpError for the first problem."""
+
+    def fail(i: int, obj: dict[str, Any], path: str, why: str) -> DumpError:
+        return DumpError(f"{source}: {object_ref(obj)} (item {i + 1}): {path}: {why}")
+
+    for i, obj in enumerate(objects):
+        meta = obj["metadata"]
+        for name in ("creationTimestamp", "deletionTimestamp"):
+            why = time_problem(meta.get(name))
+            if why is not None:
+                raise fail(i, obj, f"metadata.{name}", why)
+        kind = obj["kind"]
+        if kind == "Pod":
+            ann = meta.get("annotations")
+            if not ann:
+                continue
+            for key in _QUANTITY_ANNOTATIONS:
+                raw = ann.get(key)
+                if raw:
+                    try:
+                        quantity_float(raw)
+                    except QuantityError as exc:
+                        raise fail(i, obj, f"metadata.annotations[{key}]", str(exc)) from None
+        elif kind == "GPUPool":
+            status = obj.get("status") or {}
+            for name in _POOL_TIMES:
+                why = time_problem(status.get(name))
+                if why is not None:
+                    raise fail(i, obj, f"status.{name}", why)
+
+
 def validate_items(items: Sequence[Any], source: str = "<objects>") -> Snapshot:
     """Validate already-decoded objects (from YAML, the API, a generator) into a Snapshot."""
     try:
         objects = _ITEMS.validate_python(items)
     except ValidationError as exc:
         raise _format_errors(exc, items, source) from None
+    except RecursionError:
+        raise DumpError(f"{source}: objects nested too deeply to read") from None
+    _check_values(cast(list[dict[str, Any]], objects), source)
     return Snapshot.of(cast(list[dict[str, Any]], objects))
 
 
@@ -211,6 +347,7 @@ def _loads(data: str | bytes, source: str) -> Snapshot:
     if raw.lstrip()[:1] == b"{":
         try:
             doc = _LIST.validate_json(raw)
+            _check_values(cast(list[dict[str, Any]], doc["items"]), source)
             return Snapshot.of(cast(list[dict[str, Any]], doc["items"]))
         except ValidationError as exc:
             if all(
