@@ -858,6 +858,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 def _check_zones(objects: Sequence[dict[str, Any]]) -> None:
     """`simulate` models each pool's day in its defrag timezone (and runs its campaigns there): a
     pool naming a zone that does not exist cannot be simulated, so say which one instead."""
+    from tftui.model.dump import visible
     from tftui.model.zones import load_zone
 
     for obj in objects:
@@ -871,7 +872,7 @@ def _check_zones(objects: Sequence[dict[str, Any]]) -> None:
             load_zone(str(tz).strip())
         except ValueError as exc:
             raise UserError(
-                f"GPUPool {obj['metadata']['name']}: spec.nodeManagerConfig.nodeCompaction.defrag.timezone: "
+                f"GPUPool {visible(obj['metadata']['name'])}: spec.nodeManagerConfig.nodeCompaction.defrag.timezone: "
                 f"{exc}; fix it (or remove it) before simulating the pool"
             ) from None
 

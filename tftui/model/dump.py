@@ -97,15 +97,23 @@ class Snapshot:
         return isinstance(other, Snapshot) and self.objects == other.objects
 
 
+def visible(text: str) -> str:
+    """`text` with control and line-separator characters escaped (`\\n`, `\\x85`): an error line
+    built from an object stays one line and cannot drive the terminal."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def object_ref(obj: Any) -> str:
     """`Kind namespace/name` (or `Kind name` for cluster-scoped objects), tolerant of garbage."""
     if not isinstance(obj, dict):
         return f"<{type(obj).__name__}>"
     meta: dict[str, Any] = obj["metadata"] if isinstance(obj.get("metadata"), dict) else {}
-    name = meta.get("name") if isinstance(meta.get("name"), str) else "<no name>"
+    name = visible(meta["name"]) if isinstance(meta.get("name"), str) else "<no name>"
     ns = meta.get("namespace")
-    kind = obj.get("kind") if isinstance(obj.get("kind"), str) else "<no kind>"
-    return f"{kind} {ns}/{name}" if isinstance(ns, str) and ns else f"{kind} {name}"
+    kind = visible(obj["kind"]) if isinstance(obj.get("kind"), str) else "<no kind>"
+    return f"{kind} {visible(ns)}/{name}" if isinstance(ns, str) and ns else f"{kind} {name}"
 
 
 def _describe_error(err: ErrorDetails) -> str:
@@ -165,7 +173,7 @@ def _path(loc: Sequence[int | str]) -> str:
         if isinstance(part, int):
             out += f"[{part}]"
         else:
-            out += ("." if out else "") + part
+            out += ("." if out else "") + visible(part)
     return out
 
 
