@@ -699,7 +699,7 @@ def test_same_alert_history_as_simulator(sim: Sim) -> None:
 # -- usage figures that follow the data ------------------------------------------------------------
 
 
-def _by_workload(s: Step1) -> dict[tuple[str, str], tuple[float, float]]:
+def _by_workload(s: Step1) -> dict[tuple[str, str], tuple[float | None, float | None]]:
     return {(u.namespace, u.workload): (u.tflops_avg, u.tflops_peak) for u in s.workload_usage}
 
 

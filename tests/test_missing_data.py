@@ -8,15 +8,14 @@ the daemon's loop with the store-aggregated first load and the raw-row later loa
 shows `—`. Workload `busy` has real, low usage on the same cluster and *is* lowered and diagnosed:
 the checks below would see a decision if one were made.
 
-All of it runs against the real PostgreSQL server of the suite (tests/pg.py) through
-`GreptimeMetrics`, the adapter the daemon and the console use.
+All of it runs against the suite's real stores — PostgreSQL (tests/pg.py) and the GreptimeDB-dialect
+server — through `GreptimeMetrics`, the adapter the daemon and the console use.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,8 @@ from typing import Any
 import pytest
 
 from tests.fixtures.engine_builders import build, host, pool, worker, workload
-from tests.pg import GI, PgServer, copy_rows, database, full_rows
+from tests.pg import GI, full_rows
+from tests.stores import MetricsStore
 from tftui.cli import main
 from tftui.daemon import Daemon, DaemonOptions
 from tftui.engine.autoscale import AutoscaleState, plan_autoscale, recommend
@@ -70,7 +70,7 @@ def _rows(now: datetime) -> dict[str, list[dict[str, Any]]]:
                 ("busy", "n1-gpu-2", 3.0, 4 * GI),
             )
         ):
-            usage.append({"namespace": "default", "workload": name, "worker": f"uid-{name}", "pod_name": name,
+            usage.append({"namespace": "default", "workload": name, "worker": name, "pod_name": name,
                           "pool": "p", "node": "n1", "uuid": uuid, "compute_percentage": pct,
                           "compute_tflops": None if pct is None else 0.0, "memory_bytes": mem, "ts": ts})  # fmt: skip
             requests.append({"namespace": "default", "workload": name, "worker": name, "pool": "p",
@@ -96,16 +96,16 @@ class Store:
         return GreptimeMetrics(self.dsn, connect_timeout=3)
 
 
-@pytest.fixture(scope="module")
-def store(pg_server: PgServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
+@pytest.fixture(scope="module", name="data")
+def _data(store: MetricsStore, tmp_path_factory: pytest.TempPathFactory) -> Store:
+    """The rows in each metrics store of the suite in turn (PostgreSQL, the GreptimeDB dialect)."""
     now = datetime.now(UTC).replace(second=0, microsecond=0)
     objs = _objects(now)
     dump = tmp_path_factory.mktemp("missing") / "dump.json"
     dump.write_text(dumps(objs), encoding="utf-8")
-    with database(pg_server, "missing", "ts") as conn:
-        for table, rows in _rows(now).items():
-            copy_rows(conn, table, rows)
-    yield Store(pg_server.dsn("missing"), now, objs, dump)
+    store.create("missing")
+    store.load("missing", _rows(now))
+    return Store(store.dsn("missing"), now, objs, dump)
 
 
 def _not_lowered(res: dict[str, Any], current: str = "300", vram: str = "32Gi") -> None:
@@ -117,12 +117,12 @@ def _not_lowered(res: dict[str, Any], current: str = "300", vram: str = "32Gi") 
 # -- step 1 and the diagnosis ------------------------------------------------------------------------
 
 
-def test_step1_figures_are_none_not_zero(store: Store) -> None:
-    state = build(store.objs)
-    with store.metrics() as m:
+def test_step1_figures_are_none_not_zero(data: Store) -> None:
+    state = build(data.objs)
+    with data.metrics() as m:
         s = m.step1(
             timedelta(days=1),
-            store.now,
+            data.now,
             {n: (g.capacity.tflops, g.capacity.vram) for n, g in state.gpus.items()},
         )
     use = {u.workload: u for u in s.workload_usage}
@@ -141,12 +141,12 @@ def test_step1_figures_are_none_not_zero(store: Store) -> None:
     assert "capacity of gpu-matches-no-gpu" in s.missing
 
 
-def test_diagnosis_says_no_data_never_idle(store: Store) -> None:
-    state = build(store.objs)
-    with store.metrics() as m:
+def test_diagnosis_says_no_data_never_idle(data: Store) -> None:
+    state = build(data.objs)
+    with data.metrics() as m:
         s = m.step1(
             timedelta(days=1),
-            store.now,
+            data.now,
             {n: (g.capacity.tflops, g.capacity.vram) for n, g in state.gpus.items()},
         )
     d = diagnose(s, state)
@@ -161,15 +161,15 @@ def test_diagnosis_says_no_data_never_idle(store: Store) -> None:
     assert not any("replicas: 0" in fix for f in d.findings for fix in f.fixes if f.name in SILENT)
 
 
-def test_report_cli_says_no_data(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["report", "--from", str(store.dump), "--metrics-dsn", store.dsn, "--json"]) == 0
+def test_report_cli_says_no_data(data: Store, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["report", "--from", str(data.dump), "--metrics-dsn", data.dsn, "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     rows = {f"{w['namespace']}/{w['name']}": w for w in doc["workloads"]}
     for key in SILENT:
         assert rows[key]["classes"] == ["no-data"], rows[key]
         assert rows[key]["tflops_avg"] is None and rows[key]["tflops_peak"] is None
     assert all(f["name"] not in SILENT for f in doc["findings"])
-    assert main(["report", "--from", str(store.dump), "--metrics-dsn", store.dsn]) == 0
+    assert main(["report", "--from", str(data.dump), "--metrics-dsn", data.dsn]) == 0
     text = capsys.readouterr().out
     assert "idle-reservation" not in text and "replicas: 0" not in text
     assert "over-request" in text  # busy
@@ -178,29 +178,29 @@ def test_report_cli_says_no_data(store: Store, capsys: pytest.CaptureFixture[str
 # -- autoscale ----------------------------------------------------------------------------------------
 
 
-def _state_and_history(store: Store, *, aggregated: bool) -> tuple[Any, AutoscaleState]:
-    state = build(store.objs)
+def _state_and_history(data: Store, *, aggregated: bool) -> tuple[Any, AutoscaleState]:
+    state = build(data.objs)
     ast = AutoscaleState()
     ast.configure(state)
-    start = store.now - timedelta(hours=2)
-    with store.metrics() as m:
+    start = data.now - timedelta(hours=2)
+    with data.metrics() as m:
         if aggregated:
-            q = ast.history_query(start, store.now)
+            q = ast.history_query(start, data.now)
             assert q is not None
             ast.add_pod_buckets(q, m.usage_histograms(q))
         else:
-            ast.add_samples(list(m.rows("tf_worker_usage", start, store.now)))
+            ast.add_samples(list(m.rows("tf_worker_usage", start, data.now)))
     return state, ast
 
 
 @pytest.mark.parametrize("aggregated", [True, False], ids=["store-aggregated", "raw-rows"])
-def test_autoscale_never_lowers_on_missing_samples(store: Store, aggregated: bool) -> None:
-    state, ast = _state_and_history(store, aggregated=aggregated)
+def test_autoscale_never_lowers_on_missing_samples(data: Store, aggregated: bool) -> None:
+    state, ast = _state_and_history(data, aggregated=aggregated)
     for key in SILENT:
         h = ast.workloads[key]
         assert h.samples == 0 and h.tf.is_empty() and h.first == math.inf, key
     assert ast.workloads["default/nulls"].vram_samples == 0
-    ap = plan_autoscale(state, ast, store.now)
+    ap = plan_autoscale(state, ast, data.now)
     assert ap.result is not None
     for key in SILENT:
         rec = ap.result.workloads[key]
@@ -215,24 +215,24 @@ def test_autoscale_never_lowers_on_missing_samples(store: Store, aggregated: boo
     assert statuses == {"busy"}
 
 
-def test_autoscale_with_vram_but_no_tflops_keeps_tflops(store: Store) -> None:
+def test_autoscale_with_vram_but_no_tflops_keeps_tflops(data: Store) -> None:
     """Real memory but no TFLOPS sample (unknown GPU): TFLOPS stays, never the ratio floor (30)."""
-    state = build(store.objs)
+    state = build(data.objs)
     ast = AutoscaleState()
     ast.configure(state)
     rows = [
-        dict(r, memory_bytes=2 * GI) for r in _rows(store.now)["tf_worker_usage"] if r["workload"] == "ghost"
+        dict(r, memory_bytes=2 * GI) for r in _rows(data.now)["tf_worker_usage"] if r["workload"] == "ghost"
     ]
     ast.add_samples(rows[-120:])
-    rec = recommend(state, ast, store.now).workloads["default/ghost"]
+    rec = recommend(state, ast, data.now).workloads["default/ghost"]
     assert rec.recommendation is not None and rec.would_apply
     assert (str(rec.recommendation.tf_req), str(rec.recommendation.tf_lim)) == ("300", "300")
     assert rec.recommendation.vram_req < parse_quantity("32Gi")  # VRAM was measured: it may go down
 
 
-def test_plan_and_recommend_cli(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
-    stamp = store.now.strftime("%Y-%m-%dT%H:%M:%SZ")
-    args = ["--from", str(store.dump), "--metrics-dsn", store.dsn, "--now", stamp, "--json"]
+def test_plan_and_recommend_cli(data: Store, capsys: pytest.CaptureFixture[str]) -> None:
+    stamp = data.now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    args = ["--from", str(data.dump), "--metrics-dsn", data.dsn, "--now", stamp, "--json"]
     assert main(["plan", *args]) == 0
     plan = json.loads(capsys.readouterr().out)
     for key in SILENT:
@@ -251,11 +251,11 @@ def test_plan_and_recommend_cli(store: Store, capsys: pytest.CaptureFixture[str]
     assert block.count("no data") == 2  # TFLOPS and VRAM
 
 
-def test_daemon_loop_holds_missing_workloads(store: Store) -> None:
+def test_daemon_loop_holds_missing_workloads(data: Store) -> None:
     """The daemon's autoscale loop on the store: first load aggregated in SQL, then raw rows."""
-    sim = ActingSimCluster(objects=json.loads(json.dumps(store.objs)), now=store.now - timedelta(minutes=3))
-    with store.metrics() as m:
-        opts = DaemonOptions(listen=None, speed=math.inf, stop_at=store.now)
+    sim = ActingSimCluster(objects=json.loads(json.dumps(data.objs)), now=data.now - timedelta(minutes=3))
+    with data.metrics() as m:
+        opts = DaemonOptions(listen=None, speed=math.inf, stop_at=data.now)
         daemon = Daemon(sim, m, opts, clock=sim.clock, advance=sim.advance)
         assert daemon.run() == 0
         rt_calls = daemon.ticks
@@ -275,24 +275,24 @@ def test_daemon_loop_holds_missing_workloads(store: Store) -> None:
 # -- console ------------------------------------------------------------------------------------------
 
 
-def test_console_shows_a_dash(store: Store) -> None:
-    sim = ActingSimCluster(objects=json.loads(json.dumps(store.objs)), now=store.now)
-    with store.metrics() as m:
-        data = load(sim, m, store.now - timedelta(minutes=1))
+def test_console_shows_a_dash(data: Store) -> None:
+    sim = ActingSimCluster(objects=json.loads(json.dumps(data.objs)), now=data.now)
+    with data.metrics() as m:
+        console = load(sim, m, data.now - timedelta(minutes=1))
         for key in SILENT:
-            used = data.usage.workloads[key]
+            used = console.usage.workloads[key]
             assert not used.has_tflops, key
-        assert not data.usage.workloads["default/nulls"].has_vram
-        assert data.usage.workloads[BUSY].has_tflops and data.usage.workloads[BUSY].has_vram
-        table = workloads_table(data, Gauges(layout_for(200)), None)
+        assert not console.usage.workloads["default/nulls"].has_vram
+        assert console.usage.workloads[BUSY].has_tflops and console.usage.workloads[BUSY].has_vram
+        table = workloads_table(console, Gauges(layout_for(200)), None)
         cells = {r.key: r.cells for r in table.rows}
         nulls = cells["default/nulls"]
         assert NO_DATA in str(nulls["tflops"]) and NO_DATA in str(nulls["vram"])
-        history = compute_history(m, data, "default/nulls", span=timedelta(hours=2))
+        history = compute_history(m, console, "default/nulls", span=timedelta(hours=2))
         assert history.rows > 0 and set(history.tflops) == {None} and set(history.vram) == {None}
         assert history.tflops_avg is None and history.vram_peak is None
-        figures = workload_figures(data, "default/nulls", history)
-        waste = compute_waste(m, data, timedelta(days=1))
+        figures = workload_figures(console, "default/nulls", history)
+        waste = compute_waste(m, console, timedelta(days=1))
     rendered = str([c for col in figures.columns for c in col._cells])
     assert rendered.count(NO_DATA) >= 4
     rows = {w.key: w for w in waste.report.workloads}

@@ -858,7 +858,6 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 def _check_zones(objects: Sequence[dict[str, Any]]) -> None:
     """`simulate` models each pool's day in its defrag timezone (and runs its campaigns there): a
     pool naming a zone that does not exist cannot be simulated, so say which one instead."""
-    from tftui.model.dump import visible
     from tftui.model.zones import load_zone
 
     for obj in objects:

@@ -21,6 +21,7 @@ from typing_extensions import TypedDict
 
 from tftui.model import core, crds, keys
 from tftui.model.gcpause import gc_paused
+from tftui.model.plaintext import visible
 from tftui.model.quantity import QuantityError, quantity_float
 from tftui.model.times import time_problem
 
@@ -95,14 +96,6 @@ class Snapshot:
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Snapshot) and self.objects == other.objects
-
-
-def visible(text: str) -> str:
-    """`text` with control and line-separator characters escaped (`\\n`, `\\x85`): an error line
-    built from an object stays one line and cannot drive the terminal."""
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def object_ref(obj: Any) -> str:
