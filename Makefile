@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 PYTEST_ARGS ?=
 
-.PHONY: all demo test lint bench install tools snapshot-update clean
+.PHONY: all demo test check lint bench install tools snapshot-update clean
 
 all: test
 
@@ -42,6 +42,25 @@ lint: install
 
 test: lint tools
 	$(BIN)/pytest -n 2 -q $(PYTEST_ARGS)
+
+# `make check`: lint, then the unit tests that start nothing — no server (marker `integration`, set
+# by tests/conftest.py on tests using a server fixture), no tmux (`e2e`), no console app (`asyncio`:
+# every async test is a Textual pilot test), no Hypothesis run (`property`, also set by conftest), no
+# `tftui` subprocess (names with `cli_`), and none of the modules below, which simulate days, render
+# Helm charts, run subprocesses or start servers inline. `make test` runs everything.
+CHECK_IGNORE := tests/snapshots tests/test_runtime.py tests/test_state_incremental.py \
+	tests/test_whatif.py tests/test_whatif_incremental.py tests/test_whatif_ui.py tests/test_sim.py \
+	tests/test_sim_acting.py tests/test_sim_step1.py tests/test_report.py tests/test_roundtrip.py \
+	tests/test_deploy.py tests/test_cli.py tests/test_cli_hostile.py tests/test_trace.py \
+	tests/test_ui_crash.py tests/test_ui_exit.py tests/test_daemon.py tests/test_doctor.py \
+	tests/test_kube.py tests/test_leader.py tests/test_live_console.py tests/test_external_scaler.py \
+	tests/test_autoscale_runtime.py tests/test_autoscale_history.py tests/test_greptime.py \
+	tests/test_greptime_dialect.py tests/test_e2e_tmux.py tests/test_e2e_hostile.py
+CHECK_MARKERS := not integration and not e2e and not asyncio and not property
+
+check: lint
+	$(BIN)/pytest -q -p no:cacheprovider -m "$(CHECK_MARKERS)" -k "not cli_" \
+	  $(addprefix --ignore=,$(CHECK_IGNORE)) $(PYTEST_ARGS)
 
 bench: install tools
 	$(BIN)/python bench/run.py

@@ -85,3 +85,23 @@ def server() -> Iterator[KubeApiServer]:
 @pytest.fixture
 def kubeconfig(server: KubeApiServer, tmp_path: Path) -> Path:
     return write_kubeconfig(tmp_path / "kubeconfig", server.url)
+
+
+#: Fixtures that start a server of their own (PostgreSQL, the GreptimeDB-dialect server, the test
+#: Kubernetes API server). A test that uses one, directly or through another fixture, is marked
+#: `integration`; a Hypothesis test is marked `property`. `make check` leaves both out (see the
+#: Makefile) without a list of test names to keep up to date.
+SERVER_FIXTURES = frozenset({"pg_server", "dialect_server", "store", "server", "kubeconfig"})
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "integration: uses a server fixture (set by tests/conftest.py)")
+    config.addinivalue_line("markers", "property: a Hypothesis property test (set by tests/conftest.py)")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if SERVER_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.integration)
+        if getattr(getattr(item, "obj", None), "is_hypothesis_test", False):
+            item.add_marker(pytest.mark.property)
