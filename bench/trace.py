@@ -2,10 +2,10 @@
 
     python bench/trace.py [NODES.csv PODS.csv] [--seeds 42-51] [--workers N]
 
-Default trace: `../shared/data/alibaba-openb/` from the repository root (openb_node_list_gpu_node.csv,
-openb_pod_list_default.csv). Figures: FGD's allocation at 130 % arrived (mean of the seeds) and its
-distance from the paper's 95.4 %; each placement mode at 100 % and 130 %; the best mode with +admit
-at 130 %; the CPU seconds of one arrivals run.
+Default trace: `bench/data/alibaba-openb/` (openb_node_list_gpu_node.csv, openb_pod_list_default.csv,
+kept in the repository so a fresh clone can run it). Figures: FGD's allocation at 130 % arrived (mean
+of the seeds) and its distance from the paper's 95.4 %; each placement mode at 100 % and 130 %; the
+best mode with +admit at 130 %; the CPU seconds of one arrivals run.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from tftui.sources.trace import TraceError, protocol_input, read_trace
 from tftui.tracecmd import parse_seeds
 
 PAPER_FGD_130 = 95.4
-DEFAULT_DIR = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "alibaba-openb"
+DEFAULT_DIR = Path(__file__).resolve().parent / "data" / "alibaba-openb"
 NODES = "openb_node_list_gpu_node.csv"
 PODS = "openb_pod_list_default.csv"
 
