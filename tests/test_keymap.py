@@ -293,3 +293,22 @@ def test_console_refuses_a_bad_keymap_in_one_line(
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert f"config {path}: keymap.tftui.write.manual_compaction: 'ctrl+d' is a common chord" in err
+
+
+async def test_shift_letter_in_a_keymap_also_binds_the_letter_terminals_send(metrics: SimMetrics) -> None:
+    """tmux and most terminals send `C` for shift+c (only kitty's protocol says `shift+c`): the
+    README's `tftui.write.manual_compaction: shift+c` must not leave compaction unreachable."""
+    keymap = {"tftui.write.manual_compaction": "shift+c"}
+    assert check_keymap(keymap) == {"tftui.write.manual_compaction": "C,shift+c"}
+    assert keys_of(REGISTRY["tftui.write.manual_compaction"], keymap) == ["C", "shift+c"]
+    with pytest.raises(ConfigError, match="'N' is already bound to tftui.sort_name"):
+        check_keymap({"tftui.place": "shift+n"})  # the letter it adds collides like the key itself
+    from tftui.config import ConsoleConfig
+
+    config = ConsoleConfig(keymap=keymap)
+    app = make_app(ActingSimCluster(seed=7, nodes=40, now=DEFAULT_NOW), metrics, config=config)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("C")  # what tmux sends for shift+c
+        await settle(pilot)
+        assert isinstance(app.screen, ConfirmScreen)

@@ -69,7 +69,7 @@ from tftui.ui.autoscaleview import AutoscaleAnalysis, AutoscaleLoader, toggle_bo
 from tftui.ui.background import in_thread
 from tftui.ui.crash import CRASH_EXIT, crash_line, write_crash_log
 from tftui.ui.data import ClusterLoadError, ConsoleData, connection_error, describe_error, load
-from tftui.ui.keymap import check_keymap
+from tftui.ui.keymap import check_keymap, normalise_keymap
 from tftui.ui.ops import CapacityFigures, ConsoleRuntime, compaction_capacity
 from tftui.ui.opsviews import confirm_compaction_body
 from tftui.ui.palette import ActionCommands
@@ -236,7 +236,7 @@ class TfTuiApp(App[None]):
             self.register_theme(theme)
         self.theme = THEMES[self.config.theme].name
         if self.config.keymap:
-            self.set_keymap(dict(self.config.keymap))
+            self.set_keymap(normalise_keymap(self.config.keymap))  # `shift+c` also binds `C`
         self._sim_speed = max(0.0, sim_speed)
         """Simulated seconds per wall second on the embedded cluster (0: its clock stands still)."""
         self._sim_wall: float | None = None

@@ -4,10 +4,15 @@ A keymap maps binding ids (`tftui.sort_name`) to Textual key names (`shift+n`, c
 Refused, with a one-line error naming the entry: unknown ids, a mutating action on a common chord
 (k9s's `ctrl+d`/`ctrl+k` foot-guns, vim/tmux/readline keys, navigation), and a key that would
 collide with another action bound on the same screen.
+
+`shift+<letter>` is what a few terminals (kitty's keyboard protocol) report, but most, tmux among
+them, send the upper-case letter itself: a keymap saying only `shift+c` would leave the action
+unreachable there. Keys are normalised so `shift+c` also binds `C` (as the registry's sort keys do).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from textual.keys import _normalize_key_list
@@ -58,8 +63,28 @@ SHARED_SCOPES: dict[Scope, tuple[Scope, ...]] = {
 """Scopes whose bindings are active together on one screen (where a key must be unique)."""
 
 
+_SHIFT_LETTER = re.compile(r"shift\+([a-z])")
+
+
+def normalise_keys(keys: str) -> str:
+    """Textual key names, comma-separated, with `shift+x` also bound as `X` (what terminals send)."""
+    out: list[str] = []
+    for key in _normalize_key_list(keys).split(","):
+        key = key.strip()
+        letter = _SHIFT_LETTER.fullmatch(key)
+        for k in (letter.group(1).upper(), key) if letter else (key,):
+            if k not in out:
+                out.append(k)
+    return ",".join(out)
+
+
+def normalise_keymap(keymap: Mapping[str, str]) -> dict[str, str]:
+    """The keymap as the console applies it (`normalise_keys` on every entry)."""
+    return {binding_id: normalise_keys(keys) for binding_id, keys in keymap.items()}
+
+
 def keys_of(action: Action, keymap: Mapping[str, str]) -> list[str]:
-    return _normalize_key_list(keymap.get(action.id, action.keys)).split(",")
+    return normalise_keys(keymap.get(action.id, action.keys)).split(",")
 
 
 def check_keymap(keymap: Mapping[str, str], origin: str = "keymap") -> dict[str, str]:
@@ -85,4 +110,4 @@ def check_keymap(keymap: Mapping[str, str], origin: str = "keymap") -> dict[str,
                     raise ConfigError(
                         f"{where}: {key!r} is already bound to {other.id} ({other.description})"
                     )
-    return {binding_id: _normalize_key_list(keys) for binding_id, keys in keymap.items()}
+    return normalise_keymap(keymap)
