@@ -372,7 +372,7 @@ def test_daemon_process_on_the_demo_never_imports_textual_and_stops_on_sigterm()
         f"rc = main(['--daemon', '--demo', '--speed', '600', '--listen', '127.0.0.1:{port}'])\n"
         "print('TEXTUAL', 'textual' in sys.modules, file=sys.stderr)\nsys.exit(rc)\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "POD_NAME": "demo-replica-1"}
     proc = subprocess.Popen(
         [sys.executable, "-c", code],
         cwd=ROOT,
@@ -392,6 +392,11 @@ def test_daemon_process_on_the_demo_never_imports_textual_and_stops_on_sigterm()
         eventually(ready, 20)
         assert http(f"http://127.0.0.1:{port}/healthz") == (200, "ok\n")
         eventually(lambda: "tftui_decisions_total" in http(f"http://127.0.0.1:{port}/metrics")[1], 10)
+        scraped = http(f"http://127.0.0.1:{port}/metrics")[1]
+        # counters that have not counted read 0 rather than being absent
+        assert metric(scraped, "tftui_errors_total", where="loop") == 0
+        assert metric(scraped, "tftui_actions_total", action="EvictPod", result="failed") == 0
+        metric(scraped, "tftui_pods_evicted_total", pool="demo-training")  # exported, whatever it counted
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=20)
     finally:
@@ -401,6 +406,7 @@ def test_daemon_process_on_the_demo_never_imports_textual_and_stops_on_sigterm()
     assert "TEXTUAL False" in err
     docs = [json.loads(line) for line in out.splitlines()]
     assert docs[0]["msg"] == "daemon started" and docs[0]["cluster"] == "demo"
+    assert docs[0]["identity"] == "demo-replica-1"  # the replica's name, not ""
     assert any(d["logger"] == "tftui.journal" and d["kind"] == "compaction" for d in docs)
     assert any(d["msg"] == "received SIGTERM: finishing the call in flight, then stopping" for d in docs)
     assert docs[-1]["msg"] == "daemon stopped"

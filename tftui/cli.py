@@ -731,6 +731,7 @@ def cmd_daemon(args: argparse.Namespace) -> int:
         listen=args.listen,
         metrics_optional=args.metrics_optional,
         external_scaler=args.external_scaler,
+        identity=config.identity,
     )
     if args.demo:
         if args.speed < 0:

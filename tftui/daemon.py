@@ -96,6 +96,7 @@ class DaemonOptions:
     settle_timeout: float = 5.0
     speed: float | None = None  # simulated seconds per wall second (needs `advance`); None: wall clock
     stop_at: datetime | None = None  # internal (tests): return once the clock reaches this
+    identity: str = ""  # this replica's name for the logs (the elector's when there is one)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -125,6 +126,7 @@ class Daemon:
         self.journal = Journal()
         self.metrics = DaemonMetrics()
         self.metrics.dry_run.set(1 if self.options.dry_run else 0)
+        self.metrics.known_labels()  # every counter series at 0 from the first scrape
         self.runtime: Runtime | None = None
         self.ops: OpsServer | None = None
         self._stop = threading.Event()
@@ -160,6 +162,7 @@ class Daemon:
             extra={
                 "fields": {
                     "cluster": self.cluster.describe(),
+                    "identity": self._identity(),
                     "dryRun": opts.dry_run,
                     "externalScaler": opts.external_scaler and not opts.dry_run,
                     "pools": sorted(opts.pools) if opts.pools is not None else "all",
@@ -239,7 +242,7 @@ class Daemon:
         self._probe_metrics()
 
     def _identity(self) -> str:
-        return self.elector.config.identity if self.elector is not None else ""
+        return self.elector.config.identity if self.elector is not None else self.options.identity
 
     def _new_runtime(self) -> Runtime:
         rt = Runtime(
@@ -251,6 +254,17 @@ class Daemon:
             external_scaler=self.options.external_scaler and not self.options.dry_run,
         )
         rt.pools = self.options.pools
+        pools = self.options.pools
+        if pools is None:
+            try:
+                pools = frozenset(
+                    str((o.get("metadata") or {}).get("name") or "")
+                    for o in self.cluster.snapshot()
+                    if o.get("kind") == "GPUPool"
+                )
+            except SourceError:
+                pools = frozenset()  # the next plan names them
+        self.metrics.known_labels(sorted(p for p in pools if p))
         if self.elector is not None:
             rt.actuator.fence = self.elector.is_leader
         return rt
@@ -311,6 +325,7 @@ class Daemon:
         self.metrics.loop_duration.labels("tick").observe(time.perf_counter() - started)
         self.ticks += 1
         if plan is not None:
+            self.metrics.known_labels(plan.pools)  # the pools' counters at 0 until they count
             self._account(plan, rt.last_results)
         if rt.metrics is not None:
             self.metrics.autoscale_paused.set(1 if rt.autoscale_paused else 0)

@@ -8,9 +8,9 @@ standard library's threading server: three read-only paths need no framework.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, get_args
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -22,7 +22,16 @@ from prometheus_client import (
     generate_latest,
 )
 
+from tftui.engine.plan import Action
+from tftui.runtime.actuator import ActionStatus
+
 __all__ = ["DaemonMetrics", "OpsServer", "parse_listen"]
+
+DECISION_KINDS = ("compaction", "defrag")
+ACTION_TYPES = tuple(t.__name__ for t in get_args(Action))
+ACTION_RESULTS = get_args(ActionStatus)
+ERROR_PLACES = ("action", "loop", "metrics", "compaction", "defrag")
+"""The label values of the daemon's counters (`known_labels` exports each at 0 from the start)."""
 
 Probe = Callable[[], tuple[bool, str]]  # (ok, one-line reason)
 
@@ -72,6 +81,22 @@ class DaemonMetrics:
         )
         self.cache_synced = Gauge("tftui_cache_synced", "1 once every watched kind was listed.", registry=r)
         self.dry_run = Gauge("tftui_dry_run", "1 when the daemon decides and journals only.", registry=r)
+
+    def known_labels(self, pools: Iterable[str] = ()) -> None:
+        """Create every series whose labels are known, at 0: a counter that has not counted yet
+        must read 0 on /metrics, not be absent (a rate() or an alert over an absent series sees
+        nothing, and "no evictions" cannot be told from "not exported")."""
+        for kind in DECISION_KINDS:
+            self.decisions.labels(kind)
+        for action in ACTION_TYPES:
+            for result in ACTION_RESULTS:
+                self.actions.labels(action, result)
+        for where in ERROR_PLACES:
+            self.errors.labels(where)
+        self.loop_duration.labels("tick")
+        for pool in pools:
+            self.nodes_released.labels(pool)
+            self.pods_evicted.labels(pool)
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
