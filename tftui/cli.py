@@ -322,7 +322,9 @@ def open_metrics(args: argparse.Namespace, cluster: ClusterPort) -> MetricsPort 
     if args.demo:
         from tftui.sources.sim.usage import SimMetrics
 
-        return SimMetrics(cluster.snapshot(), seed=args.seed, now=_demo_now())
+        # the acting demo (console, daemon): usage follows its clock and its replaced workers
+        follow = cluster if callable(getattr(cluster, "advance", None)) else None
+        return SimMetrics(cluster.snapshot(), seed=args.seed, now=_demo_now(), follow=follow)
     return None
 
 

@@ -41,10 +41,10 @@ choice (names, UIDs) comes from an RNG seeded by `seed`, so a run is reproducibl
 Workers are placed with kube-scheduler's node fit too (CPU, memory, pod slots: `engine.nodefit`).
 Limitations: pods that are not TensorFusion workers are never scheduled (bound ones run); the
 cluster autoscaler does not drain nodes; pods that are not TensorFusion workers are not recreated
-when their node goes; `SimMetrics` must be rebuilt from
-a new snapshot to serve replaced workers (`SimMetrics(sim.snapshot(), sim.seed, now=sim.now())`, a few
-milliseconds for the 40-node demo): history of a replacement starts at its creation, evicted pods lose
-theirs. `SimMetrics` derives usage from the requests it was built with, so a rebuild after autoscale
+when their node goes; `SimMetrics(..., follow=sim)` follows the cluster (its clock, and a re-index
+when the running workers change; a few milliseconds for the 40-node demo): history of a replacement
+starts at its creation, evicted pods lose theirs. `SimMetrics` derives usage from the requests it
+was built with, so a rebuild after autoscale
 resized workers makes their usage follow the new requests (keep the first one to hold demand fixed).
 """
 

@@ -26,6 +26,12 @@ Row shapes (column names and units per upstream-model §3.2; `ts` is a timezone-
   gpu_count (int), raw_cost (USD for the step from the pool's qosConfig.pricing; 0 without pricing),
   ready (bool); ts.
 
+Following a running clock (`follow=`, the demo console and daemon with `--speed`): the history
+slides with the cluster's clock (`now` is read from it on every query, so "used" keeps coming as
+simulated time passes), and when the cluster's running workers changed (a defrag eviction, a
+replacement, a released node) the objects are indexed again, so replacements report usage from
+their creation on. Values stay pure functions of (seed, entity, t): moving the window changes none.
+
 Consistency: a GPU's compute_percentage is the sum of its workers' rows at that timestamp, capped at
 100; its memory_bytes is the sum of their memory plus `GPU_DRIVER_OVERHEAD_BYTES` when any worker is
 present, capped at capacity. GPUs held by pods outside TensorFusion (`usedBy: nvidia-device-plugin`)
@@ -38,6 +44,7 @@ import bisect
 import functools
 import gc
 import math
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -197,6 +204,7 @@ class SimMetrics:
         now: datetime | None = None,
         history: timedelta = timedelta(hours=24),
         step: timedelta = timedelta(minutes=1),
+        follow: Any | None = None,
     ) -> None:
         step_s = step.total_seconds()
         if step_s < 1 or step_s != int(step_s):
@@ -207,7 +215,12 @@ class SimMetrics:
         self.end = int(_epoch(self.now)) // self.step * self.step  # newest sample
         samples = max(1, int(history.total_seconds()) // self.step)
         self.start = self.end - (samples - 1) * self.step  # oldest sample
+        self._samples = samples
         self._by_node: dict[str, list[_Gpu]] | None = None
+        self._follow = follow  # a cluster with `now()`, `snapshot()` and a `generation` counter
+        self._generation = getattr(follow, "generation", None)
+        self._sync_lock = threading.Lock()
+        self._signature = _running_workers(objects) if follow is not None else None
         # the objects hold ~a million acyclic dicts; pause the cyclic collector while indexing so it
         # does not rescan them over and over (it dominated indexing time at 5000 nodes)
         was_enabled = gc.isenabled()
@@ -217,6 +230,35 @@ class SimMetrics:
         finally:
             if was_enabled:
                 gc.enable()
+
+    # -- following a running cluster ---------------------------------------------------------
+
+    def _sync(self) -> None:
+        """With `follow`: move the window to the cluster's clock, and index the objects again when
+        its running workers changed. Without: nothing (a fixed day of history)."""
+        follow = self._follow
+        if follow is None:
+            return
+        with self._sync_lock:
+            now = as_utc(follow.now())
+            generation = getattr(follow, "generation", None)
+            if generation != self._generation:
+                self._generation = generation
+                objects = follow.snapshot()
+                signature = _running_workers(objects)
+                if signature != self._signature:
+                    self._signature = signature
+                    was_enabled = gc.isenabled()
+                    gc.disable()
+                    try:
+                        self._index(objects)
+                    finally:
+                        if was_enabled:
+                            gc.enable()
+            if now > self.now:
+                self.now = now
+                self.end = int(_epoch(now)) // self.step * self.step
+                self.start = self.end - (self._samples - 1) * self.step
 
     # -- index -------------------------------------------------------------------------------
 
@@ -229,8 +271,8 @@ class SimMetrics:
         self._tz = {name: pool_timezone(p) for name, p in pools.items()}
         self._pricing = {name: _pricing(p) for name, p in pools.items()}
         self.tzs: set[ZoneInfo] = {_UTC, *self._tz.values()}
-        self.gpus = [self._gpu(o) for o in by_kind.get("GPU", [])]
-        gpu_by_name = {g.name: g for g in self.gpus}
+        gpus = [self._gpu(o) for o in by_kind.get("GPU", [])]
+        gpu_by_name = {g.name: g for g in gpus}
         profiles: dict[tuple[str, str], tuple[str, str]] = {}
         for wl in by_kind.get("TensorFusionWorkload", []):
             meta = wl.get("metadata") or {}
@@ -239,13 +281,19 @@ class SimMetrics:
                 profile,
                 meta.get("uid") or meta["name"],
             )
-        self.workers = []
+        workers = []
         for pod in by_kind.get("Pod", []):
             worker = self._worker(pod, gpu_by_name, profiles)
             if worker is not None:
-                self.workers.append(worker)
+                workers.append(worker)
                 for gpu in worker.gpus:
                     gpu.workers.append(worker)
+        by_node: dict[str, list[_Gpu]] = {}
+        for g in gpus:
+            by_node.setdefault(g.node, []).append(g)
+        self._by_node = by_node
+        # assigned whole: a query running in another thread keeps the lists it started with
+        self.gpus, self.workers = gpus, workers
         self.nodes = [self._node(o) for o in by_kind.get("GPUNode", [])]
 
     def _gpu(self, obj: dict[str, Any]) -> _Gpu:
@@ -362,11 +410,7 @@ class SimMetrics:
         return node
 
     def _gpus_of(self, node: str) -> list[_Gpu]:
-        if self._by_node is None:  # built on first use, once every GPU is indexed
-            self._by_node = {}
-            for g in self.gpus:
-                self._by_node.setdefault(g.node, []).append(g)
-        return self._by_node.get(node, [])
+        return (self._by_node or {}).get(node, [])
 
     # -- time grid ---------------------------------------------------------------------------
 
@@ -437,6 +481,7 @@ class SimMetrics:
 
     def latest_gpu_usage(self, now: datetime, lookback: timedelta = DEFAULT_LOOKBACK) -> dict[str, GPUUsage]:
         """GPU name → its sample at the last step <= now (none if that is older than `lookback`)."""
+        self._sync()
         t = self._latest(now, lookback)
         if t is None:
             return {}
@@ -456,6 +501,7 @@ class SimMetrics:
         self, now: datetime, lookback: timedelta = DEFAULT_LOOKBACK
     ) -> dict[tuple[str, str], WorkerUsage]:
         """(namespace, pod) → the worker's sample at the last step <= now, summed over its devices."""
+        self._sync()
         t = self._latest(now, lookback)
         if t is None:
             return {}
@@ -491,6 +537,7 @@ class SimMetrics:
         }.get(table)
         if emit is None:
             raise ValueError(f"unknown metrics table {table!r}")
+        self._sync()
         for t in self._grid(start, end):
             yield from emit(t, datetime.fromtimestamp(t, UTC))
 
@@ -581,6 +628,22 @@ class SimMetrics:
                 "ready": w.ready,
                 "ts": ts,
             }
+
+
+def _running_workers(objects: list[dict[str, Any]]) -> frozenset[tuple[str, str, str]]:
+    """What the index depends on that a running cluster changes: its Running TensorFusion workers
+    (uid, phase, gpu-ids). Status-only changes (capacities recomputed) leave it equal."""
+    out = set()
+    for o in objects:
+        if o.get("kind") != "Pod":
+            continue
+        meta = o.get("metadata") or {}
+        if (meta.get("labels") or {}).get(f"{TF}/component") != "worker":
+            continue
+        phase = str((o.get("status") or {}).get("phase", ""))
+        gpus = str((meta.get("annotations") or {}).get(f"{TF}/gpu-ids", ""))
+        out.add((str(meta.get("uid") or meta.get("name", "")), phase, gpus))
+    return frozenset(out)
 
 
 def _pct(part: float, whole: float) -> float:
