@@ -86,3 +86,21 @@ def test_replaced_workers_report_usage_from_their_creation() -> None:
     assert new and all(k[0] == ns for k in new), new  # its replacement reports usage
     rows = list(metrics.rows("tf_gpu_usage", cluster.now() - timedelta(minutes=2), cluster.now()))
     assert rows and max(r["ts"] for r in rows) >= now + timedelta(minutes=9)
+
+
+def header_text(app: TfTuiApp) -> str:
+    return " ".join(str(label.render()) for label in app.screen.query("#header-main Label") if label.display)
+
+
+async def test_header_says_the_demo_clock_stands_still_or_runs() -> None:
+    cluster, metrics = demo_ports()
+    app = TfTuiApp(cluster, metrics, clock=cluster.clock, refresh_interval=None)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        assert "refreshed 12:00:00 UTC" in header_text(app)
+        assert "clock paused" in header_text(app)  # frozen on purpose, not a stuck refresh
+    cluster, metrics = demo_ports("--speed", "60")
+    app = TfTuiApp(cluster, metrics, clock=cluster.clock, refresh_interval=None, sim_speed=60)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        assert "clock ×60" in header_text(app) and "paused" not in header_text(app)

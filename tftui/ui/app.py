@@ -421,6 +421,13 @@ class TfTuiApp(App[None]):
         """The console's clock (injected in tests; the demo's simulated clock)."""
         return self._clock()
 
+    def clock_note(self) -> str:
+        """The header's word on a simulated clock: it stands still without `--speed` (so the
+        refresh time and ages do not move: paused, not stuck), or runs `×speed`; "" for real time."""
+        if not callable(getattr(self._cluster, "advance", None)):
+            return ""
+        return f"clock ×{self._sim_speed:g}" if self._sim_speed > 0 else "clock paused"
+
     def action_toggle_pause(self) -> None:
         self.paused = not self.paused
         self.notify("automatic refresh paused (R resumes, ^r refreshes once)" if self.paused else "resumed")

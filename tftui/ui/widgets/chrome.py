@@ -32,6 +32,7 @@ class ConsoleHeader(Vertical):
             yield PlainLabel("tftui", id="header-title")
             yield PlainLabel("", id="header-source")
             yield PlainLabel("", id="header-time")
+            yield PlainLabel("", id="header-clock")
             yield PlainLabel("", id="header-warnings")
             yield PlainLabel("", id="header-link")
             yield PlainLabel("⏸ paused", id="header-paused")
@@ -64,6 +65,9 @@ class ConsoleHeader(Vertical):
         else:
             when = f"refreshed {fmt_time(data.refreshed_at)}" + (" ⟳" if app.loading else "")
         self.query_one("#header-time", Label).update(when)
+        clock = self.query_one("#header-clock", Label)
+        clock.update(app.clock_note())
+        clock.display = bool(app.clock_note())
         count = len(data.state.warnings) if data is not None else 0
         warnings = self.query_one("#header-warnings", Label)
         warnings.update(f"⚠ {count} warning{'s' if count != 1 else ''} [w]" if count else "")
