@@ -10,10 +10,16 @@ from rich.style import Style
 from tftui.ui.format import fmt_age, fmt_bytes, fmt_num, fmt_time
 from tftui.ui.widgets.gauge import (
     DEFAULT_STYLES,
+    GAP_CRIT,
+    GAP_WARN,
+    USED_CHAR,
     format_percent,
+    gap_level,
     gauge_width,
     level_of,
     render_gauge,
+    render_request_gauge,
+    render_shift,
 )
 
 GI = 1024**3
@@ -76,11 +82,22 @@ def test_width_is_fixed_whatever_the_values() -> None:
         assert len(plain(cap, alloc, used, width=7)) == gauge_width(7)
 
 
-def test_colour_follows_thresholds_per_layer() -> None:
-    text = render_gauge(100, 95, 40, 10)
-    # used (40%) is ok/green, allocation (95%) is critical/red
-    assert text.spans[0].style == DEFAULT_STYLES.ok
-    assert text.spans[1].style == DEFAULT_STYLES.crit
+def test_colour_marks_a_large_gap_not_high_allocation() -> None:
+    busy = render_gauge(100, 95, 90, 10)  # full and used: nothing to hunt
+    assert [span.style for span in busy.spans[:2]] == [DEFAULT_STYLES.ok, DEFAULT_STYLES.alloc]
+    idle = render_gauge(100, 95, 20, 10)  # full and idle: the booked, unused part is critical
+    assert [span.style for span in idle.spans[:2]] == [DEFAULT_STYLES.ok, DEFAULT_STYLES.crit]
+    assert render_gauge(100, 60, 30, 10).spans[1].style == DEFAULT_STYLES.warn  # a 30-point gap
+    assert render_gauge(100, 60, None, 10).spans[0].style == DEFAULT_STYLES.alloc  # no data: not judged
+    assert [gap_level(g) for g in (None, 0, GAP_WARN - 0.1, GAP_WARN, GAP_CRIT - 0.1, GAP_CRIT, 100)] == [
+        "alloc",
+        "alloc",
+        "alloc",
+        "warn",
+        "warn",
+        "crit",
+        "crit",
+    ]
     assert [level_of(p) for p in (None, 0, 69.9, 70, 89.9, 90, 150)] == [
         "ok",
         "ok",
@@ -94,11 +111,42 @@ def test_colour_follows_thresholds_per_layer() -> None:
 
 def test_custom_styles_are_used() -> None:
     styles = DEFAULT_STYLES.__class__(
-        ok=Style(color="blue"), warn=Style(color="magenta"), crit=Style(color="cyan"), free=Style(dim=True)
+        ok=Style(color="blue"),
+        warn=Style(color="magenta"),
+        crit=Style(color="cyan"),
+        free=Style(dim=True),
+        alloc=Style(color="red"),
     )
     text = render_gauge(100, 50, None, 4, styles=styles)
-    assert text.spans[0].style == Style(color="blue")
+    assert text.spans[0].style == Style(color="red")
     assert text.spans[1].style == Style(dim=True)
+    assert render_gauge(100, 50, 50, 4, styles=styles).spans[0].style == Style(color="blue")
+
+
+def test_a_small_allocation_keeps_a_cell_of_its_own_beside_use() -> None:
+    """8 % booked and 1 % used used to draw one solid block: the booking was invisible."""
+    assert plain(100, 8, 1) == "█▒········   8%/  1%"
+    assert plain(100, 3, 2) == "█▒········   3%/  2%"
+    assert plain(100, 100, 96) == "█████████▒ 100%/ 96%"  # a full bar gives up a used cell
+    assert plain(100, 2, 2) == "█·········   2%/  2%"  # all of it used: nothing unused to show
+    assert plain(100, 8, None) == "▒·········   8%/   —"
+
+
+def test_request_gauge_is_use_against_the_request() -> None:
+    """Workloads and workers: the bar is the request, the figure use as % of it (the report's USE)."""
+    assert render_request_gauge(60, 12, 10).plain == "██▒▒▒▒▒▒▒▒  20%"
+    assert render_request_gauge(60, None, 10).plain == "▒▒▒▒▒▒▒▒▒▒    —"
+    over = render_request_gauge(60, 80, 10, fmt=fmt_num, unit="TF", value_width=12)
+    assert over.plain == "██████████ 133%     80/60 TF"  # above the request, up to the limit
+    assert len(over.plain) == gauge_width(10, 12, request=True)
+    assert render_request_gauge(60, 6, 10).spans[1].style == DEFAULT_STYLES.crit  # 10 % used
+
+
+def test_placement_shift_never_uses_the_used_glyph() -> None:
+    """`█` means measured use everywhere; a placement shows allocation now and what it adds."""
+    assert render_shift(40, 52, 10).plain == "▒▒▒▒▓·····  40%→ 52%"
+    assert render_shift(52, 40, 10).plain == "▒▒▒▒░·····  52%→ 40%"
+    assert USED_CHAR not in render_shift(90, 100, 10).plain
 
 
 @pytest.mark.parametrize(

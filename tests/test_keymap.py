@@ -301,7 +301,7 @@ async def test_shift_letter_in_a_keymap_also_binds_the_letter_terminals_send(met
     keymap = {"tftui.write.manual_compaction": "shift+c"}
     assert check_keymap(keymap) == {"tftui.write.manual_compaction": "C,shift+c"}
     assert keys_of(REGISTRY["tftui.write.manual_compaction"], keymap) == ["C", "shift+c"]
-    with pytest.raises(ConfigError, match="'N' is already bound to tftui.sort_name"):
+    with pytest.raises(ConfigError, match=r"'N' is already bound to tftui\.sort_name"):
         check_keymap({"tftui.place": "shift+n"})  # the letter it adds collides like the key itself
     from tftui.config import ConsoleConfig
 

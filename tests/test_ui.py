@@ -23,6 +23,7 @@ from textual.message import Message
 from textual.pilot import Pilot
 from textual.widgets import Label
 
+from tests.fitting import WIDTHS, assert_fits
 from tftui.engine.state import ClusterState
 from tftui.model.usage import GPUUsage, WorkerUsage
 from tftui.sources.ports import SourceError
@@ -43,12 +44,9 @@ from tftui.ui.screens.resource import (
     WorkloadsScreen,
 )
 from tftui.ui.views import (
-    LAYOUT_MIN_WIDTH,
-    NARROW,
-    NORMAL,
-    WIDE,
     Gauges,
     gpus_table,
+    layout_for,
     nodes_table,
     pools_table,
     rendered,
@@ -578,23 +576,24 @@ async def test_quit_keys(demo: SimCluster, metrics: SimMetrics) -> None:
 # -- pure table builders -------------------------------------------------------------------------
 
 
-def test_every_table_fits_its_layout(demo: SimCluster, metrics: SimMetrics) -> None:
+def test_every_table_fits_the_terminal_and_keeps_names_whole(demo: SimCluster, metrics: SimMetrics) -> None:
+    """Widths follow the content: from 160 columns no workload, node or pool name is cut (at 120 to
+    199 they were cut in the middle with 40 empty columns on the right), and every table fits."""
     data = load(demo, metrics, DEFAULT_NOW)
     node = "inf-h100-01"
-    for layout in (NARROW, NORMAL, WIDE):
-        g = Gauges(layout)
+    for width in WIDTHS:
+        g = Gauges(layout_for(width))
         tables = [
             pools_table(data, g),
             nodes_table(data, g),
-            gpus_table(data, g),
             gpus_table(data, g, node=node),
             workloads_table(data, g),
             workers_table(data, g, data.state.nodes[node].workers),
         ]
         for table in tables:
-            total = sum(c.width + 2 for c in table.columns) + 2  # cell padding, vertical scrollbar
-            assert total <= LAYOUT_MIN_WIDTH[layout.name], (layout.name, [c.key for c in table.columns])
-            for row in table.rows:
-                for col in table.columns:
-                    text = plain(rendered(row.cells[col.key]))
-                    assert len(text) <= col.width, (col.key, text)
+            fitted = assert_fits(table, width)
+            if width >= 160:
+                for col in fitted.columns:
+                    if col.key in ("name", "key", "pool", "node"):
+                        cut = [plain(rendered(r.cells[col.key])) for r in fitted.rows]
+                        assert not [c for c in cut if "…" in c], (width, col.key)

@@ -119,7 +119,7 @@ async def test_workloads_columns_and_detail_show_the_engines_recommendation() ->
         assert "P50 " in text and "P90 " in text and "P99 " in text
         assert "lower/target/upper" in text and "bounds" in text and "cron rule" in text
         assert ("would apply" if rec.would_apply else "not applied") + f" ({rec.reason}): " in text
-        assert "usage distribution" in text and "█" in text
+        assert "usage distribution" in text and "━" in text and "█" not in text  # not the gauges' glyph
 
 
 def test_distribution_shares_sum_to_one_and_cover_the_samples() -> None:
@@ -131,6 +131,18 @@ def test_distribution_shares_sum_to_one_and_cover_the_samples() -> None:
     assert abs(sum(s for _, _, s in rows) - 1.0) < 1e-9
     assert rows[0][0] <= 1.0 and rows[-1][1] >= 30.0
     assert distribution(DecayingHistogram(TFLOPS_OPTIONS, 3600.0)) == []
+
+
+def test_distribution_labels_keep_every_range_apart() -> None:
+    """The bins of a narrow distribution (11.2 to 11.9 TF) read `11–11 TF` with the short
+    table formatter: labels take the decimals they need."""
+    from tftui.ui.autoscaleview import _range_labels
+
+    labels = _range_labels([(11.2, 11.4, 0.5), (11.4, 11.9, 0.5)], vram=False)
+    assert labels == ["11.2–11.4 TF", "11.4–11.9 TF"]
+    assert _range_labels([(0.0, 12.0, 1.0)], vram=False) == ["0–12 TF"]
+    gi = 1024**3
+    assert _range_labels([(2 * gi, 2.5 * gi, 1.0)], vram=True) == ["2.0–2.5Gi"]
 
 
 async def test_autoscale_key_asks_then_turns_it_on_and_the_runtime_acts() -> None:

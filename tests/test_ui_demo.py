@@ -57,7 +57,9 @@ async def test_usage_keeps_coming_as_the_demo_clock_runs() -> None:
             assert app.data is not None and app.data.refreshed_at == cluster.now()
             figures = used_figures(app)
             assert figures and "—" not in figures, figures
-        assert app.data is not None and "metrics" not in str(app.screen.query_one("#header-status", Label).render())
+        assert app.data is not None and "metrics" not in str(
+            app.screen.query_one("#header-status", Label).render()
+        )
 
 
 def test_replaced_workers_report_usage_from_their_creation() -> None:

@@ -124,8 +124,8 @@ def test_parse_request_names_the_field() -> None:
 
 def test_shift_gauge_draws_before_and_added() -> None:
     text = render_shift(40.0, 60.0, 10).plain
-    assert text == "████▒▒···· " + " 40%→ 60%"
-    assert render_shift(0.0, 0.3, 4).plain == "▒··· " + "  0%→ <1%"
+    assert text == "▒▒▒▒▓▓···· " + " 40%→ 60%"  # ▒ allocated now, ▓ what the request adds
+    assert render_shift(0.0, 0.3, 4).plain == "▓··· " + "  0%→ <1%"
 
 
 # -- placement preview -----------------------------------------------------------------------------
@@ -492,8 +492,8 @@ async def test_writable_console_offers_the_write_keys(demo: ActingSimCluster, me
 
 
 def test_every_operation_table_fits_its_layout(demo: ActingSimCluster, metrics: SimMetrics) -> None:
-    from rich.text import Text
 
+    from tests.fitting import WIDTHS, assert_fits
     from tftui.ui.data import load
     from tftui.ui.opsviews import (
         compaction_decisions_table,
@@ -503,14 +503,15 @@ def test_every_operation_table_fits_its_layout(demo: ActingSimCluster, metrics: 
         events_table,
         journal_table,
     )
-    from tftui.ui.views import LAYOUT_MIN_WIDTH, NARROW, NORMAL, WIDE
+    from tftui.ui.views import layout_for
 
     runtime = app_module.make_runtime(demo, lambda: DEFAULT_NOW)
     assert runtime is not None
     runtime.manual_compaction("demo-dev")  # so events and journal have rows
     data = load(demo, metrics, DEFAULT_NOW, runtime)
     assert data.ops.events and data.ops.journal
-    for layout in (NARROW, NORMAL, WIDE):
+    for width in WIDTHS:
+        layout = layout_for(width)
         tables = [
             compaction_pools_table(data, layout),
             compaction_decisions_table(data.ops.compaction["demo-dev"], layout),
@@ -520,15 +521,7 @@ def test_every_operation_table_fits_its_layout(demo: ActingSimCluster, metrics: 
             journal_table(data.ops.journal, layout),
         ]
         for table in tables:
-            total = sum(c.width + 2 for c in table.columns) + 2  # cell padding, vertical scrollbar
-            assert total <= LAYOUT_MIN_WIDTH[layout.name], (layout.name, [c.key for c in table.columns])
-            for row in table.rows:
-                for col in table.columns:
-                    cell = row.cells[col.key]
-                    if isinstance(cell, str):
-                        assert len(cell) <= col.width, (col.key, cell)
-                    else:  # free text is cut by the cell itself, at the end
-                        assert isinstance(cell, Text)
+            assert_fits(table, width)
 
 
 class FailingRuntime:

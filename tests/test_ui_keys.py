@@ -38,7 +38,6 @@ from tftui.ui.views import (
     Table,
     gpus_table,
     nodes_table,
-    rendered,
     workers_table,
     workloads_table,
 )
@@ -95,6 +94,39 @@ def test_csv_is_the_table_as_shown() -> None:
     assert list(csv.reader(table_csv(table).splitlines())) == [["NAME", "TFLOPS"], ["x,y", "█ 40%"]]
 
 
+def test_csv_writes_gauges_and_figures_as_numbers_and_names_in_full(
+    demo: SimCluster, metrics: SimMetrics
+) -> None:
+    """ctrl+s wrote `█████▒▒▒▒·  93%/ 55%`: a gauge is now numeric columns (allocated, used and
+    capacity, both percentages; a workload's request, use and use %), unknown use is empty."""
+    data = load(demo, metrics, DEFAULT_NOW)
+    nodes = nodes_table(data, Gauges(NARROW))
+    rows = list(csv.DictReader(table_csv(nodes).splitlines()))
+    assert set(rows[0]) >= {
+        "NAME",
+        "TFLOPS allocated (TFLOPS)",
+        "TFLOPS used (TFLOPS)",
+        "TFLOPS capacity (TFLOPS)",
+        "TFLOPS allocated %",
+        "TFLOPS used %",
+        "VRAM allocated (bytes)",
+        "VRAM used (bytes)",
+        "VRAM capacity (bytes)",
+    }
+    for row in rows:
+        node = data.state.nodes[row["NAME"]]
+        assert float(row["TFLOPS allocated (TFLOPS)"]) == pytest.approx(node.allocated.tflops, abs=1e-3)
+        assert int(row["VRAM capacity (bytes)"]) == round(node.capacity.vram)
+        used = row["TFLOPS used (TFLOPS)"]
+        assert used == "" or float(used) >= 0
+        assert "█" not in ",".join(row.values()) and "▒" not in ",".join(row.values())
+    assert any(r["TFLOPS used %"] for r in rows)
+    workloads = list(csv.DictReader(table_csv(workloads_table(data, Gauges(NARROW))).splitlines()))
+    assert "TFLOPS used % of request" in workloads[0] and "VRAM requested (bytes)" in workloads[0]
+    long = max(data.state.workloads, key=len)
+    assert long in {r["NAMESPACE/NAME"] for r in workloads}  # never cut to a column's width
+
+
 def test_gauge_plain_is_the_drawn_text() -> None:
     """Sort and export read `gauge_plain`, the screen shows `render_gauge`: same characters."""
     GI = 1024**3
@@ -110,12 +142,6 @@ def test_gauge_plain_is_the_drawn_text() -> None:
                 kw: dict[str, Any] = {"fmt": fmt, "unit": unit, "value_width": 12}
                 drawn = render_gauge(cap, alloc, used, width, **kw).plain
                 assert gauge_plain(cap, alloc, used, width, **kw) == drawn, (cap, alloc, used, width)
-
-
-def _drawn_now(table: Table) -> Table:
-    """`table` with every lazy cell replaced by its drawn Text (how tables were built before)."""
-    rows = tuple(Row(r.key, {k: rendered(c) for k, c in r.cells.items()}, r.search) for r in table.rows)
-    return Table(table.columns, rows)
 
 
 def test_lazy_gauges_build_undrawn_and_sort_and_export_as_drawn(
@@ -139,15 +165,20 @@ def test_lazy_gauges_build_undrawn_and_sort_and_export_as_drawn(
             csv_lazy = table_csv(table)
             order = {
                 (col, rev): [r.key for r in sorted_table(table, col, rev).rows]
-                for col in ("tflops", "vram")
+                for col in ("tflops", "vram", "used", "gap")
                 for rev in (False, True)
             }
             assert not any(c.drawn for c in lazy)  # sort and export drew nothing
-            drawn = _drawn_now(table)
-            assert all(isinstance(r.cells["tflops"], Text) for r in drawn.rows)
-            assert table_csv(drawn) == csv_lazy
+            assert "█" not in csv_lazy  # the numbers, not the bars
             for (col, rev), keys in order.items():
-                assert [r.key for r in sorted_table(drawn, col, rev).rows] == keys, (layout.name, col, rev)
+                key, figure = {"used": ("tflops", "used"), "gap": ("tflops", "gap")}.get(col, (col, ""))
+                values = [
+                    sort_key(table.rows[[r.key for r in table.rows].index(k)].cells[key], figure)
+                    for k in keys
+                ]
+                known = [v for v in values if v[0] == 0]
+                assert known == sorted(known, reverse=rev), (layout.name, col, rev)
+                assert values[len(known) :] == [v for v in values if v[0] != 0]  # unknown use last
 
 
 # -- keys ------------------------------------------------------------------------------------------

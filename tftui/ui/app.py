@@ -629,7 +629,9 @@ class TfTuiApp(App[None]):
         body = toggle_body(key, rec, enable, pod_annotation)
         label = "Turn on" if enable else "Turn off"
         self.push_screen(
-            ConfirmScreen(f"Autoscale {'on' if enable else 'off'} · {key}", body, label), answered
+            # a question, not a state: the title must not read like "autoscale is on"
+            ConfirmScreen(f"Turn autoscaling {'on' if enable else 'off'}? · {key}", body, label),
+            answered,
         )
 
     def start_admit(self, key: str) -> None:

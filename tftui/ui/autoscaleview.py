@@ -14,7 +14,7 @@ here (only the runtime's loop calls it), which the detail says when one is confi
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Final
@@ -190,15 +190,37 @@ def distribution(hist: DecayingHistogram, bins: int = DIST_BINS) -> list[tuple[f
     return out
 
 
-def _bars(rows: Sequence[tuple[float, float, float]], fmt: Callable[[float], str], unit: str) -> list[Text]:
+HIST_CHAR: Final = "━"
+HIST_HALF: Final = "╸"
+"""The distribution's bars: a glyph of their own (`█` means measured use in every gauge)."""
+
+
+def _range_labels(rows: Sequence[tuple[float, float, float]], vram: bool) -> list[str]:
+    """`11.2–11.6 TF`: the fewest decimals that keep every range's ends (and the ranges) apart.
+    The short table formatters round 11.2 and 11.6 to `11`, which read `11–11 TF`."""
+    scale, unit = (1024**3, "Gi") if vram else (1.0, " TF")
+    ends = [(a / scale, b / scale) for a, b, _ in rows]
+    for decimals in range(4):
+
+        def f(x: float, d: int = decimals) -> str:
+            return f"{x:,.{d}f}"
+
+        labels = [f"{f(a)}–{f(b)}{unit}" for a, b in ends]
+        if all(f(a) != f(b) for a, b in ends) and len(set(labels)) == len(labels):
+            return labels
+    return [f"{a:.4g}–{b:.4g}{unit}" for a, b in ends]
+
+
+def _bars(rows: Sequence[tuple[float, float, float]], vram: bool) -> list[Text]:
     top = max((s for _, _, s in rows), default=0.0) or 1.0
+    labels = _range_labels(rows, vram)
+    width = max(15, *(len(label) for label in labels))
     out = []
-    for start, end, share in rows:
+    for label, (_, _, share) in zip(labels, rows, strict=True):
         cells = share / top * BAR
         full = int(cells)
-        bar = "█" * full + ("▌" if cells - full >= 0.5 else "")
-        label = f"{fmt(start)}–{fmt(end)}{unit}"
-        out.append(Text.assemble(f"  {label:<15}", (bar.ljust(BAR), "cyan"), f" {share * 100:5.1f}%"))
+        bar = HIST_CHAR * full + (HIST_HALF if cells - full >= 0.5 else "")
+        out.append(Text.assemble(f"  {label:<{width}}", (bar.ljust(BAR), "cyan"), f" {share * 100:5.1f}%"))
     return out
 
 
@@ -295,10 +317,10 @@ def detail_text(
         v_rows = distribution(hist.vram)
         if tf_rows:
             lines.append(Text("  TFLOPS usage distribution (decayed weight)", style="dim"))
-            lines += _bars(tf_rows, fmt_num, " TF")
+            lines += _bars(tf_rows, vram=False)
         if v_rows:
             lines.append(Text("  VRAM usage distribution (daily peaks)", style="dim"))
-            lines += _bars(v_rows, fmt_bytes, "")
+            lines += _bars(v_rows, vram=True)
     return Text("\n").join(lines)
 
 

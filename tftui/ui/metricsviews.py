@@ -22,7 +22,7 @@ from tftui.ui.analysis import AlertsAnalysis, Analysis, WasteAnalysis, WorkloadH
 from tftui.ui.data import ConsoleData
 from tftui.ui.format import NO_DATA, fmt_bytes, fmt_num, fmt_res
 from tftui.ui.opsviews import fmt_stamp, prose, short_duration
-from tftui.ui.views import ALL, NOT_NARROW, Layout, Row, Table, _Col, _search, _table
+from tftui.ui.views import ALL, NOT_NARROW, Layout, NumCell, Row, Table, _Col, _search, _table
 
 # -- shared --------------------------------------------------------------------------------------
 
@@ -78,12 +78,12 @@ def analysis_status(analysis: Analysis | None, computing: bool, what: str, detai
 
 WASTE_COLUMNS = (
     _Col("level", "LEVEL", 8, ALL),
-    _Col("name", "NAME", (26, 26, 34), ALL),
-    _Col("pool", "POOL", 14, NOT_NARROW),
+    _Col("name", "NAME", (20, 26, 34), ALL, flex=1),
+    _Col("pool", "POOL", 12, NOT_NARROW, flex=1),
     _Col("cls", "CLASS", 16, ALL),
     _Col("hours", "GPU-H", (7, 7, 8), ALL),
     _Col("money", "$", (8, 8, 9), ALL),
-    _Col("fix", "FIRST FIX", (0, 25, 95), NOT_NARROW),
+    _Col("fix", "FIRST FIX", 20, NOT_NARROW, flex=2),
 )
 
 
@@ -105,8 +105,8 @@ def waste_table(waste: WasteAnalysis | None, layout: Layout) -> Table:
                         "name": f.name,
                         "pool": f.pool or NO_DATA,
                         "cls": f.cls,
-                        "hours": number(fmt_hours(f.wasted_gpu_hours)),
-                        "money": number(fmt_money(f.wasted_money)),
+                        "hours": NumCell(f.wasted_gpu_hours, fmt_hours),
+                        "money": NumCell(f.wasted_money, fmt_money),
                         "fix": prose(f.fixes[0] if f.fixes else ""),
                     },
                     _search(f.level, f.name, f.pool, f.cls, f.detail, *f.fixes),
@@ -308,11 +308,11 @@ def _rule_since(alerts: AlertsAnalysis, status: RuleStatus) -> str:
 RULE_COLUMNS = (
     _Col("state", "STATE", 9, ALL),
     _Col("severity", "SEV", 3, ALL),
-    _Col("rule", "RULE", 33, ALL),
+    _Col("rule", "RULE", 20, ALL, flex=1),
     _Col("firing", "FIRING", 6, ALL),
     _Col("pending", "PEND", 4, ALL),
     _Col("since", "SINCE", 12, NOT_NARROW),
-    _Col("detail", "DETAIL", (0, 29, 108), NOT_NARROW),
+    _Col("detail", "DETAIL", 20, NOT_NARROW, flex=2),
 )
 
 
@@ -345,10 +345,10 @@ def rules_table(alerts: AlertsAnalysis | None, layout: Layout) -> Table:
 
 INSTANCE_COLUMNS = (
     _Col("state", "STATE", 9, ALL),
-    _Col("instance", "INSTANCE", (22, 28, 40), ALL),
+    _Col("instance", "INSTANCE", (16, 28, 40), ALL, flex=1),
     _Col("since", "SINCE", 12, ALL),
     _Col("fired", "FIRED", 8, NOT_NARROW),
-    _Col("summary", "SUMMARY", (19, 49, 117), ALL),
+    _Col("summary", "SUMMARY", 19, ALL, flex=2),
 )
 
 

@@ -38,7 +38,15 @@ from tftui.ui.views import (
     _search,
     _table,
 )
-from tftui.ui.widgets.gauge import DEFAULT_STYLES, SHIFT_WIDTH, GaugeStyles, render_shift
+from tftui.ui.widgets.gauge import (
+    ADDED_CHAR,
+    ALLOC_CHAR,
+    DEFAULT_STYLES,
+    FREE_CHAR,
+    SHIFT_WIDTH,
+    GaugeStyles,
+    render_shift,
+)
 
 OK_MARK = "✓"
 FAIL_MARK = "✗"
@@ -97,13 +105,13 @@ def fmt_in(delta: timedelta) -> str:
 # -- compaction ------------------------------------------------------------------------------------
 
 COMPACTION_POOL_COLUMNS = (
-    _Col("name", "POOL", 15, ALL),
+    _Col("name", "POOL", 12, ALL, flex=1),
     _Col("provisioning", "PROVISIONING", 12, NOT_NARROW),
     _Col("period", "PERIOD", 6, ALL),
     _Col("due", "ROUND", 14, ALL),
     _Col("release", "RELEASE", 7, ALL),
     _Col("kept", "KEPT", 4, ALL),
-    _Col("why", "KEPT BECAUSE", (0, 40, 60), NOT_NARROW),
+    _Col("why", "KEPT BECAUSE", 12, NOT_NARROW, flex=2),
 )
 
 
@@ -134,9 +142,9 @@ def compaction_pools_table(data: ConsoleData, layout: Layout) -> Table:
 
 
 DECISION_COLUMNS = (
-    _Col("node", "NODE", (14, 16, 20), ALL),
+    _Col("node", "NODE", (14, 16, 20), ALL, flex=1),
     _Col("decision", "DECISION", 16, ALL),
-    _Col("detail", "DETAIL", (40, 78, 150), ALL),
+    _Col("detail", "DETAIL", 20, ALL, flex=2),
 )
 
 
@@ -226,11 +234,11 @@ def compaction_summary(view: CompactionView | None, now: datetime) -> Renderable
 # -- defrag ----------------------------------------------------------------------------------------
 
 DEFRAG_POOL_COLUMNS = (
-    _Col("name", "POOL", 15, ALL),
+    _Col("name", "POOL", 12, ALL, flex=1),
     _Col("enabled", "DEFRAG", 7, ALL),
     _Col("state", "STATE", 11, ALL),
     _Col("schedule", "SCHEDULE", 14, NOT_NARROW),
-    _Col("timezone", "TIMEZONE", 19, NOT_NARROW),
+    _Col("timezone", "TIMEZONE", 12, NOT_NARROW, flex=1),
     _Col("window", "NEXT WINDOW (UTC)", 17, ALL),
     _Col("candidates", "CANDIDATES", 10, WIDE_ONLY),
 )
@@ -265,10 +273,10 @@ def defrag_pools_table(data: ConsoleData, layout: Layout) -> Table:
 
 
 DEFRAG_NODE_COLUMNS = (
-    _Col("node", "NODE", (14, 16, 20), ALL),
+    _Col("node", "NODE", (14, 16, 20), ALL, flex=1),
     _Col("decision", "DECISION", 16, ALL),
     _Col("util", "UTIL", 6, ALL),
-    _Col("detail", "DETAIL", (32, 70, 146), ALL),
+    _Col("detail", "DETAIL", 20, ALL, flex=2),
 )
 
 
@@ -391,9 +399,9 @@ def defrag_events(view: DefragView | None, limit: int = 5) -> Text:
 EVENT_COLUMNS = (
     _Col("time", "TIME", (8, 14, 14), ALL),
     _Col("type", "TYPE", 7, ALL),
-    _Col("reason", "REASON", (16, 20, 24), ALL),
-    _Col("object", "OBJECT", (0, 22, 30), NOT_NARROW),
-    _Col("note", "NOTE", (37, 41, 109), ALL),
+    _Col("reason", "REASON", 12, ALL, flex=1),
+    _Col("object", "OBJECT", 14, NOT_NARROW, flex=1),
+    _Col("note", "NOTE", 20, ALL, flex=2),
 )
 
 
@@ -417,10 +425,10 @@ def events_table(rows: Sequence[EventRow], layout: Layout) -> Table:
 
 JOURNAL_COLUMNS = (
     _Col("time", "TIME", (8, 14, 14), ALL),
-    _Col("pool", "POOL", (14, 15, 15), ALL),
+    _Col("pool", "POOL", 12, ALL, flex=1),
     _Col("kind", "KIND", (10, 10, 10), ALL),
     _Col("ok", "OK", 2, ALL),
-    _Col("message", "MESSAGE", (32, 67, 145), ALL),
+    _Col("message", "MESSAGE", 20, ALL, flex=2),
 )
 
 
@@ -563,7 +571,8 @@ def placement_view(
     head.append(pv.pool, "bold")
     head.append(f" · current mode {pv.mode}")
     legend = Text(
-        "█ allocated now  ▒ this request  · free    running workloads stay where they are",
+        f"{ALLOC_CHAR} allocated now  {ADDED_CHAR} this request  {FREE_CHAR} free    "
+        "running workloads stay where they are",
         style="dim",
         no_wrap=True,
         overflow="ellipsis",

@@ -1,9 +1,11 @@
 """Pure operations on a built `views.Table`: sort (k9s shift+letter), marks, CSV export, deltas.
 
-They work on what the operator sees (cells as displayed), so export writes the visible table and
-sorting by a gauge column sorts by its first figure (the allocated percentage). Lazy cells (gauges)
-are read through their plain text, which is the drawn text without its styles: sort and export read
-every row without drawing a gauge.
+They work on the table as shown (its rows, filter and sort applied), from the cells' values: a gauge
+column sorts by its allocated percentage, `used` by the used one and `gap` by allocated minus used
+(the waste hunt), figures (`NumCell`) by their number. Export writes every shown row in full (never
+cut to a column's width) and a gauge as numeric columns — allocated, used and capacity (or request)
+as numbers and both percentages — so a spreadsheet reads numbers, not bar glyphs. Lazy cells are
+read without being drawn.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from dataclasses import replace
 from rich.text import Text
 
 from tftui.model.plaintext import csv_cell
-from tftui.ui.views import Cell, LazyCell, Row, Table, rendered
+from tftui.ui.views import Cell, Column, GaugeCell, LazyCell, NumCell, Row, Table, rendered
 
 _NUMBER = re.compile(r"^-?\d+(?:\.\d+)?$")
 _AGE = re.compile(r"^(\d+)([smhd])$")
@@ -35,8 +37,25 @@ def plain(cell: Cell) -> str:
     return cell if isinstance(cell, str) else str(cell)
 
 
-def sort_key(cell: Cell) -> tuple[int, float, str]:
-    """Numbers (counts, ages, a gauge's allocated %) before text; unknowns (`—`) last."""
+VIRTUAL_SORTS: dict[str, tuple[str, str]] = {"used": ("tflops", "used"), "gap": ("tflops", "gap")}
+"""Sort keys read from a gauge column rather than a column of their own: (column, figure)."""
+
+
+def _figure(value: float | None) -> tuple[int, float, str]:
+    return (2, 0.0, "") if value is None else (0, value, "")
+
+
+def sort_key(cell: Cell, figure: str = "") -> tuple[int, float, str]:
+    """Numbers (counts, ages, figures, a gauge's allocated % — or with `figure` its used % or its
+    gap) before text; unknowns (`—`) last."""
+    if isinstance(cell, GaugeCell):
+        if figure == "used":
+            return _figure(cell.used_pct)
+        if figure == "gap":
+            return _figure(cell.gap_pct)
+        return _figure(cell.used_pct if cell.request else cell.alloc_pct)
+    if isinstance(cell, NumCell):
+        return _figure(cell.value)
     text = plain(cell).strip()
     if _NUMBER.match(text):
         return (0, float(text), "")
@@ -52,15 +71,20 @@ def sort_key(cell: Cell) -> tuple[int, float, str]:
 
 
 def has_column(table: Table, column: str) -> bool:
-    return any(c.key == column for c in table.columns)
+    key = VIRTUAL_SORTS.get(column, (column, ""))[0]
+    return any(c.key == key for c in table.columns)
 
 
 def sorted_table(table: Table, column: str, reverse: bool = False) -> Table:
-    """Rows ordered by `column` (stable: ties keep the builder's order); unknown column: as is."""
+    """Rows ordered by `column` (stable: ties keep the builder's order); unknown column: as is.
+    Unknown values stay last in either direction."""
     if not has_column(table, column):
         return table
-    rows = sorted(table.rows, key=lambda r: sort_key(r.cells.get(column, "")), reverse=reverse)
-    return Table(table.columns, tuple(rows))
+    key, figure = VIRTUAL_SORTS.get(column, (column, ""))
+    keyed = [(sort_key(r.cells.get(key, ""), figure), r) for r in table.rows]
+    known = sorted((kr for kr in keyed if kr[0][0] != 2), key=lambda kr: kr[0], reverse=reverse)
+    unknown = [kr for kr in keyed if kr[0][0] == 2]
+    return Table(table.columns, tuple(r for _, r in known + unknown))
 
 
 def marked_table(table: Table, marked: Collection[str]) -> Table:
@@ -81,18 +105,86 @@ def marked_table(table: Table, marked: Collection[str]) -> Table:
     return Table(table.columns, tuple(rows))
 
 
+def _number(value: float | None, *, whole: bool = False) -> str:
+    """A CSV number: empty when unknown (never 0), whole bytes as integers, else at most 3 decimals."""
+    if value is None:
+        return ""
+    if whole:
+        return str(round(value))
+    text = f"{value:.3f}".rstrip("0").rstrip(".")
+    return "0" if text in ("-0", "") else text
+
+
+def _gauge_headers(column: Column, cell: GaugeCell | None) -> list[str]:
+    name = column.label.split()[0]  # `TFLOPS alloc/used` → TFLOPS
+    unit = "TFLOPS" if name == "TFLOPS" else "bytes"
+    if cell is not None and cell.request:
+        return [f"{name} requested ({unit})", f"{name} used ({unit})", f"{name} used % of request"]
+    return [
+        f"{name} allocated ({unit})",
+        f"{name} used ({unit})",
+        f"{name} capacity ({unit})",
+        f"{name} allocated %",
+        f"{name} used %",
+    ]
+
+
+def _gauge_values(cell: Cell, width: int) -> list[str]:
+    if not isinstance(cell, GaugeCell):
+        return [""] * width
+    whole = cell.unit != "TF"
+    if cell.request:
+        return [_number(cell.cap, whole=whole), _number(cell.used, whole=whole), _number(cell.used_pct)]
+    return [
+        _number(cell.alloc, whole=whole),
+        _number(cell.used, whole=whole),
+        _number(cell.cap, whole=whole),
+        _number(cell.alloc_pct),
+        _number(cell.used_pct),
+    ]
+
+
 def table_csv(table: Table) -> str:
-    """The table as shown (its columns, its row order) as CSV with a header line. Cells that would
-    start a spreadsheet formula get a `'` in front and controls show as escapes (`csv_cell`)."""
+    """The table as shown (its columns, its row order) as CSV with a header line.
+
+    Text cells are written in full; a gauge column becomes numeric columns (allocated, used and
+    capacity or request in TFLOPS or bytes, and the percentages; unknown use is empty, not 0); a
+    figure (`NumCell`) its number. Cells that would start a spreadsheet formula get a `'` in front
+    and controls show as escapes (`csv_cell`)."""
+    gauges = {
+        c.key: next((r.cells[c.key] for r in table.rows if isinstance(r.cells.get(c.key), GaugeCell)), None)
+        for c in table.columns
+    }
+    is_gauge = {k: isinstance(v, GaugeCell) for k, v in gauges.items()}
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow([c.label for c in table.columns])
+    header: list[str] = []
+    for c in table.columns:
+        cell = gauges[c.key]
+        header += (
+            _gauge_headers(c, cell if isinstance(cell, GaugeCell) else None) if is_gauge[c.key] else [c.label]
+        )
+    writer.writerow(header)
     for row in table.rows:
-        writer.writerow([csv_cell(plain(row.cells.get(c.key, "")).strip()) for c in table.columns])
+        line: list[str] = []
+        for c in table.columns:
+            cell = row.cells.get(c.key, "")
+            if is_gauge[c.key]:
+                width = len(
+                    _gauge_headers(c, gauges[c.key] if isinstance(gauges[c.key], GaugeCell) else None)
+                )
+                line += _gauge_values(cell, width)
+            elif isinstance(cell, NumCell):
+                line.append(_number(cell.value))
+            else:
+                line.append(csv_cell(plain(cell).strip()))
+        writer.writerow(line)
     return out.getvalue()
 
 
-def _number(cell: Cell) -> float | None:
+def _cell_number(cell: Cell) -> float | None:
+    if isinstance(cell, NumCell):
+        return cell.value
     text = plain(cell).strip()
     return float(text) if _NUMBER.match(text) else None
 
@@ -110,7 +202,7 @@ def with_deltas(table: Table, previous: Mapping[str, Mapping[str, Cell]]) -> Tab
         cells = dict(row.cells)
         changed = False
         for key, cell in row.cells.items():
-            new, old = _number(cell), _number(before.get(key, ""))
+            new, old = _cell_number(cell), _cell_number(before.get(key, ""))
             if new is None or old is None or new == old:
                 continue
             arrow = "↑" if new > old else "↓"

@@ -3,8 +3,11 @@
 Nothing here touches a widget, so every view can be tested without a screen. Builders only format
 what `ClusterState` and `UsageIndex` already derived; they never decide anything.
 
-Each view has three layouts chosen by the terminal width: narrow (80 columns) drops secondary
-columns and keeps the gauges readable, wide (200 columns) adds absolute figures after each gauge.
+Each view has three sets of columns chosen by the terminal width: narrow (below 120 columns)
+drops secondary columns and keeps the gauges readable, wide (200 columns) adds the rest; from 160
+columns the gauges also print their absolute figures. Column widths are not fixed: the builders keep
+every cell's full text, and `widths.fit_table` sizes each column to its content on the rows shown
+and cuts only what cannot fit the terminal (prose first, then names; numbers never).
 """
 
 from __future__ import annotations
@@ -16,12 +19,21 @@ from typing import Literal
 from rich.console import RenderableType
 from rich.text import Text
 
-from tftui.engine.state import NodeView, Res, WorkerView
+from tftui.engine.autoscale import AutoConfig, effective_autoscaling
+from tftui.engine.state import NodeView, Res
 from tftui.engine.usage import Used
 from tftui.ui.autoscaleview import AutoscaleAnalysis, rec_cell, used_cell
 from tftui.ui.data import ConsoleData
-from tftui.ui.format import NO_DATA, ellipsize, fmt_age, fmt_bytes, fmt_num, fmt_req_lim, fmt_res
-from tftui.ui.widgets.gauge import DEFAULT_STYLES, GaugeStyles, gauge_plain, gauge_width, render_gauge
+from tftui.ui.format import NO_DATA, fmt_age, fmt_bytes, fmt_num, fmt_req_lim, fmt_res
+from tftui.ui.widgets.gauge import (
+    DEFAULT_STYLES,
+    GaugeStyles,
+    gauge_plain,
+    gauge_width,
+    render_gauge,
+    render_request_gauge,
+    request_gauge_plain,
+)
 
 LayoutName = Literal["narrow", "normal", "wide"]
 FIGURES_WIDTH = 12  # "1.2k/9.9k TF", "479Gi/1.2Ti"
@@ -42,25 +54,39 @@ class Layout:
 
 NARROW = Layout("narrow", 8, False)
 NORMAL = Layout("normal", 10, False)
+ROOMY = Layout("normal", 12, True)
 WIDE = Layout("wide", 20, True)
 
 
 LAYOUT_MIN_WIDTH: dict[LayoutName, int] = {"narrow": 80, "normal": 120, "wide": 200}
-"""Terminal width from which a layout is used; every table of a layout fits in it."""
+"""Terminal width from which a set of columns is used."""
+FIGURES_FROM = 160
+"""Terminal width from which the gauges also print their absolute figures."""
 
 
 def layout_for(width: int) -> Layout:
-    """Narrow below 120 columns, wide from 200 (the snapshot sizes 80, 120, 200 hit all three)."""
+    """Narrow below 120 columns, figures from 160, wide from 200."""
     if width < LAYOUT_MIN_WIDTH["normal"]:
         return NARROW
-    return NORMAL if width < LAYOUT_MIN_WIDTH["wide"] else WIDE
+    if width < FIGURES_FROM:
+        return NORMAL
+    return ROOMY if width < LAYOUT_MIN_WIDTH["wide"] else WIDE
+
+
+Flex = Literal[0, 1, 2]
+"""How a column gives way when a table is wider than the terminal: 0 never (numbers, gauges,
+states), 2 first (free text: details, fixes, notes), 1 next (names), each down to its `width`."""
 
 
 @dataclass(frozen=True, slots=True)
 class Column:
+    """A displayed column. `width` is what it is drawn at; before `widths.fit_table` sizes it, it is
+    the least a flexible column is cut to (a fixed column's width is its content's)."""
+
     key: str
     label: str
     width: int
+    flex: Flex = 0
 
 
 class LazyCell:
@@ -145,8 +171,9 @@ class Table:
 class _Col:
     key: str
     label: str
-    width: int | tuple[int, int, int] | None  # per layout (narrow, normal, wide); None: a gauge
+    width: int | tuple[int, int, int] | None  # least width per layout (narrow, normal, wide); None: a gauge
     layouts: frozenset[LayoutName]
+    flex: Flex = 0
 
     def width_in(self, layout: Layout) -> int:
         if self.width is None:
@@ -163,7 +190,7 @@ NOT_WIDE: frozenset[LayoutName] = frozenset({"narrow", "normal"})
 
 
 def _columns(spec: Sequence[_Col], layout: Layout) -> tuple[Column, ...]:
-    return tuple(Column(c.key, c.label, c.width_in(layout)) for c in spec if layout.name in c.layouts)
+    return tuple(Column(c.key, c.label, c.width_in(layout), c.flex) for c in spec if layout.name in c.layouts)
 
 
 class Gauges:
@@ -198,6 +225,26 @@ class Gauges:
             cap, alloc, used, self.layout.bar, fmt=self._fmt(fmt), unit=unit, value_width=FIGURES_WIDTH
         )
 
+    def draw_request(
+        self, request: float, used: float | None, fmt: Callable[[float], str], unit: str
+    ) -> Text:
+        return render_request_gauge(
+            request,
+            used,
+            self.layout.bar,
+            fmt=self._fmt(fmt),
+            unit=unit,
+            value_width=FIGURES_WIDTH,
+            styles=self.styles,
+        )
+
+    def plain_request(
+        self, request: float, used: float | None, fmt: Callable[[float], str], unit: str
+    ) -> str:
+        return request_gauge_plain(
+            request, used, self.layout.bar, fmt=self._fmt(fmt), unit=unit, value_width=FIGURES_WIDTH
+        )
+
     def tflops(self, cap: Res, alloc: Res, used: Used | None) -> Text:
         return self.tflops_cell(cap, alloc, used).draw()
 
@@ -214,16 +261,27 @@ class Gauges:
         u = used.res.vram if used is not None and used.has_vram else None
         return GaugeCell(self, cap.vram, alloc.vram, u, fmt_bytes, "")
 
+    def request_cells(self, request: Res, used: Used | None) -> tuple[GaugeCell, GaugeCell]:
+        """TFLOPS and VRAM use against a request (a workload's or worker's, × devices)."""
+        have = used is not None and used.has_data
+        t = used.res.tflops if used is not None and have else None
+        v = used.res.vram if used is not None and have else None
+        return (
+            GaugeCell(self, request.tflops, request.tflops, t, fmt_num, "TF", request=True),
+            GaugeCell(self, request.vram, request.vram, v, fmt_bytes, "", request=True),
+        )
+
 
 class GaugeCell(LazyCell):
     """One gauge of a table row: its numbers, drawn by `gauges` when displayed.
 
     One object per gauge holding plain floats: a 40,000-row build allocates few objects the cyclic
     garbage collector has to trace (with the cluster's millions of objects in memory, each full
-    collection it triggers costs seconds).
+    collection it triggers costs seconds). `request`: drawn against a request (`cap` is it), the
+    figure is use as % of it; else against capacity, `alloc%/used%`. Export reads the numbers.
     """
 
-    __slots__ = ("alloc", "cap", "fmt", "gauges", "unit", "used")
+    __slots__ = ("alloc", "cap", "fmt", "gauges", "request", "unit", "used")
 
     def __init__(
         self,
@@ -233,6 +291,8 @@ class GaugeCell(LazyCell):
         used: float | None,
         fmt: Callable[[float], str],
         unit: str,
+        *,
+        request: bool = False,
     ) -> None:
         super().__init__()
         self.gauges, self.cap, self.alloc, self.used, self.fmt, self.unit = (
@@ -243,12 +303,49 @@ class GaugeCell(LazyCell):
             fmt,
             unit,
         )
+        self.request = request
+
+    @property
+    def used_pct(self) -> float | None:
+        """Use as % of capacity (of the request for a request gauge); None without data."""
+        return self.used / self.cap * 100.0 if self.used is not None and self.cap > 0 else None
+
+    @property
+    def alloc_pct(self) -> float | None:
+        return self.alloc / self.cap * 100.0 if self.cap > 0 else None
+
+    @property
+    def gap_pct(self) -> float | None:
+        """Allocated minus used, in points of the gauge's scale; None without usage data."""
+        a, u = self.alloc_pct, self.used_pct
+        return a - u if a is not None and u is not None else None
 
     def text(self) -> str:
+        if self.request:
+            return self.gauges.plain_request(self.cap, self.used, self.fmt, self.unit)
         return self.gauges.plain(self.cap, self.alloc, self.used, self.fmt, self.unit)
 
     def draw(self) -> Text:
+        if self.request:
+            return self.gauges.draw_request(self.cap, self.used, self.fmt, self.unit)
         return self.gauges.draw(self.cap, self.alloc, self.used, self.fmt, self.unit)
+
+
+class NumCell(LazyCell):
+    """A figure shown formatted (`$2,419`, `1,234`) and right-aligned; sort and CSV read `value`
+    (None: unknown, shown `—`, sorted last, exported empty)."""
+
+    __slots__ = ("fmt", "style", "value")
+
+    def __init__(self, value: float | None, fmt: Callable[[float], str], style: str = "") -> None:
+        super().__init__()
+        self.value, self.fmt, self.style = value, fmt, style
+
+    def text(self) -> str:
+        return NO_DATA if self.value is None else self.fmt(self.value)
+
+    def draw(self) -> Text:
+        return Text(self.plain, style=self.style, justify="right", no_wrap=True, end="")
 
 
 def _search(*parts: object) -> str:
@@ -256,27 +353,16 @@ def _search(*parts: object) -> str:
 
 
 def _table(spec: Sequence[_Col], layout: Layout, rows: Iterable[Row]) -> Table:
-    """Select the layout's columns; text too long for its column is cut in the middle."""
-    columns = _columns(spec, layout)
-    widths = {c.key: c.width for c in columns}
-    fitted = []
-    for row in rows:
-        cut = {
-            key: ellipsize(value, width)
-            for key, width in widths.items()
-            if isinstance(value := row.cells.get(key), str) and len(value) > width
-        }
-        # a row is copied only when a cell is cut: a large build allocates less
-        fitted.append(Row(row.key, {**row.cells, **cut}, row.search) if cut else row)
-    return Table(columns, tuple(fitted))
+    """Select the layout's columns; cells keep their full text (`widths.fit_table` cuts for display)."""
+    return Table(_columns(spec, layout), tuple(rows))
 
 
 # -- pools ---------------------------------------------------------------------------------------
 
 POOL_COLUMNS = (
-    _Col("name", "NAME", 15, ALL),
+    _Col("name", "NAME", 12, ALL, flex=1),
     _Col("provisioning", "PROVISIONING", 12, NOT_NARROW),
-    _Col("placement", "PLACEMENT", 21, NOT_NARROW),
+    _Col("placement", "PLACEMENT", 12, NOT_NARROW, flex=1),
     _Col("nodes", "NODES", 5, ALL),
     _Col("gpus", "GPUS", 4, ALL),
     _Col("workers", "WRKS", 4, ALL),
@@ -337,8 +423,8 @@ def _flag_letters(words: Sequence[str]) -> str:
 
 
 NODE_COLUMNS = (
-    _Col("name", "NAME", (14, 16, 20), ALL),
-    _Col("pool", "POOL", 14, NOT_NARROW),
+    _Col("name", "NAME", (14, 16, 20), ALL, flex=1),
+    _Col("pool", "POOL", 12, NOT_NARROW, flex=1),
     _Col("phase", "PHASE", 8, NOT_NARROW),
     _Col("gpus", "GPUS", 4, ALL),
     _Col("workers", "WRKS", 4, ALL),
@@ -413,9 +499,9 @@ def short_model(model: str, vendor: str) -> str:
 
 
 GPU_COLUMNS = (
-    _Col("name", "NAME", (14, 20, 40), ALL),
-    _Col("node", "NODE", (13, 14, 14), ALL),
-    _Col("model", "MODEL", 16, NOT_NARROW),
+    _Col("name", "NAME", (14, 20, 24), ALL, flex=1),
+    _Col("node", "NODE", (13, 14, 14), ALL, flex=1),
+    _Col("model", "MODEL", 12, NOT_NARROW, flex=2),
     _Col("workers", "WRKS", 4, ALL),
     _Col("tflops", "TFLOPS alloc/used", None, ALL),
     _Col("vram", "VRAM alloc/used", None, ALL),
@@ -452,33 +538,23 @@ def gpus_table(data: ConsoleData, gauges: Gauges, node: str | None = None) -> Ta
 # -- workloads and workers -----------------------------------------------------------------------
 
 WORKLOAD_COLUMNS = (
-    _Col("key", "NAMESPACE/NAME", (21, 25, 0), NOT_WIDE),
-    _Col("namespace", "NAMESPACE", 10, WIDE_ONLY),
-    _Col("name", "NAME", 20, WIDE_ONLY),
-    _Col("pool", "POOL", (0, 10, 14), NOT_NARROW),
+    _Col("key", "NAMESPACE/NAME", (21, 25, 0), NOT_WIDE, flex=1),
+    _Col("namespace", "NAMESPACE", 10, WIDE_ONLY, flex=1),
+    _Col("name", "NAME", 20, WIDE_ONLY, flex=1),
+    _Col("pool", "POOL", (0, 10, 12), NOT_NARROW, flex=1),
     _Col("workers", "WRKS", 4, NOT_NARROW),
     _Col("qos", "QOS", 8, WIDE_ONLY),
     _Col("request", "REQUEST/GPU", 12, NOT_NARROW),
     _Col("used", "USED/GPU", 12, WIDE_ONLY),
     _Col("rec", "RECOMMENDED", 12, ALL),
-    _Col("tflops", "TFLOPS req/used", None, ALL),
-    _Col("vram", "VRAM req/used", None, ALL),
+    _Col("autoscale", "AUTOSCALE", 9, ALL),
+    _Col("tflops", "TFLOPS use/req", None, ALL),
+    _Col("vram", "VRAM use/req", None, ALL),
 )
 """`USED/GPU` is usage per device at the recommender's target percentiles, `RECOMMENDED` the
-engine's recommended request per device (bold: it would be applied); both `—` without data."""
-
-
-def _limits(workers: Iterable[WorkerView]) -> Res:
-    """Σ limit × devices: the ceiling a workload's or worker's gauge is drawn against."""
-    total = Res()
-    for w in workers:
-        total.add(w.limit, w.gpu_count)
-    return total
-
-
-def _ceiling(limit: Res, booked: Res) -> Res:
-    """Limits, or the booking where no limit is set, so the bar always has a scale."""
-    return Res(max(limit.tflops, booked.tflops), max(limit.vram, booked.vram))
+engine's recommended request per device (bold: it would be applied); both `—` without data.
+`AUTOSCALE` says whether autoscaling is on (`a` turns it on or off). The gauges are use against the
+request (Σ request × devices): the same percentage `tftui report` calls USE."""
 
 
 def workloads_table(
@@ -492,8 +568,9 @@ def workloads_table(
     rows = []
     for key in sorted(st.workloads):
         wl = st.workloads[key]
-        cap = _ceiling(_limits(st.workers[w] for w in wl.workers if w in st.workers), wl.allocated)
         used = usage.workloads.get(key)
+        tflops, vram = gauges.request_cells(wl.allocated, used)
+        enabled = AutoConfig.parse(effective_autoscaling(st, wl).get("autoSetResources")).enable
         rows.append(
             Row(
                 key,
@@ -507,36 +584,37 @@ def workloads_table(
                     "request": fmt_res(wl.request),
                     "used": used_cell(autoscale, key, autoscale_pending),
                     "rec": rec_cell(autoscale, key, autoscale_pending),
-                    "tflops": gauges.tflops_cell(cap, wl.allocated, used),
-                    "vram": gauges.vram_cell(cap, wl.allocated, used),
+                    "autoscale": "on" if enabled else "off",
+                    "tflops": tflops,
+                    "vram": vram,
                 },
-                _search(key, wl.pool, wl.qos),
+                _search(key, wl.pool, wl.qos, "autoscale-on" if enabled else "autoscale-off"),
             )
         )
     return _table(WORKLOAD_COLUMNS, gauges.layout, rows)
 
 
 WORKER_COLUMNS = (
-    _Col("namespace", "NAMESPACE", 12, WIDE_ONLY),
-    _Col("name", "NAME", (28, 27, 34), ALL),
-    _Col("node", "NODE", 14, NOT_NARROW),
+    _Col("namespace", "NAMESPACE", 12, WIDE_ONLY, flex=1),
+    _Col("name", "NAME", (20, 27, 34), ALL, flex=1),
+    _Col("node", "NODE", 14, NOT_NARROW, flex=1),
     _Col("gpus", "GPUS", 4, ALL),
     _Col("qos", "QOS", 8, WIDE_ONLY),
     _Col("reqlim", "REQ/LIM PER GPU", 19, NOT_NARROW),
-    _Col("tflops", "TFLOPS req/used", None, ALL),
-    _Col("vram", "VRAM req/used", None, ALL),
+    _Col("tflops", "TFLOPS use/req", None, ALL),
+    _Col("vram", "VRAM use/req", None, ALL),
 )
 
 
 def workers_table(data: ConsoleData, gauges: Gauges, keys: Iterable[str]) -> Table:
-    """Workers with their node, devices, request and limit; gauges are drawn against the limit."""
+    """Workers with their node, devices, request and limit; gauges are use against the request."""
     st, usage = data.state, data.usage
     rows = []
     # by pod name: the namespace column is hidden below the wide layout
     for w in sorted((st.workers[k] for k in keys if k in st.workers), key=lambda w: (w.name, w.namespace)):
         key = w.key
-        cap = _ceiling(_limits([w]), w.allocated)
         used = usage.workers.get(key)
+        tflops, vram = gauges.request_cells(w.allocated, used)
         rows.append(
             Row(
                 key,
@@ -548,8 +626,8 @@ def workers_table(data: ConsoleData, gauges: Gauges, keys: Iterable[str]) -> Tab
                     "gpus": str(w.gpu_count),
                     "qos": w.qos,
                     "reqlim": fmt_req_lim(w.request, w.limit),
-                    "tflops": gauges.tflops_cell(cap, w.allocated, used),
-                    "vram": gauges.vram_cell(cap, w.allocated, used),
+                    "tflops": tflops,
+                    "vram": vram,
                 },
                 _search(key, w.workload, w.node, w.qos, w.phase, *w.gpu_ids),
             )

@@ -139,7 +139,7 @@ class WhatIfFailed(Message):
 
 
 _COLUMNS = (
-    Column("policy", "POLICY", 26),
+    Column("policy", "POLICY", 12, flex=1),
     Column("node_hours", "NODE-H", 7),
     Column("gpu_alloc", "GPU-H", 7),
     Column("gpu_used", "USED GPU-H", 10),
@@ -149,7 +149,7 @@ _COLUMNS = (
     Column("throttled", "THROTTLED", 9),
     Column("cost", "COST $", 8),
     Column("ratio", "ACTIVE/LB", 11),
-    Column("kept", "KEPT BY", 34),
+    Column("kept", "KEPT BY", 12, flex=2),
 )
 
 

@@ -25,7 +25,7 @@ from textual.widgets import Button, Static
 from tftui.engine.state import StateWarning
 from tftui.ui.actions import bindings
 from tftui.ui.views import FLAG_LEGEND
-from tftui.ui.widgets.gauge import ALLOC_CHAR, FREE_CHAR, USED_CHAR
+from tftui.ui.widgets.gauge import ADDED_CHAR, ALLOC_CHAR, FREE_CHAR, USED_CHAR
 from tftui.ui.widgets.plain import PlainLabel, PlainStatic
 
 NAVIGATION = "Move"
@@ -69,8 +69,11 @@ class HelpScreen(ModalScreen[None]):
         views.add_row("views", " ".join(f":{v}" for v in self._views))
         legend = Text(no_wrap=True, overflow="ellipsis", end="")
         legend.append("gauges ", "bold")
-        legend.append(f"{USED_CHAR} used  {ALLOC_CHAR} allocated (or requested)  {FREE_CHAR} free\n")
-        legend.append("       alloc%/used% of capacity (of limits for workloads); — = no usage data\n")
+        legend.append(
+            f"{USED_CHAR} used  {ALLOC_CHAR} allocated, not used  {FREE_CHAR} free  {ADDED_CHAR} a placement\n"
+        )
+        legend.append("       alloc%/used% of capacity; workloads and workers: use % of request\n")
+        legend.append("       colour: a large allocated − used gap (waste), not load; — = no usage data\n")
         legend.append("flags  ", "bold")
         legend.append("  ".join(f"{letter} {word}" for letter, word, _ in FLAG_LEGEND) + "\n")
         legend.append("alerts ", "bold")

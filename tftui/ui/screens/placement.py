@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from rich.text import Text
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -54,6 +54,23 @@ def default_pool(state: ClusterState) -> str | None:
     return min(state.pools, default=None)
 
 
+class FormInput(Input):
+    """A form field that leaves `:` to the screen: no request value holds one (quantities,
+    percentages, counts, model names), and an operator typing `:pools` wants the view, not a
+    field that swallowed it."""
+
+    def check_consume_key(self, key: str, character: str | None) -> bool:
+        return character != ":" and super().check_consume_key(key, character)
+
+    async def _on_key(self, event: events.Key) -> None:
+        if event.character == ":":
+            # not Input's to insert (Textual runs every class's handler unless prevented); the
+            # event still bubbles to the `:` binding (the command prompt)
+            event.prevent_default()
+            return
+        await super()._on_key(event)
+
+
 class PreviewReady(Message):
     def __init__(self, preview: Preview, state: ClusterState) -> None:
         super().__init__()
@@ -92,7 +109,7 @@ class PlacementScreen(ResourceScreen):
             for name, label, hint in INPUTS:
                 with Horizontal(classes="field", id=f"field-{name}"):
                     yield PlainLabel(label, classes="field-label")
-                    yield Input(
+                    yield FormInput(
                         DEFAULTS[name],
                         placeholder=hint,
                         id=f"place-{name}",

@@ -45,6 +45,7 @@ from tftui.ui.views import (
 from tftui.ui.widgets.chrome import Breadcrumb, ConsoleHeader, Prompt, PromptMode
 from tftui.ui.widgets.plain import PlainStatic
 from tftui.ui.widgets.table import ROW_LIMIT, ResourceTable
+from tftui.ui.widths import fit_table
 
 if TYPE_CHECKING:
     from tftui.ui.app import TfTuiApp
@@ -198,11 +199,13 @@ class ResourceScreen(Screen[None]):
         self.watch(self.app, "data", self.render_data, init=False)
         if self.analysis_keys():
             self.watch(self.app, "analyses", self.render_data, init=False)
+        # gauge colours come from the theme (component classes): redraw once the new CSS applies,
+        # or free-capacity dots and separators keep the old theme's colour until the next refresh
+        self.watch(self.app, "theme", lambda _theme: self.call_after_refresh(self.render_data), init=False)
         self.render_data()
 
     def on_resize(self, event: Resize) -> None:
-        if layout_for(event.size.width) != self._layout:
-            self.render_data()
+        self.render_data()  # column widths follow the terminal
 
     def render_data(self) -> None:
         data = self.tui.data
@@ -228,13 +231,20 @@ class ResourceScreen(Screen[None]):
             # are drawn when the table shows their row, so for this page only
             page = shown.page(ROW_LIMIT)
             decorated = with_deltas(page, self._previous_cells(table.id or "", full))
-            table.show(marked_table(decorated, self.marks.get(table.id or "", set())))
+            marked = marked_table(decorated, self.marks.get(table.id or "", set()))
+            # a laid-out table taller than its rows shows no scrollbar: no room kept for one
+            scrollbar = not table.size.height or len(marked.rows) >= table.size.height - 1
+            table.show(fit_table(marked, self.table_width(table), scrollbar=scrollbar))
             label = self.COUNT_LABELS.get(table.id or "", "")
             counts.append(count_words(len(page.rows), len(shown.rows), len(full.rows), label))
         self.render_extra(data, layout)
         self.query_one(Breadcrumb).show(
             self.crumb_trail(), self.crumb_count(counts), self.needle, self.crumb_state()
         )
+
+    def table_width(self, table: ResourceTable) -> int:
+        """The cells `table` has for its columns: its own width once laid out, else the screen's."""
+        return table.size.width or self.size.width or self.app.size.width
 
     def crumb_state(self) -> str:
         """Sort order and marks, when set (`sort tflops↓ · 2 marked`)."""

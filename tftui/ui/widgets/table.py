@@ -15,7 +15,7 @@ from typing import ClassVar
 from rich.console import RenderableType
 from textual.binding import BindingType
 from textual.widgets import DataTable
-from textual.widgets.data_table import RowDoesNotExist
+from textual.widgets.data_table import ColumnKey, RowDoesNotExist
 
 from tftui.ui.actions import bindings
 from tftui.ui.views import Column, Row, Table, rendered
@@ -43,6 +43,7 @@ class ResourceTable(DataTable[RenderableType]):
     ResourceTable > .gauge--warn { color: $warning; }
     ResourceTable > .gauge--crit { color: $error; text-style: bold; }
     ResourceTable > .gauge--free { color: $foreground 35%; }
+    ResourceTable > .gauge--alloc { color: $primary; }
     """
     BINDINGS: ClassVar[list[BindingType]] = bindings("table")
 
@@ -86,6 +87,17 @@ class ResourceTable(DataTable[RenderableType]):
 
     def _set_columns(self, columns: tuple[Column, ...]) -> None:
         if columns == self._columns_shown:
+            return
+        shown = self._columns_shown
+        if [(c.key, c.label) for c in columns] == [(c.key, c.label) for c in shown]:
+            # only widths changed (content-driven widths move with the rows and the terminal):
+            # resize in place, keeping rows, cursor and scroll
+            for col in columns:
+                self.columns[ColumnKey(col.key)].width = col.width
+            self._columns_shown = columns
+            self._clear_caches()  # Textual's own cache of drawn rows (pinned version)
+            self._require_update_dimensions = True
+            self.refresh()
             return
         cursor = self.cursor_key
         self.clear(columns=True)

@@ -1,0 +1,106 @@
+"""What a new user hits first, driven through Textual's pilot on the demo: each test names the
+defect it guards (it failed on the console before the fix)."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
+
+from typing import Any
+
+import pytest
+from rich.text import Text
+from textual.pilot import Pilot
+
+from tftui.sources.sim.acting import ActingSimCluster
+from tftui.sources.sim.cluster import DEFAULT_NOW, SimCluster
+from tftui.sources.sim.usage import SimMetrics
+from tftui.ui.app import TfTuiApp
+from tftui.ui.screens.modals import ConfirmScreen
+from tftui.ui.screens.resource import ResourceScreen
+from tftui.ui.themes import LIGHT
+from tftui.ui.widgets.table import ResourceTable
+
+
+@pytest.fixture(scope="module")
+def metrics() -> SimMetrics:
+    return SimMetrics(SimCluster(seed=7, nodes=40, now=DEFAULT_NOW).snapshot(), seed=7, now=DEFAULT_NOW)
+
+
+def make_app(metrics: SimMetrics, **kw: Any) -> TfTuiApp:
+    cluster = ActingSimCluster(seed=7, nodes=40, now=DEFAULT_NOW)
+    return TfTuiApp(cluster, metrics, clock=lambda: DEFAULT_NOW, refresh_interval=None, **kw)
+
+
+async def settle(pilot: Pilot[None]) -> None:
+    for _ in range(3):
+        await pilot.app.workers.wait_for_complete()
+        await pilot.pause()
+
+
+def main_table(app: TfTuiApp) -> ResourceTable:
+    return app.screen.query_one("#main", ResourceTable)
+
+
+async def test_light_theme_redraws_free_dots_and_separators_at_once(metrics: SimMetrics) -> None:
+    app = make_app(metrics)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        assert app.switch_view("nodes")
+        await settle(pilot)
+        table = main_table(app)
+        dark_free = table.gauge_styles().free
+        await pilot.press("ctrl+t")
+        await settle(pilot)
+        assert app.theme == LIGHT.name
+        free = table.gauge_styles().free
+        assert free != dark_free
+        key = table.row_keys[0]
+        cell = table.get_cell(key, "tflops")
+        assert isinstance(cell, Text)
+        styles = {cell.plain[span.start : span.end]: span.style for span in cell.spans}
+        dots = next(style for piece, style in styles.items() if piece.startswith("·"))
+        slash = styles["/"]
+        assert dots == free and slash == free  # no refresh needed: the light theme's colour
+
+
+async def test_colon_in_the_placement_form_opens_the_command_prompt(metrics: SimMetrics) -> None:
+    app = make_app(metrics)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        assert app.switch_view("place")
+        await settle(pilot)
+        assert app.focused is not None and app.focused.id == "place-amount"  # the form has focus
+        await pilot.press("colon", *"pools", "enter")
+        await settle(pilot)
+        assert type(app.screen).__name__ == "PoolsScreen"
+        assert app.switch_view("place")
+        await settle(pilot)
+        await pilot.press("5")  # digits still go to the field
+        await settle(pilot)
+        assert app.screen.query_one("#place-amount").value == "105"  # type: ignore[attr-defined]
+
+
+async def test_autoscale_column_and_a_dialog_title_that_asks(metrics: SimMetrics) -> None:
+    app = make_app(metrics)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await settle(pilot)
+        assert app.switch_view("workloads")
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, ResourceScreen)
+        table = main_table(app)
+        shown = screen.shown_tables["main"]
+        assert "AUTOSCALE" in [c.label for c in shown.columns]
+        values = {str(table.get_cell(k, "autoscale")) for k in table.row_keys}
+        assert values == {"on", "off"}
+        first = table.row_keys[0]
+        state = str(table.get_cell(first, "autoscale"))
+        await pilot.press("a")
+        await settle(pilot)
+        dialog = app.screen
+        assert isinstance(dialog, ConfirmScreen)
+        title = dialog._title
+        other = "off" if state == "on" else "on"
+        assert title.startswith(f"Turn autoscaling {other}?"), title

@@ -1,0 +1,130 @@
+"""Column widths that follow the content and the terminal (the displayed page of a `views.Table`).
+
+Every column is as wide as its widest cell on the rows shown (or its label). When that is wider
+than the terminal, only flexible columns give way, free text first (details, fixes, notes: cut at
+the end), then names (cut in the middle, where names differ least: `ml-batch/…transcribe-2`), each
+down to its least width, the widest first. Numbers, gauges, states and counts are never cut: a
+figure wider than its column widens the column. If even that does not fit, the table scrolls
+sideways rather than lie.
+
+Pure: a `Table` and a width in, the same rows with sized columns (and cut text) out. It runs on the
+displayed page only (at most `ROW_LIMIT` rows), after sort, marks and deltas, so sort and export
+still see every full text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
+from rich.cells import cell_len
+from rich.text import Text
+
+from tftui.ui.format import ellipsize
+from tftui.ui.tableops import plain
+from tftui.ui.views import Cell, Column, Row, Table
+
+CELL_PADDING = 1
+"""The DataTable's padding on each side of a cell."""
+SCROLLBAR = 2
+"""Room kept for the vertical scrollbar."""
+HARD_MIN = 6
+"""A name is never cut below this many cells (below it nothing useful is left)."""
+
+__all__ = ["CELL_PADDING", "SCROLLBAR", "content_widths", "fit_table", "fit_widths"]
+
+
+def _width(cell: Cell) -> int:
+    return cell_len(plain(cell))
+
+
+def content_widths(table: Table) -> dict[str, int]:
+    """Each column's natural width: its widest cell on `table`'s rows, at least its label."""
+    widths = {c.key: cell_len(c.label) for c in table.columns}
+    for row in table.rows:
+        for c in table.columns:
+            cell = row.cells.get(c.key)
+            if cell is not None:
+                w = _width(cell)
+                if w > widths[c.key]:
+                    widths[c.key] = w
+    return widths
+
+
+def _shrink(widths: dict[str, int], columns: Sequence[Column], floor: Mapping[str, int], excess: int) -> int:
+    """Take up to `excess` cells from `columns`, the widest first, none below its floor; returns
+    what is still to take."""
+    while excess > 0:
+        room = [c for c in columns if widths[c.key] > floor[c.key]]
+        if not room:
+            break
+        widest = max(widths[c.key] for c in room)
+        tops = [c for c in room if widths[c.key] == widest]
+        below = max((widths[c.key] for c in room if widths[c.key] < widest), default=0)
+        lowest_floor = max(floor[c.key] for c in tops)
+        target = max(below, lowest_floor)
+        per = widest - target
+        if per * len(tops) >= excess:
+            per, extra = divmod(excess, len(tops))
+            for i, c in enumerate(tops):
+                widths[c.key] = widest - per - (1 if i < extra else 0)
+            return 0
+        for c in tops:
+            widths[c.key] = target
+        excess -= per * len(tops)
+    return excess
+
+
+def fit_widths(table: Table, available: int, *, scrollbar: bool = True) -> dict[str, int]:
+    """The width of each column of `table` in `available` terminal cells (see the module docstring);
+    `scrollbar`: keep room for a vertical scrollbar (the rows are more than the table shows)."""
+    widths = content_widths(table)
+    used = sum(widths.values()) + 2 * CELL_PADDING * len(table.columns) + (SCROLLBAR if scrollbar else 0)
+    excess = used - available
+    for flex in (2, 1):
+        if excess <= 0:
+            break
+        columns = [c for c in table.columns if c.flex == flex]
+        floor = {
+            c.key: max(min(c.width, widths[c.key]), cell_len(c.label) if flex == 2 else 0) for c in columns
+        }
+        excess = _shrink(widths, columns, floor, excess)
+    if excess > 0:  # the least widths do not fit either: names down to what still reads
+        columns = [c for c in table.columns if c.flex]
+        floor = {c.key: min(widths[c.key], max(HARD_MIN, cell_len(c.label))) for c in columns}
+        _shrink(widths, columns, floor, excess)
+    return widths
+
+
+def _cut(cell: Cell, width: int, flex: int) -> Cell:
+    text = plain(cell)
+    if cell_len(text) <= width:
+        return cell
+    if isinstance(cell, str):
+        return ellipsize(cell, width) if flex == 1 else cell[: max(0, width - 1)] + "…"
+    if isinstance(cell, Text):
+        cut = cell.copy()
+        cut.truncate(width, overflow="ellipsis")
+        return cut
+    return cell  # a renderable drawn to the column's width by the table
+
+
+def fit_table(table: Table, available: int, *, scrollbar: bool = True) -> Table:
+    """`table` with its columns sized for `available` cells and the text of cut cells ellipsized."""
+    if not table.columns:
+        return table
+    widths = fit_widths(table, available, scrollbar=scrollbar)
+    columns = tuple(replace(c, width=widths[c.key]) for c in table.columns)
+    cut_cols = [c for c in columns if c.flex]
+    rows: list[Row] = []
+    for row in table.rows:
+        changed: dict[str, Cell] = {}
+        for c in cut_cols:
+            cell = row.cells.get(c.key)
+            if cell is None:
+                continue
+            new = _cut(cell, c.width, c.flex)
+            if new is not cell:
+                changed[c.key] = new
+        rows.append(replace(row, cells={**row.cells, **changed}) if changed else row)
+    return Table(columns, tuple(rows))
