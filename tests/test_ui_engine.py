@@ -12,6 +12,7 @@ import copy
 import inspect
 import io
 import os
+import re
 import threading
 
 os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
@@ -589,3 +590,28 @@ async def test_demo_speed_runs_the_runtime_on_the_simulated_clock() -> None:
         assert any("dev-4090-03" in m and "releas" in m for m in messages), messages[:10]
         # the console's runtime has the metrics, so its loop also autoscales enabled workloads
         assert any(m.startswith("autoscale ml-batch/batch-transcribe:") for m in messages), messages[:10]
+
+
+def test_defrag_utilization_is_shown_and_labelled_for_every_node(demo: ActingSimCluster) -> None:
+    """UTIL was `—` for above-threshold nodes while DETAIL said 75 %, unlabelled next to TFLOPS
+    gauges; a pool without defrag and a disabled one read `off` and `disabled`."""
+    from tftui.ui.data import load
+    from tftui.ui.opsviews import defrag_nodes_table, defrag_pools_table
+    from tftui.ui.views import NORMAL
+
+    data = load(demo, None, DEFAULT_NOW)
+    view = data.ops.defrag["demo-dev"]
+    table = defrag_nodes_table(view, NORMAL)
+    assert [c.label for c in table.columns if c.key == "util"] == ["GPUS BUSY"]
+    above = [r for r in table.rows if str(r.cells["decision"]) == "above-threshold"]
+    assert above
+    for row in above:
+        shown = str(row.cells["util"])
+        said = re.search(r"utilization ([\d.]+)%", str(row.cells["detail"]))
+        assert shown != "—" and said is not None
+        assert float(shown.rstrip("%")) == pytest.approx(float(said.group(1)), abs=0.5)
+    pools = {r.key: r.cells for r in defrag_pools_table(data, NORMAL).rows}
+    for name, cells in pools.items():
+        v = data.ops.defrag[name]
+        if v.error is None and not (v.configured and v.enabled):
+            assert cells["state"] == "off" and cells["enabled"] == ("off" if v.configured else "unset")

@@ -633,3 +633,24 @@ def test_analysis_keys_are_what_the_screens_ask_for() -> None:
         (WASTE, ""),
         (AUTOSCALE, ""),
     )
+
+
+async def test_alerts_counts_agree_and_every_rule_is_on_screen(
+    demo: SimCluster, metrics: SimMetrics, alerts: AlertsAnalysis
+) -> None:
+    """The title said `(15 rules, 3 alerts)` while the summary said `3 rules firing (83 alerts)`,
+    and 11 of the 15 rules showed with empty lines below."""
+    history = alerts.history
+    firing_rules = sum(1 for s in history.statuses if s.state == "firing")
+    app = make_app(demo, metrics)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        assert app.switch_view("alerts")
+        await settle(pilot)
+        rules = table(app, "#rules")
+        mine = len(table(app, "#instances").row_keys)
+        crumb = str(app.screen.query_one(Breadcrumb).render())
+        words = f"{firing_rules} of {len(history.statuses)} rules firing ({len(history.firing)} alerts)"
+        assert words in crumb and f"{mine} of this rule" in crumb
+        assert f"{firing_rules} rules firing ({len(history.firing)} alerts)" in static_text(app, "#alerts-summary")
+        assert rules.size.height >= rules.row_count + 1  # header and every rule

@@ -518,6 +518,13 @@ def _util(used: int, total: int) -> float:
     return used * 100.0 / total if total else 0.0
 
 
+def gpu_utilization(state: ClusterState, node: NodeView, pool: str) -> tuple[int, int]:
+    """(GPUs in use, GPUs that count) of `node` for `pool`: the utilization defrag compares with
+    its threshold (the share of the node's pool GPUs with something allocated, not TFLOPS)."""
+    gpus = _pool_gpus(state, node, pool)
+    return sum(1 for g in gpus if _is_used(g.capacity, g.available)), len(gpus)
+
+
 # -- eligibility (D3) ----------------------------------------------------------------------------
 
 
@@ -546,11 +553,10 @@ def _gate(ctx: _Ctx, node: NodeView, *, drain: bool) -> tuple[_Eligible | None, 
     if ctx.owned(k8s, keys.DEFRAG_EVICT_SKIP, keys.DEFRAG_EVICT_SKIP_POOL):
         reason = _annotations(k8s).get(keys.DEFRAG_EVICT_SKIP_REASON, "")
         return None, Skip(name, "evict-skip", reason), None
-    gpus = _pool_gpus(ctx.state, node, ctx.pool)
-    used = sum(1 for g in gpus if _is_used(g.capacity, g.available))
-    util = _util(used, len(gpus))
+    used, total = gpu_utilization(ctx.state, node, ctx.pool)
+    util = _util(used, total)
     if not drain:
-        if not gpus:
+        if not total:
             return None, Skip(name, "idle", "no pool GPUs"), None
         if used == 0:
             return None, Skip(name, "idle", "no GPU in use; left to node compaction"), None

@@ -18,7 +18,14 @@ from typing import Any, Protocol
 
 from tftui.engine import compaction as compaction_engine
 from tftui.engine.compaction import compaction_period, is_due, manual_trigger
-from tftui.engine.defrag import DefragConfig, campaign_window, defrag_spec, plan_defrag, validate_defrag
+from tftui.engine.defrag import (
+    DefragConfig,
+    campaign_window,
+    defrag_spec,
+    gpu_utilization,
+    plan_defrag,
+    validate_defrag,
+)
 from tftui.engine.plan import CompactionResult, DefragResult, Plan, Skip
 from tftui.engine.planning import plan_cluster
 from tftui.engine.state import ClusterState, Res, parse_time
@@ -295,6 +302,8 @@ class DefragView:
     result: DefragResult
     events: tuple[EventRow, ...] = ()  # recorded Defrag* events of the pool, newest first
     preview: DefragResult | None = None  # the next window's first step on the current snapshot
+    busy: Mapping[str, float] = field(default_factory=dict)
+    """Node → % of its pool GPUs in use (defrag's utilization), for the nodes with pool GPUs."""
 
     @property
     def shown(self) -> DefragResult:
@@ -303,14 +312,18 @@ class DefragView:
 
     @property
     def state(self) -> str:
+        """One word for "not running": `off` whether there is no defrag block or it is disabled
+        (the DEFRAG column and the summary say which)."""
         if not self.configured:
             return "off"
         if self.error is not None:
             return "invalid"
-        return self.result.state
+        return "off" if self.result.state == "disabled" else self.result.state
 
     def nodes(self) -> list[tuple[str, str, float | None, str]]:
-        """(node, decision, utilization, detail): ranked candidates, then skipped nodes."""
+        """(node, decision, utilization, detail): ranked candidates, then skipped nodes. The
+        utilization is the one defrag compares with its threshold, for every node that has GPUs
+        of the pool (`busy`), so a node skipped as above threshold shows its figure too."""
         out: list[tuple[str, str, float | None, str]] = []
         step = self.shown
         evict = step.evict
@@ -323,7 +336,7 @@ class DefragView:
                 detail = f"{tried[c.node].reason}: {tried[c.node].detail}"
             out.append((c.node, f"candidate #{rank}", c.utilization, detail))
         seen = {c.node for c in step.candidates}
-        out += [(s.node, s.reason, None, s.detail) for s in step.skipped if s.node not in seen]
+        out += [(s.node, s.reason, self.busy.get(s.node), s.detail) for s in step.skipped if s.node not in seen]
         return out
 
 
@@ -348,6 +361,11 @@ def _defrag_view(
         # What the next campaign's first step would do if the cluster stayed as it is now.
         ahead = plan_defrag(state, pool, window[0]).pools[pool].defrag
         preview = ahead if ahead is not None and ahead.state in ("evict", "idle", "blocked") else None
+    busy: dict[str, float] = {}
+    for node in state.nodes_of(pool):
+        used, total = gpu_utilization(state, node, pool)
+        if total:
+            busy[node.name] = used * 100.0 / total
     object_ref = f"GPUPool/{pool}"
     mine = tuple(e for e in events if e.reason.startswith("Defrag") and e.object == object_ref)
     return DefragView(
@@ -364,6 +382,7 @@ def _defrag_view(
         result=step,
         events=mine,
         preview=preview,
+        busy=busy,
     )
 
 

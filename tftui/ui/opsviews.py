@@ -245,8 +245,9 @@ DEFRAG_POOL_COLUMNS = (
 
 
 def _enabled_word(view: DefragView) -> str:
+    """`on`, `off` (a defrag block with enabled not true) or `unset` (no defrag block)."""
     if not view.configured:
-        return "off"
+        return "unset"
     return "on" if view.enabled else "off"
 
 
@@ -275,13 +276,15 @@ def defrag_pools_table(data: ConsoleData, layout: Layout) -> Table:
 DEFRAG_NODE_COLUMNS = (
     _Col("node", "NODE", (14, 16, 20), ALL, flex=1),
     _Col("decision", "DECISION", 16, ALL),
-    _Col("util", "UTIL", 6, ALL),
+    _Col("util", "GPUS BUSY", 9, ALL),
     _Col("detail", "DETAIL", 20, ALL, flex=2),
 )
 
 
 def defrag_nodes_table(view: DefragView | None, layout: Layout) -> Table:
-    """Ranked candidates (with their utilization) then skipped nodes with the reason."""
+    """Ranked candidates then skipped nodes with the reason; GPUS BUSY is defrag's utilization
+    (the share of the node's pool GPUs with a worker, what the threshold is compared with), not
+    the TFLOPS gauges of the other views."""
     rows = []
     if view is not None:
         for node, decision, util, detail in view.nodes():
@@ -303,8 +306,7 @@ def defrag_nodes_table(view: DefragView | None, layout: Layout) -> Table:
 
 
 STATE_WORDS = {
-    "off": "no defrag block in nodeCompaction",
-    "disabled": "configured but enabled is not true",
+    "off": "defrag does not run here",
     "invalid": "the configuration is invalid; nothing runs",
     "not-due": "outside a campaign window",
     "skip-missed": "the last window was missed; the anchor moves on",
@@ -323,7 +325,10 @@ def defrag_summary(view: DefragView | None, now: datetime) -> RenderableType:
     head.append(view.pool, "bold")
     head.append(f" · defrag {_enabled_word(view)} · state ")
     head.append(view.state, "bold")
-    head.append(f" ({STATE_WORDS.get(view.state, view.state)})")
+    words = STATE_WORDS.get(view.state, view.state)
+    if view.state == "off":
+        words = "no defrag block in nodeCompaction" if not view.configured else "enabled is not true"
+    head.append(f" ({words})")
     lines.append(head)
     if not view.configured:
         return Group(*lines)
@@ -339,7 +344,9 @@ def defrag_summary(view: DefragView | None, now: datetime) -> RenderableType:
         config = Text(no_wrap=True, overflow="ellipsis")
         config.append("config   ", "bold")
         config.append(f"valid · {view.schedule!r} in {view.timezone}")
-        config.append(f" · maxDuration {short_duration(cfg.max_duration)} · threshold {cfg.threshold:g}%")
+        config.append(
+            f" · maxDuration {short_duration(cfg.max_duration)} · threshold {cfg.threshold:g}% of GPUs busy"
+        )
     lines.append(config)
 
     window = Text(no_wrap=True, overflow="ellipsis")

@@ -40,6 +40,7 @@ from tftui.ui.metricsviews import (
     finding_preview,
     fixes_text,
     instances_table,
+    rule_alerts,
     rules_table,
     spark_axis,
     spark_label,
@@ -197,9 +198,18 @@ class AlertsScreen(ResourceScreen):
         return (*self.trail, rule) if rule else self.trail
 
     def crumb_count(self, counts: list[str]) -> str:
-        if _alerts(self.tui.analysis(ALERTS)) is None:
+        """The same counts as the summary: rules firing of all rules, alerts in all, and how many
+        of them the selected rule has (the table below)."""
+        alerts = _alerts(self.tui.analysis(ALERTS))
+        if alerts is None:
             return "computing…" if self.tui.computing(ALERTS) else "no data"
-        return super().crumb_count(counts)
+        h = alerts.history
+        firing = sum(1 for s in h.statuses if s.state == "firing")
+        rule = self.selected_rule()
+        mine = len(rule_alerts(alerts, rule)) if rule is not None else 0
+        return (
+            f"{firing} of {len(h.statuses)} rules firing ({len(h.firing)} alerts) · {mine} of this rule"
+        )
 
     def build(self, table_id: str, data: ConsoleData, gauges: Gauges) -> Table:
         alerts = _alerts(self.tui.analysis(ALERTS))
