@@ -18,7 +18,8 @@ from tftui.sources.sim.cluster import DEFAULT_NOW, SimCluster
 from tftui.sources.sim.usage import SimMetrics
 from tftui.ui.app import TfTuiApp
 from tftui.ui.screens.modals import ConfirmScreen
-from tftui.ui.screens.resource import ResourceScreen
+from tftui.ui.screens.metrics import WorkloadScreen
+from tftui.ui.screens.resource import NodeScreen, ResourceScreen, WorkersScreen
 from tftui.ui.themes import LIGHT
 from tftui.ui.widgets.table import ResourceTable
 
@@ -104,3 +105,48 @@ async def test_autoscale_column_and_a_dialog_title_that_asks(metrics: SimMetrics
         title = dialog._title
         other = "off" if state == "on" else "on"
         assert title.startswith(f"Turn autoscaling {other}?"), title
+
+
+async def test_enter_on_a_worker_goes_somewhere_new(metrics: SimMetrics) -> None:
+    """Enter on a worker opened its node again (`nodes › n › gpu › workers › n`)."""
+    app = make_app(metrics)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await settle(pilot)
+        assert app.switch_view("nodes")
+        await settle(pilot)
+        await app.push_screen(NodeScreen("inf-l40s-03", trail=("nodes", "inf-l40s-03")))
+        await settle(pilot)
+        gpus = app.screen.query_one("#gpus", ResourceTable)
+        busy = next(k for k in gpus.row_keys if str(gpus.get_cell(k, "workers")) != "0")
+        gpus.move_cursor(row=gpus.get_row_index(busy))
+        gpus.focus()
+        await pilot.press("enter")  # the GPU's workers
+        await settle(pilot)
+        assert isinstance(app.screen, WorkersScreen)
+        await pilot.press("enter")  # a worker: its workload, not inf-l40s-03 again
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, WorkloadScreen)
+        trail = screen.crumb_trail()
+        assert len(trail) == len(set(trail)), trail
+        await pilot.press("enter")  # from the workload, a worker: its node (not yet in the trail)
+        await settle(pilot)
+        trail = app.screen.crumb_trail()  # type: ignore[attr-defined]
+        assert len(trail) == len(set(trail)), trail
+
+
+async def test_released_nodes_read_releasing_after_a_manual_compaction(metrics: SimMetrics) -> None:
+    app = make_app(metrics)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await settle(pilot)
+        await pilot.press("c")  # demo-dev, the first pool
+        await settle(pilot)
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("tab", "enter")
+        await settle(pilot)
+        assert app.switch_view("nodes")
+        await settle(pilot)
+        table = main_table(app)
+        phases = {k: str(table.get_cell(k, "phase")) for k in table.row_keys}
+        assert phases["dev-4090-03"] == "Releasing", phases["dev-4090-03"]
+        assert phases["dev-4090-01"] == "Running"

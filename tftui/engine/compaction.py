@@ -276,6 +276,12 @@ def _released_detail(state: ClusterState, node: NodeView) -> str | None:
     return None
 
 
+def released_detail(state: ClusterState, node: NodeView) -> str | None:
+    """Why `node` is on its way out (released by compaction: should-delete, claim or GPUNode
+    being deleted), or None: what the console shows as `Releasing`."""
+    return _released_detail(state, node)
+
+
 def _pool_totals(state: ClusterState, pool: str, released: set[str]) -> _Totals:
     """Upstream §2.3 step 3 over the GPUs labelled with `pool`, leaving out already-released nodes.
 

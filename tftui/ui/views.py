@@ -20,6 +20,7 @@ from rich.console import RenderableType
 from rich.text import Text
 
 from tftui.engine.autoscale import AutoConfig, effective_autoscaling
+from tftui.engine.compaction import released_detail
 from tftui.engine.state import NodeView, Res
 from tftui.engine.usage import Used
 from tftui.ui.autoscaleview import AutoscaleAnalysis, rec_cell, used_cell
@@ -398,6 +399,9 @@ def pools_table(data: ConsoleData, gauges: Gauges) -> Table:
 
 # -- nodes ---------------------------------------------------------------------------------------
 
+RELEASING = "Releasing"
+"""The PHASE of a node compaction released (cordoned or marked, its claim being deleted)."""
+
 FLAG_LEGEND = (
     ("D", "do-not-disrupt", "compaction and defrag leave the node alone"),
     ("C", "cordoned", "the Kubernetes Node is unschedulable"),
@@ -444,13 +448,15 @@ def nodes_table(data: ConsoleData, gauges: Gauges, pool: str | None = None) -> T
         used = usage.nodes.get(name)
         flags = node_flags(n)
         models = sorted({st.gpus[g].model for g in n.gpus if st.gpus[g].model})
+        # a node compaction released still reads Running until it is gone: say it is leaving
+        phase = RELEASING if released_detail(st, n) is not None else n.phase
         rows.append(
             Row(
                 name,
                 {
                     "name": name,
                     "pool": n.pool or NO_DATA,
-                    "phase": n.phase,
+                    "phase": phase,
                     "gpus": str(len(n.gpus)),
                     "workers": str(len(n.workers)),
                     "flags": _flag_letters(flags),
@@ -458,7 +464,7 @@ def nodes_table(data: ConsoleData, gauges: Gauges, pool: str | None = None) -> T
                     "vram": gauges.vram_cell(n.capacity, n.allocated, used),
                     "age": fmt_age(n.created, data.refreshed_at),
                 },
-                _search(name, n.pool, n.phase, *flags, *models),
+                _search(name, n.pool, phase, *flags, *models),
             )
         )
     return _table(NODE_COLUMNS, gauges.layout, rows)
@@ -473,7 +479,9 @@ def node_summary(data: ConsoleData, name: str, gauges: Gauges) -> Text:
     flags = node_flags(n)
     text = Text(no_wrap=True, overflow="ellipsis")
     text.append(name, "bold")
-    text.append(f" · {n.pool or NO_DATA} · {n.phase} · age {fmt_age(n.created, data.refreshed_at)}")
+    leaving = released_detail(data.state, n)
+    phase = f"{RELEASING} ({leaving})" if leaving is not None else n.phase
+    text.append(f" · {n.pool or NO_DATA} · {phase} · age {fmt_age(n.created, data.refreshed_at)}")
     if flags:
         text.append(" · ")
         text.append(" ".join(flags), "bold")

@@ -53,7 +53,7 @@ from tftui.ui.metricsviews import (
 )
 from tftui.ui.screens.autoscale import AUTOSCALE_BINDINGS, AutoscaleActions
 from tftui.ui.screens.ops import NEXT_TABLE
-from tftui.ui.screens.resource import NodeScreen, ResourceScreen
+from tftui.ui.screens.resource import ResourceScreen
 from tftui.ui.views import Gauges, Layout, Table, workers_table
 from tftui.ui.widgets.plain import PlainLabel, PlainStatic
 from tftui.ui.widgets.table import ResourceTable
@@ -319,8 +319,4 @@ class WorkloadScreen(AutoscaleActions, ResourceScreen):
         axis.update(spark_axis(history, width))
 
     def open(self, table_id: str, key: str) -> None:
-        data = self.tui.data
-        worker = data.state.workers.get(key) if data is not None else None
-        node = worker.node if worker is not None else None
-        if data is not None and node is not None and node in data.state.nodes:
-            self.app.push_screen(NodeScreen(node, trail=(*self.trail, node)))
+        self.open_worker(key)

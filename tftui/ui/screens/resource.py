@@ -442,8 +442,8 @@ class ResourceScreen(Screen[None]):
             return
         self.notify(f"exported {len(shown.rows)} rows to {path}", timeout=10)
 
-    def _open_object(self, how: str) -> None:
-        selected = self.selected_object()
+    def _open_object(self, how: str, selected: tuple[str, str] | None = None) -> None:
+        selected = selected or self.selected_object()
         data = self.tui.data
         if selected is None or data is None:
             self.notify("no cluster object selected here", severity="warning")
@@ -464,6 +464,24 @@ class ResourceScreen(Screen[None]):
 
     def action_describe(self) -> None:
         self._open_object("describe")
+
+    def open_worker(self, key: str) -> None:
+        """`enter` on a worker: the first of its workload and its node that the breadcrumb does not
+        already hold (going "down" to where the operator came from only repeated the trail), else
+        its description."""
+        data = self.tui.data
+        worker = data.state.workers.get(key) if data is not None else None
+        if data is None or worker is None:
+            self.notify(f"worker {key} is no longer in the cluster", severity="warning")
+            return
+        trail = set(self.crumb_trail())
+        workload = f"{worker.namespace}/{worker.workload}" if worker.workload else None
+        if workload is not None and workload in data.state.workloads and workload not in trail:
+            self.tui.open_workload(workload, self.crumb_trail())
+        elif worker.node is not None and worker.node in data.state.nodes and worker.node not in trail:
+            self.app.push_screen(NodeScreen(worker.node, trail=(*self.crumb_trail(), worker.node)))
+        else:
+            self._open_object("describe", ("Pod", key))
 
     @on(DataTable.RowSelected)
     def _row_selected(self, event: DataTable.RowSelected) -> None:
@@ -623,11 +641,13 @@ class NodeScreen(ResourceScreen):
     def open(self, table_id: str, key: str) -> None:
         if table_id == "gpus":
             self.app.push_screen(WorkersScreen("gpu", key, trail=(*self.trail, key, "workers")))
+        else:
+            self.open_worker(key)
 
 
 class WorkersScreen(ResourceScreen):
-    """Workers of one GPU or one workload; enter opens the worker's node, `e` admits a Pending one
-    (the move set `d` describes)."""
+    """Workers of one GPU or one workload; enter opens the worker's workload (or node), `e` admits a
+    Pending one (the move set `d` describes)."""
 
     BINDINGS: ClassVar[list[BindingType]] = bindings("worker")
     OBJECT_KINDS: ClassVar[dict[str, str]] = {"main": "Pod"}
@@ -656,8 +676,4 @@ class WorkersScreen(ResourceScreen):
         self.tui.start_admit(key)
 
     def open(self, table_id: str, key: str) -> None:
-        data = self.tui.data
-        worker = data.state.workers.get(key) if data is not None else None
-        node = worker.node if worker is not None else None
-        if data is not None and node is not None and node in data.state.nodes:
-            self.app.push_screen(NodeScreen(node, trail=(*self.trail, node)))
+        self.open_worker(key)
