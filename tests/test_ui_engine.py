@@ -615,3 +615,25 @@ def test_defrag_utilization_is_shown_and_labelled_for_every_node(demo: ActingSim
         v = data.ops.defrag[name]
         if v.error is None and not (v.configured and v.enabled):
             assert cells["state"] == "off" and cells["enabled"] == ("off" if v.configured else "unset")
+
+
+def test_describe_reads_like_an_operator_writes_and_lists_decisions_and_events(demo: ActingSimCluster) -> None:
+    """`d` showed `vram: 687194767360.0` and nothing of what was decided or happened."""
+    from tftui.ui.data import load
+    from tftui.ui.objects import describe
+
+    runtime = app_module.make_runtime(demo, demo.clock)
+    assert runtime is not None
+    runtime.manual_compaction("demo-dev")
+    data = load(demo, None, demo.now(), runtime)
+    released = next(n for n, d, _ in data.ops.compaction["demo-dev"].decisions() if d == "already-released")
+    text = describe(data, "GPUNode", released)
+    assert text is not None
+    assert "vram: 96Gi" in text and ".0\n" not in text and "e+" not in text
+    assert "decisions:" in text and "compaction: 'already-released" in text and "defrag:" in text
+    events = text[text.index("events:") :]
+    assert "Compaction" in events and released in events
+    pool = describe(data, "GPUPool", "demo-dev")
+    assert pool is not None and "journal compaction:" in pool and "Normal Compaction" in pool
+    worker = next(iter(data.state.workers))
+    assert "events:" in (describe(data, "Pod", worker) or "")

@@ -453,7 +453,7 @@ class ResourceScreen(Screen[None]):
             obj = find_object(data.state, kind, key)
             text = object_yaml(obj) if obj is not None else None
         else:
-            text = describe(data.state, kind, key)
+            text = describe(data, kind, key)
         if text is None:
             self.notify(f"{kind} {key} is not in the snapshot", severity="warning")
             return
