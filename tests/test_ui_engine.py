@@ -617,7 +617,9 @@ def test_defrag_utilization_is_shown_and_labelled_for_every_node(demo: ActingSim
             assert cells["state"] == "off" and cells["enabled"] == ("off" if v.configured else "unset")
 
 
-def test_describe_reads_like_an_operator_writes_and_lists_decisions_and_events(demo: ActingSimCluster) -> None:
+def test_describe_reads_like_an_operator_writes_and_lists_decisions_and_events(
+    demo: ActingSimCluster,
+) -> None:
     """`d` showed `vram: 687194767360.0` and nothing of what was decided or happened."""
     from tftui.ui.data import load
     from tftui.ui.objects import describe

@@ -17,8 +17,8 @@ from tftui.sources.sim.acting import ActingSimCluster
 from tftui.sources.sim.cluster import DEFAULT_NOW, SimCluster
 from tftui.sources.sim.usage import SimMetrics
 from tftui.ui.app import TfTuiApp
-from tftui.ui.screens.modals import ConfirmScreen
 from tftui.ui.screens.metrics import WorkloadScreen
+from tftui.ui.screens.modals import ConfirmScreen
 from tftui.ui.screens.resource import NodeScreen, ResourceScreen, WorkersScreen
 from tftui.ui.themes import LIGHT
 from tftui.ui.widgets.table import ResourceTable

@@ -80,9 +80,7 @@ def _short(value: Any, field: str = "") -> Any:
     if isinstance(value, Res):
         return {"tflops": _tflops(value.tflops), "vram": _bytes(value.vram)}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {
-            f.name: _short(getattr(value, f.name), f.name) for f in dataclasses.fields(value) if f.repr
-        }
+        return {f.name: _short(getattr(value, f.name), f.name) for f in dataclasses.fields(value) if f.repr}
     if isinstance(value, list | tuple | set | frozenset):
         items = sorted(value, key=str) if isinstance(value, set | frozenset) else list(value)
         shown = [_short(v) for v in items[:LIST_PREVIEW]]
@@ -147,7 +145,9 @@ def _events(data: ConsoleData, kind: str, key: str) -> list[str]:
     for j in data.ops.journal:
         if j.kind == "event":
             continue  # the recorded event itself is listed above
-        if name and (name in j.message.split() or f"{name}:" in j.message or j.pool == key and kind == "GPUPool"):
+        if name and (
+            name in j.message.split() or f"{name}:" in j.message or (j.pool == key and kind == "GPUPool")
+        ):
             when = j.time.strftime("%m-%d %H:%M:%S") if j.time is not None else "—"
             out.append(f"{when} journal {j.kind}{'' if j.ok else ' (failed)'}: {j.message}")
     return out[:EVENTS_SHOWN]

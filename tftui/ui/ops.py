@@ -336,7 +336,9 @@ class DefragView:
                 detail = f"{tried[c.node].reason}: {tried[c.node].detail}"
             out.append((c.node, f"candidate #{rank}", c.utilization, detail))
         seen = {c.node for c in step.candidates}
-        out += [(s.node, s.reason, self.busy.get(s.node), s.detail) for s in step.skipped if s.node not in seen]
+        out += [
+            (s.node, s.reason, self.busy.get(s.node), s.detail) for s in step.skipped if s.node not in seen
+        ]
         return out
 
 

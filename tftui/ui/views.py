@@ -74,6 +74,18 @@ def layout_for(width: int) -> Layout:
     return ROOMY if width < LAYOUT_MIN_WIDTH["wide"] else WIDE
 
 
+def layout_candidates(width: int) -> tuple[Layout, ...]:
+    """`layout_for(width)`, then the same columns with less gauge (no figures, a shorter bar):
+    what a screen falls back to when a table of the first does not fit without cutting names."""
+    first = layout_for(width)
+    out = [first]
+    if first.figures:
+        out.append(Layout(first.name, first.bar, False))
+    if first.bar > NARROW.bar:
+        out.append(Layout(first.name, NARROW.bar, False))
+    return tuple(out)
+
+
 Flex = Literal[0, 1, 2]
 """How a column gives way when a table is wider than the terminal: 0 never (numbers, gauges,
 states), 2 first (free text: details, fixes, notes), 1 next (names), each down to its `width`."""

@@ -20,9 +20,11 @@ from dataclasses import replace
 from rich.cells import cell_len
 from rich.text import Text
 
+from tftui.model.plaintext import visible
 from tftui.ui.format import ellipsize
 from tftui.ui.tableops import plain
 from tftui.ui.views import Cell, Column, Row, Table
+from tftui.ui.widgets.plain import plain_text
 
 CELL_PADDING = 1
 """The DataTable's padding on each side of a cell."""
@@ -31,11 +33,12 @@ SCROLLBAR = 2
 HARD_MIN = 6
 """A name is never cut below this many cells (below it nothing useful is left)."""
 
-__all__ = ["CELL_PADDING", "SCROLLBAR", "content_widths", "fit_table", "fit_widths"]
+__all__ = ["CELL_PADDING", "SCROLLBAR", "content_widths", "fit_table", "fit_widths", "fits"]
 
 
 def _width(cell: Cell) -> int:
-    return cell_len(plain(cell))
+    """Cells as drawn: control characters show as escapes (`\\x1b`), four cells, not zero."""
+    return cell_len(visible(plain(cell), multiline=False))
 
 
 def content_widths(table: Table) -> dict[str, int]:
@@ -96,10 +99,22 @@ def fit_widths(table: Table, available: int, *, scrollbar: bool = True) -> dict[
     return widths
 
 
+def fits(table: Table, available: int, *, scrollbar: bool = True) -> bool:
+    """Whether `table` fits `available` without cutting any column below its least width."""
+    if not table.columns:
+        return True
+    natural = content_widths(table)
+    widths = fit_widths(table, available, scrollbar=scrollbar)
+    return all(widths[c.key] >= min(c.width, natural[c.key]) for c in table.columns)
+
+
 def _cut(cell: Cell, width: int, flex: int) -> Cell:
-    text = plain(cell)
-    if cell_len(text) <= width:
+    if _width(cell) <= width:
         return cell
+    if isinstance(cell, str):
+        cell = visible(cell, multiline=False)  # cut what is drawn, escapes included
+    elif isinstance(cell, Text):
+        cell = plain_text(cell, multiline=False)
     if isinstance(cell, str):
         return ellipsize(cell, width) if flex == 1 else cell[: max(0, width - 1)] + "…"
     if isinstance(cell, Text):

@@ -207,9 +207,7 @@ class AlertsScreen(ResourceScreen):
         firing = sum(1 for s in h.statuses if s.state == "firing")
         rule = self.selected_rule()
         mine = len(rule_alerts(alerts, rule)) if rule is not None else 0
-        return (
-            f"{firing} of {len(h.statuses)} rules firing ({len(h.firing)} alerts) · {mine} of this rule"
-        )
+        return f"{firing} of {len(h.statuses)} rules firing ({len(h.firing)} alerts) · {mine} of this rule"
 
     def build(self, table_id: str, data: ConsoleData, gauges: Gauges) -> Table:
         alerts = _alerts(self.tui.analysis(ALERTS))

@@ -35,7 +35,7 @@ from tftui.ui.views import (
     Layout,
     Table,
     gpus_table,
-    layout_for,
+    layout_candidates,
     node_summary,
     nodes_table,
     pools_table,
@@ -45,7 +45,7 @@ from tftui.ui.views import (
 from tftui.ui.widgets.chrome import Breadcrumb, ConsoleHeader, Prompt, PromptMode
 from tftui.ui.widgets.plain import PlainStatic
 from tftui.ui.widgets.table import ROW_LIMIT, ResourceTable
-from tftui.ui.widths import fit_table
+from tftui.ui.widths import fit_table, fits
 
 if TYPE_CHECKING:
     from tftui.ui.app import TfTuiApp
@@ -214,26 +214,23 @@ class ResourceScreen(Screen[None]):
             return
         for kind, subject in self.analysis_keys():
             self.tui.request_analysis(kind, subject)
-        layout = self._layout = layout_for(self.size.width or self.app.size.width)
+        width = self.size.width or self.app.size.width
+        tables = list(self.query(ResourceTable))
+        # the first layout whose tables fit without cutting a name below its least width: at the
+        # edge of a band (or with long names), the gauges give up their figures, then bar length
+        candidates = layout_candidates(width)
+        for layout in candidates:
+            prepared = [self._prepare(table, data, layout) for table in tables]
+            if all(
+                fits(p[3], self.table_width(t), scrollbar=p[4]) for t, p in zip(tables, prepared, strict=True)
+            ):
+                break
+        self._layout = layout
         for name in ("narrow", "normal", "wide"):
             self.set_class(layout.name == name, f"-{name}")
         counts: list[str] = []
-        for table in self.query(ResourceTable):
-            full = self._built_table(table, data, layout)
-            filtered = self.FILTERED is None or (table.id or "") in self.FILTERED
-            shown = full.filtered(self.needle) if filtered else full
-            if filtered and self.sort_column is not None:
-                shown = sorted_table(shown, self.sort_column, self.sort_reverse)
+        for table, (full, shown, page, marked, scrollbar) in zip(tables, prepared, strict=True):
             self.shown_tables[table.id or ""] = shown
-            # only the first ROW_LIMIT rows reach the DataTable (k9s caps the same way): filling it
-            # costs per row, and 40,000 GPUs took minutes; sort, filter, marks and export still
-            # work on `shown`, every matching row, through plain values: the gauges (lazy cells)
-            # are drawn when the table shows their row, so for this page only
-            page = shown.page(ROW_LIMIT)
-            decorated = with_deltas(page, self._previous_cells(table.id or "", full))
-            marked = marked_table(decorated, self.marks.get(table.id or "", set()))
-            # a laid-out table taller than its rows shows no scrollbar: no room kept for one
-            scrollbar = not table.size.height or len(marked.rows) >= table.size.height - 1
             table.show(fit_table(marked, self.table_width(table), scrollbar=scrollbar))
             label = self.COUNT_LABELS.get(table.id or "", "")
             counts.append(count_words(len(page.rows), len(shown.rows), len(full.rows), label))
@@ -241,6 +238,26 @@ class ResourceScreen(Screen[None]):
         self.query_one(Breadcrumb).show(
             self.crumb_trail(), self.crumb_count(counts), self.needle, self.crumb_state()
         )
+
+    def _prepare(
+        self, table: ResourceTable, data: ConsoleData, layout: Layout
+    ) -> tuple[Table, Table, Table, Table, bool]:
+        """(built, shown, page, page as displayed, whether a scrollbar shows) of one table."""
+        full = self._built_table(table, data, layout)
+        filtered = self.FILTERED is None or (table.id or "") in self.FILTERED
+        shown = full.filtered(self.needle) if filtered else full
+        if filtered and self.sort_column is not None:
+            shown = sorted_table(shown, self.sort_column, self.sort_reverse)
+        # only the first ROW_LIMIT rows reach the DataTable (k9s caps the same way): filling it
+        # costs per row, and 40,000 GPUs took minutes; sort, filter, marks and export still
+        # work on `shown`, every matching row, through plain values: the gauges (lazy cells)
+        # are drawn when the table shows their row, so for this page only
+        page = shown.page(ROW_LIMIT)
+        decorated = with_deltas(page, self._previous_cells(table.id or "", full))
+        marked = marked_table(decorated, self.marks.get(table.id or "", set()))
+        # a laid-out table taller than its rows shows no scrollbar: no room kept for one
+        scrollbar = not table.size.height or len(marked.rows) >= table.size.height - 1
+        return full, shown, page, marked, scrollbar
 
     def table_width(self, table: ResourceTable) -> int:
         """The cells `table` has for its columns: its own width once laid out, else the screen's."""
