@@ -14,6 +14,7 @@ os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
 from datetime import timedelta
 from typing import Any
 
+from rich.text import Text
 from textual.pilot import Pilot
 from textual.widgets import Label
 
@@ -41,7 +42,8 @@ async def settle(pilot: Pilot[None]) -> None:
 
 def used_figures(app: TfTuiApp) -> list[str]:
     table = app.screen.query_one("#main", ResourceTable)
-    return [table.get_cell(key, "tflops").plain.rsplit("/", 1)[-1].strip() for key in table.row_keys]
+    cells = [table.get_cell(key, "tflops") for key in table.row_keys]
+    return [(c.plain if isinstance(c, Text) else str(c)).rsplit("/", 1)[-1].strip() for c in cells]
 
 
 async def test_usage_keeps_coming_as_the_demo_clock_runs() -> None:

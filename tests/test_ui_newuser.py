@@ -131,7 +131,7 @@ async def test_enter_on_a_worker_goes_somewhere_new(metrics: SimMetrics) -> None
         assert len(trail) == len(set(trail)), trail
         await pilot.press("enter")  # from the workload, a worker: its node (not yet in the trail)
         await settle(pilot)
-        trail = app.screen.crumb_trail()  # type: ignore[attr-defined]
+        trail = app.screen.crumb_trail()
         assert len(trail) == len(set(trail)), trail
 
 

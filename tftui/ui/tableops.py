@@ -170,9 +170,8 @@ def table_csv(table: Table) -> str:
         for c in table.columns:
             cell = row.cells.get(c.key, "")
             if is_gauge[c.key]:
-                width = len(
-                    _gauge_headers(c, gauges[c.key] if isinstance(gauges[c.key], GaugeCell) else None)
-                )
+                first = gauges[c.key]
+                width = len(_gauge_headers(c, first if isinstance(first, GaugeCell) else None))
                 line += _gauge_values(cell, width)
             elif isinstance(cell, NumCell):
                 line.append(_number(cell.value))

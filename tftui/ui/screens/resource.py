@@ -201,8 +201,11 @@ class ResourceScreen(Screen[None]):
             self.watch(self.app, "analyses", self.render_data, init=False)
         # gauge colours come from the theme (component classes): redraw once the new CSS applies,
         # or free-capacity dots and separators keep the old theme's colour until the next refresh
-        self.watch(self.app, "theme", lambda _theme: self.call_after_refresh(self.render_data), init=False)
+        self.watch(self.app, "theme", self._theme_changed, init=False)
         self.render_data()
+
+    def _theme_changed(self, _theme: str) -> None:
+        self.call_after_refresh(self.render_data)
 
     def on_resize(self, event: Resize) -> None:
         self.render_data()  # column widths follow the terminal
