@@ -206,3 +206,17 @@ def test_fmt_age_and_time() -> None:
     assert fmt_age(now - timedelta(days=3, hours=2), now) == "3d"
     assert fmt_age(now + timedelta(minutes=1), now) == "0s"
     assert fmt_time(now) == "12:00:00 UTC"
+
+
+def test_sparkline_scales_from_zero_to_the_request() -> None:
+    """11–14 TFLOPS of use against a 60 TFLOPS request drew a saturated line (min..max scale)."""
+    from tftui.ui.widgets.spark import bar_lines
+
+    low = bar_lines([11.0, 12.0, 13.0, 14.0], 8, 60.0)[0]
+    assert set(low) <= set("▁▂") and "█" not in low  # a quarter of the request at most
+    assert bar_lines([0.0, 60.0], 2, 60.0) == ["▁█"]
+    # above the request (bursting towards the limit) the scale grows to the data
+    assert bar_lines([30.0, 120.0], 2, 60.0) == ["▂█"]  # 30 of 120
+    # two lines: the top line is empty below half the scale
+    top, bottom = bar_lines([15.0, 60.0], 2, 60.0, height=2)
+    assert top == " █" and bottom == "▄█"

@@ -46,6 +46,7 @@ from tftui.ui.analysis import (
 )
 from tftui.ui.app import TfTuiApp
 from tftui.ui.data import ConsoleData, load, metrics_error_text, step1_port, store_name
+from tftui.ui.format import fmt_num
 from tftui.ui.metricsviews import (
     finding_key,
     instances_table,
@@ -542,6 +543,9 @@ async def test_workload_detail_request_vs_use_sparklines_and_workers(
         assert list(vram.data or []) == spark_values(expected.vram)[0]
         label = str(screen.query_one("#spark-tflops-label", Label).render())
         assert label.startswith("TFLOPS used (workload total, 15m means) · min")
+        # the bars run from 0 to what the running workers requested, not min..max of the use
+        assert getattr(spark, "ceiling", None) == wl.allocated.tflops > 0
+        assert f"scale 0–{fmt_num(wl.allocated.tflops)} (request)" in label
         assert str(screen.query_one("#spark-axis", Label).render()).endswith("12:00 UTC")
 
         workers = table(app, "#workers")

@@ -490,8 +490,9 @@ def spark_values(values: Sequence[float | None]) -> tuple[list[float], int]:
     return [v if v is not None else 0.0 for v in shown], start
 
 
-def spark_label(history: WorkloadHistory, which: str) -> Text:
-    """`TFLOPS used (workload total) · 15m buckets · min 1.2 · avg 3.4 · max 9.9`."""
+def spark_label(history: WorkloadHistory, which: str, ceiling: float | None = None) -> Text:
+    """`TFLOPS used (workload total, 15m means) · min 1.2 · max 9.9 · last 3.4 · scale 0–60
+    (request)`: the bars run from 0 to `ceiling` (the request of the running workers) when given."""
     values = history.tflops if which == "tflops" else history.vram
     fmt = fmt_num if which == "tflops" else fmt_bytes
     have = [v for v in values if v is not None]
@@ -504,6 +505,9 @@ def spark_label(history: WorkloadHistory, which: str) -> Text:
         gaps = sum(1 for v in values[first:] if v is None)
         if gaps:
             text.append(f" · {gaps} buckets without samples (drawn as 0)", "dim")
+        if ceiling is not None:
+            top = max(ceiling, max(have))
+            text.append(f" · scale 0–{fmt(top)}{' (request)' if top == ceiling else ''}", "dim")
     else:
         text.append(" · no samples in the window", "bold")
     return text

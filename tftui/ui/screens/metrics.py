@@ -15,7 +15,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import VerticalScroll
-from textual.widgets import DataTable, Label, Sparkline, Static
+from textual.widgets import DataTable, Label, Static
 
 from tftui.ui.actions import bindings
 from tftui.ui.analysis import (
@@ -56,6 +56,7 @@ from tftui.ui.screens.ops import NEXT_TABLE
 from tftui.ui.screens.resource import ResourceScreen
 from tftui.ui.views import Gauges, Layout, Table, workers_table
 from tftui.ui.widgets.plain import PlainLabel, PlainStatic
+from tftui.ui.widgets.spark import ScaledSparkline
 from tftui.ui.widgets.table import ResourceTable
 
 
@@ -258,9 +259,9 @@ class WorkloadScreen(AutoscaleActions, ResourceScreen):
         yield PlainStatic("", id="wl-verdict")
         yield PlainStatic("", id="wl-figures")
         yield PlainLabel("", id="spark-tflops-label", classes="spark-label")
-        yield Sparkline([], id="spark-tflops")
+        yield ScaledSparkline([], id="spark-tflops")
         yield PlainLabel("", id="spark-vram-label", classes="spark-label")
-        yield Sparkline([], id="spark-vram")
+        yield ScaledSparkline([], id="spark-vram")
         yield PlainLabel("", id="spark-axis")
         with VerticalScroll(id="wl-autoscale-scroll", can_focus=False):
             yield PlainStatic("", id="wl-autoscale")
@@ -293,7 +294,10 @@ class WorkloadScreen(AutoscaleActions, ResourceScreen):
         tf_label = self.query_one("#spark-tflops-label", Label)
         vram_label = self.query_one("#spark-vram-label", Label)
         axis = self.query_one("#spark-axis", Label)
-        sparks = (self.query_one("#spark-tflops", Sparkline), self.query_one("#spark-vram", Sparkline))
+        sparks = (
+            self.query_one("#spark-tflops", ScaledSparkline),
+            self.query_one("#spark-vram", ScaledSparkline),
+        )
         shown = history is not None and history.has_data
         for spark in sparks:
             spark.display = shown
@@ -305,12 +309,15 @@ class WorkloadScreen(AutoscaleActions, ResourceScreen):
                 )
             tf_label.update(status or "")
             return
-        tf_label.update(
-            Text.assemble(status, "  ", spark_label(history, "tflops"))
-            if status
-            else spark_label(history, "tflops")
-        )
-        vram_label.update(spark_label(history, "vram"))
+        # the bars' top is what the running workers requested, so a low line reads "mostly idle"
+        wl = data.state.workloads.get(self.key)
+        ceiling = wl.allocated if wl is not None else None
+        tf_top = ceiling.tflops if ceiling is not None and ceiling.tflops > 0 else None
+        vram_top = float(ceiling.vram) if ceiling is not None and ceiling.vram > 0 else None
+        tf_spark = spark_label(history, "tflops", tf_top)
+        tf_label.update(Text.assemble(status, "  ", tf_spark) if status else tf_spark)
+        vram_label.update(spark_label(history, "vram", vram_top))
+        sparks[0].ceiling, sparks[1].ceiling = tf_top, vram_top
         sparks[0].data = spark_values(history.tflops)[0]
         sparks[1].data = spark_values(history.vram)[0]
         width = (self.size.width or self.app.size.width) - 2
