@@ -178,3 +178,38 @@ def test_read_only_flag_reaches_the_console(monkeypatch: pytest.MonkeyPatch) -> 
 def test_speed_must_not_be_negative() -> None:
     out = tftui("--demo", "--speed", "-1")
     assert out.returncode == 2 and out.stderr.strip() == "tftui: --speed: must be 0 or more, got -1"
+
+
+def test_subcommand_help_lists_no_console_only_flags() -> None:
+    """`place`/`plan`/`report --help` listed --read-only and --speed, which only the console uses."""
+    for command in ("place", "plan", "report", "dump", "recommend", "simulate"):
+        out = tftui(command, "--help")
+        assert out.returncode == 0, out.stderr
+        assert "--read-only" not in out.stdout and "--speed" not in out.stdout, command
+        assert "--demo" in out.stdout, command
+    top = tftui("--help").stdout
+    assert "--read-only" in top and "--speed" in top
+    # still accepted after the subcommand (flag order never matters)
+    assert tftui("dump", "--demo", "--read-only", "--speed", "0").returncode == 0
+
+
+def test_report_counts_ok_rows_and_all_lists_them() -> None:
+    """`tftui report --demo` printed 1,250 lines, mostly rows diagnosed ok."""
+    short, full = tftui("report", "--demo"), tftui("report", "--demo", "--all")
+    assert short.returncode == 0 and full.returncode == 0, short.stderr + full.stderr
+
+    def section_rows(text: str, head: str) -> list[str]:
+        lines = text.splitlines()
+        start = next(i for i, line in enumerate(lines) if line.startswith(head))
+        end = next(i for i in range(start + 1, len(lines)) if lines[i].startswith("== "))
+        return [line for line in lines[start + 2 : end] if line.strip()]
+
+    for head, what in (("== nodes", "nodes"), ("== GPUs", "GPUs"), ("== workloads", "workloads")):
+        all_rows = section_rows(full.stdout, head)
+        ok_rows = [r for r in all_rows if r.rstrip().endswith(" ok")]
+        assert ok_rows, head
+        shown = section_rows(short.stdout, head)
+        assert shown[-1] == f"({len(ok_rows)} {what} diagnosed ok not shown; --all lists them)"
+        assert not [r for r in shown if r.rstrip().endswith(" ok")]
+        assert len(shown) - 1 == len(all_rows) - len(ok_rows)
+    assert len(short.stdout.splitlines()) < len(full.stdout.splitlines()) - 200

@@ -49,6 +49,11 @@ def _add_source_args(p: argparse.ArgumentParser, *, sub: bool = False) -> None:
     def d(value: object) -> object:
         return argparse.SUPPRESS if sub else value
 
+    def console_only(text: str) -> str:
+        # accepted after a subcommand too (`tftui dump --demo --speed 60` is not an error), but
+        # not listed there: no subcommand writes or runs the demo clock
+        return argparse.SUPPRESS if sub else text
+
     src = p.add_argument_group("source (default: the current kubeconfig context)")
     src.add_argument(
         "--demo", action="store_true", default=d(False), help="use the embedded simulated cluster"
@@ -72,7 +77,7 @@ def _add_source_args(p: argparse.ArgumentParser, *, sub: bool = False) -> None:
         "--read-only",
         action="store_true",
         default=d(False),
-        help="never write to the cluster: the console offers no action that changes anything",
+        help=console_only("never write to the cluster: the console offers no action that changes anything"),
     )
     demo = p.add_argument_group("embedded demo cluster")
     demo.add_argument(
@@ -84,8 +89,10 @@ def _add_source_args(p: argparse.ArgumentParser, *, sub: bool = False) -> None:
         type=float,
         default=d(0.0),
         metavar="X",
-        help="console on the demo: run its clock at X simulated seconds per second, compaction and "
-        "defrag acting on their own (default 0: the clock stands still; keys still act)",
+        help=console_only(
+            "console on the demo: run its clock at X simulated seconds per second, compaction and "
+            "defrag acting on their own (default 0: the clock stands still; keys still act)"
+        ),
     )
 
 
@@ -219,6 +226,12 @@ def build_parser() -> argparse.ArgumentParser:
     report_fmt = report.add_mutually_exclusive_group()
     report_fmt.add_argument("--json", action="store_true", help="print the canonical JSON report")
     report_fmt.add_argument("--csv", action="store_true", help="print CSV tables (one per section)")
+    report.add_argument(
+        "--all",
+        action="store_true",
+        dest="all_rows",
+        help="text: also list the nodes, GPUs and workloads diagnosed ok (counted by default)",
+    )
     report.add_argument("--save", metavar="FILE", help="also write the JSON report to FILE (for --compare)")
     report.add_argument(
         "--compare", metavar="FILE", help="verify against a report saved earlier: before (FILE) → now"
@@ -601,7 +614,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     elif args.csv:
         text = render_csv(report, verification)
     else:
-        text = render_report(report)
+        text = render_report(report, all_rows=args.all_rows)
         if verification is not None:
             text += "\n" + render_verification(verification)
     emit(text, json_text=args.json)

@@ -99,7 +99,20 @@ def _finding_lines(i: int, f: Finding) -> list[str]:
     return lines
 
 
-def render_report(r: Report) -> str:
+def _is_ok(classes: Sequence[str], in_cluster: bool) -> bool:
+    return tuple(classes) == ("ok",) and in_cluster
+
+
+def _hidden(n: int, what: str) -> list[str]:
+    return [f"({n} {what} diagnosed ok not shown; --all lists them)"] if n else []
+
+
+def render_report(r: Report, *, all_rows: bool = False) -> str:
+    """The text report; rows diagnosed only `ok` (in the cluster) are counted, not listed, unless
+    `all_rows`: on the demo they are most of the 1,250 lines and hide what needs fixing."""
+    nodes = [n for n in r.nodes if all_rows or not _is_ok(n.classes, n.in_cluster)]
+    gpus = [g for g in r.gpus if all_rows or not _is_ok(g.classes, g.in_cluster)]
+    workloads = [w for w in r.workloads if all_rows or not _is_ok(w.classes, w.in_cluster)]
     out = [
         f"Step-1 report — metrics {visible(r.source)}, cluster {visible(r.cluster)}",
         f"window {window_text(r.window)}: {rfc3339(r.now - r.window)} → {rfc3339(r.now)}"
@@ -138,10 +151,11 @@ def render_report(r: Report) -> str:
                 [n.name, n.pool or DASH, f"{n.gpus_reporting}/{n.gpus}", _pct(n.tflops_allocated_pct),
                  _pct(n.vram_allocated_pct), _pct(n.compute_used_pct), _pct(n.vram_peak_pct),
                  _classes(n.classes, n.in_cluster, r.metrics_only)]
-                for n in r.nodes
+                for n in nodes
             ],
         )
     )  # fmt: skip
+    out += _hidden(len(r.nodes) - len(nodes), "nodes")
 
     out.append("\n== GPUs (allocated: now; used: window average, VRAM peak)")
     out.append(
@@ -151,10 +165,11 @@ def render_report(r: Report) -> str:
                 [g.name, g.node or DASH, _short_model(g.model), _pct(g.tflops_allocated_pct),
                  _pct(g.vram_allocated_pct), _pct(g.compute_used_pct), _pct(g.vram_peak_pct),
                  _classes(g.classes, g.in_cluster, r.metrics_only)]
-                for g in r.gpus
+                for g in gpus
             ],
         )
     )  # fmt: skip
+    out += _hidden(len(r.gpus) - len(gpus), "GPUs")
 
     out.append("\n== workloads (per GPU: request vs window average and peak use)")
     out.append(
@@ -168,10 +183,11 @@ def render_report(r: Report) -> str:
                  _pct(None if w.tflops_use_ratio is None else w.tflops_use_ratio * 100.0),
                  _gib(w.vram_request_bytes), _gib(w.vram_peak_bytes), "on" if w.autoscale else "off",
                  _classes(w.classes, w.in_cluster, r.metrics_only)]
-                for w in r.workloads
+                for w in workloads
             ],
         )
     )  # fmt: skip
+    out += _hidden(len(r.workloads) - len(workloads), "workloads")
 
     out.append("\n== diagnosis (largest waste first; levels overlap, the summary adds only disjoint ones)")
     if r.findings:
