@@ -150,3 +150,29 @@ async def test_released_nodes_read_releasing_after_a_manual_compaction(metrics: 
         phases = {k: str(table.get_cell(k, "phase")) for k in table.row_keys}
         assert phases["dev-4090-03"] == "Releasing", phases["dev-4090-03"]
         assert phases["dev-4090-01"] == "Running"
+
+
+async def test_help_at_80_columns_shows_every_key_and_its_whole_description(metrics: SimMetrics) -> None:
+    """At 80 columns the help grid dropped the key column and cut the explanations."""
+    from textual.geometry import Region
+
+    from tftui.ui.screens.modals import HelpScreen
+    from tftui.ui.widgets.plain import PlainStatic
+
+    app = make_app(metrics)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        assert app.switch_view("workloads")
+        await settle(pilot)
+        await pilot.press("question_mark")
+        await settle(pilot)
+        help_screen = app.screen
+        assert isinstance(help_screen, HelpScreen)
+        keys = help_screen.query_one("#help-keys", PlainStatic)
+        strips = keys.render_lines(Region(0, 0, keys.size.width, keys.size.height))
+        lines = ["".join(seg.text for seg in strip).rstrip() for strip in strips]
+        text = " ".join(" ".join(lines).split())
+        for entry in help_screen._entries:
+            row = next((line for line in lines if entry.description in line), None)
+            assert row is not None and row.split(entry.description)[0].strip() == entry.key, (entry, row)
+            assert " ".join(entry.tooltip.split()) in text, entry.tooltip

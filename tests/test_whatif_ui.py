@@ -112,3 +112,48 @@ async def test_colon_whatif_switches_and_leaving_cancels_the_run(
         assert run.is_cancelled
         gate.set()  # the thread sees the cancellation at its next sample and returns
     assert stopped.wait(10)
+
+
+def test_chart_axes_have_ticks_and_identical_lines_are_named_together() -> None:
+    """Only 0 and the maximum on the y axis, no x ticks, and two equal policies drawn on top of
+    each other under two legend entries (one of them invisible)."""
+    same = [38, 38, 30, 25]
+    lines = chart_lines(
+        [("A", same), ("B", [38, 38, 35, 35]), ("C", list(same))],
+        width=60,
+        height=12,
+        x_labels=["12:00", "18:00", "00:00", "06:00", "12:00"],
+    )
+    plot, axis, under, legend = lines[:-3], lines[-3], lines[-2], lines[-1]
+    ys = [line.plain.split("┤")[0].strip() for line in plot if "┤" in line.plain]
+    assert ys[0] == "38" and ys[-1] == "0" and len(ys) >= 4, ys  # values between 0 and the top
+    assert [int(y) for y in ys] == sorted((int(y) for y in ys), reverse=True)
+    assert axis.plain.count("┬") == 5 and "└" in axis.plain
+    # every label sits under its tick, none runs into another
+    ticks = [i for i, ch in enumerate(axis.plain) if ch == "┬"]
+    assert under.plain.split() == ["12:00", "18:00", "00:00", "06:00", "12:00"]
+    assert under.plain.index("18:00") <= ticks[1] < under.plain.index("18:00") + 5
+    assert "■ A = C" in legend.plain and "■ B" in legend.plain and "■ C" not in legend.plain
+    assert "lines cross" in legend.plain  # A and B share their first stretch
+    assert all(len(line.plain) == 60 for line in lines[:-1])
+
+
+async def test_whatif_at_80_columns_keeps_policies_whole_and_shows_active_over_bound() -> None:
+    app = make_app()
+    screen = WhatIfScreen(policies=POLICIES, duration=timedelta(hours=1), churn=0)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        await app.push_screen(screen)
+        for _ in range(3):
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+        assert screen.results is not None
+        table = screen.query_one(ResourceTable)
+        labels = [c.label for c in screen.shown_tables["main"].columns]
+        assert labels[:2] == ["POLICY", "ACTIVE/LB"], labels
+        for policy in POLICIES:
+            assert str(table.get_cell(policy, "policy")) == policy  # not `Com…ag`
+            assert "/" in str(table.get_cell(policy, "ratio"))
+        widths = sum(c.width + 2 for c in table.columns.values())
+        assert widths <= 80, widths

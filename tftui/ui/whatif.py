@@ -41,24 +41,75 @@ CURVE_TO = 130
 _DOTS = ((0x01, 0x02, 0x04, 0x40), (0x08, 0x10, 0x20, 0x80))
 
 
+OVERLAP = "bright_white"
+"""The colour of a cell two or more different lines pass through (named in the legend)."""
+
+
+def _y_labels(hi: int, rows: int) -> list[str]:
+    """A label every few rows (0 at the bottom, `hi` on top, whole values between, none repeated)."""
+    step = max(1, rows // 4)
+    out: list[str] = []
+    seen: set[int] = set()
+    for r in range(rows):
+        value = round(hi * (rows - 1 - r) / max(1, rows - 1))
+        show = r in (0, rows - 1) or (r % step == 0 and rows - 1 - r >= step)
+        out.append(str(value) if show and value not in seen else "")
+        if show:
+            seen.add(value)
+    return out
+
+
+def _x_axis(gutter: int, cols: int, labels: Sequence[str]) -> tuple[Text, Text]:
+    """The axis under the plot with a tick per label, evenly spaced, and the labels under their
+    ticks (the first left-aligned, the last right-aligned, those between centred)."""
+    ticks = [round(i * (cols - 1) / max(1, len(labels) - 1)) for i in range(len(labels))]
+    axis = ["─"] * cols
+    for t in ticks:
+        axis[t] = "┬"
+    under = [" "] * cols
+    for i, (t, label) in enumerate(zip(ticks, labels, strict=True)):
+        start = t if i == 0 else t - len(label) + 1 if i == len(labels) - 1 else t - len(label) // 2
+        start = max(0, min(start, cols - len(label)))
+        if any(c != " " for c in under[max(0, start - 1) : start + len(label) + 1]):
+            continue  # no room: a label never runs into its neighbour
+        under[start : start + len(label)] = label
+    return Text(" " * (gutter - 1) + "└" + "".join(axis), style="dim"), Text(" " * gutter + "".join(under))
+
+
 def chart_lines(
-    series: Sequence[tuple[str, Sequence[int]]], width: int, height: int, caption: str = ""
+    series: Sequence[tuple[str, Sequence[int]]],
+    width: int,
+    height: int,
+    caption: str = "",
+    x_labels: Sequence[str] = (),
 ) -> list[Text]:
     """`series` (name, values ≥ 0 per sample) as a braille line chart `width`×`height` cells from 0 to
-    the maximum, a y-axis gutter on the left and a legend as the last line; later series draw over
-    earlier ones."""
+    the maximum: a y axis with a value every few rows, an x axis with a tick under each of
+    `x_labels` (evenly spaced over the samples) when given, and a legend as the last line. Series
+    with the same values are one line, named together in the legend (`A = B`); a cell two different
+    lines pass through is drawn in `OVERLAP`, so a line is never silently hidden under another."""
     values = [v for _, vs in series for v in vs]
-    if not values or width < 10 or height < 3:
+    axis_rows = 2 if x_labels else 0
+    if not values or width < 10 or height < 3 + axis_rows:
         return [Text("no data")]
+    merged: list[tuple[list[str], Sequence[int]]] = []
+    for name, vs in series:
+        same = next((m for m in merged if list(m[1]) == list(vs)), None)
+        if same is not None:
+            same[0].append(name)
+        else:
+            merged.append(([name], vs))
     lo, hi = 0, max(max(values), 1)  # from zero: the height of a line is the node count
     gutter = len(str(hi)) + 1
-    cols, rows = width - gutter, height - 1
+    cols, rows = width - gutter, height - 1 - axis_rows
     xdots, ydots = 2 * cols, 4 * rows
     bits = [[0] * cols for _ in range(rows)]
     color: list[list[str | None]] = [[None] * cols for _ in range(rows)]
-    for i, (_, vs) in enumerate(series):
+    overlap = False
+    for i, (_, vs) in enumerate(merged):
         if not vs:
             continue
+        mine = COLORS[i % len(COLORS)]
         prev: int | None = None
         for x in range(xdots):
             v = vs[round(x * (len(vs) - 1) / max(1, xdots - 1))]
@@ -68,19 +119,27 @@ def chart_lines(
             ):
                 r, c = (ydots - 1 - yy) // 4, x // 2
                 bits[r][c] |= _DOTS[x % 2][(ydots - 1 - yy) % 4]
-                color[r][c] = COLORS[i % len(COLORS)]
+                if color[r][c] not in (None, mine):
+                    color[r][c] = OVERLAP
+                    overlap = True
+                elif color[r][c] is None:
+                    color[r][c] = mine
             prev = y
     lines: list[Text] = []
-    for r in range(rows):
-        label = str(hi) if r == 0 else str(lo) if r == rows - 1 else ""
-        line = Text(label.rjust(gutter - 1) + "┤", style="dim")
+    for r, label in enumerate(_y_labels(hi, rows)):
+        line = Text(label.rjust(gutter - 1) + ("┤" if label else "│"), style="dim")
         for c in range(cols):
             line.append(chr(0x2800 + bits[r][c]) if bits[r][c] else " ", style=color[r][c] or "")
         lines.append(line)
+    if x_labels:
+        lines += _x_axis(gutter, cols, x_labels)
     legend = Text(" " * gutter)
-    for i, (name, _) in enumerate(series):
+    for i, (names, _) in enumerate(merged):
         legend.append("■ ", style=COLORS[i % len(COLORS)])
-        legend.append(f"{name}  ")
+        legend.append(f"{' = '.join(names)}  ")
+    if overlap:
+        legend.append("■ ", style=OVERLAP)
+        legend.append("lines cross  ")
     if caption:
         legend.append(caption, style="dim")
     lines.append(legend)
@@ -96,10 +155,14 @@ class NodeChart(PlainStatic):
         super().__init__("", **kw)
         self.series: list[tuple[str, list[int]]] = []
         self.caption = ""
+        self.x_labels: tuple[str, ...] = ()
 
-    def show(self, series: list[tuple[str, list[int]]], caption: str = "") -> None:
+    def show(
+        self, series: list[tuple[str, list[int]]], caption: str = "", x_labels: Sequence[str] = ()
+    ) -> None:
         self.series = series
         self.caption = caption
+        self.x_labels = tuple(x_labels)
         self._draw()
 
     def on_resize(self, event: Resize) -> None:
@@ -109,7 +172,7 @@ class NodeChart(PlainStatic):
         if not self.series:
             self.update("")
             return
-        lines = chart_lines(self.series, self.size.width, self.size.height, self.caption)
+        lines = chart_lines(self.series, self.size.width, self.size.height, self.caption, self.x_labels)
         self.update(Text("\n").join(lines))
 
 
@@ -140,17 +203,20 @@ class WhatIfFailed(Message):
 
 _COLUMNS = (
     Column("policy", "POLICY", 12, flex=1),
+    Column("ratio", "ACTIVE/LB", 11),
+    Column("alloc", "ALLOC%", 6),
     Column("node_hours", "NODE-H", 7),
     Column("gpu_alloc", "GPU-H", 7),
     Column("gpu_used", "USED GPU-H", 10),
-    Column("alloc", "ALLOC%", 6),
     Column("releases", "REL", 4),
     Column("evictions", "EVICT", 5),
     Column("throttled", "THROTTLED", 9),
     Column("cost", "COST $", 8),
-    Column("ratio", "ACTIVE/LB", 11),
     Column("kept", "KEPT BY", 12, flex=2),
 )
+"""Active nodes against the bound right after the policy: the figure the comparison is about."""
+NARROW_COLUMNS = ("policy", "ratio", "alloc", "evictions", "cost", "kept")
+"""Below 120 columns: the policy whole and its outcome; the hours are in `tftui simulate`."""
 
 
 def kept_by(result: PolicyResult) -> str:
@@ -231,6 +297,11 @@ class WhatIfScreen(ResourceScreen):
                 "kept": kept_by(r),
             }
             rows.append(Row(r.policy, cells, r.policy.lower()))
+        if gauges.layout.name == "narrow":
+            columns = tuple(
+                replace(c, width=8) if c.key == "kept" else c for c in _COLUMNS if c.key in NARROW_COLUMNS
+            )
+            return Table(columns, tuple(rows))
         return Table(_COLUMNS, tuple(rows))
 
     def render_extra(self, data: ConsoleData, layout: Layout) -> None:
@@ -242,11 +313,13 @@ class WhatIfScreen(ResourceScreen):
             series.append((r.policy, totals))
         times = self.results[0].times if self.results else []
         caption = f"active nodes, {times[0]:%d %b %H:%M} → {times[-1]:%d %b %H:%M} UTC" if times else ""
-        self.query_one("#whatif-chart", NodeChart).show(series, caption)
+        ticks = [times[round(i * (len(times) - 1) / 4)] for i in range(5)] if times else []
+        self.query_one("#whatif-chart", NodeChart).show(series, caption, [f"{t:%H:%M}" for t in ticks])
         if self.curves:
             self.query_one("#whatif-curves", NodeChart).show(
                 self.curves,
-                f"GPU allocation % by arrived % 0→{CURVE_TO} (the workers replayed, seed {CURVE_SEED})",
+                f"GPU allocation % by arrived % (the workers replayed, seed {CURVE_SEED})",
+                [f"{CURVE_TO * i // 4}%" for i in range(5)],
             )
 
     def _run(self, objects: list[dict[str, Any]], start: datetime) -> None:

@@ -60,7 +60,9 @@ class HelpScreen(ModalScreen[None]):
         keys = RichTable.grid(padding=(0, 1))
         keys.add_column(style="bold", no_wrap=True, justify="right", min_width=max(len(e.key) for e in rows))
         keys.add_column(no_wrap=True, min_width=max(len(e.description) for e in rows))
-        keys.add_column(style="dim", no_wrap=True, overflow="ellipsis")
+        # the tooltip wraps: at 80 columns a no-wrap grid collapsed the key column to nothing and cut
+        # every description; the key and its name keep their width, the explanation takes the rest
+        keys.add_column(style="dim", ratio=1, overflow="fold")
         for entry in rows:
             keys.add_row(entry.key, entry.description, entry.tooltip)
         views = RichTable.grid()
