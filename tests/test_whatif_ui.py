@@ -138,10 +138,12 @@ def test_chart_axes_have_ticks_and_identical_lines_are_named_together() -> None:
     assert all(len(line.plain) == 60 for line in lines[:-1])
 
 
-async def test_whatif_at_80_columns_keeps_policies_whole_and_shows_active_over_bound() -> None:
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+async def test_whatif_keeps_policies_whole_and_shows_active_over_bound(size: tuple[int, int]) -> None:
     app = make_app()
-    screen = WhatIfScreen(policies=POLICIES, duration=timedelta(hours=1), churn=0)
-    async with app.run_test(size=(80, 24)) as pilot:
+    policies = (*POLICIES, "NodeCompactGPULowLoad+defrag")
+    screen = WhatIfScreen(policies=policies, duration=timedelta(hours=1), churn=0)
+    async with app.run_test(size=size) as pilot:
         await app.workers.wait_for_complete()
         await pilot.pause()
         await app.push_screen(screen)
@@ -152,8 +154,8 @@ async def test_whatif_at_80_columns_keeps_policies_whole_and_shows_active_over_b
         table = screen.query_one(ResourceTable)
         labels = [c.label for c in screen.shown_tables["main"].columns]
         assert labels[:2] == ["POLICY", "ACTIVE/LB"], labels
-        for policy in POLICIES:
+        for policy in policies:
             assert str(table.get_cell(policy, "policy")) == policy  # not `Com…ag`
             assert "/" in str(table.get_cell(policy, "ratio"))
         widths = sum(c.width + 2 for c in table.columns.values())
-        assert widths <= 80, widths
+        assert widths <= size[0], widths

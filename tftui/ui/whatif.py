@@ -212,7 +212,7 @@ _COLUMNS = (
     Column("evictions", "EVICT", 5),
     Column("throttled", "THROTTLED", 9),
     Column("cost", "COST $", 8),
-    Column("kept", "KEPT BY", 12, flex=2),
+    Column("kept", "KEPT BY", 6, flex=2),  # cut first, and far: the policy's name stays whole
 )
 """Active nodes against the bound right after the policy: the figure the comparison is about."""
 NARROW_COLUMNS = ("policy", "ratio", "alloc", "evictions", "cost", "kept")
@@ -298,10 +298,7 @@ class WhatIfScreen(ResourceScreen):
             }
             rows.append(Row(r.policy, cells, r.policy.lower()))
         if gauges.layout.name == "narrow":
-            columns = tuple(
-                replace(c, width=8) if c.key == "kept" else c for c in _COLUMNS if c.key in NARROW_COLUMNS
-            )
-            return Table(columns, tuple(rows))
+            return Table(tuple(c for c in _COLUMNS if c.key in NARROW_COLUMNS), tuple(rows))
         return Table(_COLUMNS, tuple(rows))
 
     def render_extra(self, data: ConsoleData, layout: Layout) -> None:
