@@ -6,7 +6,9 @@ CLI wiring and the real refresh loop that the pilot and snapshot tests replace w
 
 from __future__ import annotations
 
+import csv
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -261,5 +263,124 @@ def test_read_only_production_console_in_tmux(tmux: Tmux, tmp_path: Path) -> Non
     assert "Place" in help_screen and "Compact !" not in help_screen and "Mode !" not in help_screen
     tmux.keys("Escape")
     tmux.wait_for(lambda s: "Help · pools" not in s, "help to close")  # esc+q at once reads as alt+q
+    tmux.keys("q")
+    tmux.wait_text(f"{EXIT_MARK} 0", timeout=10)
+
+
+SGR = re.compile(r"\x1b\[([0-9;]*)m")
+RGB = tuple[int, int, int]
+
+
+def styled_cells(line: str) -> list[tuple[str, RGB | None, RGB | None]]:
+    """The characters of a `capture-pane -e` line with the 24-bit foreground and background each is
+    drawn in (None: the terminal's default)."""
+    out: list[tuple[str, RGB | None, RGB | None]] = []
+    fg: RGB | None = None
+    bg: RGB | None = None
+    pos = 0
+    for m in [*SGR.finditer(line), None]:
+        end = m.start() if m is not None else len(line)
+        out += [(ch, fg, bg) for ch in line[pos:end]]
+        if m is None:
+            break
+        pos = m.end()
+        codes = [int(c) if c else 0 for c in m.group(1).split(";")]
+        i = 0
+        while i < len(codes):
+            c = codes[i]
+            if c in (38, 48) and i + 4 < len(codes) + 1 and codes[i + 1] == 2:
+                rgb = (codes[i + 2], codes[i + 3], codes[i + 4])
+                fg, bg = (rgb, bg) if c == 38 else (fg, rgb)
+                i += 5
+                continue
+            if c == 0:
+                fg = bg = None
+            elif c == 39:
+                fg = None
+            elif c == 49:
+                bg = None
+            i += 1
+    return out
+
+
+def luminance(rgb: RGB) -> float:
+    r, g, b = rgb
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def test_speed_light_theme_and_numeric_export_in_tmux(tmux: Tmux, tmp_path: Path) -> None:
+    """`--speed 60`: the clock runs and usage keeps coming; ctrl+t: the light theme draws the free
+    dots readable from its first frame; ctrl+s: a new file each time, parsed as CSV, numbers."""
+    exports = tmp_path / "exports"
+    config = tmp_path / "config.yaml"
+    config.write_text(f"export_dir: {exports}\n")
+    tmux.env["COLORTERM"] = "truecolor"
+    tmux.start(
+        f"COLORTERM=truecolor TFTUI_CONFIG={shlex.quote(str(config))} {demo_console('--speed', '60')}; "
+        f"echo '{EXIT_MARK}' $?; sleep 60"
+    )
+    tmux.wait_for(lambda s: "demo-inference" in s and "clock ×60" in s, "the pools table and 'clock ×60'")
+    tmux.open_prompt(":")
+    tmux.keys("nodes", literal=True)
+    tmux.keys("Enter")
+    tmux.wait_text("nodes (")
+
+    # the simulated clock passes a quarter of an hour (15 s here); usage is still measured then
+    def later(screen: str) -> bool:
+        m = re.search(r"refreshed (\d\d):(\d\d):\d\d UTC", screen)
+        return m is not None and (int(m.group(1)), int(m.group(2))) >= (12, 16)
+
+    screen = tmux.wait_for(later, "the demo clock to pass 12:16", timeout=60)
+    used = re.findall(r"\d+%/ *(\S+)", screen)
+    assert used and sum(1 for u in used if u != "—") >= len(used) * 0.9, used  # '—' is no data
+
+    def dots(capture: str) -> list[tuple[RGB | None, RGB | None]]:
+        return [(fg, bg) for line in capture.splitlines() for ch, fg, bg in styled_cells(line) if ch == "·"]
+
+    dark = dots(tmux("capture-pane", "-p", "-e", "-t", "tftui"))
+    assert dark and all(bg is None or luminance(bg) < 128 for _, bg in dark)
+    # with the automatic refresh paused only the theme switch itself can redraw the free dots
+    tmux.press_until(("R",), "⏸ paused", literal=True)
+    tmux.keys("C-t")
+
+    def readable(capture: str) -> bool:
+        light = [(fg, bg) for fg, bg in dots(capture) if bg is not None and luminance(bg) > 160]
+        return bool(light) and all(
+            fg is not None and abs(luminance(fg) - luminance(bg)) > 60 for fg, bg in light
+        )
+
+    deadline = time.monotonic() + 10.0  # the redraw follows the new CSS by a frame or so
+    while not readable(tmux("capture-pane", "-p", "-e", "-t", "tftui")):
+        assert time.monotonic() < deadline, "the light theme's free dots never became readable"
+        time.sleep(0.05)
+    tmux.press_until(("R",), "clock ×60", literal=True)
+    tmux.wait_for(lambda s: "⏸ paused" not in s, "the refresh to resume")
+
+    paths: list[Path] = []
+    for _ in range(2):  # the same (simulated) second or not, each export is a new file
+        before = set(exports.glob("*.csv")) if exports.exists() else set()
+        tmux.keys("C-s")
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not (
+            set(exports.glob("*.csv")) - before if exports.exists() else set()
+        ):
+            time.sleep(0.1)
+        (new,) = set(exports.glob("*.csv")) - before
+        paths.append(new)
+    assert paths[0] != paths[1]
+    with paths[1].open(newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) >= 30 and rows[0]["NAME"]
+    numeric = [
+        "TFLOPS allocated (TFLOPS)",
+        "TFLOPS capacity (TFLOPS)",
+        "TFLOPS allocated %",
+        "VRAM used (bytes)",
+    ]
+    for row in rows:
+        for column in numeric:
+            float(row[column])  # numbers, not gauge glyphs
+        assert 0 <= float(row["TFLOPS allocated %"]) <= 100
+    assert any(float(r["TFLOPS used %"]) > 0 for r in rows if r["TFLOPS used %"])
     tmux.keys("q")
     tmux.wait_text(f"{EXIT_MARK} 0", timeout=10)
