@@ -176,3 +176,76 @@ async def test_help_at_80_columns_shows_every_key_and_its_whole_description(metr
             row = next((line for line in lines if entry.description in line), None)
             assert row is not None and row.split(entry.description)[0].strip() == entry.key, (entry, row)
             assert " ".join(entry.tooltip.split()) in text, entry.tooltip
+
+
+async def test_pools_view_shows_releasable_and_fragmentation_and_the_header_sums_up(
+    metrics: SimMetrics,
+) -> None:
+    """Waste at a glance: what compaction frees now and how stranded free capacity is, per pool;
+    the header carries allocated against used for the whole cluster."""
+    from tftui.ui.hunting import fragmentation, typical_request
+
+    app = make_app(metrics)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await settle(pilot)
+        table = main_table(app)
+        data = app.data
+        assert data is not None
+        releasing = {
+            p: [n for n, d, _ in c.decisions() if d == "release"] for p, c in data.ops.compaction.items()
+        }
+        for pool in table.row_keys:
+            assert str(table.get_cell(pool, "releasable")).strip() == str(len(releasing[pool]))
+            frag = fragmentation(data.state, pool)
+            assert frag is not None and 0 <= frag <= 100
+            assert str(table.get_cell(pool, "frag")).strip() == f"{frag:.0f}%"
+        assert releasing["demo-dev"] == ["dev-4090-03", "dev-4090-04"]
+        # fragmentation by hand for one pool: free TFLOPS on GPUs too small for the median request
+        typical = typical_request(data.state, "demo-inference")
+        assert typical is not None
+        gpus = [g for g in data.state.gpus.values() if g.pool == "demo-inference" and g.available.tflops > 0]
+        small = [g for g in gpus if g.available.tflops < typical.tflops or g.available.vram < typical.vram]
+        assert small and len(small) < len(gpus)  # the demo has both kinds
+        expected = sum(g.available.tflops for g in small) / sum(g.available.tflops for g in gpus) * 100
+        assert fragmentation(data.state, "demo-inference") == pytest.approx(expected)
+        header = str(app.screen.query_one("#header-summary").render())
+        assert header.startswith("TFLOPS ") and "% allocated · " in header and "% used" in header
+        assert "2 nodes releasable" in header
+
+
+async def test_sort_by_used_by_gap_and_by_waste(metrics: SimMetrics) -> None:
+    """U sorts by used %, X by the allocated − used gap (largest first), $ by waste $ (most first)."""
+    from tftui.ui.views import GaugeCell
+
+    app = make_app(metrics)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await settle(pilot)
+        assert app.switch_view("nodes")
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, ResourceScreen)
+
+        def figures(figure: str) -> list[float]:
+            cells = [r.cells["tflops"] for r in screen.shown_tables["main"].rows]
+            values = [getattr(c, figure) for c in cells if isinstance(c, GaugeCell)]
+            return [v for v in values if v is not None]
+
+        await pilot.press("U")
+        await settle(pilot)
+        used = figures("used_pct")
+        assert len(used) > 10 and used == sorted(used)
+        await pilot.press("X")
+        await settle(pilot)
+        gaps = figures("gap_pct")
+        assert gaps == sorted(gaps, reverse=True) and gaps[0] > gaps[-1]
+        assert "sort gap↓" in screen.crumb_state()
+        assert app.switch_view("waste")
+        await settle(pilot)
+        await pilot.press("dollar_sign")
+        await settle(pilot)
+        waste = app.screen
+        assert isinstance(waste, ResourceScreen)
+        money = [r.cells["money"] for r in waste.shown_tables["main"].rows]
+        values = [getattr(c, "value", None) for c in money]
+        known = [v for v in values if v is not None]
+        assert len(known) > 3 and known == sorted(known, reverse=True)

@@ -81,6 +81,9 @@ SORT_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("t", "tflops", "TFLOPS (allocated %)"),
     ("v", "vram", "VRAM (allocated %)"),
     ("a", "age", "AGE"),
+    ("u", "used", "used % (TFLOPS)"),
+    ("x", "gap", "allocated − used gap (TFLOPS, waste first when reversed)"),
+    ("$", "money", "waste $"),
 )
 """k9s-style sort keys: shift+letter sorts by the column (again: reverse); (letter, column, label)."""
 
@@ -90,7 +93,8 @@ def _sort_actions() -> list[Action]:
         Action(
             f"tftui.sort_{column}",
             "resource",
-            f"{letter.upper()},shift+{letter}",  # terminals send `G`; kitty-protocol ones `shift+g`
+            # terminals send `G`; kitty-protocol ones `shift+g`; `$` is its own key
+            "dollar_sign" if letter == "$" else f"{letter.upper()},shift+{letter}",
             f"sort('{column}')",
             f"Sort {label.split()[0].lower()}",
             f"Sort by {label}; again reverses",

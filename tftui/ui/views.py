@@ -26,6 +26,7 @@ from tftui.engine.usage import Used
 from tftui.ui.autoscaleview import AutoscaleAnalysis, rec_cell, used_cell
 from tftui.ui.data import ConsoleData
 from tftui.ui.format import NO_DATA, fmt_age, fmt_bytes, fmt_num, fmt_req_lim, fmt_res
+from tftui.ui.hunting import pool_hunt
 from tftui.ui.widgets.gauge import (
     DEFAULT_STYLES,
     GaugeStyles,
@@ -381,11 +382,20 @@ POOL_COLUMNS = (
     _Col("workers", "WRKS", 4, ALL),
     _Col("tflops", "TFLOPS alloc/used", None, ALL),
     _Col("vram", "VRAM alloc/used", None, ALL),
+    _Col("releasable", "REL", 3, ALL),
+    _Col("frag", "FRAG", 4, ALL),
 )
+"""REL: nodes compaction releases now (or would, when not due); FRAG: the share of free TFLOPS on
+GPUs that cannot host the pool's typical request (`hunting.fragmentation`)."""
+
+
+def _pct(value: float) -> str:
+    return f"{value:.0f}%"
 
 
 def pools_table(data: ConsoleData, gauges: Gauges) -> Table:
     st, usage = data.state, data.usage
+    hunt = pool_hunt(data)
     rows = []
     for name in sorted(st.pools):
         p = st.pools[name]
@@ -402,6 +412,8 @@ def pools_table(data: ConsoleData, gauges: Gauges) -> Table:
                     "workers": str(p.worker_count),
                     "tflops": gauges.tflops_cell(p.capacity, p.allocated, used),
                     "vram": gauges.vram_cell(p.capacity, p.allocated, used),
+                    "releasable": NumCell(hunt[name].releasable, str),
+                    "frag": NumCell(hunt[name].fragmentation, _pct),
                 },
                 _search(name, p.provisioning_mode, p.placement_mode, p.template),
             )

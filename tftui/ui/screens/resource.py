@@ -100,6 +100,8 @@ PROMPT_HINT = "  ".join(VIEWS)
 EMPTY = Table((), ())
 SORT_FALLBACK: dict[str, tuple[str, ...]] = {"name": ("key",), "pool": ("node",)}
 """Where a view has no column of the sort key's name, the column that plays its part."""
+LARGEST_FIRST = frozenset({"gap", "money"})
+"""Sorts a waste hunt starts from the top of: the largest gap, the most wasted dollars."""
 
 
 def count_words(displayed: int, matching: int, total: int, label: str = "") -> str:
@@ -409,7 +411,7 @@ class ResourceScreen(Screen[None]):
         if self.sort_column == column:
             self.sort_reverse = not self.sort_reverse
         else:
-            self.sort_column, self.sort_reverse = column, False
+            self.sort_column, self.sort_reverse = column, column in LARGEST_FIRST
         self.render_data()
 
     def action_mark(self) -> None:

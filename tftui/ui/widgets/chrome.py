@@ -16,6 +16,7 @@ from textual.widgets import Input, Label
 
 from tftui.ui.actions import bindings
 from tftui.ui.format import fmt_time
+from tftui.ui.hunting import cluster_summary
 from tftui.ui.widgets.plain import PlainLabel
 
 if TYPE_CHECKING:
@@ -33,6 +34,7 @@ class ConsoleHeader(Vertical):
             yield PlainLabel("", id="header-source")
             yield PlainLabel("", id="header-time")
             yield PlainLabel("", id="header-clock")
+            yield PlainLabel("", id="header-summary")
             yield PlainLabel("", id="header-warnings")
             yield PlainLabel("", id="header-link")
             yield PlainLabel("⏸ paused", id="header-paused")
@@ -68,6 +70,12 @@ class ConsoleHeader(Vertical):
         clock = self.query_one("#header-clock", Label)
         clock.update(app.clock_note())
         clock.display = bool(app.clock_note())
+        # the cluster at a glance (allocated vs used, what compaction frees); from 120 columns, where
+        # the header has room for it beside the source and the clock
+        summary = self.query_one("#header-summary", Label)
+        text = cluster_summary(data) if data is not None and app.size.width >= 120 else ""
+        summary.update(text)
+        summary.display = bool(text)
         count = len(data.state.warnings) if data is not None else 0
         warnings = self.query_one("#header-warnings", Label)
         warnings.update(f"⚠ {count} warning{'s' if count != 1 else ''} [w]" if count else "")
