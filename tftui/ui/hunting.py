@@ -15,7 +15,6 @@ from statistics import median
 from typing import TYPE_CHECKING
 
 from tftui.engine.state import ClusterState, Res
-from tftui.ui.format import fmt_num
 from tftui.ui.ops import would_release
 
 if TYPE_CHECKING:
@@ -79,7 +78,6 @@ def cluster_summary(data: ConsoleData) -> str:
         return ""
     text = f"TFLOPS {alloc / cap * 100:.0f}% allocated"
     text += f" · {used / used_cap * 100:.0f}% used" if used_cap > 0 else " · used —"
-    text += f" ({fmt_num(alloc - used)} TF allocated, not used)" if used_cap == cap and alloc > used else ""
     releasable = sum(h.releasable or 0 for h in pool_hunt(data).values())
     if releasable:
         text += f" · {releasable} node{'s' if releasable != 1 else ''} releasable"

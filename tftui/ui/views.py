@@ -383,7 +383,7 @@ POOL_COLUMNS = (
     _Col("tflops", "TFLOPS alloc/used", None, ALL),
     _Col("vram", "VRAM alloc/used", None, ALL),
     _Col("releasable", "REL", 3, ALL),
-    _Col("frag", "FRAG", 4, ALL),
+    _Col("frag", "FRAG", 4, NOT_NARROW),  # at 80 columns the pool names come first
 )
 """REL: nodes compaction releases now (or would, when not due); FRAG: the share of free TFLOPS on
 GPUs that cannot host the pool's typical request (`hunting.fragmentation`)."""
