@@ -47,9 +47,10 @@ from zoneinfo import ZoneInfo
 from tftui.model.gpuinfo import GPUInfo, lookup
 from tftui.model.quantity import quantity_float
 from tftui.model.usage import HistogramQuery, PodBucket
-from tftui.sources.histograms import pod_buckets
 from tftui.sources.ports import GPUUsage, MetricsTable, WorkerUsage
+from tftui.sources.sim import aggregate
 from tftui.sources.sim.cluster import DEFAULT_NOW, as_utc
+from tftui.sources.sim.columns import SimColumns
 from tftui.sources.sim.scenarios import (
     PROFILE_ANNOTATION,
     ProfileParams,
@@ -435,21 +436,22 @@ class SimMetrics:
 
     # -- MetricsPort ---------------------------------------------------------------------------
 
+    @functools.cached_property
+    def columns(self) -> SimColumns:
+        """The same index as numpy columns, for the aggregate queries (`aggregate.py`)."""
+        return SimColumns(self)
+
     def latest_gpu_usage(self, now: datetime, lookback: timedelta = DEFAULT_LOOKBACK) -> dict[str, GPUUsage]:
         """GPU name → its sample at the last step <= now (none if that is older than `lookback`)."""
         t = self._latest(now, lookback)
         if t is None:
             return {}
-        hours = self._hours(t)
-        workers = self._workers_at(t, hours)
         ts = datetime.fromtimestamp(t, UTC)
+        gpus, _workers = aggregate.latest(self.columns, t)
         out: dict[str, GPUUsage] = {}
-        for g in self.gpus:
-            if g.created <= t:
-                pct, mem = self._gpu_sample(g, t, hours, workers)
-                out[g.name] = GPUUsage(
-                    gpu=g.name, node=g.node, compute_percent=pct, memory_bytes=float(mem), ts=ts
-                )
+        for i, pct, mem in gpus:
+            g = self.gpus[i]
+            out[g.name] = GPUUsage(gpu=g.name, node=g.node, compute_percent=pct, memory_bytes=mem, ts=ts)
         return out
 
     def latest_worker_usage(
@@ -459,27 +461,26 @@ class SimMetrics:
         t = self._latest(now, lookback)
         if t is None:
             return {}
-        hours = self._hours(t)
         ts = datetime.fromtimestamp(t, UTC)
+        _gpus, workers = aggregate.latest(self.columns, t)
         out: dict[tuple[str, str], WorkerUsage] = {}
-        for w in self.workers:
-            if w.created <= t:
-                pct, mem = self._worker_sample(w, t, hours)
-                n = len(w.gpus)
-                out[(w.namespace, w.name)] = WorkerUsage(
-                    namespace=w.namespace,
-                    pod=w.name,
-                    workload=w.workload,
-                    compute_percent=pct,
-                    tflops=pct / 100.0 * w.gpus[0].cap_t * n,
-                    memory_bytes=float(mem * n),
-                    ts=ts,
-                )
+        for i, pct, mem in workers:
+            w = self.workers[i]
+            n = len(w.gpus)
+            out[(w.namespace, w.name)] = WorkerUsage(
+                namespace=w.namespace,
+                pod=w.name,
+                workload=w.workload,
+                compute_percent=pct,
+                tflops=pct / 100.0 * w.gpus[0].cap_t * n,
+                memory_bytes=mem * n,
+                ts=ts,
+            )
         return out
 
     def usage_histograms(self, q: HistogramQuery) -> list[PodBucket]:
-        """The autoscaler's history window aggregated while the rows are generated (as the store does)."""
-        return pod_buckets(q, self.rows("tf_worker_usage", q.start, q.end))
+        """The autoscaler's history window aggregated as the store does, from numpy blocks (no rows)."""
+        return aggregate.pod_buckets(self.columns, q)
 
     def rows(self, table: MetricsTable, start: datetime, end: datetime) -> Iterator[dict[str, Any]]:
         """Rows of `table` with start <= ts < end, ordered by ts; generated on demand."""
