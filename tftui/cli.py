@@ -845,7 +845,12 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         provision_delay=delay,
         history=recorded,
     )
-    results = whatif.compare(objects, policies, start, cfg)
+    from tftui.model.duration import format_duration
+    from tftui.runtime.sweep import stderr_progress
+
+    workers = min(len(policies), os.cpu_count() or 1)
+    progress = stderr_progress(f"simulate: {len(policies)} policies", format_duration(duration))
+    results = whatif.compare(objects, policies, start, cfg, workers=workers, progress=progress)
     if args.json:
         emit(whatif.render_json(results), json_text=True)
     elif args.csv:

@@ -57,7 +57,7 @@ import math
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from random import Random
@@ -72,6 +72,7 @@ from tftui.model.gpuinfo import lookup
 from tftui.model.plaintext import csv_cell
 from tftui.model.selectors import selector_matches
 from tftui.runtime.loops import Runtime
+from tftui.runtime.sweep import Progress, in_processes
 from tftui.sources.ports import MetricsPort
 from tftui.sources.sim.acting import ActingSimCluster
 from tftui.sources.sim.cluster import as_utc
@@ -951,10 +952,31 @@ def _sample(res: PolicyResult, state: ClusterState, usage: Usage, now: datetime,
 
 
 def compare(
-    objects: Sequence[JSON], policies: Sequence[Policy], start: datetime, cfg: SimConfig
+    objects: Sequence[JSON],
+    policies: Sequence[Policy],
+    start: datetime,
+    cfg: SimConfig,
+    *,
+    workers: int = 1,
+    progress: Progress | None = None,
 ) -> list[PolicyResult]:
-    """Every policy from the same objects, seed and churn; results in the order given."""
-    return [simulate(objects, p, start, cfg) for p in policies]
+    """Every policy from the same objects, seed and churn; results in the order given.
+
+    `workers` > 1 runs the policies in that many processes (`sweep.in_processes`): each run is
+    seeded and independent, so the results are the same as one after another."""
+    total = cfg.duration.total_seconds()
+
+    def one(i: int, report: Callable[[float], None]) -> PolicyResult:
+        hook = cfg.on_sample
+
+        def sampled(now: datetime) -> None:
+            report(min(1.0, (now - start).total_seconds() / total) if total > 0 else 1.0)
+            if hook is not None:
+                hook(now)
+
+        return simulate(objects, policies[i], start, replace(cfg, on_sample=sampled))
+
+    return in_processes(one, len(policies), workers=workers, progress=progress)
 
 
 # -- output -----------------------------------------------------------------------------------------

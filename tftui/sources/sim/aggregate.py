@@ -8,6 +8,7 @@ path stays the reference (other row sources use it; the tests compare both on sm
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
@@ -26,9 +27,10 @@ from tftui.model.metrics import (
 )
 from tftui.model.usage import HistogramQuery, PodBucket
 from tftui.sources.greptime import RULES, alert_row_key
-from tftui.sources.sim.columns import F64, SimColumns, pct_of
+from tftui.sources.sim.columns import F64, I64, SimColumns, pct_of
 
 _EPS: Final = timedelta(microseconds=1)
+_FRAME_MARGIN: Final = timedelta(minutes=5)  # longer than any rule's window
 _BUCKET_SPAN: Final = 1 << 20  # (pod, bucket) packed in one int64: bucket + 1 < 2^20
 
 
@@ -153,6 +155,7 @@ class _Frame:
 
     def __init__(self, c: SimColumns, start: datetime, end: datetime) -> None:
         self.c = c
+        self.start, self.end = start, end
         self.ts = c.grid(start, end)
         hours = c.hours(self.ts)
         self.w = c.workers(self.ts, hours)
@@ -161,6 +164,13 @@ class _Frame:
         self.n_alive, at, av = c.nodes(self.ts)
         self.n_tp = np.where(self.n_alive, pct_of(at, c.n_total_t[:, None]), 0.0)
         self.n_vp = np.where(self.n_alive, pct_of(av, c.n_total_v[:, None]), 0.0)
+
+    @functools.cached_property
+    def pools(self) -> tuple[I64, list[str]]:
+        """Each node's pool as an index into the pool names."""
+        index: dict[str, int] = {}
+        of = np.array([index.setdefault(n.pool, len(index)) for n in self.c.m.nodes], dtype=np.int64)
+        return of, list(index)
 
     @property
     def temperature(self) -> F64:
@@ -185,7 +195,10 @@ def alert_history(c: SimColumns, rule: str, times: Sequence[datetime]) -> list[A
         raise ValueError(f"unknown alert rule {rule!r}")
     if not times:
         return []
-    frame = _Frame(c, min(times) - spec.window, max(times) + _EPS)
+    start, end = min(times) - spec.window, max(times) + _EPS
+    frame = c.cache.get("alerts")  # the rules of one report replay the same span: one frame for all
+    if not isinstance(frame, _Frame) or frame.start > start or frame.end < end:
+        frame = c.cache["alerts"] = _Frame(c, start - _FRAME_MARGIN, end)
 
     def one(t: datetime) -> AlertResult:
         try:
@@ -256,18 +269,20 @@ def alert_rows(frame: _Frame, rule: str, now: datetime) -> list[AlertRow]:
     alias = "tflops_available" if "TFlops" in rule else "vram_available"
     n = frame.n_alive[:, s].sum(axis=1)
     total = values[:, s].sum(axis=1)
-    acc: dict[tuple[str, ...], list[float]] = {}
-    for i in np.flatnonzero(n):
-        node = m.nodes[i]
-        key: tuple[str, ...] = (node.name, node.pool) if rule.startswith("Node") else (node.pool,)
-        a = acc.setdefault(key, [0.0, 0])
-        a[0] += float(total[i])
-        a[1] += int(n[i])
-    for group, (tot, cnt) in acc.items():
-        avg = tot / cnt
-        if 100 - avg < thr:
-            names = ("node", "pool") if rule.startswith("Node") else ("pool",)
-            out.append({**dict(zip(names, group, strict=True)), alias: 100 - avg})
+    if rule.startswith("Node"):
+        with np.errstate(invalid="ignore", divide="ignore"):
+            avg = total / n
+        for i in np.flatnonzero((n > 0) & (100 - avg < thr)):
+            node = m.nodes[i]
+            out.append({"node": node.name, "pool": node.pool, alias: 100 - float(avg[i])})
+        return sorted(out, key=alert_row_key)
+    pool_of, pools = frame.pools
+    tot = np.bincount(pool_of, total, len(pools))
+    cnt = np.bincount(pool_of, n, len(pools))
+    for j in np.flatnonzero(cnt):
+        avg_pool = float(tot[j]) / float(cnt[j])
+        if 100 - avg_pool < thr:
+            out.append({"pool": pools[j], alias: 100 - avg_pool})
     return sorted(out, key=alert_row_key)
 
 

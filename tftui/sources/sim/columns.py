@@ -65,6 +65,17 @@ def smooth_v(key: U64, t: I64, period: int) -> F64:
     return 2.0 * (a + (b - a) * w) - 1.0
 
 
+def smooth_grid(key: U64, ts: I64, period: int) -> F64:
+    """`smooth_v(key, ts[None, :], period)` with each knot hashed once (keys × knots, not × times)."""
+    k, r = np.divmod(ts, period)
+    k0 = int(k.min()) if len(k) else 0
+    knots = unit_v(key, np.arange(k0, (int(k.max()) if len(k) else 0) + 2, dtype=np.int64)[None, :])
+    a = knots[:, k - k0]
+    b = knots[:, k - k0 + 1]
+    w = (1.0 - np.cos(np.pi * r / period)) * 0.5
+    return 2.0 * (a + (b - a) * w) - 1.0
+
+
 def jitter_v(key: U64, t: I64) -> F64:
     """`scenarios.jitter`: per-minute noise in [-1, 1]."""
     return 2.0 * unit_v(key ^ _JITTER_XOR, t // 60) - 1.0
@@ -104,6 +115,7 @@ class SimColumns:
         from tftui.sources.sim import usage  # the constants of the per-sample path (usage imports us)
 
         self.m = metrics
+        self.cache: dict[str, object] = {}  # the aggregates' reusable blocks (aggregate.py)
         self._mem_cap = usage.WORKER_MEMORY_CAP
         self._overhead = float(usage.GPU_DRIVER_OVERHEAD_BYTES)
         ws, gs, ns = metrics.workers, metrics.gpus, metrics.nodes
@@ -125,10 +137,16 @@ class SimColumns:
         self.w_peak = np.array([w.params.peak for w in ws], dtype=f)
         self.w_peak_hour = np.array([w.params.peak_hour for w in ws], dtype=f)
         self.w_mem_level = np.array([w.params.mem_level for w in ws], dtype=f)
+        self._by_profile = [(c, np.flatnonzero(self.w_profile == c)) for c in range(4)]
+        self._by_profile = [(c, idx) for c, idx in self._by_profile if len(idx)]
         # (worker, device) pairs in row order: one tf_worker_usage row each, and a GPU's workers
         pairs = [(i, gpu_index[id(g)]) for i, w in enumerate(ws) for g in w.gpus]
         self.p_worker = np.array([p[0] for p in pairs], dtype=np.int64)
         self.p_gpu = np.array([p[1] for p in pairs], dtype=np.int64)
+        # the pairs grouped by GPU (stable: each GPU's workers in order) for one reduceat per block
+        by_gpu = np.argsort(self.p_gpu, kind="stable")
+        self._gw_worker = self.p_worker[by_gpu]
+        self._gw_gpus, self._gw_starts = np.unique(self.p_gpu[by_gpu], return_index=True)
         self.g_key = np.array([g.key for g in gs], dtype=np.uint64)
         self.g_created = np.array([g.created for g in gs], dtype=np.int64)
         self.g_tz = np.array([tz_index[g.tz] for g in gs], dtype=np.int64)
@@ -195,27 +213,35 @@ class SimColumns:
     # -- samples -----------------------------------------------------------------------------
 
     def workers(self, ts: I64, hours: F64) -> WorkerBlock:
-        """`SimMetrics._worker_sample` for every worker at every t in `ts`."""
+        """`SimMetrics._worker_sample` for every worker at every t in `ts`.
+
+        Each profile's curve is evaluated on its own workers only (`_by_profile`), and the 15-minute
+        knots of the drift are hashed once per knot, not once per sample."""
         t = ts[None, :]
         key = self.w_key[:, None]
-        hour = hours[self.w_tz]
-        drift = smooth_v(key, t, 900)
+        drift = smooth_grid(key, ts, 900)
         noise = 0.75 * drift + 0.25 * jitter_v(key, t)
-        prof = self.w_profile[:, None]
-        level = self.w_level[:, None]
-        bump = _bump(hour, self.w_peak_hour[:, None])
-        over = _clip(level + 0.04 * noise, *OVER_REQUEST_RANGE)
-        idle = _clip(level + 0.003 * noise, 0.0, IDLE_MAX_FRACTION)
-        bursty = np.maximum(level + (self.w_peak[:, None] - level) * bump + 0.03 * noise, 0.01)
-        diurnal = 0.03 * np.sin(2.0 * np.pi * (hour - 9.0) / 24.0)
-        right = _clip(level + diurnal + 0.04 * noise, *RIGHT_SIZED_RANGE)
-        frac = np.select([prof == 0, prof == 1, prof == 2], [over, idle, bursty], right)
+        frac = np.empty_like(noise)
+        mem_frac = self.w_mem_level[:, None] + 0.03 * drift
+        for code, idx in self._by_profile:
+            level = self.w_level[idx, None]
+            nz = noise[idx]
+            if code == 0:
+                frac[idx] = _clip(level + 0.04 * nz, *OVER_REQUEST_RANGE)
+            elif code == 1:
+                frac[idx] = _clip(level + 0.003 * nz, 0.0, IDLE_MAX_FRACTION)
+            elif code == 2:
+                bump = _bump(hours[self.w_tz[idx]], self.w_peak_hour[idx, None])
+                frac[idx] = np.maximum(level + (self.w_peak[idx, None] - level) * bump + 0.03 * nz, 0.01)
+                mem_frac[idx] += 0.2 * bump
+            else:
+                diurnal = 0.03 * np.sin(2.0 * np.pi * (hours[self.w_tz[idx]] - 9.0) / 24.0)
+                frac[idx] = _clip(level + diurnal + 0.04 * nz, *RIGHT_SIZED_RANGE)
         cap = self.w_cap[:, None]
         used = np.minimum(np.minimum(frac * self.w_req_t[:, None], self.w_lim_t[:, None]), cap)
         with np.errstate(divide="ignore", invalid="ignore"):
             pct = np.where(cap > 0, used / cap * 100.0, 0.0)
         pct = np.round(pct, 3)
-        mem_frac = self.w_mem_level[:, None] + 0.03 * drift + np.where(prof == 2, 0.2 * bump, 0.0)
         mem_frac = _clip(mem_frac, 0.02, MEMORY_MAX_FRACTION)
         mem = np.trunc(np.minimum(mem_frac * self.w_req_v[:, None], self._mem_cap * self.w_lim_v[:, None]))
         alive = self.w_created[:, None] <= t
@@ -229,9 +255,10 @@ class SimColumns:
         mem_sum = np.zeros(shape)
         present = np.zeros(shape, dtype=np.int64)
         if len(self.p_gpu):
-            np.add.at(pct_sum, self.p_gpu, w.pct[self.p_worker])
-            np.add.at(mem_sum, self.p_gpu, w.mem[self.p_worker])
-            np.add.at(present, self.p_gpu, w.alive[self.p_worker])
+            at, starts, ws = self._gw_gpus, self._gw_starts, self._gw_worker
+            pct_sum[at] = np.add.reduceat(w.pct[ws], starts, axis=0)
+            mem_sum[at] = np.add.reduceat(w.mem[ws], starts, axis=0)
+            present[at] = np.add.reduceat(w.alive[ws].astype(np.int64), starts, axis=0)
         pct = np.where(present > 0, np.round(np.minimum(pct_sum, 100.0), 3), 0.0)
         cap_v = self.g_cap_v[:, None]
         mem = np.where(present > 0, np.minimum(mem_sum + self._overhead, cap_v), 0.0)
