@@ -209,6 +209,9 @@ def _duration(value: Any, default: timedelta) -> timedelta:
         return default
 
 
+_PARSED: dict[tuple[Any, ...], AutoConfig] = {}
+
+
 @dataclass(frozen=True, slots=True)
 class AutoConfig:
     """`autoSetResources` with upstream's code defaults (§1.2), plus A1/A4 validation results."""
@@ -237,8 +240,23 @@ class AutoConfig:
 
     @classmethod
     def parse(cls, asr: Mapping[str, Any] | None) -> AutoConfig:
+        """The config of one `autoSetResources` map; memoised by its scalar items (every autoscale
+        tick parses every workload's config several times, and nearly all of them are equal)."""
         if not isinstance(asr, Mapping):
             return cls()
+        try:  # the value's type is part of the key: `enable: true` and `enable: 1` differ
+            key = tuple(sorted((k, type(v), v) for k, v in asr.items()))
+            hit = _PARSED.get(key)
+        except TypeError:  # a nested or unhashable value: no memo
+            return cls._parse(asr)
+        if hit is None:
+            if len(_PARSED) >= 4096:
+                _PARSED.clear()
+            hit = _PARSED[key] = cls._parse(asr)
+        return hit
+
+    @classmethod
+    def _parse(cls, asr: Mapping[str, Any]) -> AutoConfig:
         raw_target = asr.get("targetResource")
         target_raw = raw_target if isinstance(raw_target, str) else ""
         target = target_raw.strip().lower() or "all"
