@@ -42,7 +42,7 @@ _C_M2: Final = np.uint64(0x94D049BB133111EB)
 _JITTER_XOR: Final = np.uint64(0x5A5A5A5A)
 _INV53: Final = 1.0 / (1 << 53)
 _PROFILE_CODE: Final = {"over-request": 0, "idle": 1, "bursty": 2, "right-sized": 3}
-BLOCK_CELLS: Final = 1 << 21  # entity × time cells per block: a few tens of MB per array
+BLOCK_CELLS: Final = 1 << 19  # entity × time cells per block: 4 MB per float array
 
 
 def unit_v(key: U64, n: I64) -> F64:
