@@ -12,7 +12,7 @@ import functools
 import math
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 
@@ -24,6 +24,7 @@ from tftui.model.metrics import (
     NodeAllocation,
     WorkloadRequest,
     WorkloadUsage,
+    add_usage_group,
 )
 from tftui.model.usage import HistogramQuery, PodBucket
 from tftui.sources.greptime import RULES, alert_row_key
@@ -79,8 +80,8 @@ def step1_parts(
             a[1] += float(n_v[i])
             a[2] += int(n_n[i])
     nodes = [
-        NodeAllocation(node=k[0], pool=k[1], tflops_allocated_pct=a[0] / a[2] or 0.0,
-                       vram_allocated_pct=a[1] / a[2] or 0.0, samples=int(a[2]))
+        NodeAllocation(node=k[0], pool=k[1], tflops_allocated_pct=a[0] / a[2],
+                       vram_allocated_pct=a[1] / a[2], samples=int(a[2]))
         for k, a in node_acc.items()
     ]  # fmt: skip
 
@@ -91,7 +92,7 @@ def step1_parts(
         cap = capacity.get(g.name, (0.0, 0.0))[1]
         peak_bytes = float(g_mem[i])
         gpus.append(
-            GPUUsageSummary(node=g.node, uuid=g.name, compute_used_pct=float(g_sum[i]) / int(g_n[i]) or 0.0,
+            GPUUsageSummary(node=g.node, uuid=g.name, compute_used_pct=float(g_sum[i]) / int(g_n[i]),
                             vram_peak_pct=peak_bytes / cap * 100.0 if cap > 0 else None,
                             vram_peak_bytes=peak_bytes, samples=int(g_n[i]))
         )  # fmt: skip
@@ -111,8 +112,8 @@ def step1_parts(
         a[3] += n
         names.setdefault((w.namespace, w.workload), set()).add(w.name)
     requests = [
-        WorkloadRequest(namespace=k[0], workload=k[1], tflops_request=a[0] / a[3] or 0.0,
-                        vram_request_bytes=a[1] / a[3] or 0.0, gpu_count=a[2] / a[3] or 0.0,
+        WorkloadRequest(namespace=k[0], workload=k[1], tflops_request=a[0] / a[3],
+                        vram_request_bytes=a[1] / a[3], gpu_count=a[2] / a[3],
                         workers=len(names[k]), samples=int(a[3]))
         for k, a in req.items()
     ]  # fmt: skip
@@ -128,19 +129,15 @@ def step1_parts(
             a[1] += n
             a[2] = max(a[2], float(w_hi[i]))
             a[3] = max(a[3], float(w_mem[i]))
-    acc: dict[tuple[str, str], list[float]] = {}
+    acc: dict[tuple[str, str], list[Any]] = {}  # Σ TFLOPS, n, peak TFLOPS, peak bytes, rows
     for (ns, wl, uuid), (total, rows, hi, mem) in groups.items():
         cap = capacity.get(uuid, (0.0, 0.0))[0]
         if cap <= 0:
             missing.add(f"capacity of {uuid}")
-        a = acc.setdefault((ns, wl), [0.0, 0.0, 0.0, 0.0, 0.0])
-        a[0] += total / 100.0 * cap
-        a[1] += rows
-        a[2] = max(a[2], hi / 100.0 * cap)
-        a[3] = max(a[3], mem)
-        a[4] += rows
+        a = acc.setdefault((ns, wl), [0.0, 0.0, None, None, 0])
+        add_usage_group(a, cap, total, int(rows), hi, mem, int(rows))  # compute_tflops is written as 0
     usage = [
-        WorkloadUsage(namespace=ns, workload=wl, tflops_avg=a[0] / a[1] if a[1] else 0.0,
+        WorkloadUsage(namespace=ns, workload=wl, tflops_avg=a[0] / a[1] if a[1] else None,
                       tflops_peak=a[2], vram_peak_bytes=a[3], samples=int(a[4]))
         for (ns, wl), a in acc.items()
     ]  # fmt: skip
@@ -297,6 +294,7 @@ def pod_buckets(c: SimColumns, q: HistogramQuery) -> list[PodBucket]:
     first, r1, lr = q.tflops.first, q.tflops.ratio1, q.tflops.log_ratio
     uid_index: dict[str, int] = {}
     w_uid = np.array([uid_index.setdefault(w.uid, len(uid_index)) for w in m.workers], dtype=np.int64)
+    # a GPU of unknown capacity gives no TFLOPS sample: bucket −1 (VRAM only), as in the row path
     p_cap = np.array([caps.get(g.name, 0.0) for w in m.workers for g in w.gpus], dtype=np.float64)
     w_hl = np.array([half.get((w.namespace, w.workload), q.default_half_life) for w in m.workers])
     pw = c.p_worker
@@ -311,7 +309,8 @@ def pod_buckets(c: SimColumns, q: HistogramQuery) -> list[PodBucket]:
         mem = wb.mem[pw].T
         with np.errstate(divide="ignore"):
             raw = np.floor(np.log(v * r1 / first + 1) / lr)
-        bucket = np.where(v < 0, -1, np.where(v < first, 0, raw)).astype(np.int64)
+        no_cap = (p_cap <= 0)[None, :]
+        bucket = np.where((v < 0) | no_cap, -1, np.where(v < first, 0, raw)).astype(np.int64)
         sel = alive.ravel()
         if not sel.any():
             offset += sel.size
@@ -360,7 +359,8 @@ def pod_buckets(c: SimColumns, q: HistogramQuery) -> list[PodBucket]:
         ns, wl, pod = tags[u]
         out.append(
             PodBucket(namespace=ns, workload=wl, pod=pod or uids[u], bucket=b - 1, weight=float(weight[j]),
-                      count=int(count[j]), first=float(lo[j]), last=float(hi[j]), peak_memory=float(mx[j]))
+                      count=int(count[j]), first=float(lo[j]), last=float(hi[j]), peak_memory=float(mx[j]),
+                      vram_count=int(count[j]), vram_first=float(lo[j]), vram_last=float(hi[j]))
         )  # fmt: skip
     return out
 
