@@ -8,7 +8,7 @@ machine's load shows in wall time only. The report's metrics part (step 1 and th
 answered from numpy blocks) is timed on its own as well, since the whole command also builds the
 demo cluster and its state.
 
-`--quick` runs 500 / 1,000 nodes instead (a smoke run of the script itself).
+`--quick` runs 200 / 400 / 800 nodes instead (a smoke run of the script itself).
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
-    big = 1000 if args.quick else 5000
+    big = 400 if args.quick else 5000
     small, huge = big // 2, big * 2
 
     cpu = metrics_part(big)
@@ -96,7 +96,9 @@ def main() -> None:
 
     nodes, hours = (100, 6.0) if args.quick else (500, 24.0)
     plain, scaled = autoscale_cost(nodes, hours)
-    print(f"what-if, {nodes} nodes, {hours:g} h: CompactFirst+defrag CPU {plain:.1f} s, +autoscale {scaled:.1f} s")
+    print(
+        f"what-if, {nodes} nodes, {hours:g} h: CompactFirst+defrag CPU {plain:.1f} s, +autoscale {scaled:.1f} s"
+    )
     ratio(f"whatif_{nodes}_nodes_autoscale/plain_cpu", scaled / plain, 2.0, "<=")
 
 
