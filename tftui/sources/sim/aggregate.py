@@ -155,8 +155,9 @@ class _Frame:
         self.start, self.end = start, end
         self.ts = c.grid(start, end)
         hours = c.hours(self.ts)
-        self.w = c.workers(self.ts, hours)
-        self.g = c.gpus(self.ts, hours, self.w)
+        workers = c.workers(self.ts, hours)
+        self.g = c.gpus(self.ts, hours, workers)
+        self.w_alive = workers.alive  # the workers' samples themselves are not kept (memory)
         self._temp: F64 | None = None
         self.n_alive, at, av = c.nodes(self.ts)
         self.n_tp = np.where(self.n_alive, pct_of(at, c.n_total_t[:, None]), 0.0)
@@ -222,7 +223,7 @@ def alert_rows(frame: _Frame, rule: str, now: datetime) -> list[AlertRow]:
     m = frame.c.m
     out: list[AlertRow] = []
     if rule in ("WorkerTFlopsThrottled", "WorkerVRAMSwitchCountIncreasing"):
-        if not _present(frame.w.alive, s):
+        if not _present(frame.w_alive, s):
             raise _no_rows(rule, "tf_worker_usage", now)
         col = "compute_throttled_cnt" if rule == "WorkerTFlopsThrottled" else "vram_resumed_cnt"
         raise NoData(f"{rule}: column tf_worker_usage.{col} does not exist (never written)")
@@ -260,7 +261,7 @@ def alert_rows(frame: _Frame, rule: str, now: datetime) -> list[AlertRow]:
         raise _no_rows(rule, "tf_node_metrics", now)
     if rule == "EmptyGPU":
         nodes = {m.nodes[i].name for i in np.flatnonzero(frame.n_alive[:, s].any(axis=1))}
-        busy = {m.workers[i].node for i in np.flatnonzero(frame.w.alive[:, s].any(axis=1))}
+        busy = {m.workers[i].node for i in np.flatnonzero(frame.w_alive[:, s].any(axis=1))}
         return sorted(({"node": n} for n in nodes - busy), key=alert_row_key)
     values = frame.n_tp if "TFlops" in rule else frame.n_vp
     alias = "tflops_available" if "TFlops" in rule else "vram_available"
