@@ -60,6 +60,7 @@ from datetime import datetime, timedelta
 from random import Random
 from typing import Any, Final
 
+from tftui.engine import quota
 from tftui.engine.fit import Request, RequestError
 from tftui.engine.nodefit import node_fit, pod_requests
 from tftui.engine.placement import apply_placement, place
@@ -77,7 +78,7 @@ from tftui.engine.plan import (
     PatchWorkloadAutoscale,
     PatchWorkloadStatus,
 )
-from tftui.engine.state import ClusterState, Res
+from tftui.engine.state import ClusterState, PartitionUse, Res
 from tftui.model import keys
 from tftui.model.dump import KINDS, Snapshot
 from tftui.model.quantity import QuantityError, parse_quantity
@@ -877,6 +878,8 @@ class ActingSimCluster:
         available: dict[str, Res] = {}
         counts: dict[str, int] = {}
         room = node_fit(state)  # CPU, memory and pod slots, with this pass's bindings booked
+        assumed: dict[str, list[PartitionUse]] = {}  # partitions and quota booked in this pass
+        quota_used = quota.usage_copy(state)
         for key in todo:
             worker = state.workers.get(f"{key[1]}/{key[2]}")
             if worker is None:  # pragma: no cover - every Pending worker is indexed
@@ -892,15 +895,31 @@ class ActingSimCluster:
                 continue
             pod = pod_requests(self._objs[key])
             placement = place(
-                state, pool, request, available=available, worker_counts=counts, pod=pod, fit=room
+                state,
+                pool,
+                request,
+                available=available,
+                worker_counts=counts,
+                pod=pod,
+                fit=room,
+                assumed=assumed,
+                quota_used=quota_used,
             )
             if placement.node is None:
                 self._unschedulable(key, placement.reason or "no node fits")
                 continue
-            apply_placement(available, state, placement, request)
+            apply_placement(
+                available,
+                state,
+                placement,
+                request,
+                assumed=assumed,
+                quota_used=quota_used,
+                worker=worker.key,
+            )
             room.book(placement.node, pod)
             counts[placement.node] = counts.get(placement.node, len(state.nodes[placement.node].workers)) + 1
-            self._bind(key, placement.node, placement.gpus)
+            self._bind(key, placement.node, placement.gpus, placement.partition)
 
     def _build_state(self, objects: list[JSON]) -> ClusterState:
         """`ClusterState` of `objects` (the current `_objs`, in order), derived from the last one
@@ -935,11 +954,14 @@ class ActingSimCluster:
         cond["lastTransitionTime"] = _ts(self._now)
         pod["status"]["conditions"] = [cond]
 
-    def _bind(self, key: Key, node: str, gpus: Iterable[str]) -> None:
+    def _bind(self, key: Key, node: str, gpus: Iterable[str], partition: str = "") -> None:
         self._pending.pop(key, None)
         pod = self._mut(key)
         pod["spec"]["nodeName"] = node
-        pod["metadata"].setdefault("annotations", {})[keys.GPU_IDS] = ",".join(gpus)
+        ann = pod["metadata"].setdefault("annotations", {})
+        ann[keys.GPU_IDS] = ",".join(gpus)
+        if partition:  # the scheduler writes the template it matched at bind time
+            ann[keys.PARTITION_ID] = partition
         now = _ts(self._now)
         pod["status"] = {
             "phase": "Running",
