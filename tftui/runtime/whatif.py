@@ -42,7 +42,7 @@ recorded usage is counted as *unmeasured*, never as idle.
 Throttled minutes: worker-minutes in which the demand exceeded the worker's TFLOPS limit (autoscale
 lowering limits shows up here). Node-hours and cost count every node until it is gone (a released
 node costs until its claim or the cluster autoscaler removes it); cost is the GPUNode's
-`costPerHour`, else its GPUs' prices (`model.gpuinfo`). Active nodes are nodes not being released;
+`costPerHour`, else its GPUs' prices (`engine.prices`). Active nodes are nodes not being released;
 the ratio is active ÷ `engine.lowerbound.pool_bound` (the configured bound), per pool, per sample.
 """
 
@@ -65,10 +65,10 @@ from typing import Any, Final, Protocol
 
 from tftui.engine.lowerbound import pool_bound
 from tftui.engine.plan import DeleteGPUNodeClaim, EvictPod, LabelNode, Plan
+from tftui.engine.prices import gpu_price
 from tftui.engine.state import ClusterState, NodeView, WorkerView
 from tftui.model import keys
 from tftui.model.gcpause import gc_paused
-from tftui.model.gpuinfo import lookup
 from tftui.model.plaintext import csv_cell
 from tftui.model.selectors import selector_matches
 from tftui.runtime.loops import Runtime
@@ -699,8 +699,8 @@ def _node_price(state: ClusterState, nv: NodeView) -> float:
         return nv.cost_per_hour
     total = 0.0
     for g in nv.gpus:
-        info = lookup(state.gpus[g].model) if g in state.gpus else None
-        total += info.price_per_hour if info else 0.0
+        price = gpu_price(state, state.gpus[g].model) if g in state.gpus else None
+        total += price or 0.0
     return total
 
 

@@ -48,9 +48,9 @@ from tftui.engine.compaction import plan_manual_compaction
 from tftui.engine.fit import MODES
 from tftui.engine.placement import mode_change_message, pool_mode, template_patch
 from tftui.engine.plan import EvictPod, PatchWorkloadAutoscale, Plan
+from tftui.engine.prices import price_map
 from tftui.engine.state import ClusterState
 from tftui.model import keys
-from tftui.model.gpuinfo import price_table
 from tftui.model.plaintext import visible
 from tftui.sources.ports import ClusterPort, MetricsPort, WritableClusterPort
 from tftui.ui.actions import MUTATING, REGISTRY, bindings
@@ -536,7 +536,9 @@ class TfTuiApp(App[None]):
             if self.runtime is not None:
                 plan = self.runtime.preview_manual_compaction(pool)
             elif data is not None:
-                plan = plan_manual_compaction(data.state, pool, self._clock(), prices=price_table())[0]
+                plan = plan_manual_compaction(data.state, pool, self._clock(), prices=price_map(data.state))[
+                    0
+                ]
             else:
                 return
         state: ClusterState | None = data.state if data is not None else None
