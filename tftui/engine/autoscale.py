@@ -58,7 +58,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from fractions import Fraction
 from functools import lru_cache
@@ -1167,15 +1167,27 @@ class AutoscaleResult:
 
 
 def _original(state: ClusterState, wv: WorkloadView) -> Resources:
+    """The workload's own resources (spec, else its first worker's annotations). A compute percent
+    counts as the TFLOPS it is of its GPU (tftui deviation: upstream reads the absent TFLOPS as 0)."""
     if wv.obj is not None:
-        return Resources.parse((wv.obj.get("spec") or {}).get("resources"))
+        res = Resources.parse((wv.obj.get("spec") or {}).get("resources"))
+        req_pct, lim_pct = wv.percent
+        if req_pct is not None:
+            res = replace(res, tf_req=tf(int(wv.request.tflops)))
+        if lim_pct is not None:
+            res = replace(res, tf_lim=tf(int(wv.limit.tflops)))
+        return res
     for key in sorted(wv.workers):
         w = state.workers.get(key)
         if w is not None:
             ann = w.obj.get("metadata", {}).get("annotations") or {}
             return Resources(
-                _q(ann.get(keys.TFLOPS_REQUEST), "DecimalSI"),
-                _q(ann.get(keys.TFLOPS_LIMIT), "DecimalSI"),
+                _q(ann.get(keys.TFLOPS_REQUEST), "DecimalSI")
+                if ann.get(keys.TFLOPS_REQUEST) or w.percent is None
+                else tf(int(w.request.tflops)),
+                _q(ann.get(keys.TFLOPS_LIMIT), "DecimalSI")
+                if ann.get(keys.TFLOPS_LIMIT) or not ann.get(keys.COMPUTE_PERCENT_LIMIT)
+                else tf(int(w.limit.tflops)),
                 _q(ann.get(keys.VRAM_REQUEST), "BinarySI"),
                 _q(ann.get(keys.VRAM_LIMIT), "BinarySI"),
             )

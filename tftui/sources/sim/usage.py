@@ -294,7 +294,13 @@ class SimMetrics:
         pool = ann.get(f"{TF}/gpupool") or gpus[0].pool
         qos = ann.get(f"{TF}/qos", "medium")
         req_t = _q(ann.get(f"{TF}/tflops-request"))
-        lim_t = _q(ann.get(f"{TF}/tflops-limit")) or req_t
+        lim_t = _q(ann.get(f"{TF}/tflops-limit"))
+        cap_t = float(gpus[0].cap_t)
+        if not ann.get(f"{TF}/tflops-request") and ann.get(f"{TF}/compute-percent-request"):
+            req_t = _q(ann.get(f"{TF}/compute-percent-request")) * cap_t / 100.0  # as upstream's recorder
+        if not ann.get(f"{TF}/tflops-limit") and ann.get(f"{TF}/compute-percent-limit"):
+            lim_t = _q(ann.get(f"{TF}/compute-percent-limit")) * cap_t / 100.0
+        lim_t = lim_t or req_t
         req_v = _q(ann.get(f"{TF}/vram-request"))
         lim_v = _q(ann.get(f"{TF}/vram-limit")) or float(
             gpus[0].cap_v
