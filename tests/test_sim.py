@@ -335,13 +335,17 @@ def test_profiles_present(ix: Index) -> None:
 
 
 def check_gpus(ix: Index, gpus: list[Obj]) -> None:
-    """GPU.available = capacity − Σ requests of the workers that name it; runningApps agree."""
+    """GPU.available = capacity − Σ requests of the workers that name it (a shared worker, alone on
+    its GPU, takes all of it); runningApps agree."""
     for g in gpus:
         name = g["metadata"]["name"]
         cap, avail = g["status"]["capacity"], g["status"]["available"]
         pods = ix.workers_of_gpu[name]
         req_t = sum(q(p["metadata"]["annotations"][f"{TF}/tflops-request"]) for p in pods)
         req_v = sum(q(p["metadata"]["annotations"][f"{TF}/vram-request"]) for p in pods)
+        if any(p["metadata"]["annotations"].get(f"{TF}/isolation") == "shared" for p in pods):
+            assert len(pods) == 1, f"{name}: a shared worker shares its GPU"
+            req_t, req_v = q(cap["tflops"]), q(cap["vram"])
         assert q(avail["tflops"]) == q(cap["tflops"]) - req_t, name
         assert q(avail["vram"]) == q(cap["vram"]) - req_v, name
         assert q(avail["tflops"]) >= 0 and q(avail["vram"]) >= 0, f"{name} over-allocated"

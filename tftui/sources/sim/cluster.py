@@ -665,6 +665,11 @@ class _Builder:
             ks.exhausted = True
         return None
 
+    @staticmethod
+    def whole_gpus(wl: _Workload) -> bool:
+        """Whether every worker of `wl` is alone on its GPUs (what shared isolation needs)."""
+        return all(len(g.workers) == 1 for w in wl.workers for g in w.gpus)
+
     def name_workload(self, wl: _Workload) -> str:
         taken = self.names.setdefault(wl.namespace, set())
         stems = wl.shape.stems
@@ -688,7 +693,11 @@ class _Builder:
         else:
             wl.created = self.ago(3 * 3600 + (30 * 86400 - 3 * 3600) * rng.random() ** 2)
         wl.autoscale = rng.random() < (0.3 if wl.namespace == "research" else 0.12)
-        wl.isolation = "shared" if wl.kind.pool == "dev" and rng.random() < 0.15 else "soft"
+        if wl.kind.pool == "dev" and rng.random() < 0.15 and self.whole_gpus(wl):
+            wl.isolation = "shared"  # a shared worker holds its whole GPU: nothing else may land there
+            for w in wl.workers:
+                for g in w.gpus:
+                    g.avail_t = g.avail_v = 0
         r = rng.random()
         wl.pdb = "" if r < 0.1 else ("min" if r < 0.3 else "max1")
         latest = self.now - timedelta(seconds=60)
