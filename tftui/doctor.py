@@ -221,7 +221,9 @@ def _crds(kube: KubeCluster) -> Check:
         )
     absent = [p for p in optional if p not in have]
     note = f" ({', '.join(absent)} not installed: none of those, an older TensorFusion)" if absent else ""
-    return Check("CRDs", True, f"{len(wanted) + len(optional) - len(absent)} {TF_GROUP}/{TF_VERSION} kinds{note}")
+    return Check(
+        "CRDs", True, f"{len(wanted) + len(optional) - len(absent)} {TF_GROUP}/{TF_VERSION} kinds{note}"
+    )
 
 
 def _access(kube: KubeCluster, perm: Permission) -> tuple[bool | None, str]:
