@@ -186,3 +186,25 @@ def test_the_simulated_scheduler_keeps_workers_over_quota_pending() -> None:
     assert cond["message"].endswith(
         f"quota exceeded in namespace {NS} for total.max.tflops.request: requested 30, limit 60"
     )
+
+
+def test_workers_refused_by_quota_do_not_ask_for_a_node() -> None:
+    """A what-if provisions a node for Pending workers; one its quota refused waits for quota, so
+    it does not make the pool grow (it would stay Pending on the new node too)."""
+    from tests.fixtures.engine_builders import NOW
+    from tftui.runtime.whatif import WhatIfCluster
+
+    q = create_test_quota(60, 10**12, 10)
+    over = worker(
+        "over", [], namespace=NS, workload="test-workload", pool=POOL, tflops=50, vram=100, phase="Pending"
+    )
+    fits = worker(
+        "fits", [], namespace="other", workload="w", pool=POOL, tflops=500, vram=100, phase="Pending"
+    )
+    sim = WhatIfCluster(
+        cluster(q, 100, 1000, create_worker_pod("worker1", "20", "100"), over, fits), NOW, seed=1
+    )
+    sim.schedule()
+    assert sim.pending_pools() == {POOL: {"soft"}}  # only `fits` (too big for any GPU) asks for a node
+    over_pod = next(o for o in sim.snapshot() if o["metadata"]["name"] == "over")
+    assert over_pod["status"]["conditions"][0]["message"].endswith("limit 60")

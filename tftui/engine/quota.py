@@ -34,6 +34,7 @@ WORKERS = "total.max.workers.limit"
 ONE_REQ_TFLOPS, ONE_REQ_VRAM = "single.max.tflops.request", "single.max.vram.request"
 ONE_LIM_TFLOPS, ONE_LIM_VRAM = "single.max.tflops.limit", "single.max.vram.limit"
 ONE_GPUS = "single.max.gpuCount.limit"
+QUOTA_REFUSAL = "quota exceeded in namespace "  # how every refusal starts
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,7 +177,7 @@ def _fmt(x: float, fmt: str) -> str:
 
 
 def _exceeded(ns: str, what: str, requested: str, limit: str) -> str:
-    return f"quota exceeded in namespace {ns} for {what}: requested {requested}, limit {limit}"
+    return f"{QUOTA_REFUSAL}{ns} for {what}: requested {requested}, limit {limit}"
 
 
 def check(state: ClusterState, req: Request, used: Mapping[str, Usage] | None = None) -> str | None:

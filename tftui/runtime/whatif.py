@@ -63,9 +63,11 @@ from functools import partial
 from random import Random
 from typing import Any, Final, Protocol
 
+from tftui.engine.isolation import compatible
 from tftui.engine.lowerbound import pool_bound
 from tftui.engine.plan import DeleteGPUNodeClaim, EvictPod, LabelNode, Plan
 from tftui.engine.prices import gpu_price
+from tftui.engine.quota import QUOTA_REFUSAL
 from tftui.engine.state import ClusterState, NodeView, WorkerView
 from tftui.model import keys
 from tftui.model.gcpause import gc_paused
@@ -338,16 +340,21 @@ class WhatIfCluster(ActingSimCluster):
         with self._lock:
             self._add(obj)
 
-    def pending_pools(self) -> set[str]:
-        """Pools of the workers waiting for a node: the scheduler's queue (the same workers as
-        `ClusterState`'s Pending, unbound, not terminating ones), read without building a state."""
+    def pending_pools(self) -> dict[str, set[str]]:
+        """Pools of the workers waiting for a node, with the isolation modes they ask for: the
+        scheduler's queue (the same workers as `ClusterState`'s Pending, unbound, not terminating
+        ones), read without building a state. Workers their namespace's quota refused wait for
+        room in the quota, not for a node, and do not count."""
         with self._lock:
-            out: set[str] = set()
+            out: dict[str, set[str]] = {}
             for k in self._pending:
+                if self._refused.get(k, "").startswith(QUOTA_REFUSAL):
+                    continue
                 pod = self._objs[k]
                 meta = pod["metadata"]
                 ann, labels = meta.get("annotations") or {}, meta.get("labels") or {}
-                out.add(ann.get(keys.GPUPOOL) or labels.get(keys.GPUPOOL) or "")
+                pool = ann.get(keys.GPUPOOL) or labels.get(keys.GPUPOOL) or ""
+                out.setdefault(pool, set()).add(ann.get(keys.ISOLATION) or "soft")
             return out
 
     def schedule(self) -> None:
@@ -770,7 +777,7 @@ def _simulate(
     provisioning: dict[str, datetime] = {}  # pool → when its node comes up
     pool_names = sorted(state0.pools)  # the simulation adds and removes no pools
     waiting_of = -1  # sim.generation `waiting` was read at
-    waiting: set[str] = set()
+    waiting: dict[str, set[str]] = {}
     serial = 0
     while True:
         now = sim.now()
@@ -796,6 +803,11 @@ def _simulate(
                 del provisioning[pool]
                 st = sim.state()
                 nodes = [st.nodes[n] for n in st.pools[pool].nodes if not _releasing(st.nodes[n], st)]
+                modes = waiting.get(pool) or {"soft"}  # like a node that can host what waits
+                fitting = [
+                    n for n in nodes if any(compatible(g, m) for g in st.gpus_of(n.name) for m in modes)
+                ]
+                nodes = fitting or nodes
                 if nodes:
                     like = max(nodes, key=lambda n: (n.capacity.tflops, n.name))
                     serial += 1

@@ -63,6 +63,7 @@ from typing import Any, Final
 from tftui.engine import quota
 from tftui.engine.fit import Request, RequestError
 from tftui.engine.nodefit import node_fit, pod_requests
+from tftui.engine.partitions import mig_start
 from tftui.engine.placement import apply_placement, place
 from tftui.engine.plan import (
     Action,
@@ -81,6 +82,7 @@ from tftui.engine.plan import (
 from tftui.engine.state import ClusterState, PartitionUse, Res
 from tftui.model import keys
 from tftui.model.dump import KINDS, Snapshot
+from tftui.model.provider import PartitionTemplate, ProviderCatalog
 from tftui.model.quantity import QuantityError, parse_quantity
 from tftui.model.selectors import selector_matches
 from tftui.sources.ports import ActionError
@@ -261,7 +263,7 @@ def _scaled(value: Any, total: int, round_up: bool) -> int:
 class _GpuAcc:
     """Per-GPU accumulator of one status pass (integers: milli-TFLOPS and bytes)."""
 
-    __slots__ = ("apps", "avail_t", "avail_v", "cap_t", "cap_v", "pods")
+    __slots__ = ("apps", "avail_t", "avail_v", "cap_t", "cap_v", "parts", "pods")
 
     def __init__(self, cap_t: int, cap_v: int) -> None:
         self.cap_t = cap_t
@@ -270,6 +272,7 @@ class _GpuAcc:
         self.avail_v = cap_v
         self.apps: dict[tuple[str, str], list[JSON]] = {}
         self.pods: list[JSON] = []
+        self.parts: list[tuple[str, str, str, str]] = []  # (pod uid, name, namespace, template)
 
 
 class _PodRec:
@@ -429,12 +432,15 @@ class ActingSimCluster:
         self._hw_changed = True
         self._node_cache: dict[str, tuple[tuple[int, int, int], dict[str, int]]] = {}  # → (oversub, sums)
         self._pods = _PodIndex()
+        self._catalog_key: tuple[int, ...] | None = None
+        self._catalog_value = ProviderCatalog()
         self._cache: list[JSON] | None = None
         self._rng = Random(f"tftui-acting-{seed}")
         # the scheduler's queue: Pending workers; new ones are tried at once, all of them again only
         # after something may have freed room (a pod gone, a patch), so applying stays cheap
         self._pending: dict[Key, None] = {k: None for k, o in self._objs.items() if _is_pending_worker(k, o)}
         self._untried: set[Key] = set(self._pending)
+        self._refused: dict[Key, str] = {}  # Pending worker → why the scheduler's last pass refused it
         self._retry_all = False
         self._timers: list[tuple[datetime, int, str, tuple[str, ...]]] = []
         self._seq = 0
@@ -941,6 +947,7 @@ class ActingSimCluster:
         return state
 
     def _unschedulable(self, key: Key, reason: str) -> None:
+        self._refused[key] = reason
         cond = {
             "type": "PodScheduled",
             "status": "False",
@@ -956,6 +963,7 @@ class ActingSimCluster:
 
     def _bind(self, key: Key, node: str, gpus: Iterable[str], partition: str = "") -> None:
         self._pending.pop(key, None)
+        self._refused.pop(key, None)
         pod = self._mut(key)
         pod["spec"]["nodeName"] = node
         ann = pod["metadata"].setdefault("annotations", {})
@@ -1163,20 +1171,43 @@ class ActingSimCluster:
             "requests": {"tflops": format_tflops(req_t), "vram": format_bytes(req_v)},
             "limits": {"tflops": format_tflops(lim_t), "vram": format_bytes(lim_v)},
         }
+        isolation = ann.get(keys.ISOLATION) or ""
+        partition = (ann.get(keys.PARTITION_ID) or "") if isolation == "partitioned" else ""
         for gid in ids:
             acc = gpus.get(gid)
             if acc is None:
                 continue
-            acc.avail_t -= req_t
-            acc.avail_v -= req_v
+            take_t, take_v = req_t, req_v
+            if isolation == "shared":  # a shared worker holds its whole GPU
+                take_t, take_v = acc.cap_t, acc.cap_v
+            elif partition and (template := self._template(gid, partition)) is not None:
+                t, v = template.resources(acc.cap_t / 1000)
+                take_t, take_v = round(t * 1000), int(v)
+            acc.avail_t -= take_t
+            acc.avail_v -= take_v
             acc.apps.setdefault((key[1], wl), []).append(info)
             acc.pods.append(info)
+            if partition:
+                acc.parts.append((str(_meta(pod).get("uid", "")), key[2], key[1], partition))
         node = (pod.get("spec") or {}).get("nodeName")
         if node:
             lim = node_lim.setdefault(node, [0, 0])
             lim[0] += lim_t
             lim[1] += lim_v
             node_pods[node] = node_pods.get(node, 0) + 1
+
+    def _catalog(self) -> ProviderCatalog:
+        """The ProviderConfigs' catalogue, rebuilt when one of them changed."""
+        objs = [self._objs[k] for k in self._by_kind.get("ProviderConfig", ())]
+        ident = tuple(map(id, objs))
+        if self._catalog_key != ident:
+            self._catalog_key, self._catalog_value = ident, ProviderCatalog.of(objs)
+        return self._catalog_value
+
+    def _template(self, gpu: str, partition: str) -> PartitionTemplate | None:
+        model = ((self._objs.get(("GPU", "", gpu)) or {}).get("status") or {}).get("gpuModel") or ""
+        hw = self._catalog().model(model)
+        return hw.template(partition) if hw is not None else None
 
     @staticmethod
     def _tflops(ann: Mapping[str, str], tflops_key: str, pct_key: str, gpu: _GpuAcc | None) -> int:
@@ -1195,7 +1226,39 @@ class ActingSimCluster:
             {"name": wl, "namespace": ns, "count": len(pods), "pods": pods}
             for (ns, wl), pods in acc.apps.items()
         ]
+        if acc.parts or old.get("allocatedPartitions"):
+            status["allocatedPartitions"] = self._partitions(
+                key[2], old.get("allocatedPartitions") or {}, acc
+            )
         self._set_status(key, status)
+
+    def _partitions(self, gpu: str, old: Mapping[str, JSON], acc: _GpuAcc) -> dict[str, JSON]:
+        """`status.allocatedPartitions` as the allocator keeps it: one entry per partitioned pod, its
+        MIG slot kept where it was recorded, a new one at the first free start of its template."""
+        model = ((self._objs.get(("GPU", "", gpu)) or {}).get("status") or {}).get("gpuModel") or ""
+        hw = self._catalog().model(model)
+        out: dict[str, JSON] = {}
+        uses: list[PartitionUse] = []
+        for uid, name, ns, tid in acc.parts:
+            prev = old.get(uid)
+            if prev is not None:
+                out[uid] = dict(prev)
+                start, end = prev.get("allocatedSlotStart"), prev.get("allocatedSlotEnd")
+                slot = (start, end) if isinstance(start, int) and isinstance(end, int) else None
+                uses.append(PartitionUse(f"{ns}/{name}", tid, slot))
+        for uid, name, ns, tid in acc.parts:
+            if uid in out:
+                continue
+            entry: JSON = {"templateId": tid, "podUid": uid, "podName": name, "namespace": ns,
+                           "allocatedAt": _ts(self._now)}  # fmt: skip
+            t = hw.template(tid) if hw is not None else None
+            if hw is not None and t is not None and t.placement_limit and t.placement_offset:
+                start = mig_start(hw, t, uses)
+                if start is not None:
+                    entry["allocatedSlotStart"], entry["allocatedSlotEnd"] = start, start + t.placement_offset
+                    uses.append(PartitionUse(f"{ns}/{name}", tid, (start, start + t.placement_offset)))
+            out[uid] = entry
+        return out
 
     def _node_statuses(
         self,

@@ -45,6 +45,7 @@ from typing import Any, Final
 from zoneinfo import ZoneInfo
 
 from tftui.model.gpuinfo import GPUInfo, lookup
+from tftui.model.provider import ProviderCatalog
 from tftui.model.quantity import quantity_float
 from tftui.model.usage import HistogramQuery, PodBucket
 from tftui.sources.ports import GPUUsage, MetricsTable, WorkerUsage
@@ -119,6 +120,7 @@ def _created(obj: dict[str, Any]) -> int:
 @dataclass(slots=True)
 class _Gpu:
     name: str
+    model: str  # status.gpuModel
     node: str
     pool: str
     cap_t: float  # TFLOPS
@@ -148,6 +150,8 @@ class _Worker:
     lim_t: float
     req_v: float
     lim_v: float
+    book_t: float  # what the allocator books per device: a shared worker its GPU, a partition its template
+    book_v: float
     created: int
     ready: bool
     params: ProfileParams
@@ -229,6 +233,7 @@ class SimMetrics:
         pools = {str((p.get("metadata") or {}).get("name", "")): p for p in by_kind.get("GPUPool", [])}
         self._tz = {name: pool_timezone(p) for name, p in pools.items()}
         self._pricing = {name: _pricing(p) for name, p in pools.items()}
+        self._catalog = ProviderCatalog.of(by_kind.get("ProviderConfig", []))
         self.tzs: set[ZoneInfo] = {_UTC, *self._tz.values()}
         self.gpus = [self._gpu(o) for o in by_kind.get("GPU", [])]
         gpu_by_name = {g.name: g for g in self.gpus}
@@ -262,6 +267,7 @@ class SimMetrics:
         tdp, idle = _tdp(model)
         return _Gpu(
             name=meta["name"],
+            model=model,
             node=node,
             pool=pool,
             cap_t=_q(cap.get("tflops")) or (info.tflops if info else 0.0),
@@ -309,6 +315,16 @@ class SimMetrics:
             gpu_count = max(1, int(ann.get(f"{TF}/gpu-count", "1")))
         except ValueError:
             gpu_count = 1
+        book_t, book_v = req_t, req_v
+        if ann.get(f"{TF}/isolation") == "shared":
+            book_t, book_v = cap_t, float(gpus[0].cap_v)
+        elif ann.get(f"{TF}/isolation") == "partitioned" and ann.get(f"{TF}/partition-id"):
+            hw = self._catalog.model(gpus[0].model)
+            t = hw.template(str(ann[f"{TF}/partition-id"])) if hw is not None else None
+            if t is not None:
+                book_t, book_v = t.resources(cap_t)
+        elif not ann.get(f"{TF}/tflops-request") and ann.get(f"{TF}/compute-percent-request"):
+            book_t = float(int(req_t))  # the allocator truncates a percent to whole TFLOPS
         # upstream recorder: requests plus the over-request share of limits, per device, × devices
         per_t, per_g, ratio = self._pricing.get(pool, {}).get(qos, (0.0, 0.0, 0.0))
         gib_req, gib_lim = req_v / (1 << 30), lim_v / (1 << 30)
@@ -328,6 +344,8 @@ class SimMetrics:
             lim_t=lim_t,
             req_v=req_v,
             lim_v=lim_v,
+            book_t=book_t,
+            book_v=book_v,
             created=_created(pod),
             ready=any(
                 c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []
@@ -361,8 +379,8 @@ class SimMetrics:
         )
         cum_t = cum_v = 0.0
         for w in sorted((w for g in gpus for w in g.workers if w.gpus[0] is g), key=lambda w: w.created):
-            cum_t += w.req_t * w.gpu_count
-            cum_v += w.req_v * w.gpu_count
+            cum_t += w.book_t * w.gpu_count
+            cum_v += w.book_v * w.gpu_count
             node.alloc_times.append(w.created)
             node.alloc_t.append(cum_t)
             node.alloc_v.append(cum_v)
