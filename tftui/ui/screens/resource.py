@@ -39,6 +39,7 @@ from tftui.ui.views import (
     node_summary,
     nodes_table,
     pools_table,
+    quota_summary,
     workers_table,
     workloads_table,
 )
@@ -572,6 +573,16 @@ class WorkloadsScreen(AutoscaleActions, ResourceScreen):
             self.app.notify(f"{key or 'no workload'}: no Pending worker", severity="warning")
             return
         self.tui.start_admit(sorted(pending)[0])
+
+    def compose_body(self) -> ComposeResult:
+        yield PlainStatic("", id="quota-summary")
+        yield ResourceTable(id="main")
+
+    def render_extra(self, data: ConsoleData, layout: Layout) -> None:
+        summary = self.query_one("#quota-summary", Static)
+        text = quota_summary(data)
+        summary.display = text is not None
+        summary.update(text or "")
 
     def build(self, table_id: str, data: ConsoleData, gauges: Gauges) -> Table:
         value = analysis.value if (analysis := self.tui.analysis(AUTOSCALE)) is not None else None
