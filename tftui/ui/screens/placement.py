@@ -43,9 +43,9 @@ INPUTS = (
     ("vram", "vram", "per GPU, e.g. 20Gi"),
     ("count", "gpus", "1-128"),
     ("model", "model", "optional, e.g. H100"),
-    ("isolation", "isolation", "soft · shared · hard · partitioned"),
-    ("partition", "partition", "optional template, e.g. 1g.10gb"),
-    ("namespace", "namespace", "optional: checks its GPUResourceQuota"),
+    ("isolation", "isolation", "soft, hard, shared…"),
+    ("partition", "partition", "e.g. 1g.10gb"),
+    ("namespace", "namespace", "for its quota"),
 )
 
 
