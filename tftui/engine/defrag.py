@@ -20,8 +20,11 @@ Deliberate differences from the TensorFusion controller (each also in the README
   upstream's zero-weight (arbitrary) choice, workers go largest first instead of map order, and ties go
   to the node name (upstream: first evaluated); a target must also pass kube-scheduler's node fit
   (CPU, memory, pod slots: `engine.nodefit`), which upstream's snapshot simulation also runs.
-  Namespace quota and topology are not simulated; GPUs without a reported capacity are ignored instead of failing the whole target, and
-  GPUNodes being deleted are not targets.
+  Isolation modes and partitions are filtered and booked as placement does; the namespace quota is
+  not checked (a move leaves its usage as it was) and topology is not simulated; GPUs without a
+  reported capacity are ignored instead of failing the whole target, and GPUNodes being deleted are
+  not targets. Utilisation counts the GPUs labelled for the pool (`tensor-fusion.ai/gpupool`), as
+  upstream.
 - A source marker without `-since` is cleared once its node is empty (upstream never clears it and
   blocks the pool forever, §6 note 21). Native-GPU pods that are terminating or finished do not block.
 - A terminating worker on one of this pool's source nodes blocks like a `defrag-evicted` pod, and the
