@@ -1264,7 +1264,7 @@ def test_engine_imports_stay_pure() -> None:
 
 # -- properties on generated clusters --------------------------------------------------------------
 
-POOLS = ("demo-dev", "demo-inference", "demo-training")
+POOLS = ("demo-dev", "demo-inference", "demo-training", "demo-isolation")
 
 
 def _patched(

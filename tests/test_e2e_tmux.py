@@ -6,7 +6,9 @@ CLI wiring and the real refresh loop that the pilot and snapshot tests replace w
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -143,7 +145,7 @@ def test_demo_console_in_tmux(tmux: Tmux) -> None:
     pools = tmux.wait_for(
         lambda s: "demo-inference" in s and "refreshed 12:00:00 UTC" in s, "the pools table and its header"
     )
-    assert "pools (3)" in pools and "demo-training" in pools and "demo-dev" in pools
+    assert "pools (4)" in pools and "demo-training" in pools and "demo-dev" in pools
 
     tmux.open_prompt(":")
     tmux.keys("nodes", literal=True)
@@ -180,11 +182,20 @@ def test_demo_console_in_tmux(tmux: Tmux) -> None:
     tmux.keys("View :pools", literal=True)
     tmux.wait_text("Switch to the pools view")
     tmux.keys("Enter")
-    tmux.wait_text("pools (3)")
+    tmux.wait_text("pools (4)")
     tmux.press_until(("p",), "pools › demo-dev › place")  # the cursor is on demo-dev
     tmux.wait_text("1 × (10 TFLOPS, 8Gi VRAM) in pool demo-dev")
-    # the compute field has the focus: 10 → 105 TFLOPS (one key, retried if it was swallowed)
-    tmux.press_until(("5",), "compute 105")
+    # the compute field has the focus: 10 → 105 TFLOPS (one key, sent again only while the field
+    # still reads 10: a key that arrived but is not drawn yet must not be typed twice)
+    for _ in range(5):
+        field = tmux.wait_for(lambda s: re.search(r"compute\s+10(5)?\b", s) is not None, "the compute field")
+        if re.search(r"compute\s+105\b", field):
+            break
+        tmux.keys("5", literal=True)
+        with contextlib.suppress(AssertionError):
+            tmux.wait_for(lambda s: re.search(r"compute\s+10\b", s) is None, "the key drawn", timeout=5.0)
+    screen = tmux.screen()
+    assert re.search(r"compute\s+105\b", screen), f"the compute field never read 105; screen was:\n{screen}"
     tmux.keys("Enter")
     place = tmux.wait_text("1 × (105 TFLOPS, 8Gi VRAM) in pool demo-dev")
     for mode in ("CompactFirst", "LowLoadFirst", "NodeCompactGPULowLoad"):
@@ -193,7 +204,7 @@ def test_demo_console_in_tmux(tmux: Tmux) -> None:
 
     # manual compaction: c, the dialog (Cancel focused), tab to Compact, enter
     tmux.keys("Escape")
-    tmux.wait_text("pools (3)")
+    tmux.wait_text("pools (4)")
     released = "released dev-4090-03"  # the notification (it may wrap after the first node)
     for _ in range(3):
         dialog = tmux.press_until(("c",), "Manual compaction · pool demo-dev")

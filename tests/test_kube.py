@@ -102,6 +102,7 @@ def test_initial_sync_equals_the_seeded_demo(kube: KubeCluster, server: KubeApiS
     assert differ == {
         ("GPUPool", "demo-dev"),
         ("GPUPool", "demo-inference"),
+        ("GPUPool", "demo-isolation"),
         ("GPUPool", "demo-training"),
         ("TensorFusionCluster", "demo"),
     }
