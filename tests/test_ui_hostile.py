@@ -31,6 +31,7 @@ from tests.hostile import (
     EVENT_REASON,
     MODE,
     MODEL,
+    NAMESPACE,
     NODE,
     PHASE,
     POOL,
@@ -115,6 +116,7 @@ async def test_resource_views_show_names_phases_modes_and_models_literally(app: 
         check(app, MODEL)
 
         await view(pilot, "workloads")
+        check(app, f"quota {NAMESPACE}")  # the namespace quotas above the table
         await keys(pilot, "slash", *"link", "enter")
         check(app, WORKLOAD, POOL)
         await keys(pilot, "enter")  # the workload detail: summary, figures, sparklines, workers
