@@ -125,6 +125,9 @@ class ResourceScreen(Screen[None]):
     OBJECT_KINDS: ClassVar[dict[str, str]] = {}
     """Table id → the kind of object its rows are (for `y` YAML and `d` describe)."""
     CACHE_BUILDS: ClassVar[bool] = False
+    NEEDS: ClassVar[frozenset[str]] = frozenset()
+    """What of `ConsoleData.pending` this screen shows ("metrics", "operations"): while the first
+    refresh still loads it, the screen says so instead of showing empty figures as findings."""
     """`build` depends only on the refresh, the layout and the theme (not on analyses or a
     selection), so its result is kept until one of them changes."""
 
@@ -209,6 +212,10 @@ class ResourceScreen(Screen[None]):
         data = self.tui.data
         if data is None:
             self.query_one(Breadcrumb).show(self.crumb_trail(), "loading…", self.needle)
+            return
+        waiting = [what for what in data.pending if what in self.NEEDS]
+        if waiting:
+            self.query_one(Breadcrumb).show(self.trail, f"loading {' and '.join(waiting)}…", self.needle)
             return
         for kind, subject in self.analysis_keys():
             self.tui.request_analysis(kind, subject)
