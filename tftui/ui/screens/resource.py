@@ -112,6 +112,10 @@ def count_words(displayed: int, matching: int, total: int, label: str = "") -> s
     return (str(matching) if matching == total else f"{matching}/{total}") + suffix
 
 
+PROMPT_ACTIONS = frozenset({"command", "filter"})
+"""The actions of `:` and `/`."""
+
+
 class ResourceScreen(Screen[None]):
     """Frame and behaviour shared by every resource view; subclasses say what to build and open."""
 
@@ -161,7 +165,10 @@ class ResourceScreen(Screen[None]):
         return self.trail
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """Every screen asks the app: write actions vanish when the console is read-only."""
+        """Every screen asks the app: write actions vanish when the console is read-only. `:` and
+        `/` (priority bindings) are text while an input has the focus: the prompt or a form field."""
+        if action in PROMPT_ACTIONS and isinstance(self.focused, Input):
+            return False
         return self.tui.allows(action)
 
     def default_focus(self) -> Widget | None:
