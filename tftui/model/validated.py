@@ -26,6 +26,7 @@ CHUNK = 2_000
 """Objects validated per pydantic call (≈ 15–30 ms of Rust holding the GIL on this machine)."""
 
 _Version = tuple[str, str, str, str, str]
+_Entry = tuple[dict[str, Any], dict[str, Any], "_Version | None"]
 
 
 def _version(obj: Any) -> _Version | None:
@@ -51,7 +52,8 @@ class ValidationCache:
     """
 
     def __init__(self) -> None:
-        self._by_id: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
+        # id(source dict) → (source dict, validated dict, its version key or None)
+        self._by_id: dict[int, _Entry] = {}
         self._by_version: dict[_Version, dict[str, Any]] = {}
         self.validated = 0
 
@@ -63,18 +65,17 @@ class ValidationCache:
 
     def _validate(self, items: Sequence[Any], source: str) -> Snapshot:
         by_id, by_version = self._by_id, self._by_version
-        out: list[dict[str, Any] | None] = []
+        entries: list[_Entry | None] = list(map(by_id.get, map(id, items)))
         misses: list[int] = []
-        for i, obj in enumerate(items):
-            hit = by_id.get(id(obj))
-            if hit is not None and hit[0] is obj:
-                out.append(hit[1])
+        for i, (obj, entry) in enumerate(zip(items, entries, strict=True)):
+            if entry is not None and entry[0] is obj:
                 continue
             version = _version(obj)
             done = by_version.get(version) if version is not None else None
-            out.append(done)
             if done is None:
                 misses.append(i)
+                done = obj  # replaced below by its validated copy
+            entries[i] = (obj, done, version)
         for start in range(0, len(misses), CHUNK):
             chunk = misses[start : start + CHUNK]
             try:
@@ -83,15 +84,9 @@ class ValidationCache:
                 validate_items(items, source)  # the message names the object by its place in `items`
                 raise
             for i, obj in zip(chunk, valid, strict=True):
-                out[i] = obj
+                entries[i] = (items[i], obj, cast(_Entry, entries[i])[2])
         self.validated = len(misses)
-        objects = cast(list[dict[str, Any]], out)
-        new_id: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
-        new_version: dict[_Version, dict[str, Any]] = {}
-        for src, obj in zip(items, objects, strict=True):
-            new_id[id(src)] = (src, obj)
-            version = _version(src)
-            if version is not None:
-                new_version[version] = obj
-        self._by_id, self._by_version = new_id, new_version
-        return Snapshot.of(objects)
+        done_entries = cast(list[_Entry], entries)
+        self._by_id = dict(zip(map(id, items), done_entries, strict=True))
+        self._by_version = {e[2]: e[1] for e in done_entries if e[2] is not None}
+        return Snapshot.of([e[1] for e in done_entries])

@@ -51,6 +51,7 @@ from tftui.engine.plan import EvictPod, PatchWorkloadAutoscale, Plan
 from tftui.engine.prices import price_map
 from tftui.engine.state import ClusterState
 from tftui.model import keys
+from tftui.model.gcpause import gc_paused
 from tftui.model.plaintext import visible
 from tftui.sources.ports import ClusterPort, MetricsPort, WritableClusterPort
 from tftui.ui.actions import MUTATING, REGISTRY, bindings
@@ -405,7 +406,8 @@ class TfTuiApp(App[None]):
                     if not worker.is_cancelled:
                         self.post_message(DataLoaded(first))
                     self._shown_once = True
-                    data = load_rest(first, self._cluster, self._metrics, self.runtime)
+                    with gc_paused():
+                        data = load_rest(first, self._cluster, self._metrics, self.runtime)
         except ClusterLoadError as exc:
             if not worker.is_cancelled:
                 self.post_message(LoadFailed(str(exc), now, exc.source))

@@ -215,7 +215,8 @@ def load(
     (kept between refreshes) makes the read cost what changed; without one every object is
     validated and indexed again.
     """
-    return load_rest(load_state(cluster, metrics, now, reader), cluster, metrics, runtime)
+    with gc_paused():  # a refresh makes no cyclic garbage; collections would rescan the state
+        return load_rest(load_state(cluster, metrics, now, reader, usage=False), cluster, metrics, runtime)
 
 
 def load_state(
@@ -223,13 +224,16 @@ def load_state(
     metrics: MetricsPort | None,
     now: datetime,
     reader: StateReader | None = None,
+    *,
+    usage: bool = True,
 ) -> ConsoleData:
-    """The cluster's state alone, metrics and operations `pending` (no usage joined yet)."""
+    """The cluster's state alone, metrics and operations `pending` (no usage joined yet; with
+    `usage` false not even an empty index: `load_rest` builds the real one right after)."""
     source, state = (reader or StateReader()).read(cluster)
     return ConsoleData(
         source=source,
         state=state,
-        usage=UsageIndex.build(state, {}, {}),
+        usage=UsageIndex.build(state, {}, {}) if usage else UsageIndex.empty(),
         refreshed_at=now,
         metrics_enabled=metrics is not None,
         metrics_source=store_name(metrics) if metrics is not None else None,
