@@ -40,9 +40,10 @@ MS = 1000.0
 
 
 def hwm_mib() -> float:
-    for line in open("/proc/self/status"):
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
     raise RuntimeError("no VmHWM in /proc/self/status")
 
 

@@ -80,7 +80,9 @@ def test_an_unchanged_refresh_validates_nothing_and_shares_every_view(counted: d
     assert reader.validated == 0
     assert counted["incremental"] == 1
     assert second.state.snapshot.objects == first.state.snapshot.objects
-    assert all(a is b for a, b in zip(second.state.snapshot.objects, first.state.snapshot.objects, strict=True))
+    assert all(
+        a is b for a, b in zip(second.state.snapshot.objects, first.state.snapshot.objects, strict=True)
+    )
     assert all(second.state.nodes[n] is first.state.nodes[n] for n in first.state.nodes)
     assert all(second.state.workers[k] is first.state.workers[k] for k in first.state.workers)
     assert_same_state(second.state, full_build(cluster.snapshot()))

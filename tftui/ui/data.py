@@ -21,8 +21,8 @@ from tftui.engine.state import ClusterState
 from tftui.engine.usage import UsageIndex
 from tftui.model.dump import Snapshot
 from tftui.model.gcpause import gc_paused
-from tftui.model.validated import ValidationCache
 from tftui.model.usage import GPUUsage, WorkerUsage
+from tftui.model.validated import ValidationCache
 from tftui.sources.ports import ClusterPort, MetricsPort, Step1Port
 from tftui.ui.ops import ConsoleRuntime, OpsData, build_ops, event_rows, journal_rows
 

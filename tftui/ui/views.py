@@ -21,7 +21,7 @@ from tftui.engine.state import GPUView, NodeView, Res, WorkerView
 from tftui.engine.usage import Used
 from tftui.ui.autoscaleview import AutoscaleAnalysis, rec_cell, used_cell
 from tftui.ui.data import ConsoleData
-from tftui.ui.format import NO_DATA, ellipsize, fmt_age, fmt_bytes, fmt_num, fmt_req_lim, fmt_res
+from tftui.ui.format import NO_DATA, ellipsize, fmt_age, fmt_bytes, fmt_num, fmt_req_lim, fmt_res, is_number
 from tftui.ui.widgets.gauge import DEFAULT_STYLES, GaugeStyles, gauge_plain, gauge_width, render_gauge
 
 LayoutName = Literal["narrow", "normal", "wide"]
@@ -257,7 +257,8 @@ def _search(*parts: object) -> str:
 
 
 def _table(spec: Sequence[_Col], layout: Layout, rows: Iterable[Row]) -> Table:
-    """Select the layout's columns; text too long for its column is cut in the middle."""
+    """Select the layout's columns; text too long for its column is cut in the middle, numbers
+    never (the table abbreviates them with a unit, or widens their column)."""
     columns = _columns(spec, layout)
     widths = {c.key: c.width for c in columns}
     fitted = []
@@ -265,7 +266,7 @@ def _table(spec: Sequence[_Col], layout: Layout, rows: Iterable[Row]) -> Table:
         cut = {
             key: ellipsize(value, width)
             for key, width in widths.items()
-            if isinstance(value := row.cells.get(key), str) and len(value) > width
+            if isinstance(value := row.cells.get(key), str) and len(value) > width and not is_number(value)
         }
         # a row is copied only when a cell is cut: a large build allocates less
         fitted.append(Row(row.key, {**row.cells, **cut}, row.search) if cut else row)
