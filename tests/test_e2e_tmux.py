@@ -274,3 +274,35 @@ def test_read_only_production_console_in_tmux(tmux: Tmux, tmp_path: Path) -> Non
     tmux.wait_for(lambda s: "Help · pools" not in s, "help to close")  # esc+q at once reads as alt+q
     tmux.keys("q")
     tmux.wait_text(f"{EXIT_MARK} 0", timeout=10)
+
+
+SCALE_NODES = 2000
+
+
+def test_view_switch_typed_while_a_refresh_runs_at_scale(tmux: Tmux) -> None:
+    """At a few thousand nodes a refresh is nearly always running; `:nodes` + enter typed as one
+    burst then must switch the view: no letter after `:` may reach the table as a hotkey (`n`
+    sorts, `d` describes, `e` admits), which happened when the prompt took the focus only after
+    the keys already queued behind `:`."""
+    console = demo_console("--nodes", str(SCALE_NODES))
+    tmux.start(f"{console}; echo '{EXIT_MARK}' $?; sleep 60")
+    # the first screen: pools drawn while metrics and operations still load (a refresh running)
+    first = tmux.wait_for(
+        lambda s: "pools (3)" in s and "loading metrics" in s, "the first screen, still loading", 240
+    )
+    assert "⟳" in first
+    tmux.keys(":nodes", literal=True)
+    tmux.keys("Enter")
+    nodes = tmux.wait_text(f"nodes (showing 1,000 of {SCALE_NODES:,}", timeout=120)
+    assert "sort" not in nodes and "describe" not in nodes
+    # a periodic refresh: the header's ⟳ without anything pending
+    tmux.wait_for(
+        lambda s: "⟳" in s and "loading" not in s and "nodes (showing" in s, "a periodic refresh", 120
+    )
+    tmux.keys(":gpus", literal=True)
+    tmux.keys("Enter")
+    gpus = tmux.wait_text("gpus (showing 1,000 of", timeout=120)
+    assert "sort" not in gpus and "describe" not in gpus
+    tmux.keys(":q", literal=True)
+    tmux.keys("Enter")
+    tmux.wait_text(f"{EXIT_MARK} 0", timeout=60)
