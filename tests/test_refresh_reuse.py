@@ -196,3 +196,25 @@ async def test_the_consoles_refresh_reuses_what_it_validated() -> None:
         assert app.data is not first and app._reader.validated == 0
         assert app.data is not None
         assert all(app.data.state.gpus[g] is first.state.gpus[g] for g in first.state.gpus)
+
+
+def test_objects_replaced_in_place_give_the_full_validations_snapshot() -> None:
+    """The usual refresh (a few objects replaced at their place) takes the cheap path; a place
+    whose kind changed falls back to the general one. Both equal a full validation, by kind too."""
+    objs = generate_objects(2, 10, DEFAULT_NOW)
+    cache = ValidationCache()
+    cache.validate(objs)
+    pods = [i for i, o in enumerate(objs) if o["kind"] == "Pod"]
+    for step, i in enumerate(pods[:3]):
+        changed = copy.deepcopy(objs[i])
+        changed["metadata"]["labels"] = {"step": str(step)}
+        objs[i] = changed
+        snap = cache.validate(objs)
+        assert cache.validated == 1
+        full = validate_items(objs)
+        assert snap.objects == full.objects and snap.by_kind == full.by_kind
+    gpu = next(i for i, o in enumerate(objs) if o["kind"] == "GPU")
+    objs[gpu] = copy.deepcopy(objs[pods[-1]])  # a GPU's place now holds a pod
+    snap = cache.validate(objs)
+    full = validate_items(objs)
+    assert snap.objects == full.objects and snap.by_kind == full.by_kind
