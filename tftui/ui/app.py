@@ -283,6 +283,8 @@ class TfTuiApp(App[None]):
         self._next_refresh = 0.0  # monotonic time before which the timer starts no refresh
         self.last_refresh_seconds: float | None = None
         """Wall time of the last finished refresh (what the interval adapts to)."""
+        self.last_refresh_cpu_seconds: float | None = None
+        """CPU time the refresh thread used for it (on a loaded machine, less than the wall time)."""
         self._failures = 0
         self._skip_ticks = 0
         self.source_hint = "…"
@@ -389,7 +391,7 @@ class TfTuiApp(App[None]):
     def _load_work(self) -> None:
         worker = get_current_worker()
         now = self._clock()
-        started = time.monotonic()
+        started, cpu = time.monotonic(), time.thread_time()
         try:
             lost = connection_error(self._cluster)
             if lost is not None:  # a live cluster's cache would show stale objects as current
@@ -415,6 +417,7 @@ class TfTuiApp(App[None]):
         finally:
             took = time.monotonic() - started
             self.last_refresh_seconds = took
+            self.last_refresh_cpu_seconds = time.thread_time() - cpu
             if self._refresh_interval is not None and took > REFRESH_SHARE * self._refresh_interval:
                 self._next_refresh = started + took / REFRESH_SHARE
         if not worker.is_cancelled:
