@@ -3,7 +3,7 @@
 Goal (issue 8): a simulated week of the 500-node demo (as configured, a fifth of the workloads
 replaced per day) in under a minute: simulated seconds per wall second ≥ 604800 / 60 = 10080.
 The CPU-time ratio is printed beside it, since the 2-core machine is shared (wall time includes
-waiting for the CPU).
+waiting for the CPU); its goal (the scale issue) is ≥ 20,000 simulated seconds per CPU-second.
 
 Also the acceptance figure of the 40-node demo's fragmented pool (demo-dev) after one night, per
 placement mode with compaction and defrag: active nodes ÷ the configured lower bound (goal ≤ 1.15
@@ -47,7 +47,7 @@ def main() -> None:
     )
     sim_s = cfg.duration.total_seconds()
     ratio("week_500_nodes_sim_s/wall_s", sim_s / wall, WEEK.total_seconds() / 60, ">=")
-    ratio("week_500_nodes_sim_s/cpu_s", sim_s / cpu, WEEK.total_seconds() / 60, ">=")
+    ratio("week_500_nodes_sim_s/cpu_s", sim_s / cpu, 20000, ">=")
 
     demo = generate_objects(7, 40, DEFAULT_NOW)
     night = SimConfig(duration=NIGHT, churn=0)

@@ -1,7 +1,11 @@
 """Benchmark: build ClusterState from a dump of a 5,000-node × 8-GPU cluster with 60,000 workers.
 
-Prints the ratio (load + validate + build) ÷ plain `json.loads` of the same file, both measured in
-this run, and the peak resident memory of each in a fresh process. Goal: ratio ≤ 1.5.
+Prints the ratio (load + validate + build) ÷ `json.loads` of the same file with the cyclic GC
+paused, both measured in this run, and the peak resident memory of each in a fresh process.
+Goal: ratio ≤ 1.5. The floor is `json.loads` with GC paused because the build pauses it too: a
+`json.loads` slowed by collections of its own growing heap would flatter the ratio (it read 1.1
+against that slowed floor while the fair ratio was above 3). The ratio to the GC-slowed `json.loads`
+is still printed for comparison, without a goal.
 """
 
 from __future__ import annotations
@@ -77,7 +81,6 @@ def main() -> None:
     best_plain = min(r["seconds"] for r in plain)
     best_built = min(r["seconds"] for r in built)
     best_nogc = min(r["seconds"] for r in nogc)
-    ratio = best_built / best_plain
     print(
         f"dump: {args.nodes} nodes, {args.nodes * args.gpus_per_node} GPUs, {args.workers} workers, {size:.0f} MiB"
     )
@@ -91,8 +94,9 @@ def main() -> None:
     print(f"json.loads, GC paused     {best_nogc:8.2f} s")
     from _timing import ratio as bench_ratio  # bench/ is on sys.path when a script runs
 
-    bench_ratio("state_build/json_loads", ratio, 1.5, "<=")
-    bench_ratio("state_build/json_loads_gc_paused", best_built / best_nogc)  # same GC setting as the build
+    # the goal is against the fair floor: json.loads with the GC paused, as the build runs
+    bench_ratio("state_build/json_loads_gc_paused", best_built / best_nogc, 1.5, "<=")
+    bench_ratio("state_build/json_loads_gc_on", best_built / best_plain)  # the old, flattering floor
 
 
 if __name__ == "__main__":

@@ -29,6 +29,8 @@ POOL = "dev" + CLOSE + "\x1b[2J"
 NODE = "n" + BOLD + "\x1b]0;t\x07"
 WORKLOAD = "wl" + LINK[:6] + "\x9b"  # `wl[link=\x9b`: an unclosed tag, then an 8-bit CSI
 MODEL = "H100" + CLOSE
+NAMESPACE = "ml[b]" + TITLE
+"""The isolation pool's namespace with a GPUResourceQuota (no `/`: namespaces never have one)."""
 MODE = "Mode" + CLOSE
 PHASE = "Pending" + TITLE + CLIPBOARD
 GPU_PHASE = "Failed" + CSI8
@@ -44,6 +46,7 @@ PAYLOADS = (CLOSE, BOLD, LINK, TITLE, CLIPBOARD, CSI8)
 RENAMED_POOL = "demo-dev"
 RENAMED_NODE = "dev-4090-03"  # an empty node: compaction releases it, its phase shows in DETAIL
 RENAMED_WORKLOAD = "notebook-vik"
+RENAMED_NAMESPACE = "ml-eval"
 NOTE_KEY = "tftui.dev/note"
 
 
@@ -70,7 +73,12 @@ def hostile_objects(nodes: int = 40, seed: int = 7) -> list[dict[str, Any]]:
         if o["kind"] == "GPU"
         and (o["metadata"].get("labels") or {}).get("tensor-fusion.ai/managed-by") == RENAMED_NODE
     ]
-    renames = {RENAMED_POOL: POOL, RENAMED_NODE: NODE, RENAMED_WORKLOAD: WORKLOAD}
+    renames = {
+        RENAMED_POOL: POOL,
+        RENAMED_NODE: NODE,
+        RENAMED_WORKLOAD: WORKLOAD,
+        RENAMED_NAMESPACE: NAMESPACE,
+    }
     objects = _rename(objects, renames)
     for o in objects:
         kind, meta = o["kind"], o["metadata"]

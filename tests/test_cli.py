@@ -38,7 +38,7 @@ def test_dump_demo_then_from_shows_the_same_cluster(tmp_path: Path) -> None:
     assert again.returncode == 0, again.stderr
     assert again.stdout == out.stdout
     a = ClusterState.build(load(path))
-    assert set(a.pools) == {"demo-inference", "demo-training", "demo-dev"}
+    assert set(a.pools) == {"demo-inference", "demo-training", "demo-dev", "demo-isolation"}
     assert a.warnings == []
 
 

@@ -599,6 +599,7 @@ def test_demo_cluster(demo: ClusterState) -> None:
     assert {p: released(pl, p) for p, pl in plans.items()} == {
         "demo-dev": ["dev-4090-03", "dev-4090-04"],
         "demo-inference": [],
+        "demo-isolation": [],  # every node has workers (the MIG node's partitions count)
         "demo-training": [],
     }
     inf, train, dev = (
@@ -621,6 +622,7 @@ def test_demo_cluster(demo: ClusterState) -> None:
         AnnotatePool("demo-dev", {keys.LAST_SYNC: "2026-11-30T12:00:00Z"}),
     ]
     assert plans["demo-inference"].actions == plans["demo-training"].actions == []
+    assert {k.reason for k in kept(plans["demo-isolation"], "demo-isolation").values()} == {"has-workers"}
 
 
 def test_determinism_same_input_same_text() -> None:

@@ -85,11 +85,12 @@ def machine(
     k8s: bool = True,
     **gpunode_kw: Any,
 ) -> list[JSON]:
-    """Node (with marker labels/annotations) + GPUNode + `gpus` GPUs of 100 TFLOPS / 10Gi."""
+    """Node (with marker labels/annotations) + GPUNode + `gpus` GPUs of 100 TFLOPS / 10Gi, labelled
+    for the pool (`tensor-fusion.ai/gpupool`) as the controller labels them."""
     out = [gpunode(name, pool, **gpunode_kw)]
     if k8s:
         out.append(node(name, gpus=gpus, unschedulable=unschedulable, labels=labels, annotations=annotations))
-    out += [gpu(f"{name}-gpu-{i}", name, tflops=100, vram="10Gi", index=i) for i in range(gpus)]
+    out += [gpu(f"{name}-gpu-{i}", name, tflops=100, vram="10Gi", index=i, pool=pool) for i in range(gpus)]
     return out
 
 
@@ -803,6 +804,13 @@ def test_32_max_worker_per_node(cap: int, tgt_workers: int, ok: bool) -> None:
     assert (res.evict is not None) is ok
     if not ok:
         assert "n-tgt:max-worker-per-node(workers=2 max=2)" in plan.events()[0].message
+    # the same cap read from the cluster's scheduler configuration (the chart's ConfigMap)
+    sched = f"profiles:\n- schedulerName: tensor-fusion-scheduler\n  pluginConfig:\n  - name: GPUResourcesFit\n    args: {{maxWorkerPerNode: {cap}, vramWeight: 0.7, tflopsWeight: 0.3}}\n"
+    cm = {"apiVersion": "v1", "kind": "ConfigMap",
+          "metadata": {"name": "tf-config", "namespace": "tf", "labels": {keys.COMPONENT: keys.COMPONENT_CONFIG}},
+          "data": {"scheduler-config.yaml": sched}}  # fmt: skip
+    _, res = step([*objs, cm])
+    assert (res.evict is not None) is ok
 
 
 # -- 33 and D6: PDB preflight --------------------------------------------------------------------
@@ -1256,7 +1264,7 @@ def test_engine_imports_stay_pure() -> None:
 
 # -- properties on generated clusters --------------------------------------------------------------
 
-POOLS = ("demo-dev", "demo-inference", "demo-training")
+POOLS = ("demo-dev", "demo-inference", "demo-training", "demo-isolation")
 
 
 def _patched(

@@ -150,7 +150,7 @@ def test_doctor_passes_with_the_role_granted(
     code, lines = doctor(capsys, "--kubeconfig", str(kubeconfig), "--role", role)
     assert code == 0, lines
     assert lines[0].startswith("connectivity: ok (v1.31.0-tftui-test at http://127.0.0.1:")
-    assert lines[1] == "CRDs: ok (8 tensor-fusion.ai/v1 kinds)"
+    assert lines[1] == "CRDs: ok (10 tensor-fusion.ai/v1 kinds)"
     assert len([ln for ln in lines if ln.startswith("permission ")]) == len(role_permissions(role))
     assert all(ln.endswith(": ok") for ln in lines if ln.startswith("permission "))
     assert lines[-1] == "metrics store: skipped: no --metrics-dsn and no TFTUI_METRICS_DSN"

@@ -32,9 +32,9 @@ def test_unknown_fields_are_kept_on_crds_and_other_kinds() -> None:
     objs.append(
         {
             "apiVersion": "v1",
-            "kind": "ConfigMap",
+            "kind": "Service",
             "metadata": {"name": "c", "namespace": "d"},
-            "data": {"k": "v"},
+            "spec": {"ports": [{"port": 80}]},
         }
     )
     snap = loads(as_list(objs))
@@ -190,3 +190,63 @@ def test_object_times_out_of_range_or_unreadable_are_refused(stamp: str) -> None
     gpu["metadata"]["creationTimestamp"] = stamp
     with pytest.raises(DumpError, match=r"GPU g1 \(item 1\): metadata\.creationTimestamp: "):
         validate_items([gpu])
+
+
+# -- hand-written YAML as kubectl accepts it ------------------------------------------------------
+
+
+def test_empty_spec_loads_as_unset() -> None:
+    """Upstream config/samples/v1_gpunode.yaml (and v1_gpunodeclass, v1_schedulingconfigtemplate,
+    v1_tensorfusionworkload): `spec:` with only a comment under it is null, i.e. not set."""
+    text = "apiVersion: tensor-fusion.ai/v1\nkind: GPUNode\nmetadata:\n  name: n\nspec:\n  # to fill in\n"
+    snap = loads(text, "gpunode.yaml")
+    assert snap.kind("GPUNode") == [
+        {"apiVersion": "tensor-fusion.ai/v1", "kind": "GPUNode", "metadata": {"name": "n"}}
+    ]
+
+
+def test_nulls_inside_json_are_dropped_too() -> None:
+    """`kubectl create --dry-run=client -o json` writes `creationTimestamp: null`."""
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "creationTimestamp": None},
+        "spec": None,
+    }
+    snap = loads(as_list([pod]), "d.json")
+    assert snap.kind("Pod") == [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}]
+
+
+def test_unquoted_timestamps_stay_strings() -> None:
+    text = (
+        "apiVersion: v1\nkind: Node\nmetadata:\n  name: n\n  creationTimestamp: 2026-01-01T00:00:00Z\n"
+        "status:\n  conditions:\n  - {type: Ready, status: 'True', lastTransitionTime: 2026-01-02}\n"
+    )
+    node = loads(text, "node.yaml").kind("Node")[0]
+    assert node["metadata"]["creationTimestamp"] == "2026-01-01T00:00:00Z"
+    assert node["status"]["conditions"][0]["lastTransitionTime"] == "2026-01-02"
+
+
+def test_every_upstream_sample_loads() -> None:
+    """Every manifest of upstream config/samples (kustomization resources, the per-vendor
+    ProviderConfigs and TensorFusionClusters, the workload examples) loads, each on its own and all
+    together; kinds tftui does not read are kept as they are."""
+    from tests.fixtures.upstream_samples import SAMPLES, documents
+
+    for name, text in SAMPLES.items():
+        assert loads(text, name).objects, name
+    snap = loads(documents(), "all.yaml")
+    assert {o["kind"] for o in snap.kind("other")} == {
+        "TensorFusionConnection",
+        "GPUNodeClass",
+        "Deployment",
+        "Job",
+        "RuntimeClass",
+    }
+    assert [q["metadata"]["name"] for q in snap.kind("GPUResourceQuota")] == ["team-a", "team-b"]
+    assert len(snap.kind("ProviderConfig")) == 4 and len(snap.kind("ConfigMap")) == 1
+    assert snap.kind("SchedulingConfigTemplate")[0] == {
+        "apiVersion": "tensor-fusion.ai/v1",
+        "kind": "SchedulingConfigTemplate",
+        "metadata": {"name": "schedulingconfigtemplate-sample"},
+    }

@@ -6,6 +6,7 @@ CLI wiring and the real refresh loop that the pilot and snapshot tests replace w
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import os
 import re
@@ -145,7 +146,7 @@ def test_demo_console_in_tmux(tmux: Tmux) -> None:
     pools = tmux.wait_for(
         lambda s: "demo-inference" in s and "refreshed 12:00:00 UTC" in s, "the pools table and its header"
     )
-    assert "pools (3)" in pools and "demo-training" in pools and "demo-dev" in pools
+    assert "pools (4)" in pools and "demo-training" in pools and "demo-dev" in pools
 
     tmux.open_prompt(":")
     tmux.keys("nodes", literal=True)
@@ -182,11 +183,20 @@ def test_demo_console_in_tmux(tmux: Tmux) -> None:
     tmux.keys("View :pools", literal=True)
     tmux.wait_text("Switch to the pools view")
     tmux.keys("Enter")
-    tmux.wait_text("pools (3)")
+    tmux.wait_text("pools (4)")
     tmux.press_until(("p",), "pools › demo-dev › place")  # the cursor is on demo-dev
     tmux.wait_text("1 × (10 TFLOPS, 8Gi VRAM) in pool demo-dev")
-    # the compute field has the focus: 10 → 105 TFLOPS (one key, retried if it was swallowed)
-    tmux.press_until(("5",), "compute 105")
+    # the compute field has the focus: 10 → 105 TFLOPS (one key, sent again only while the field
+    # still reads 10: a key that arrived but is not drawn yet must not be typed twice)
+    for _ in range(5):
+        field = tmux.wait_for(lambda s: re.search(r"compute\s+10(5)?\b", s) is not None, "the compute field")
+        if re.search(r"compute\s+105\b", field):
+            break
+        tmux.keys("5", literal=True)
+        with contextlib.suppress(AssertionError):
+            tmux.wait_for(lambda s: re.search(r"compute\s+10\b", s) is None, "the key drawn", timeout=5.0)
+    screen = tmux.screen()
+    assert re.search(r"compute\s+105\b", screen), f"the compute field never read 105; screen was:\n{screen}"
     tmux.keys("Enter")
     place = tmux.wait_text("1 × (105 TFLOPS, 8Gi VRAM) in pool demo-dev")
     for mode in ("CompactFirst", "LowLoadFirst", "NodeCompactGPULowLoad"):
@@ -195,7 +205,7 @@ def test_demo_console_in_tmux(tmux: Tmux) -> None:
 
     # manual compaction: c, the dialog (Cancel focused), tab to Compact, enter
     tmux.keys("Escape")
-    tmux.wait_text("pools (3)")
+    tmux.wait_text("pools (4)")
     released = "released dev-4090-03"  # the notification (it may wrap after the first node)
     for _ in range(3):
         dialog = tmux.press_until(("c",), "Manual compaction · pool demo-dev")
@@ -384,3 +394,35 @@ def test_speed_light_theme_and_numeric_export_in_tmux(tmux: Tmux, tmp_path: Path
     assert any(float(r["TFLOPS used %"]) > 0 for r in rows if r["TFLOPS used %"])
     tmux.keys("q")
     tmux.wait_text(f"{EXIT_MARK} 0", timeout=10)
+
+
+SCALE_NODES = 2000
+
+
+def test_view_switch_typed_while_a_refresh_runs_at_scale(tmux: Tmux) -> None:
+    """At a few thousand nodes a refresh is nearly always running; `:nodes` + enter typed as one
+    burst then must switch the view: no letter after `:` may reach the table as a hotkey (`n`
+    sorts, `d` describes, `e` admits), which happened when the prompt took the focus only after
+    the keys already queued behind `:`."""
+    console = demo_console("--nodes", str(SCALE_NODES))
+    tmux.start(f"{console}; echo '{EXIT_MARK}' $?; sleep 60")
+    # the first screen: pools drawn while metrics and operations still load (a refresh running)
+    first = tmux.wait_for(
+        lambda s: "pools (3)" in s and "loading metrics" in s, "the first screen, still loading", 240
+    )
+    assert "⟳" in first
+    tmux.keys(":nodes", literal=True)
+    tmux.keys("Enter")
+    nodes = tmux.wait_text(f"nodes (showing 1,000 of {SCALE_NODES:,}", timeout=120)
+    assert "sort" not in nodes and "describe" not in nodes
+    # a periodic refresh: the header's ⟳ without anything pending
+    tmux.wait_for(
+        lambda s: "⟳" in s and "loading" not in s and "nodes (showing" in s, "a periodic refresh", 120
+    )
+    tmux.keys(":gpus", literal=True)
+    tmux.keys("Enter")
+    gpus = tmux.wait_text("gpus (showing 1,000 of", timeout=120)
+    assert "sort" not in gpus and "describe" not in gpus
+    tmux.keys(":q", literal=True)
+    tmux.keys("Enter")
+    tmux.wait_text(f"{EXIT_MARK} 0", timeout=60)

@@ -102,6 +102,7 @@ def test_initial_sync_equals_the_seeded_demo(kube: KubeCluster, server: KubeApiS
     assert differ == {
         ("GPUPool", "demo-dev"),
         ("GPUPool", "demo-inference"),
+        ("GPUPool", "demo-isolation"),
         ("GPUPool", "demo-training"),
         ("TensorFusionCluster", "demo"),
     }
@@ -506,6 +507,64 @@ def test_missing_crd_fails_fast_naming_the_resource(tmp_path: Path) -> None:
             assert time.monotonic() - t < 5
         finally:
             k.close()
+
+
+def test_optional_crds_not_served_count_as_none(tmp_path: Path) -> None:
+    """A TensorFusion release without the ProviderConfig and GPUResourceQuota CRDs: the console
+    still opens (those kinds are synced and empty), and doctor says they are not installed."""
+    crds = tmp_path / "crds"
+    crds.mkdir()
+    for f in CRD_DIR.glob("*.yaml"):
+        if "providerconfigs" not in f.name and "gpuresourcequotas" not in f.name:
+            (crds / f.name).write_text(f.read_text())
+    with KubeApiServer(crd_dir=crds) as srv:
+        srv.seed(o for o in DEMO if o["kind"] not in ("ProviderConfig", "GPUResourceQuota"))
+        k = KubeCluster(kubeconfig=str(write_kubeconfig(tmp_path / "kc", srv.url)), backoff=0.01)
+        try:
+            k.wait_synced(10)
+            kinds = {o["kind"] for o in k.snapshot()}
+            assert "GPUPool" in kinds and not kinds & {"ProviderConfig", "GPUResourceQuota"}
+        finally:
+            k.close()
+
+
+def test_provider_configs_quotas_and_the_config_map_are_watched(
+    kube: KubeCluster, server: KubeApiServer
+) -> None:
+    """The new kinds follow the server like the others; only TensorFusion's config ConfigMap is
+    cached (label `tensor-fusion.ai/component=config`), not every ConfigMap of the cluster."""
+    for ns, name, labels in (
+        ("tf", "tf-config", {"tensor-fusion.ai/component": "config"}),
+        ("app", "other", {}),
+    ):
+        body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": ns, "labels": labels},
+                "data": {"scheduler-config.yaml": "profiles: []\n"}}  # fmt: skip
+        assert request(server, "POST", f"/api/v1/namespaces/{ns}/configmaps", body)[0] == 201
+    quota = {"apiVersion": "tensor-fusion.ai/v1", "kind": "GPUResourceQuota",
+             "metadata": {"name": "q", "namespace": "research"},
+             "spec": {"total": {"requests": {"tflops": "10", "vram": "1Gi"}}}}  # fmt: skip
+    path = "/apis/tensor-fusion.ai/v1/namespaces/research/gpuresourcequotas"
+    assert request(server, "POST", path, quota)[0] == 201
+    prov = {"apiVersion": "tensor-fusion.ai/v1", "kind": "ProviderConfig", "metadata": {"name": "amd-provider"},
+            "spec": {"vendor": "AMD", "images": {"middleware": "x"}, "inUseResourceNames": ["amd.com/gpu"]}}  # fmt: skip
+    assert request(server, "POST", "/apis/tensor-fusion.ai/v1/providerconfigs", prov)[0] == 201
+
+    def seen() -> bool:
+        names = {(o["kind"], o["metadata"]["name"]) for o in kube.snapshot()}
+        return {
+            ("ConfigMap", "tf-config"),
+            ("GPUResourceQuota", "q"),
+            ("ProviderConfig", "amd-provider"),
+        } <= names
+
+    eventually(seen)
+    names = {(o["kind"], o["metadata"]["name"]) for o in kube.snapshot()}
+    assert ("ConfigMap", "other") not in names
+    st = ClusterState.build(validate_items(kube.snapshot()))
+    assert "research" in st.quotas and "AMD" in st.providers.vendors
+    assert [c["metadata"]["name"] for c in st.config_maps if c["metadata"]["namespace"] == "tf"] == [
+        "tf-config"
+    ]
 
 
 def test_lost_eviction_answer_evicts_once(kube: KubeCluster, server: KubeApiServer) -> None:

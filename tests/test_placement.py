@@ -538,6 +538,8 @@ def test_preview_on_upstream_demo() -> None:
         "vendor": None,
         "isolation": "soft",
         "indices": [],
+        "partition": None,
+        "namespace": None,
     }
     assert (
         pv.dumps()
@@ -563,6 +565,7 @@ def test_placement_to_json(s43: ClusterState) -> None:
         "node_scores": [{"node": "node-b", "score": 0}],
         "reason": None,
         "rejected": {"used-by": 1, "same-node": 1},
+        "partition": None,
     }
 
 

@@ -362,7 +362,7 @@ def test_cli_report_json_is_byte_identical_and_save_writes_the_same(tmp_path: Pa
     assert a.stdout == b.stdout == saved.read_text()
     r = load(a.stdout)
     assert r.source == "demo (simulated metrics)" and r.cluster == "demo"
-    assert {p.name for p in r.pools} == {"demo-inference", "demo-training", "demo-dev"}
+    assert {p.name for p in r.pools} == {"demo-inference", "demo-training", "demo-dev", "demo-isolation"}
     assert r.rule("WorkerTFlopsThrottled") is not None and r.rule("WorkerTFlopsThrottled").state == "no-data"  # type: ignore[union-attr]
 
 
@@ -389,7 +389,7 @@ def test_cli_report_text_then_compare(tmp_path: Path) -> None:
     assert verify[0] == (
         "== verify: before 2026-11-30T12:00:00Z (window 1d) → after 2026-11-30T12:00:00Z (window 12h0m0s)"
     )
-    assert verify[3].startswith("node count down") and "8 → 8 GPU nodes" in verify[3]
+    assert verify[3].startswith("node count down") and "11 → 11 GPU nodes" in verify[3]
     assert " ".join(verify[4].split()).startswith("WorkerTFlopsThrottled not firing unknown no data:")
     as_json = tftui(*DEMO, "--json", "--compare", str(saved))
     doc = json.loads(as_json.stdout)

@@ -199,12 +199,15 @@ def test_tick_compacts_once_per_period_and_paces_pools() -> None:
     sim = ActingSimCluster()
     rt = Runtime(sim, clock=sim.clock)
     plan = rt.tick()
-    assert rt.last_compaction == dict.fromkeys(("demo-dev", "demo-inference", "demo-training"), DEFAULT_NOW)
+    assert rt.last_compaction == dict.fromkeys(
+        ("demo-dev", "demo-inference", "demo-isolation", "demo-training"), DEFAULT_NOW
+    )
     released = [r.node for r in plan.pools[DEV].compaction.released]  # type: ignore[union-attr]
     assert released == ["dev-4090-03", "dev-4090-04"]
     assert rt.next_reconcile == {
         "demo-dev": DEFAULT_NOW + 5 * MIN,
         "demo-inference": DEFAULT_NOW + 10 * MIN,
+        "demo-isolation": DEFAULT_NOW + 10 * MIN,
         "demo-training": DEFAULT_NOW + 30 * MIN,
     }
     assert any(

@@ -53,6 +53,37 @@ def ts(value: str) -> datetime:
     return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
 
 
+ISOLATION = "demo-isolation"  # the pool with hard, shared and partitioned workers (not scaled by `nodes`)
+
+
+def ann_tflops(p: Obj, cap_t: Decimal, which: str = "request") -> Decimal:
+    """A worker's per-device TFLOPS request (or limit) as the allocator reads it: the annotation, or a
+    compute percent of the GPU's capacity truncated to whole TFLOPS."""
+    ann = p["metadata"]["annotations"]
+    if ann.get(f"{TF}/tflops-{which}"):
+        return q(ann[f"{TF}/tflops-{which}"])
+    pct = ann.get(f"{TF}/compute-percent-{which}")
+    return Decimal(int(Decimal(pct) * cap_t / 100)) if pct else Decimal(0)
+
+
+def booked(ix: Index, p: Obj, gpu: Obj) -> tuple[Decimal, Decimal]:
+    """What a worker takes from one GPU: all of it when shared, its MIG profile's compute share
+    (rounded to 0.01 TFLOPS) and memory when partitioned, else its request."""
+    ann = p["metadata"]["annotations"]
+    cap_t, cap_v = q(gpu["status"]["capacity"]["tflops"]), q(gpu["status"]["capacity"]["vram"])
+    if ann.get(f"{TF}/isolation") == "shared":
+        return cap_t, cap_v
+    if ann.get(f"{TF}/isolation") == "partitioned":
+        (provider,) = ix.kind["ProviderConfig"]
+        t = next(
+            t for t in provider["spec"]["virtualizationTemplates"] if t["name"] == ann[f"{TF}/partition-id"]
+        )
+        return (Decimal(t["computePercent"]) * cap_t / 100).quantize(Decimal("0.01")), Decimal(
+            t["memoryGigabytes"] << 30
+        )
+    return ann_tflops(p, cap_t), q(ann[f"{TF}/vram-request"])
+
+
 class Index:
     """The joins the console makes, done by hand."""
 
@@ -155,8 +186,8 @@ def test_sim_cluster_is_a_cluster_port(objs: list[Obj]) -> None:
 
 
 def test_counts(ix: Index) -> None:
-    assert len(ix.kind["Node"]) == 40 and len(ix.kind["GPUNode"]) == 40
-    assert 190 <= len(ix.kind["GPU"]) <= 230
+    assert len(ix.kind["Node"]) == 43 and len(ix.kind["GPUNode"]) == 43  # 40 + the isolation pool's 3
+    assert 190 <= len(ix.kind["GPU"]) <= 240
     assert 130 <= len(ix.kind["TensorFusionWorkload"]) <= 170
     assert 1 <= len(ix.kind["WorkloadProfile"]) <= 6
     assert len(ix.kind["TensorFusionCluster"]) == 1
@@ -174,8 +205,13 @@ def test_pools_and_provisioning(ix: Index) -> None:
         p["name"]: p["specTemplate"]["nodeManagerConfig"]["provisioningMode"]
         for p in cluster["spec"]["gpuPools"]
     }
-    assert modes == {"inference": "AutoSelect", "training": "Provisioned", "dev": "Karpenter"}
-    assert set(ix.pools) == {"demo-inference", "demo-training", "demo-dev"}
+    assert modes == {
+        "inference": "AutoSelect",
+        "training": "Provisioned",
+        "dev": "Karpenter",
+        "isolation": "AutoSelect",
+    }
+    assert set(ix.pools) == {"demo-inference", "demo-training", "demo-dev", ISOLATION}
     templates = {
         t["metadata"]["name"]: t["spec"]["placement"]["mode"] for t in ix.kind["SchedulingConfigTemplate"]
     }
@@ -183,6 +219,7 @@ def test_pools_and_provisioning(ix: Index) -> None:
         "demo-inference": "NodeCompactGPULowLoad",
         "demo-training": "CompactFirst",
         "demo-dev": "LowLoadFirst",
+        ISOLATION: "NodeCompactGPULowLoad",
     }
     for name, pool in ix.pools.items():
         spec_tpl = next(p for p in cluster["spec"]["gpuPools"] if f"demo-{p['name']}" == name)["specTemplate"]
@@ -203,12 +240,14 @@ def test_pools_and_provisioning(ix: Index) -> None:
     claims = {c["metadata"]["name"]: c for c in ix.kind["GPUNodeClaim"]}
     for name, gn in ix.gpunodes.items():
         claim = gn["metadata"]["labels"].get(f"{TF}/node-provisioner")
-        if ix.pool_of_node(name) == "demo-inference":
+        if ix.pool_of_node(name) in ("demo-inference", ISOLATION):  # AutoSelect: no claims
             assert claim is None
         else:
             assert claims[claim]["spec"]["nodeName"] == name and claims[claim]["status"]["phase"] == "Bound"
             assert ix.nodes[name]["metadata"]["labels"][f"{TF}/node-provisioner"] == claim
-    assert len(claims) == sum(1 for n in ix.gpunodes if ix.pool_of_node(n) != "demo-inference")
+    assert len(claims) == sum(
+        1 for n in ix.gpunodes if ix.pool_of_node(n) not in ("demo-inference", ISOLATION)
+    )
 
 
 def test_gpu_models_per_pool(ix: Index) -> None:
@@ -217,6 +256,7 @@ def test_gpu_models_per_pool(ix: Index) -> None:
         "NVIDIA L40S": ("demo-inference", Decimal(365), 46068 << 20, 4, "g6e.12xlarge"),
         "NVIDIA A100-SXM4-80GB": ("demo-training", Decimal(312), 81920 << 20, 8, "p4de.24xlarge"),
         "NVIDIA GeForce RTX 4090": ("demo-dev", Decimal("165.16"), 24564 << 20, 4, None),
+        "NVIDIA A100 80GB PCIe": (ISOLATION, Decimal(312), 81920 << 20, 4, "a100-pcie-80g-x4"),
     }
     seen = set()
     for node, gpus in ix.gpus_of_node.items():
@@ -305,10 +345,18 @@ def test_special_nodes(ix: Index) -> None:
 
 
 def test_native_gpu_pods(ix: Index) -> None:
-    assert 2 <= len(ix.native) <= 3
+    """2–3 pods of the device plugin on the generated pools, one holding a MIG slice on the isolation
+    pool's MIG node (a resource only the ProviderConfig names)."""
+    assert 3 <= len(ix.native) <= 4
+    (provider,) = ix.kind["ProviderConfig"]
+    in_use = set(provider["spec"]["inUseResourceNames"])
+    mig = [
+        p for p in ix.native if "nvidia.com/mig-1g.10gb" in p["spec"]["containers"][0]["resources"]["limits"]
+    ]
+    assert len(mig) == 1 and mig[0]["spec"]["nodeName"] == "iso-a100-03"
     for pod in ix.native:
         limits = pod["spec"]["containers"][0]["resources"]["limits"]
-        assert limits["nvidia.com/gpu"] == "1"
+        assert [v for k, v in limits.items() if k in in_use] == ["1"]
         assert f"{TF}/component" not in pod["metadata"].get("labels", {})
         node = pod["spec"]["nodeName"]
         held = [g for g in ix.gpus_of_node[node] if g["status"]["usedBy"] == "nvidia-device-plugin"]
@@ -335,13 +383,16 @@ def test_profiles_present(ix: Index) -> None:
 
 
 def check_gpus(ix: Index, gpus: list[Obj]) -> None:
-    """GPU.available = capacity − Σ requests of the workers that name it; runningApps agree."""
+    """GPU.available = capacity − Σ requests of the workers that name it (a shared worker, alone on
+    its GPU, takes all of it); runningApps agree."""
     for g in gpus:
         name = g["metadata"]["name"]
         cap, avail = g["status"]["capacity"], g["status"]["available"]
         pods = ix.workers_of_gpu[name]
-        req_t = sum(q(p["metadata"]["annotations"][f"{TF}/tflops-request"]) for p in pods)
-        req_v = sum(q(p["metadata"]["annotations"][f"{TF}/vram-request"]) for p in pods)
+        takes = [booked(ix, p, g) for p in pods]
+        req_t, req_v = sum(t for t, _ in takes), sum(v for _, v in takes)
+        if any(p["metadata"]["annotations"].get(f"{TF}/isolation") == "shared" for p in pods):
+            assert len(pods) == 1, f"{name}: a shared worker shares its GPU"
         assert q(avail["tflops"]) == q(cap["tflops"]) - req_t, name
         assert q(avail["vram"]) == q(cap["vram"]) - req_v, name
         assert q(avail["tflops"]) >= 0 and q(avail["vram"]) >= 0, f"{name} over-allocated"
@@ -364,7 +415,8 @@ def node_sums(ix: Index, node: str, pool: Obj) -> dict[str, Decimal]:
     virt_t = total_t * over["tflopsOversellRatio"] / 100
     virt_v = total_v + ram * over["vramExpandToHostMem"] // 100 + disk * over["vramExpandToHostDisk"] // 100
     pods = ix.workers_of_node[node]
-    lim_t = sum(q(p["metadata"]["annotations"][f"{TF}/tflops-limit"]) for p in pods)  # once per worker
+    cap_t = q(gpus[0]["status"]["capacity"]["tflops"]) if gpus else Decimal(0)
+    lim_t = sum(ann_tflops(p, cap_t, "limit") for p in pods)  # once per worker
     lim_v = sum(q(p["metadata"]["annotations"][f"{TF}/vram-limit"]) for p in pods)
     return {
         "totalTFlops": total_t,
@@ -409,7 +461,9 @@ def check_pool_totals(ix: Index) -> None:
             grand[key] += value
     cst = ix.kind["TensorFusionCluster"][0]["status"]
     assert (
-        cst["totalPools"] == 3 and cst["totalNodes"] == len(ix.gpunodes) and cst["totalGPUs"] == len(ix.gpus)
+        cst["totalPools"] == len(ix.pools)
+        and cst["totalNodes"] == len(ix.gpunodes)
+        and cst["totalGPUs"] == len(ix.gpus)
     )
     for key in keys:
         assert q(cst[key]) == grand[key], key
@@ -435,7 +489,13 @@ def check_workers(ix: Index, pods: list[Obj]) -> None:
         )
         assert owner["uid"] == wl["metadata"]["uid"]
         assert ann[f"{TF}/gpupool"] == wl["spec"]["poolName"] == ix.pool_of_node(node)
-        assert q(ann[f"{TF}/tflops-request"]) == q(wl["spec"]["resources"]["requests"]["tflops"])
+        if f"{TF}/tflops-request" in ann:
+            assert q(ann[f"{TF}/tflops-request"]) == q(wl["spec"]["resources"]["requests"]["tflops"])
+        else:  # a compute-percent workload
+            assert q(ann[f"{TF}/compute-percent-request"]) == q(
+                wl["spec"]["resources"]["requests"]["compute"]
+            )
+        assert ann.get(f"{TF}/isolation") == wl["spec"]["isolation"]
         assert q(ann[f"{TF}/vram-limit"]) == q(wl["spec"]["resources"]["limits"]["vram"])
         assert q(ann[f"{TF}/vram-limit"]) <= q(ix.gpus[ids[0]]["status"]["capacity"]["vram"])
         assert ann[f"{TF}/qos"] == wl["spec"]["qos"] and int(ann[f"{TF}/gpu-count"]) == wl["spec"]["gpuCount"]
@@ -466,7 +526,8 @@ def test_workers_consistent(ix: Index) -> None:
             == wl["status"]["readyWorkers"]
         )
         assert wl["status"]["phase"] == "Running"
-        assert wl["spec"]["resources"]["limits"]["tflops"]
+        limits = wl["spec"]["resources"]["limits"]
+        assert limits.get("tflops") or limits.get("compute")
     ages = [NOW - ts(p["metadata"]["creationTimestamp"]) for p in ix.workers]
     assert (
         any(a < timedelta(hours=2) for a in ages) and sum(a > timedelta(days=1) for a in ages) > len(ages) / 2
@@ -596,7 +657,13 @@ def test_worker_rows_match_pods(metrics: SimMetrics, ix: Index) -> None:
     for p in ix.workers:
         r = resources[p["metadata"]["name"]]
         ann = p["metadata"]["annotations"]
-        assert r["tflops_request"] == q(ann[f"{TF}/tflops-request"]) and r["gpu_count"] == int(
+        cap_t = q(ix.gpus[ann[f"{TF}/gpu-ids"].split(",")[0]]["status"]["capacity"]["tflops"])
+        want = (
+            q(ann[f"{TF}/tflops-request"])
+            if f"{TF}/tflops-request" in ann
+            else q(ann[f"{TF}/compute-percent-request"]) * cap_t / 100  # converted as the recorder does
+        )
+        assert r["tflops_request"] == pytest.approx(float(want)) and r["gpu_count"] == int(
             ann[f"{TF}/gpu-count"]
         )
         assert (
@@ -653,6 +720,12 @@ def profile_of(ix: Index, pod: Obj) -> tuple[str, Obj]:
     return wl["metadata"]["annotations"][PROFILE_ANNOTATION], wl
 
 
+def request_tflops(wl: Obj, cap: Decimal) -> Decimal:
+    """A workload's TFLOPS request per device (a compute percent converted with the GPU's capacity)."""
+    req = wl["spec"]["resources"]["requests"]
+    return q(req["tflops"]) if "tflops" in req else q(req["compute"]) * cap / 100
+
+
 def test_profiles_shape_usage(ix: Index, day: dict[str, list[dict[str, Any]]]) -> None:
     seen: Counter[str] = Counter()
     for pod in ix.workers:
@@ -662,7 +735,7 @@ def test_profiles_shape_usage(ix: Index, day: dict[str, list[dict[str, Any]]]) -
                 "tflops"
             ]
         )
-        req = q(wl["spec"]["resources"]["requests"]["tflops"])
+        req = request_tflops(wl, cap)
         used = [Decimal(str(r["compute_percentage"])) / 100 * cap / req for r in day[pod["metadata"]["uid"]]]
         assert used
         if profile == "idle":
@@ -692,7 +765,7 @@ def test_bursty_peaks_mid_afternoon(ix: Index, day: dict[str, list[dict[str, Any
         assert 13 <= peak <= 17, (pod["metadata"]["name"], peak)
         assert means[peak] > 3 * min(means.values())
         cap = q(ix.gpus[rows[0]["uuid"]]["status"]["capacity"]["tflops"])
-        req = q(wl["spec"]["resources"]["requests"]["tflops"])
+        req = request_tflops(wl, cap)
         if max(Decimal(str(r["compute_percentage"])) / 100 * cap for r in rows) > req:
             above_request += 1
         checked += 1
@@ -740,8 +813,12 @@ def test_metrics_are_deterministic(objs: list[Obj]) -> None:
 def test_worker_count_and_gpu_count_are_honoured() -> None:
     objs = generate_objects(seed=3, nodes=60, gpus_per_node=8, workers=700)
     ix = Index(objs)
-    assert len(ix.workers) == 700
-    assert all(n["status"]["totalGPUs"] == 8 for n in ix.kind["GPUNode"])
+    assert len([p for p in ix.workers if p["metadata"]["annotations"][f"{TF}/gpupool"] != ISOLATION]) == 700
+    assert all(
+        n["status"]["totalGPUs"] == 8
+        for n in ix.kind["GPUNode"]
+        if ix.pool_of_node(n["metadata"]["name"]) != ISOLATION
+    )
     check_gpus(ix, ix.kind["GPU"])
     check_nodes_and_pools(ix, list(ix.gpunodes))
     check_pool_totals(ix)
@@ -751,9 +828,14 @@ def test_worker_count_and_gpu_count_are_honoured() -> None:
 def test_large_cluster_stays_consistent() -> None:
     objs = generate_objects(nodes=5000)  # its speed is measured in bench/state.py, not asserted here
     ix = Index(objs)
-    assert len(ix.gpunodes) == 5000
+    assert len(ix.gpunodes) == 5003
     share = Counter(ix.pool_of_node(n) for n in ix.gpunodes)
-    assert share == {"demo-inference": 1750, "demo-training": 750, "demo-dev": 2500}  # same proportions as 40
+    assert share == {
+        "demo-inference": 1750,
+        "demo-training": 750,
+        "demo-dev": 2500,
+        ISOLATION: 3,
+    }  # same as 40
     # every GPU: no over-allocation; a sample: full recomputation
     for g in ix.kind["GPU"]:
         assert g["status"]["available"]["tflops"][0] != "-" and g["status"]["available"]["vram"][0] != "-"

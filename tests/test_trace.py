@@ -270,6 +270,53 @@ def test_admit_never_moves_a_pdb_blocked_pod() -> None:
     assert pk.budgets["pdb-b"] == 0
 
 
+def _chain_packing() -> Packing:
+    """One GPU per node, 1000 each: a holds 600 (400 free), b 700 (300 free), c three 200s (400
+    free). A 1000 fits nowhere; no single move frees a GPU whose worker fits elsewhere. The smallest
+    set is two moves, a chain: c1 from c to b, then a1 into the 600 on c, and the 1000 takes a.
+    Without chains the only set empties c (three moves)."""
+    pk = packing_of([Node("a", 10, 10, 1, "T4"), Node("b", 10, 10, 1, "T4"), Node("c", 10, 10, 1, "T4")])
+    for key, node, milli in (("a1", 0, 600), ("b1", 1, 700), ("c1", 2, 200), ("c2", 2, 200), ("c3", 2, 200)):
+        pk.bind(key, ptask(Task(key, 0, 0, 1, milli, None)), node, (0,))
+    return pk
+
+
+def test_admit_chain_makes_room_for_the_evicted_worker_and_is_the_smallest_set() -> None:
+    big = ptask(Task("big", 0, 0, 1, 1000, None))
+    pk = _chain_packing()
+    got = Admitter(pk, lambda t, ex: pk.place_mode(t, "CompactFirst", ex)).admit(big)
+    assert got is not None
+    choice, adm = got
+    assert [(m.pod, m.source, m.target) for m in adm.moves] == [("c1", "c", "b"), ("a1", "a", "c")]
+    assert adm.node == "a" and pk.nodes[choice[0]].name == "a"
+    assert (pk.pods["c1"].node, pk.pods["a1"].node) == (1, 2)  # carried out in the packing
+    pk.bind("big", big, *choice)
+    assert [pk.nodes[i].gpus[0].free_t for i in range(3)] == [0, 100, 0]
+    pk = _chain_packing()
+    plain = Admitter(pk, lambda t, ex: pk.place_mode(t, "CompactFirst", ex), max_chain=0).admit(big)
+    assert plain is not None and sorted(m.pod for m in plain[1].moves) == ["c1", "c2", "c3"]
+
+
+def test_admit_chain_never_moves_a_pdb_blocked_pod() -> None:
+    big = ptask(Task("big", 0, 0, 1, 1000, None))
+    pk = _chain_packing()
+    pk.pods["c1"].blocked = "do-not-disrupt"
+    pk.pods["c2"].pdb = "pdb-c"
+    pk.budgets["pdb-c"] = 0
+    got = Admitter(pk, lambda t, ex: pk.place_mode(t, "CompactFirst", ex)).admit(big)
+    assert got is not None
+    assert [(m.pod, m.source, m.target) for m in got[1].moves] == [("c3", "c", "b"), ("a1", "a", "c")]
+    assert pk.pods["c1"].node == 2 and pk.pods["c2"].node == 2
+    # a1 and every c pod under one PDB that allows one disruption: a chain would need two
+    pk = _chain_packing()
+    for key in ("a1", "c1", "c2", "c3"):
+        pk.pods[key].pdb = "pdb-x"
+    pk.budgets["pdb-x"] = 1
+    assert Admitter(pk, lambda t, ex: pk.place_mode(t, "CompactFirst", ex)).admit(big) is None
+    assert [pk.nodes[i].gpus[0].free_t for i in range(3)] == [400, 300, 400]  # nothing half-done
+    assert sorted(pk.on_node[2]) == ["c1", "c2", "c3"] and pk.budgets["pdb-x"] == 1
+
+
 def test_admit_in_a_run_places_what_the_mode_alone_fails() -> None:
     """LowLoadFirst spreads 600, 600 and 300 over three GPUs, so the 1000 finds none free; moving
     the 300 next to a 600 makes room."""

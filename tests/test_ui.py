@@ -56,7 +56,7 @@ from tftui.ui.views import (
 from tftui.ui.widgets.chrome import Breadcrumb, Prompt
 from tftui.ui.widgets.table import ResourceTable
 
-POOLS = ["demo-dev", "demo-inference", "demo-training"]
+POOLS = ["demo-dev", "demo-inference", "demo-isolation", "demo-training"]
 
 
 @pytest.fixture(scope="module")
@@ -163,7 +163,7 @@ async def test_pools_view_shows_pools_with_gauges(demo: SimCluster, metrics: Sim
         assert cell_text(table, "demo-dev", "placement") == "LowLoadFirst"
         gauge = cell_text(table, "demo-inference", "tflops")
         assert "%/" in gauge and "—" not in gauge  # metrics present: a used figure
-        assert crumbs(app) == "pools (3)"
+        assert crumbs(app) == "pools (4)"
         assert "refreshed 12:00:00 UTC" in str(app.screen.query_one("#header-time", Label).render())
         assert "demo" in str(app.screen.query_one("#header-source", Label).render())
 
@@ -437,7 +437,9 @@ async def test_refresh_runs_in_a_thread_and_posts_typed_messages(
         await settle(pilot)
         await pilot.press("ctrl+r")
         await settle(pilot)
-    assert len([m for m in seen if isinstance(m, DataLoaded)]) == 2
+    # the first refresh shows the state first, then metrics and operations; later ones post once
+    loaded = [m.data.pending for m in seen if isinstance(m, DataLoaded)]
+    assert loaded == [("metrics", "operations"), (), ()]
     assert cluster.threads and threading.main_thread().name not in cluster.threads
 
 

@@ -138,7 +138,7 @@ async def test_p_on_a_pool_opens_the_preview_and_shows_every_mode(
     app = make_app(demo, metrics)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
-        await pilot.press("down", "down", "p")  # demo-training
+        await pilot.press("down", "down", "down", "p")  # demo-training
         await settle(pilot)
         screen = app.screen
         assert isinstance(screen, PlacementScreen) and screen.pool == "demo-training"

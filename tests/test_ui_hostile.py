@@ -31,6 +31,7 @@ from tests.hostile import (
     EVENT_REASON,
     MODE,
     MODEL,
+    NAMESPACE,
     NODE,
     PHASE,
     POOL,
@@ -115,6 +116,7 @@ async def test_resource_views_show_names_phases_modes_and_models_literally(app: 
         check(app, MODEL)
 
         await view(pilot, "workloads")
+        check(app, f"quota {NAMESPACE}")  # the namespace quotas above the table
         await keys(pilot, "slash", *"link", "enter")
         check(app, WORKLOAD, POOL)
         await keys(pilot, "enter")  # the workload detail: summary, figures, sparklines, workers
@@ -126,11 +128,11 @@ async def test_operation_views_show_details_and_events_literally(app: TfTuiApp) 
         await settle(pilot)
         await view(pilot, "compaction")
         check(app, POOL)
-        await keys(pilot, "down", "down")  # the hostile pool (last by name): its nodes, why they stay
+        await keys(pilot, "down", "down", "down")  # the hostile pool (last by name): its nodes, why they stay
         check(app, POOL, f"GPUNode phase {PHASE}")
 
         await view(pilot, "defrag")
-        await keys(pilot, "down", "down")
+        await keys(pilot, "down", "down", "down")
         check(app, POOL)
 
         await view(pilot, "events")
@@ -159,7 +161,7 @@ async def test_metrics_views_show_tags_from_the_metrics_rows_literally(app: TfTu
 async def test_dialogs_text_views_and_notifications_show_object_text_literally(app: TfTuiApp) -> None:
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await settle(pilot)
-        await keys(pilot, "down", "down")  # the hostile pool (last by name)
+        await keys(pilot, "down", "down", "down")  # the hostile pool (last by name)
         await keys(pilot, "p")  # its placement preview: the pool select, the request line
         check(app, POOL)
         await keys(pilot, "escape", "escape")
@@ -180,7 +182,7 @@ async def test_dialogs_text_views_and_notifications_show_object_text_literally(a
         await keys(pilot, "escape")
 
         await view(pilot, "pools")
-        await keys(pilot, "down", "down", "m")
+        await keys(pilot, "down", "down", "down", "m")
         assert isinstance(app.screen, ModeScreen)
         await keys(pilot, "tab")  # the first mode: its description names the pool
         check(app, POOL)
@@ -193,7 +195,7 @@ async def test_dialogs_text_views_and_notifications_show_object_text_literally(a
         await keys(pilot, "escape")
 
         await view(pilot, "pools")
-        await keys(pilot, "down", "down", "c")
+        await keys(pilot, "down", "down", "down", "c")
         assert isinstance(app.screen, ConfirmScreen)
         check(app, POOL, f"{POOL}-")  # the GPUNodeClaim it deletes is named after the pool
         await keys(pilot, "tab", "enter")  # compact: the notification names the pool

@@ -236,7 +236,7 @@ def test_cli_csv_and_json(capsys: Any) -> None:
     first = doc["policies"][0]
     assert first["node_hours"] == float(rows[0]["node_hours"])
     assert len(first["series"]["times"]) == len(first["series"]["active"]["demo-dev"]) == 5
-    assert set(first["pools"]) == {"demo-dev", "demo-inference", "demo-training"}
+    assert set(first["pools"]) == {"demo-dev", "demo-inference", "demo-isolation", "demo-training"}
     assert main(["simulate", "--demo", "--duration", "0h"]) == 2
     assert "--duration" in capsys.readouterr().err
 

@@ -156,7 +156,20 @@ def build_parser() -> argparse.ArgumentParser:
     place.add_argument("--count", metavar="N", type=int, default=1, help="GPUs per worker (default 1)")
     place.add_argument("--model", metavar="M", help="GPU model (e.g. H100 or the full NVML name)")
     place.add_argument("--vendor", metavar="V", help="GPU vendor (e.g. NVIDIA)")
-    place.add_argument("--isolation", default="soft", choices=["shared", "soft", "hard", "partitioned"])
+    place.add_argument(
+        "--isolation",
+        choices=["shared", "soft", "hard", "partitioned"],
+        help="isolation mode (default soft; partitioned with --partition)",
+    )
+    place.add_argument(
+        "--partition",
+        metavar="T",
+        default="",
+        help="partition template (MIG profile such as 1g.10gb, or its ProviderConfig id)",
+    )
+    place.add_argument(
+        "--namespace", metavar="NS", default="", help="the workload's namespace: its GPUResourceQuota applies"
+    )
     place.add_argument("--pool", metavar="P", help="GPUPool name (default: the default pool)")
     place.add_argument("--json", action="store_true", help="print the canonical JSON preview")
 
@@ -400,7 +413,9 @@ def cmd_place(args: argparse.Namespace) -> int:
             count=args.count,
             model=args.model,
             vendor=args.vendor,
-            isolation=args.isolation,
+            isolation=args.isolation or ("partitioned" if args.partition else "soft"),
+            partition=args.partition,
+            namespace=args.namespace,
         )
     except RequestError as exc:
         raise UserError(f"request: {exc}") from None
@@ -861,7 +876,12 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         provision_delay=delay,
         history=recorded,
     )
-    results = whatif.compare(objects, policies, start, cfg)
+    from tftui.model.duration import format_duration
+    from tftui.runtime.sweep import stderr_progress
+
+    workers = min(len(policies), os.cpu_count() or 1)
+    progress = stderr_progress(f"simulate: {len(policies)} policies", format_duration(duration))
+    results = whatif.compare(objects, policies, start, cfg, workers=workers, progress=progress)
     if args.json:
         emit(whatif.render_json(results), json_text=True)
     elif args.csv:

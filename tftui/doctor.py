@@ -197,7 +197,8 @@ def _connect(context: str | None, kubeconfig: str | None) -> tuple[KubeCluster |
 
 
 def _crds(kube: KubeCluster) -> Check:
-    wanted = [k.plural for k in KINDS if k.group == TF_GROUP]
+    wanted = [k.plural for k in KINDS if k.group == TF_GROUP and not k.optional]
+    optional = [k.plural for k in KINDS if k.group == TF_GROUP and k.optional]
     try:
         resources = client.CustomObjectsApi(kube.api).get_api_resources(
             TF_GROUP, TF_VERSION, _request_timeout=5.0
@@ -218,7 +219,11 @@ def _crds(kube: KubeCluster) -> Check:
             f"{names} not served at {TF_GROUP}/{TF_VERSION}: install the TensorFusion CRDs "
             "(the tensor-fusion Helm chart, or kubectl apply -f its crds/)",
         )
-    return Check("CRDs", True, f"{len(wanted)} {TF_GROUP}/{TF_VERSION} kinds")
+    absent = [p for p in optional if p not in have]
+    note = f" ({', '.join(absent)} not installed: none of those, an older TensorFusion)" if absent else ""
+    return Check(
+        "CRDs", True, f"{len(wanted) + len(optional) - len(absent)} {TF_GROUP}/{TF_VERSION} kinds{note}"
+    )
 
 
 def _access(kube: KubeCluster, perm: Permission) -> tuple[bool | None, str]:

@@ -33,7 +33,14 @@ def _pct(before: float, after: float) -> str:
 def render_preview(pv: Preview) -> str:
     r = pv.request
     amount = f"{r.compute_percent:g}% compute" if r.compute_percent is not None else f"{r.tflops:g} TFLOPS"
-    extra = "".join(f", {k} {visible(v)}" for k, v in (("model", r.model), ("vendor", r.vendor)) if v)
+    iso = r.isolation if r.isolation != "soft" else ""
+    extra = "".join(
+        f", {k} {visible(v)}"
+        for k, v in (("model", r.model), ("vendor", r.vendor), ("isolation", iso), ("partition", r.partition))
+        if v
+    )
+    if r.namespace:
+        extra += f"; namespace {visible(r.namespace)}"
     head = (
         f"Request: {r.count} × ({amount}, {r.vram / GI:g}Gi VRAM{extra}) in pool {visible(pv.pool)}"
         f" — current placement mode {visible(pv.mode)}"
@@ -51,7 +58,8 @@ def render_preview(pv: Preview) -> str:
             [
                 p.mode + current,
                 p.node,
-                ",".join(p.gpus),
+                ",".join(p.gpus)
+                + (f" ({p.partition})" if p.partition and p.partition != r.partition else ""),
                 f"TF {_pct(nb.tflops, na.tflops)}  VRAM {_pct(nb.vram, na.vram)}",
                 f"TF {_pct(pv.pool_before.tflops, m.pool_after.tflops)}  VRAM {_pct(pv.pool_before.vram, m.pool_after.vram)}",
                 " ".join(f"{n}={s}" for n, s in p.node_scores[:3]),

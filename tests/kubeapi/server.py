@@ -108,6 +108,7 @@ BUILTINS = (
     ResourceType("events.k8s.io", "v1", "events", "Event", True, False),
     ResourceType("coordination.k8s.io", "v1", "leases", "Lease", True, False),
     ResourceType("", "v1", "secrets", "Secret", True, False),
+    ResourceType("", "v1", "configmaps", "ConfigMap", True, False),
 )
 
 

@@ -5,11 +5,17 @@ it Pending). The search frees room on one node: for each node where the waiting 
 the subsets of its movable workers, smallest first, whose removal makes the worker fit there; each
 subset is tried in the packing — evict the subset, place the waiting worker with the policy, then
 place each evicted worker again (largest first) with the same policy — and kept only if everything
-found a place. A worker is movable unless it is blocked (not a TensorFusion worker, do-not-disrupt,
+found a place. *Chains*: an evicted worker that fits nowhere may get its room from one more move —
+a worker of a node where a single eviction lets it fit goes first (and must itself find a place
+with the policy), then the evicted worker takes the room. Set sizes count every move, chain moves
+included, and are tried smallest first, so a chain is used only when no smaller set exists. A
+worker is movable unless it is blocked (not a TensorFusion worker, do-not-disrupt,
 covered by more than one PDB) or its PDB would allow fewer disruptions than the set needs.
 
 Bounds (stated, so the search cost is known): at most `max_moves` moves, the `CANDIDATES_PER_NODE`
-largest movable workers of a node, and `max_trials` tried subsets per search. A search that finds
+largest movable workers of a node, and `max_trials` tried subsets per search; at most `max_chain`
+chain moves per set, `max_chain_trials` tried chain moves per search, on the first `CHAIN_NODES` nodes
+where one eviction would do among the `CHAIN_SCAN` with the most free GPU. A search that finds
 nothing is remembered until a pod leaves the packing: a task asking no less then finds nothing
 either (a packing that only gained pods has no more room anywhere).
 
@@ -29,6 +35,10 @@ from tftui.engine.packing import Packing, PNode, PPod, PTask
 CANDIDATES_PER_NODE: Final = 8
 MAX_MOVES: Final = 3
 MAX_TRIALS: Final = 24
+MAX_CHAIN: Final = 1  # chain moves per admission
+MAX_CHAIN_TRIALS: Final = 24  # chain moves tried per search
+CHAIN_NODES: Final = 6  # nodes a chain move is looked for on, per evicted worker
+CHAIN_SCAN: Final = 96  # of the nodes with the most free GPU (where one eviction would do)
 
 Choice = tuple[int, tuple[int, ...]]
 Placer = Callable[[PTask, Collection[int]], Choice | None]
@@ -72,6 +82,8 @@ class Admitter:
     place: Placer
     max_moves: int = MAX_MOVES
     max_trials: int = MAX_TRIALS
+    max_chain: int = MAX_CHAIN
+    max_chain_trials: int = MAX_CHAIN_TRIALS
     failed: dict[int, list[PTask]] = field(
         default_factory=dict
     )  # tasks that found nothing since pods last left
@@ -79,6 +91,9 @@ class Admitter:
     trials: int = 0
     _movable: tuple[int, dict[tuple[object, ...], bool]] = (-1, {})
     _epoch: int = -1
+    _chain_left: int = 0
+    _chain_order: dict[tuple[object, ...], list[int]] = field(default_factory=dict)
+    _near: list[int] = field(default_factory=list)
 
     def admit(self, task: PTask) -> tuple[Choice, Admission] | None:
         """Make room for `task` and place it (the packing keeps the moves), or leave the packing as
@@ -98,14 +113,25 @@ class Admitter:
         )
         trials = 0
         got: tuple[Choice, Admission] | None = None
-        for k in range(1, self.max_moves + 1):
+        self._chain_left = self.max_chain_trials
+        self._chain_order = {}
+        self._near = []
+        # s moves in all: k evictions from the target node, s - k of them chain moves (at most one
+        # per evicted worker), so a set of s moves is tried only once every smaller one failed
+        for s in range(1, self.max_moves + 1):
             for b, i in order:
-                if b > k or got is not None or trials >= self.max_trials:
+                if b > s or got is not None or trials >= self.max_trials:
                     break
-                for subset in self._subsets(task, self.pk.nodes[i], k, movable):
-                    trials += 1
-                    self.trials += 1
-                    got = self._try(task, self.pk.nodes[i], subset, trials)
+                for k in range(s, max(b, (s + 1) // 2) - 1, -1):
+                    chain = s - k
+                    if chain > self.max_chain or (chain and self._chain_left <= 0):
+                        continue
+                    for subset in self._subsets(task, self.pk.nodes[i], k, movable, chain > 0):
+                        trials += 1
+                        self.trials += 1
+                        got = self._try(task, self.pk.nodes[i], subset, trials, chain)
+                        if got is not None or trials >= self.max_trials:
+                            break
                     if got is not None or trials >= self.max_trials:
                         break
         if got is None:
@@ -155,7 +181,7 @@ class Admitter:
         return got
 
     def _subsets(
-        self, task: PTask, node: PNode, k: int, movable: dict[tuple[object, ...], bool]
+        self, task: PTask, node: PNode, k: int, movable: dict[tuple[object, ...], bool], chain: bool = False
     ) -> list[tuple[str, ...]]:
         """Subsets of `k` movable workers of `node` whose removal would let `task` fit there."""
         if node.unschedulable or not self.pk.on_node[node.idx]:
@@ -181,8 +207,10 @@ class Admitter:
         cands = cands[:CANDIDATES_PER_NODE]
         if not _fits_without(self.pk, task, node, [p for _, p in cands]):
             return []  # not even with all of them gone
-        # a worker that fits nowhere now will not fit anywhere once this task is placed
-        cands = [(key, p) for key, p in cands if self._placeable(p.task, movable)]
+        # a worker that fits nowhere now will not fit anywhere once this task is placed (without a
+        # chain move making room for it)
+        if not chain:
+            cands = [(key, p) for key, p in cands if self._placeable(p.task, movable)]
         out = []
         for combo in itertools.combinations(cands, k):
             pods = [p for _, p in combo]
@@ -195,39 +223,106 @@ class Admitter:
         return out
 
     def _try(
-        self, task: PTask, node: PNode, subset: Sequence[str], trials: int
+        self, task: PTask, node: PNode, subset: Sequence[str], trials: int, chain: int = 0
     ) -> tuple[Choice, Admission] | None:
+        """Evict `subset`, place `task`, re-place the evicted (largest first); an evicted worker that
+        fits nowhere may get room by one chain move while `chain` lasts. Undone unless all placed."""
         pk = self.pk
-        removed = [(key, pk.unbind(key)) for key in subset]
-        added: list[str] = []
+        journal: list[tuple[str, PPod | None]] = []  # (key, evicted pod) or (key, None): bound
+        for key in subset:
+            journal.append((key, pk.unbind(key)))
+        removed = [(key, old) for key, old in journal if old is not None]
         choice = self.place(task, ())
         if choice is not None:
             pk.bind(task.key, task, *choice)
-            added.append(task.key)
-            moves = []
+            journal.append((task.key, None))
+            frozen = {task.key, *subset}
+            moves: list[Move] = []
             for key, old in sorted(removed, key=lambda kp: (-sum(t for t, _ in kp[1].taken), kp[0])):
                 to = self.place(old.task, ())
+                if to is None and chain > 0:
+                    done = self._chain(old, frozen, journal, moves)
+                    if done is not None:
+                        chain -= 1
+                        to = done
                 if to is None:
                     break
                 pk.bind(key, old.task, *to, blocked=old.blocked, pdb=old.pdb)
-                added.append(key)
-                target = pk.nodes[to[0]]
-                moves.append(
-                    Move(key, pk.nodes[old.node].name, target.name, tuple(target.gpus[p].name for p in to[1]))
-                )
+                journal.append((key, None))
+                moves.append(self._move(key, old, to))
             else:
-                for _, old in removed:
-                    if old.pdb is not None:
-                        pk.budgets[old.pdb] = pk.budgets.get(old.pdb, 0) - 1
+                for _, gone in journal:
+                    if gone is not None and gone.pdb is not None:
+                        pk.budgets[gone.pdb] = pk.budgets.get(gone.pdb, 0) - 1
                 pk.unbind(task.key)  # the caller binds the task itself
                 n = pk.nodes[choice[0]]
                 return choice, Admission(
                     n.name, tuple(n.gpus[p].name for p in choice[1]), tuple(moves), trials
                 )
-        for key in reversed(added):
-            pk.unbind(key)
-        for key, old in removed:
-            pk.restore(key, old)
+        for key, gone in reversed(journal):
+            if gone is None:
+                pk.unbind(key)
+            else:
+                pk.restore(key, gone)
+        return None
+
+    def _move(self, key: str, old: PPod, to: Choice) -> Move:
+        target = self.pk.nodes[to[0]]
+        return Move(key, self.pk.nodes[old.node].name, target.name, tuple(target.gpus[p].name for p in to[1]))
+
+    def _chain(
+        self, old: PPod, frozen: set[str], journal: list[tuple[str, PPod | None]], moves: list[Move]
+    ) -> Choice | None:
+        """Room for the evicted `old` by one more move: a worker of a node where one eviction lets
+        `old` fit goes first (and must find a place itself). Returns where `old` goes (not bound);
+        the chain move is bound, journalled and listed in `moves`."""
+        pk = self.pk
+        key0 = _shape(old.task)
+        order = self._chain_order.get(key0)
+        if order is None:
+            if not self._near:  # the nodes with the most free GPU first, once per search
+                self._near = [i for _, i in sorted((-n.max_t, n.idx) for n in pk.nodes)]
+            order = []
+            for i in self._near[:CHAIN_SCAN]:
+                if self._bound(old.task, pk.nodes[i]) == 1:
+                    order.append(i)
+                    if len(order) >= CHAIN_NODES:
+                        break
+            self._chain_order[key0] = order
+        tried = 0
+        evicted = [o for _, o in journal if o is not None]
+        for i in order:
+            if tried >= CHAIN_NODES or self._chain_left <= 0:
+                break
+            subsets = [
+                s for s in self._subsets(old.task, pk.nodes[i], 1, self._movable[1]) if s[0] not in frozen
+            ]
+            if not subsets:
+                continue
+            tried += 1
+            for (qkey,) in subsets[:2]:
+                q = pk.pods[qkey]
+                if not _pdb_ok(pk, [*evicted, q]):
+                    continue
+                self._chain_left -= 1
+                self.trials += 1
+                pk.unbind(qkey)
+                to = self.place(old.task, ())
+                if to is not None:
+                    pk.bind("\0chain", old.task, *to)  # old takes the room, then q is placed again
+                    back = self.place(q.task, ())
+                    if back is not None:
+                        pk.bind(qkey, q.task, *back, blocked=q.blocked, pdb=q.pdb)
+                    pk.unbind("\0chain")
+                    if back is not None:
+                        journal.append((qkey, q))
+                        journal.append((qkey, None))
+                        frozen.add(qkey)
+                        moves.append(self._move(qkey, q, back))
+                        return to
+                pk.restore(qkey, q)
+                if self._chain_left <= 0:
+                    break
         return None
 
 

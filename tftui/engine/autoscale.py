@@ -58,7 +58,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from fractions import Fraction
 from functools import lru_cache
@@ -209,6 +209,9 @@ def _duration(value: Any, default: timedelta) -> timedelta:
         return default
 
 
+_PARSED: dict[tuple[Any, ...], AutoConfig] = {}
+
+
 @dataclass(frozen=True, slots=True)
 class AutoConfig:
     """`autoSetResources` with upstream's code defaults (§1.2), plus A1/A4 validation results."""
@@ -237,8 +240,23 @@ class AutoConfig:
 
     @classmethod
     def parse(cls, asr: Mapping[str, Any] | None) -> AutoConfig:
+        """The config of one `autoSetResources` map; memoised by its scalar items (every autoscale
+        tick parses every workload's config several times, and nearly all of them are equal)."""
         if not isinstance(asr, Mapping):
             return cls()
+        try:  # the value's type is part of the key: `enable: true` and `enable: 1` differ
+            key = tuple(sorted((k, type(v), v) for k, v in asr.items()))
+            hit = _PARSED.get(key)
+        except TypeError:  # a nested or unhashable value: no memo
+            return cls._parse(asr)
+        if hit is None:
+            if len(_PARSED) >= 4096:
+                _PARSED.clear()
+            hit = _PARSED[key] = cls._parse(asr)
+        return hit
+
+    @classmethod
+    def _parse(cls, asr: Mapping[str, Any]) -> AutoConfig:
         raw_target = asr.get("targetResource")
         target_raw = raw_target if isinstance(raw_target, str) else ""
         target = target_raw.strip().lower() or "all"
@@ -1149,15 +1167,27 @@ class AutoscaleResult:
 
 
 def _original(state: ClusterState, wv: WorkloadView) -> Resources:
+    """The workload's own resources (spec, else its first worker's annotations). A compute percent
+    counts as the TFLOPS it is of its GPU (tftui deviation: upstream reads the absent TFLOPS as 0)."""
     if wv.obj is not None:
-        return Resources.parse((wv.obj.get("spec") or {}).get("resources"))
+        res = Resources.parse((wv.obj.get("spec") or {}).get("resources"))
+        req_pct, lim_pct = wv.percent
+        if req_pct is not None:
+            res = replace(res, tf_req=tf(int(wv.request.tflops)))
+        if lim_pct is not None:
+            res = replace(res, tf_lim=tf(int(wv.limit.tflops)))
+        return res
     for key in sorted(wv.workers):
         w = state.workers.get(key)
         if w is not None:
             ann = w.obj.get("metadata", {}).get("annotations") or {}
             return Resources(
-                _q(ann.get(keys.TFLOPS_REQUEST), "DecimalSI"),
-                _q(ann.get(keys.TFLOPS_LIMIT), "DecimalSI"),
+                _q(ann.get(keys.TFLOPS_REQUEST), "DecimalSI")
+                if ann.get(keys.TFLOPS_REQUEST) or w.percent is None
+                else tf(int(w.request.tflops)),
+                _q(ann.get(keys.TFLOPS_LIMIT), "DecimalSI")
+                if ann.get(keys.TFLOPS_LIMIT) or not ann.get(keys.COMPUTE_PERCENT_LIMIT)
+                else tf(int(w.limit.tflops)),
                 _q(ann.get(keys.VRAM_REQUEST), "BinarySI"),
                 _q(ann.get(keys.VRAM_LIMIT), "BinarySI"),
             )

@@ -20,8 +20,11 @@ Deliberate differences from the TensorFusion controller (each also in the README
   upstream's zero-weight (arbitrary) choice, workers go largest first instead of map order, and ties go
   to the node name (upstream: first evaluated); a target must also pass kube-scheduler's node fit
   (CPU, memory, pod slots: `engine.nodefit`), which upstream's snapshot simulation also runs.
-  Namespace quota and topology are not simulated; GPUs without a reported capacity are ignored instead of failing the whole target, and
-  GPUNodes being deleted are not targets.
+  Isolation modes and partitions are filtered and booked as placement does; the namespace quota is
+  not checked (a move leaves its usage as it was) and topology is not simulated; GPUs without a
+  reported capacity are ignored instead of failing the whole target, and GPUNodes being deleted are
+  not targets. Utilisation counts the GPUs labelled for the pool (`tensor-fusion.ai/gpupool`), as
+  upstream.
 - A source marker without `-since` is cleared once its node is empty (upstream never clears it and
   blocks the pool forever, §6 note 21). Native-GPU pods that are terminating or finished do not block.
 - A terminating worker on one of this pool's source nodes blocks like a `defrag-evicted` pod, and the
@@ -67,10 +70,11 @@ from tftui.engine.plan import (
     pool_event,
     rfc3339,
 )
-from tftui.engine.state import ClusterState, GPUView, NodeView, Res, WorkerView, parse_time
+from tftui.engine.state import ClusterState, GPUView, NodeView, PartitionUse, Res, WorkerView, parse_time
 from tftui.model import keys
 from tftui.model.duration import DurationError, format_duration, parse_duration
 from tftui.model.gcpause import gc_paused
+from tftui.model.provider import ProviderCatalog
 from tftui.model.selectors import selector_matches
 from tftui.model.times import time_problem
 from tftui.model.zones import load_zone
@@ -485,7 +489,8 @@ class _Ctx:
 
 
 def _pool_gpus(state: ClusterState, node: NodeView, pool: str) -> list[GPUView]:
-    """The node's GPUs that count for `pool` (upstream §3.6 step 8): pool label, TF-usable, capacity set.
+    """The node's GPUs that count for `pool` (upstream §3.6 step 8): labelled for the pool
+    (`tensor-fusion.ai/gpupool`, as compaction counts them), TF-usable, capacity set.
     Derived once per state and pool (read-only)."""
     per_node: dict[str, list[GPUView]] = state.derived(
         f"defrag-pool-gpus/{pool}",
@@ -500,7 +505,7 @@ def _node_pool_gpus(state: ClusterState, node: NodeView, pool: str) -> list[GPUV
     for g in sorted(state.gpus_of(node.name), key=lambda g: g.name):
         cap = (g.obj.get("status") or {}).get("capacity") or {}
         if (
-            g.pool == pool
+            (g.obj["metadata"].get("labels") or {}).get(keys.GPUPOOL) == pool
             and g.used_by in ("", USED_BY_TF)
             and cap.get("tflops") is not None
             and cap.get("vram") is not None
@@ -611,6 +616,8 @@ class _Target:
     order: list[GPUView] = field(default_factory=list)  # `gpus` by score (best first), then name
     max_t: float = 0.0  # the largest available TFLOPS and VRAM among `gpus` (`reorder`)
     max_v: float = 0.0
+    catalog: ProviderCatalog = field(default_factory=ProviderCatalog)
+    parts: dict[str, list[PartitionUse]] = field(default_factory=dict)  # partitions booked here
 
     def copy(self) -> _Target:
         return _Target(
@@ -623,11 +630,22 @@ class _Target:
             self.order,
             self.max_t,
             self.max_v,
+            self.catalog,
+            dict(self.parts),
         )
+
+    def reject(self, g: GPUView, req: Request) -> str | None:
+        return reject_reason(g, self.avail[g.name], req, self.catalog, self.parts.get(g.name))
+
+    def book(self, g: GPUView, req: Request, worker: str) -> None:
+        """Take one device of `req` from `g` in this simulation."""
+        self.avail[g.name] = self.avail[g.name] - req.take_on(g, self.catalog)
+        if req.partition:
+            self.parts[g.name] = [*self.parts.get(g.name, g.partitions), PartitionUse(worker, req.partition)]
 
     def filter_reject(self, req: Request) -> str:
         """Why no `req.count` GPUs of this target pass the filters (upstream's allocator-filter)."""
-        reasons = [reject_reason(g, self.avail[g.name], req) for g in self.gpus]
+        reasons = [self.reject(g, req) for g in self.gpus]
         fits = sum(r is None for r in reasons)
         detail = f"filtered={fits} required={req.count}"
         failed = _filter_summary(r for r in reasons if r is not None)
@@ -709,7 +727,9 @@ def _judged(ctx: _Ctx) -> list[tuple[str, str | None, _Target | None]]:
             if used == 0:
                 reason = f"empty node (t={len(gpus)},u=0,f={len(gpus)})"
             else:
-                t = _Target(node.name, gpus, avail, used, len(ctx.active(node.name)))
+                t = _Target(
+                    node.name, gpus, avail, used, len(ctx.active(node.name)), catalog=ctx.state.providers
+                )
                 t.reorder()  # every simulation over this state starts from these scores
                 out.append((node.name, None, t))
         if reason is not None:
@@ -758,11 +778,10 @@ def _simulate(ctx: _Ctx, source: str, source_util: float, workers: Sequence[Work
                 rejects.append(f"{t.node}:node-resources-fit({why})")
                 continue
             # the best-scored GPUs that pass the filters: the first `count` in score order
-            avail = t.avail
             chosen: list[GPUView] = []
             reasons: list[str] = []
             for g in t.order:
-                why = reject_reason(g, avail[g.name], req)
+                why = t.reject(g, req)
                 if why is not None:
                     reasons.append(why)
                     continue
@@ -787,9 +806,8 @@ def _simulate(ctx: _Ctx, source: str, source_util: float, workers: Sequence[Work
         if t.node not in own:  # the state's judged target is shared: book on a copy
             t = own[t.node] = t.copy()
         for g in chosen:
-            before = t.avail[g.name]
-            was_free = not _is_used(g.capacity, before)
-            t.avail[g.name] = before - req.take(g.capacity)
+            was_free = not _is_used(g.capacity, t.avail[g.name])
+            t.book(g, req, w.key)
             t.scores.pop(g.name, None)
             if was_free and _is_used(g.capacity, t.avail[g.name]):
                 t.used += 1
@@ -963,17 +981,19 @@ def _try_node_once(ctx: _Ctx, e: _Eligible) -> _Try:
 
 
 def plan_defrag(
-    state: ClusterState, pool: str, now: datetime, *, max_workers_per_node: int = DEFAULT_MAX_WORKERS_PER_NODE
+    state: ClusterState, pool: str, now: datetime, *, max_workers_per_node: int | None = None
 ) -> Plan:
     """One defrag step of `pool` at `now` (D1–D7): `plans.pools[pool].defrag` plus the actions.
 
     Order as upstream §3.1: disabled → invalid config (Warning, nothing else) → safety sweep → evicted-pod
     guard (`blocked`) → campaign window (`not-due`, `skip-missed` advancing the anchor, deadline reached
     advancing it) → continue the current source node → rank candidates and evict at most one pod.
-    `max_workers_per_node` is the scheduler's `maxWorkerPerNode` (0: no cap). Raises KeyError for an
-    unknown pool and ValueError for a naive `now`.
+    `max_workers_per_node` is the scheduler's `maxWorkerPerNode` (0: no cap; None: the cluster's
+    scheduler configuration). Raises KeyError for an unknown pool and ValueError for a naive `now`.
     """
     _require_aware(now)
+    if max_workers_per_node is None:
+        max_workers_per_node = state.scheduler.max_worker_per_node
     with gc_paused():  # the first pass over a freshly built state otherwise triggers full collections
         return _plan_defrag(state, pool, now, max_workers_per_node)
 

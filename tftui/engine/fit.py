@@ -2,8 +2,13 @@
 
 Placement previews, the defrag simulation and the demo's simulated scheduler all decide "does this
 GPU fit and how good is it" the same way (upstream-engine §4.2–4.4); keeping it in one module keeps
-them from drifting apart. Pure functions; availability is passed in so simulations can work on
-copies without touching `ClusterState`.
+them from drifting apart. Pure functions; availability (and the partitions a simulation assumed) is
+passed in so simulations can work on copies without touching `ClusterState`.
+
+The filter chain runs in the controller's order: isolation policy (`engine.isolation`), phase,
+used-by, index, isolation support and shared whole-GPU, the partition filter, resources, model,
+vendor, then — checked by the controller only when it reserves the chosen GPU — whether the
+partition itself fits (`engine.partitions`).
 """
 
 from __future__ import annotations
@@ -11,11 +16,17 @@ from __future__ import annotations
 import functools
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from tftui.engine.state import GPUView, Res, WorkerView
+from tftui.engine import partitions
+from tftui.engine.isolation import mode_reject, policy_reject
+from tftui.engine.state import GPUView, PartitionUse, Res, WorkerView
 from tftui.model import keys
+from tftui.model.isolation import MODES as ISOLATION_MODES
+from tftui.model.isolation import PARTITIONED, SHARED
+from tftui.model.provider import ProviderCatalog
 from tftui.model.quantity import QuantityError, quantity_float
 
 Mode = Literal["CompactFirst", "LowLoadFirst", "NodeCompactGPULowLoad"]
@@ -62,10 +73,20 @@ class Request:
     vendor: str | None = None
     isolation: str = "soft"
     indices: tuple[int, ...] = ()
+    partition: str = ""  # partition template (id or name) of a partitioned request
+    namespace: str = ""  # for the namespace's GPUResourceQuota ("": none applies)
+    limit_tflops: float | None = None  # per device; None: the request (for the quota's limits)
+    limit_vram: float | None = None
 
     def __post_init__(self) -> None:
         if (self.tflops is None) == (self.compute_percent is None):
             raise RequestError("exactly one of tflops and compute percent must be given")
+        if self.isolation not in ISOLATION_MODES:
+            raise RequestError(
+                f"isolation must be one of {', '.join(ISOLATION_MODES)}, got {self.isolation!r}"
+            )
+        if self.partition and self.isolation != PARTITIONED:
+            raise RequestError("a partition template needs isolation partitioned")
         if not 1 <= self.count <= MAX_GPU_COUNT:
             raise RequestError(f"gpu count must be 1..{MAX_GPU_COUNT}, got {self.count}")
         if self.vram < 0 or (self.tflops or 0) < 0 or not 0 <= (self.compute_percent or 0) <= 100:
@@ -78,10 +99,26 @@ class Request:
         return self.tflops or 0.0
 
     def take(self, gpu_capacity: Res) -> Res:
-        """What one device of this request subtracts from a GPU's availability."""
-        if self.isolation == "shared":
+        """What one device of this request subtracts from a GPU's availability (a partition's
+        template is `take_on`'s business: it depends on the GPU's model)."""
+        if self.isolation == SHARED:
             return gpu_capacity.copy()
         return Res(self.tflops_on(gpu_capacity.tflops), self.vram)
+
+    def take_on(self, gpu: GPUView, catalog: ProviderCatalog) -> Res:
+        """What one device of this request takes from `gpu`: a partition books its template."""
+        if self.partition:
+            hw = catalog.model(gpu.model)
+            t = hw.template(self.partition) if hw is not None else None
+            if t is not None:
+                return Res(*t.resources(gpu.capacity.tflops))
+        return self.take(gpu.capacity)
+
+    @property
+    def limits(self) -> tuple[float | None, float]:
+        """Per-device limits (TFLOPS or None for a compute percent, VRAM), the request's by default."""
+        t = self.limit_tflops if self.limit_tflops is not None else self.tflops
+        return t, self.limit_vram if self.limit_vram is not None else self.vram
 
     @classmethod
     def of_worker(cls, worker: WorkerView) -> Request:
@@ -98,6 +135,7 @@ class Request:
         raw_idx = ann.get(keys.GPU_INDICES, "")
         if raw_idx:
             indices = tuple(int(x) for x in re.findall(r"\d+", raw_idx))
+        isolation = worker.isolation if worker.isolation in ISOLATION_MODES else "soft"
         return cls(
             vram=worker.request.vram,
             tflops=None if compute is not None else worker.request.tflops,
@@ -105,8 +143,12 @@ class Request:
             count=max(1, min(worker.gpu_count, MAX_GPU_COUNT)),
             model=ann.get(keys.GPU_MODEL) or None,
             vendor=ann.get(keys.VENDOR) or None,
-            isolation=ann.get(keys.ISOLATION) or "soft",
+            isolation=isolation,
             indices=indices,
+            partition=worker.partition if isolation == PARTITIONED else "",
+            namespace=worker.namespace,
+            limit_tflops=None if compute is not None else worker.limit.tflops,
+            limit_vram=worker.limit.vram,
         )
 
 
@@ -128,24 +170,48 @@ def _family_in(wanted: str, model: str) -> bool:
     return wanted.upper() in re.split(r"[\s_-]+", model.upper())
 
 
-def reject_reason(gpu: GPUView, available: Res, req: Request) -> str | None:
-    """The first filter of upstream §4.3 step 4 the GPU fails, or None if it passes them all."""
+_NO_CATALOG = ProviderCatalog()
+
+
+def reject_reason(
+    gpu: GPUView,
+    available: Res,
+    req: Request,
+    catalog: ProviderCatalog = _NO_CATALOG,
+    uses: Sequence[PartitionUse] | None = None,
+) -> str | None:
+    """The first filter of upstream §4.3 step 4 the GPU fails, or None if it passes them all.
+
+    `uses`: the GPU's partitions when a simulation assumed more than the state holds."""
+    if (why := policy_reject(gpu, req.isolation)) is not None:
+        return why
     if gpu.phase != "Running":
         return "phase"
     if gpu.used_by not in ("", USED_BY_TF):
         return "used-by"
     if req.indices and (gpu.index is None or gpu.index not in req.indices):
         return "index"
-    if req.isolation == "shared" and (
-        available.tflops < gpu.capacity.tflops or available.vram < gpu.capacity.vram
+    parts = gpu.partitions if uses is None else uses
+    if (why := mode_reject(gpu, available, req.isolation, bool(parts))) is not None:
+        return why
+    if req.isolation == PARTITIONED and (
+        why := partitions.template_reject(catalog, gpu, req.partition, len(parts))
     ):
-        return "shared-busy"
+        return why
     if available.tflops < req.tflops_on(gpu.capacity.tflops) or available.vram < req.vram:
         return "resource"
     if req.model and not model_matches(req.model, gpu):
         return "model"
     if req.vendor and gpu.vendor != req.vendor:
         return "vendor"
+    if req.partition:
+        hw = catalog.model(gpu.model)
+        t = hw.template(req.partition) if hw is not None else None
+        if t is None:
+            return "partition-template"
+        fit = partitions.fits(catalog, gpu, t, available, parts)
+        if fit is not None:
+            return fit.reason
     return None
 
 

@@ -27,6 +27,8 @@ from tftui.engine.state import (
     WorkloadView,
     add_compaction_sums,
     add_node_to_pool,
+    add_partition,
+    convert_percent,
     virtual_capacity,
 )
 from tftui.model import keys
@@ -128,8 +130,8 @@ class _Update:
     def run(self) -> ClusterState:
         prev, snap, st = self.prev, self.snap, self.st
         st.index_raw_kinds(snap)  # as a full build does (a handful of objects)
-        if st.warnings or _pool_config(st) != _pool_config(prev):
-            raise _Fallback  # node figures depend on the pools' oversubscription
+        if st.warnings or _pool_config(st) != _pool_config(prev) or st.providers != prev.providers:
+            raise _Fallback  # node figures depend on the pools' oversubscription, bookings on the catalogue
 
         node_struct, node_dirty = self._nodes()
         changed_gpus, gpu_list_dirty, recheck, labels_dirty, left = self._gpus(node_struct)
@@ -324,15 +326,19 @@ class _Update:
             view = gpus[g]
             old = prev.gpus.get(g)
             if view is old:
-                view = gpus[g] = replace(view, allocated=Res(), workers=[])
+                view = gpus[g] = replace(view, allocated=Res(), workers=[], partitions=[])
             members = {k for k in (old.workers if old is not None else ()) if k not in gone_keys}
             members |= adds.get(g, set())
             for k in sorted(members, key=order.__getitem__):
                 w = st.workers[k]
                 for x in w.gpu_ids:
                     if x == g:
-                        view.allocated.add(w.request)
+                        take = st.booking(w, view)
+                        if take is None:
+                            raise _Fallback  # an unknown partition template: a warning of the full build
+                        view.allocated.add(take)
                         view.workers.append(k)
+                        add_partition(view, w)
             avail = view.available
             if avail.tflops < -1e-6 or avail.vram < -0.5:
                 raise _Fallback  # over-allocated: a warning of the full build
@@ -483,10 +489,20 @@ class _Update:
             st.workloads[key] = view
 
     def _fill(self, view: WorkloadView, members: set[str], order: dict[str, int]) -> None:
+        st = self.st
+        if view.percent != (None, None) and view.obj is not None:  # TFLOPS follow the first worker's GPU
+            base = st._workload_view(view.obj)
+            view.request, view.limit = base.request, base.limit
         for k in sorted(members, key=order.__getitem__):
-            w = self.st.workers[k]
+            w = st.workers[k]
             view.workers.append(k)
-            view.allocated.add(w.request, len(self._known(w)))
+            booked = Res()
+            known = self._known(w)
+            for g in known:
+                booked.add(st.booking(w, st.gpus[g]) or w.request)
+            view.allocated.add(booked)
+            if len(view.workers) == 1 and known:
+                convert_percent(view, st.gpus[known[0]].capacity.tflops, None)
 
     # -- labels and compaction sums ------------------------------------------------------------------
 

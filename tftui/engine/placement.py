@@ -5,11 +5,17 @@ Reproduces the scheduler plugin `GPUResourcesFit` with its allocator: the GPU fi
 choice on the chosen node (§4.6); plus the non-scheduler selector (§4.7) that defrag's dry-run uses.
 Pure functions over a `ClusterState`; availability can be overridden so simulations work on copies.
 
+Before any GPU is looked at, the request must fit its namespace's GPUResourceQuota
+(`engine.quota`); the score weights and `maxWorkerPerNode` are the scheduler's own
+(`ClusterState.scheduler`, from the chart's ConfigMap) unless a caller passes others. Isolation
+modes and hardware partitions are filtered as the allocator does (`engine.isolation`,
+`engine.partitions`); a partitioned request without a template gets the best-fitting one first.
+
 Deviations from upstream, all deliberate (behaviour P2):
 * ties between nodes and between GPUs are broken by name (upstream: random / unstable sort), so a
   preview is reproducible;
 * only this plugin's node score ranks nodes; kube-scheduler's other score plugins (weight 5 vs theirs)
-  and namespace quota, isolation policy, partitions and topology are not modelled;
+  and topology are not modelled;
 * cordoned nodes (`spec.unschedulable`) are dropped, as kube-scheduler's NodeUnschedulable filter
   would; the allocator itself does not look at them;
 * kube-scheduler's NodeResourcesFit and NodeAffinity filters are applied to the worker pod
@@ -20,10 +26,11 @@ Deviations from upstream, all deliberate (behaviour P2):
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Collection, Mapping, MutableMapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from tftui.engine import partitions, quota
 from tftui.engine.fit import (
     DEFAULT_WEIGHTS,
     MODES,
@@ -35,10 +42,13 @@ from tftui.engine.fit import (
     reject_reason,
     resolve_mode,
 )
+from tftui.engine.isolation import compatible
 from tftui.engine.nodefit import NodeFit, PodRes, node_fit
-from tftui.engine.state import ClusterState, GPUView, Res
+from tftui.engine.state import ClusterState, GPUView, PartitionUse, Res
+from tftui.model.isolation import PARTITIONED
 
-DEFAULT_MAX_WORKER_PER_NODE = 256  # scheduler plugin arg `maxWorkerPerNode` (upstream §1.2)
+DEFAULT_MAX_WORKER_PER_NODE = 256  # the chart's `maxWorkerPerNode` (upstream §1.2)
+Assumed = Mapping[str, Sequence[PartitionUse]]  # GPU → its partitions, as a simulation booked them
 TOP_NODES = 5
 RUNNING_WORKLOADS_NOTE = (
     "running workloads stay where they are; only pods scheduled after the change use the new mode"
@@ -46,15 +56,24 @@ RUNNING_WORKLOADS_NOTE = (
 
 # filter stages in the order they run; `Placement.rejected` uses these keys
 STAGES = (
+    "quota",  # the namespace's GPUResourceQuota refused the request (every pool GPU counted)
     "excluded",  # caller's exclude_nodes (e.g. defrag's source node)
     "no-node",  # GPU whose node has no GPUNode
+    "isolation-policy",  # a Dynamic-policy GPU and a partitioned request
+    "isolation-conflict",  # a Dynamic GPU whose recovery found two modes
+    "isolation-mode",  # the GPU's (or its Dynamic lock's) mode is another
     "phase",
     "used-by",
     "index",
-    "shared-busy",
+    "isolation-unsupported",  # the virtualization-capabilities annotation says no
+    "shared-busy",  # shared needs a whole idle GPU without partitions
+    "partition-template",  # the GPU's model has no such (or no fitting) partition template
+    "partition-full",  # the GPU (or this template) is at its partition count
     "resource",
     "model",
     "vendor",
+    "partition-slots",  # no free MIG slot / Ascend isolation group or extended resources
+    "partition-vendor",  # the vendor has no partition strategy
     "same-node",
     "max-workers",
     "unschedulable",
@@ -93,11 +112,13 @@ def _state_avail(state: ClusterState, available: Mapping[str, Res] | None) -> Ca
 
 @dataclass(frozen=True, slots=True)
 class Candidates:
-    """Result of the filter stage: valid GPUs per node (names sorted), or why there are none."""
+    """Result of the filter stage: valid GPUs per node (names sorted), or why there are none.
+    `request` is the one filtered for: a partitioned request's matched template filled in."""
 
     by_node: dict[str, tuple[str, ...]]
     rejected: dict[str, int]
     reason: str | None = None
+    request: Request | None = None
 
 
 def filter_gpus(
@@ -107,51 +128,67 @@ def filter_gpus(
     *,
     available: Mapping[str, Res] | None = None,
     exclude_nodes: Collection[str] = frozenset(),
-    max_worker_per_node: int = DEFAULT_MAX_WORKER_PER_NODE,
+    max_worker_per_node: int | None = None,
     worker_counts: Mapping[str, int] | None = None,
     node_filters: bool = True,
     pod: PodRes | None = None,
     fit: NodeFit | None = None,
+    assumed: Assumed | None = None,
+    quota_used: Mapping[str, quota.Usage] | None = None,
 ) -> Candidates:
     """The pool's GPUs that pass upstream §4.3 steps 2–6, grouped by node.
 
     Error texts are upstream's, except the tftui one for "every node with valid GPUs is at the worker
     cap or cordoned" (upstream: kube-scheduler's generic "0/N nodes are available"). `worker_counts` overrides a node's worker count (committed plus, in a
-    simulation, assumed); `max_worker_per_node` ≤ 0 disables the cap. `node_filters=False` skips the
-    node-level stages (maxWorkerPerNode, cordon, kube-scheduler's node fit), as the non-scheduler
-    selector does. `pod` is the worker pod's requests (None: only its pod slot), `fit` the nodes' room
-    with a simulation's bookings (None: the state's).
+    simulation, assumed); `max_worker_per_node` ≤ 0 disables the cap (None: the scheduler's).
+    `node_filters=False` skips the node-level stages (maxWorkerPerNode, cordon, kube-scheduler's
+    node fit), as the non-scheduler selector does. `pod` is the worker pod's requests (None: only
+    its pod slot), `fit` the nodes' room with a simulation's bookings (None: the state's).
+    `assumed` and `quota_used`: partitions and quota usage a simulation booked beyond the state.
     """
     rejected: dict[str, int] = {}
+    if max_worker_per_node is None:
+        max_worker_per_node = state.scheduler.max_worker_per_node
 
     def drop(stage: str, n: int = 1) -> None:
         if n:
             rejected[stage] = rejected.get(stage, 0) + n
 
     gpus = state.gpus_in_pool(pool)
+    if (refused := quota.check(state, request, quota_used)) is not None:
+        drop("quota", len(gpus))
+        return Candidates({}, rejected, refused, request)
     if not gpus:
-        return Candidates({}, rejected, f"no gpu devices in pool {pool}")
+        return Candidates({}, rejected, f"no gpu devices in pool {pool}", request)
     by_node: dict[str, list[str]] = {}
     avail = _state_avail(state, available)
     nodes = state.nodes
+    catalog = state.providers
+    uses = assumed.get if assumed is not None else _none
     for g in gpus:
         if g.node in exclude_nodes:
             drop("excluded")
         elif g.node is None or g.node not in nodes:
             drop("no-node")
-        elif (why := reject_reason(g, avail(g), request)) is not None:
+        elif (why := reject_reason(g, avail(g), request, catalog, uses(g.name))) is not None:
             drop(why)
         else:
             by_node.setdefault(g.node, []).append(g.name)
+    if by_node and request.isolation == PARTITIONED and not request.partition:
+        request, reason = _match_partition(state, request, by_node, avail, uses, drop)
+        if reason is not None:
+            return Candidates({}, _ordered(rejected), reason, request)
     if not by_node:
         return Candidates(
-            {}, _ordered(rejected), f"no gpus available or valid in pool {pool} after filtering"
+            {}, _ordered(rejected), f"no gpus available or valid in pool {pool} after filtering", request
         )
     if request.count > 1:
         for n in [n for n, names in by_node.items() if len(names) < request.count]:
             drop("same-node", len(by_node.pop(n)))
         if not by_node:
-            return Candidates({}, _ordered(rejected), f"no node has at least {request.count} available GPUs")
+            return Candidates(
+                {}, _ordered(rejected), f"no node has at least {request.count} available GPUs", request
+            )
     if node_filters:
         room = fit if fit is not None else node_fit(state)
         for n in sorted(by_node):
@@ -178,8 +215,51 @@ def filter_gpus(
                 {},
                 _ordered(rejected),
                 f"no node left in pool {pool}: nodes with valid GPUs are {' or '.join(parts)}",
+                request,
             )
-    return Candidates({n: tuple(by_node[n]) for n in sorted(by_node)}, _ordered(rejected))
+    return Candidates({n: tuple(by_node[n]) for n in sorted(by_node)}, _ordered(rejected), None, request)
+
+
+def _none(_: str) -> None:
+    return None
+
+
+def _match_partition(
+    state: ClusterState,
+    request: Request,
+    by_node: dict[str, list[str]],
+    avail: Callable[[GPUView], Res],
+    uses: Callable[[str], Sequence[PartitionUse] | None],
+    drop: Callable[[str, int], None],
+) -> tuple[Request, str | None]:
+    """A partitioned request without a template: the scheduler's pre-filter matches the template
+    that fits with the least waste over the filtered GPUs; the GPUs that cannot take it then drop."""
+    passing = [state.gpus[n] for names in by_node.values() for n in names]
+    t = partitions.match_template(
+        state.providers, passing, request.tflops, request.compute_percent, request.vram
+    )
+    if t is None:
+        drop("partition-template", len(passing))
+        by_node.clear()
+        return request, (
+            "no suitable partition template: no partition template can satisfy request: "
+            f"TFLOPs={request.tflops or 0:.2f}, VRAM={int(request.vram)}"
+        )
+    request = replace(request, partition=t.id)
+    for node in list(by_node):
+        keep = []
+        for name in by_node[node]:
+            g = state.gpus[name]
+            why = reject_reason(g, avail(g), request, state.providers, uses(name))
+            if why is None:
+                keep.append(name)
+            else:
+                drop(why, 1)
+        if keep:
+            by_node[node] = keep
+        else:
+            del by_node[node]
+    return request, None
 
 
 def _ordered(rejected: dict[str, int]) -> dict[str, int]:
@@ -196,6 +276,7 @@ class Placement:
     node_scores: tuple[tuple[str, int], ...]  # top 5, best first
     reason: str | None
     rejected: dict[str, int] = field(default_factory=dict)  # GPUs removed per filter stage
+    partition: str = ""  # the partition template a partitioned request books (matched if not given)
 
     @property
     def ok(self) -> bool:
@@ -209,6 +290,7 @@ class Placement:
             "node_scores": [{"node": n, "score": s} for n, s in self.node_scores],
             "reason": self.reason,
             "rejected": dict(self.rejected),
+            "partition": self.partition or None,
         }
 
 
@@ -235,26 +317,39 @@ def _pick_gpus(
     return tuple(sorted(names, key=key)[:count])
 
 
+def scheduler_weights(state: ClusterState) -> Weights:
+    """The score weights of the cluster's scheduler configuration (chart defaults without one)."""
+    sc = state.scheduler
+    if (sc.vram_weight, sc.tflops_weight) == (DEFAULT_WEIGHTS.vram, DEFAULT_WEIGHTS.tflops):
+        return DEFAULT_WEIGHTS
+    return Weights(sc.vram_weight, sc.tflops_weight)
+
+
 def place(
     state: ClusterState,
     pool: str,
     request: Request,
     *,
     mode: Mode | None = None,
-    weights: Weights = DEFAULT_WEIGHTS,
+    weights: Weights | None = None,
     available: Mapping[str, Res] | None = None,
     exclude_nodes: Collection[str] = frozenset(),
-    max_worker_per_node: int = DEFAULT_MAX_WORKER_PER_NODE,
+    max_worker_per_node: int | None = None,
     worker_counts: Mapping[str, int] | None = None,
     pod: PodRes | None = None,
     fit: NodeFit | None = None,
+    assumed: Assumed | None = None,
+    quota_used: Mapping[str, quota.Usage] | None = None,
 ) -> Placement:
     """The scheduler's choice (§4.3–4.6) of node and GPUs for `request` in `pool`.
 
-    Node score = floor of the mean node-level score over the node's matched GPUs and all its other
-    GPUs (any pool, any phase; a Pending one counts a quarter, integer division), as upstream.
+    Node score = floor of the mean node-level score over the node's matched GPUs and its other GPUs
+    that could host the request's isolation mode (any pool, any phase; a Pending one counts a
+    quarter, integer division), as upstream. `weights` and `max_worker_per_node` default to the
+    cluster's scheduler configuration.
     """
     mode = mode if mode is not None else pool_mode(state, pool)
+    weights = weights if weights is not None else scheduler_weights(state)
     cands = filter_gpus(
         state,
         pool,
@@ -265,16 +360,22 @@ def place(
         worker_counts=worker_counts,
         pod=pod,
         fit=fit,
+        assumed=assumed,
+        quota_used=quota_used,
     )
+    req = cands.request or request
     if cands.reason is not None:
-        return Placement(mode, None, (), (), cands.reason, cands.rejected)
+        return Placement(mode, None, (), (), cands.reason, cands.rejected, req.partition)
     scored: list[tuple[str, int]] = []
     avail = _state_avail(state, available)
+    isolation = req.isolation
     for n, matched in cands.by_node.items():
         total = 0
         counted = 0
         chosen = set(matched)
         for g in state.gpus_of(n):
+            if g.name not in chosen and not compatible(g, isolation):
+                continue
             s = node_level_score(mode, g.capacity, avail(g), weights)
             if g.name not in chosen and g.phase == "Pending":
                 s //= 4
@@ -283,8 +384,8 @@ def place(
         scored.append((n, total // counted if counted else 0))
     scored.sort(key=lambda t: (-t[1], t[0]))
     best = scored[0][0]
-    gpus = _pick_gpus(state, cands.by_node[best], request.count, mode, weights, available)
-    return Placement(mode, best, gpus, tuple(scored[:TOP_NODES]), None, cands.rejected)
+    gpus = _pick_gpus(state, cands.by_node[best], req.count, mode, weights, available)
+    return Placement(mode, best, gpus, tuple(scored[:TOP_NODES]), None, cands.rejected, req.partition)
 
 
 def select_from_store(
@@ -293,7 +394,7 @@ def select_from_store(
     request: Request,
     *,
     mode: Mode | None = None,
-    weights: Weights = DEFAULT_WEIGHTS,
+    weights: Weights | None = None,
     available: Mapping[str, Res] | None = None,
     exclude_nodes: Collection[str] = frozenset(),
 ) -> Placement:
@@ -305,11 +406,13 @@ def select_from_store(
     capacity in its status fails the whole call (upstream: nil available/capacity).
     """
     mode = mode if mode is not None else pool_mode(state, pool)
+    weights = weights if weights is not None else scheduler_weights(state)
     cands = filter_gpus(
         state, pool, request, available=available, exclude_nodes=exclude_nodes, node_filters=False
     )
+    request = cands.request or request
     if cands.reason is not None:
-        return Placement(mode, None, (), (), cands.reason, cands.rejected)
+        return Placement(mode, None, (), (), cands.reason, cands.rejected, request.partition)
     scored: list[tuple[str, int]] = []
     for n in cands.by_node:
         total = 0
@@ -317,7 +420,13 @@ def select_from_store(
             cap = (g.obj.get("status") or {}).get("capacity") or {}
             if cap.get("tflops") in (None, "") or cap.get("vram") in (None, ""):
                 return Placement(
-                    mode, None, (), (), f"gpu {g.name} on node {n} has no status.capacity", cands.rejected
+                    mode,
+                    None,
+                    (),
+                    (),
+                    f"gpu {g.name} on node {n} has no status.capacity",
+                    cands.rejected,
+                    request.partition,
                 )
             total += node_level_score(mode, g.capacity, _avail(g, available), weights)
         scored.append((n, total))
@@ -325,23 +434,56 @@ def select_from_store(
     for n, _ in scored:
         if len(cands.by_node[n]) >= request.count:
             gpus = _pick_gpus(state, cands.by_node[n], request.count, mode, weights, available)
-            return Placement(mode, n, gpus, tuple(scored[:TOP_NODES]), None, cands.rejected)
+            return Placement(
+                mode, n, gpus, tuple(scored[:TOP_NODES]), None, cands.rejected, request.partition
+            )
     return Placement(
-        mode, None, (), tuple(scored[:TOP_NODES]), "not enough gpus in scoring stage", cands.rejected
+        mode,
+        None,
+        (),
+        tuple(scored[:TOP_NODES]),
+        "not enough gpus in scoring stage",
+        cands.rejected,
+        request.partition,
     )
 
 
+def booked_request(placement: Placement, request: Request) -> Request:
+    """`request` as the placement books it (a partitioned one with its matched template)."""
+    if placement.partition and placement.partition != request.partition:
+        return replace(request, partition=placement.partition)
+    return request
+
+
 def apply_placement(
-    available: dict[str, Res], state: ClusterState, placement: Placement, request: Request
+    available: dict[str, Res],
+    state: ClusterState,
+    placement: Placement,
+    request: Request,
+    *,
+    assumed: MutableMapping[str, list[PartitionUse]] | None = None,
+    quota_used: dict[str, quota.Usage] | None = None,
+    worker: str = "",
 ) -> None:
     """Book `request` on the placement's GPUs in `available` (missing entries start from the state).
 
     Per device, as upstream: TFLOPS (compute % converted with the GPU's capacity, truncated) and
-    VRAM; `shared` isolation takes the whole GPU.
+    VRAM; `shared` isolation takes the whole GPU, a partition its template. `assumed` (GPU → its
+    partitions) and `quota_used` (namespace → quota usage) are booked too when given; `worker`
+    names the booking in `assumed`.
     """
+    request = booked_request(placement, request)
+    catalog = state.providers
     for name in placement.gpus:
         g = state.gpus[name]
-        available[name] = _avail(g, available) - request.take(g.capacity)
+        available[name] = _avail(g, available) - request.take_on(g, catalog)
+        if assumed is not None and request.partition:
+            held = assumed.get(name)
+            if held is None:
+                held = assumed[name] = list(g.partitions)
+            held.append(PartitionUse(worker, request.partition))
+    if quota_used is not None and placement.gpus:
+        quota.book(quota_used, state, request)
 
 
 # -- preview (behaviour P3) ----------------------------------------------------------------------
@@ -407,6 +549,8 @@ class Preview:
                 "vendor": r.vendor,
                 "isolation": r.isolation,
                 "indices": list(r.indices),
+                "partition": r.partition or None,
+                "namespace": r.namespace or None,
             },
             "mode": self.mode,
             "pool_before": self.pool_before.to_json(),
@@ -420,14 +564,13 @@ class Preview:
 
 def _booked(state: ClusterState, placement: Placement, request: Request) -> Res:
     total = Res()
+    request = booked_request(placement, request)
     for name in placement.gpus:
-        total.add(request.take(state.gpus[name].capacity))
+        total.add(request.take_on(state.gpus[name], state.providers))
     return total
 
 
-def preview(
-    state: ClusterState, pool: str, request: Request, *, weights: Weights = DEFAULT_WEIGHTS
-) -> Preview:
+def preview(state: ClusterState, pool: str, request: Request, *, weights: Weights | None = None) -> Preview:
     """`place` under each mode, and the allocation before → after (behaviour P3)."""
     pv = state.pools.get(pool)
     pool_alloc = pv.allocated if pv is not None else Res()

@@ -14,8 +14,8 @@ from datetime import datetime
 from tftui.engine.compaction import plan_compaction
 from tftui.engine.defrag import plan_defrag
 from tftui.engine.plan import Plan
+from tftui.engine.prices import price_map
 from tftui.engine.state import ClusterState
-from tftui.model.gpuinfo import price_table
 
 
 def plan_cluster(
@@ -32,7 +32,7 @@ def plan_cluster(
     it in process too); a pool missing from it is due, as after a controller restart.
     """
     names = sorted(state.pools) if pools is None else sorted(pools)
-    prices = price_table()
+    prices = price_map(state)
     plan = Plan(now)
     for name in names:
         plan.merge(

@@ -20,7 +20,11 @@ from typing import Any, TypeVar, cast
 from tftui.model import keys
 from tftui.model.dump import Snapshot
 from tftui.model.gcpause import gc_paused
+from tftui.model.isolation import PARTITIONED, SHARED, GPUIsolation, gpu_isolation
+from tftui.model.provider import ProviderCatalog
 from tftui.model.quantity import QuantityError, quantity_float
+from tftui.model.schedconfig import DEFAULT as DEFAULT_SCHEDULER
+from tftui.model.schedconfig import SchedulerSettings, scheduler_settings
 from tftui.model.times import within_range
 
 DEFAULT_PLACEMENT_MODE = "NodeCompactGPULowLoad"
@@ -71,6 +75,20 @@ class StateWarning:
         return f"{self.ref}: {self.message}"
 
 
+@dataclass(frozen=True, slots=True)
+class PartitionUse:
+    """A hardware partition a worker holds on a GPU; where it sits comes from the GPU's
+    `status.allocatedPartitions` entry for the pod (None: not recorded yet)."""
+
+    worker: str  # "ns/name"
+    template: str  # the pod's `partition-id`, as written
+    slot: tuple[int, int] | None = None  # MIG slots [start, end)
+    group: int | None = None  # Ascend vGroup
+
+
+_NO_ISOLATION = GPUIsolation()
+
+
 @dataclass(slots=True)
 class GPUView:
     name: str
@@ -85,6 +103,8 @@ class GPUView:
     allocated: Res = field(default_factory=Res)
     workers: list[str] = field(default_factory=list)  # worker keys "ns/name"
     obj: dict[str, Any] = field(default_factory=dict, repr=False)
+    isolation: GPUIsolation = _NO_ISOLATION
+    partitions: list[PartitionUse] = field(default_factory=list)  # in worker order
 
     @property
     def available(self) -> Res:
@@ -145,6 +165,9 @@ class WorkerView:
     created: datetime | None
     terminating: bool
     obj: dict[str, Any] = field(default_factory=dict, repr=False)
+    isolation: str = "soft"  # annotation `isolation` (soft when unset)
+    partition: str = ""  # annotation `partition-id` of a partitioned worker
+    percent: float | None = None  # compute-percent request (per device) instead of TFLOPS
 
     @property
     def allocated(self) -> Res:
@@ -167,6 +190,9 @@ class WorkloadView:
     allocated: Res = field(default_factory=Res)
     autoscale: bool = False
     obj: dict[str, Any] | None = field(default=None, repr=False)  # None: workers without a workload object
+    # compute percent of a GPU (request, limit) instead of TFLOPS: `request`/`limit` hold it converted
+    # with the capacity of the first worker's GPU (see `convert_percent`)
+    percent: tuple[float | None, float | None] = (None, None)
 
 
 @dataclass(slots=True)
@@ -235,6 +261,10 @@ class ClusterState:
     claims: dict[str, dict[str, Any]] = field(default_factory=dict)
     pdbs: list[dict[str, Any]] = field(default_factory=list)
     profiles: dict[str, dict[str, Any]] = field(default_factory=dict)
+    providers: ProviderCatalog = field(default_factory=ProviderCatalog)  # every ProviderConfig
+    quotas: dict[str, dict[str, Any]] = field(default_factory=dict)  # namespace → GPUResourceQuota
+    config_maps: list[dict[str, Any]] = field(default_factory=list)  # TensorFusion's config ConfigMaps
+    scheduler: SchedulerSettings = DEFAULT_SCHEDULER  # GPUResourcesFit args from the chart's ConfigMap
     gpus_by_pool_label: dict[str, list[str]] = field(default_factory=dict)  # `gpupool` label → GPUs
     # Upstream compaction's capacity view (upstream-engine §2.3 step 3): per `gpupool` label and node,
     # Σ Value() of available and capacity (TFLOPS, VRAM) over GPUs used by TensorFusion with a
@@ -292,6 +322,22 @@ class ClusterState:
         for p in snap.kind("WorkloadProfile"):
             self.profiles[f"{p['metadata'].get('namespace', '')}/{p['metadata']['name']}"] = p
         self.pdbs = list(snap.kind("PodDisruptionBudget"))
+        self.providers = ProviderCatalog.of(snap.kind("ProviderConfig"))
+        for ref, message in self.providers.problems:
+            self.warnings.append(StateWarning(ref, message))
+        for q in snap.kind("GPUResourceQuota"):
+            ns = q["metadata"].get("namespace", "")
+            if ns in self.quotas:  # the controller keeps one quota per namespace (the last it saw)
+                self._warn(q, f"namespace {ns!r} has more than one GPUResourceQuota; this one is used")
+            self.quotas[ns] = q
+        self.config_maps = [
+            c
+            for c in snap.kind("ConfigMap")
+            if ((c.get("metadata") or {}).get("labels") or {}).get(keys.COMPONENT) == keys.COMPONENT_CONFIG
+        ]
+        self.scheduler = scheduler_settings(self.config_maps)
+        if self.scheduler.problem:
+            self.warnings.append(StateWarning("scheduler configuration", self.scheduler.problem))
         for pool in snap.kind("GPUPool"):
             self._add_pool(pool)
 
@@ -427,6 +473,7 @@ class ClusterState:
                 self._q(gpu, "status.capacity.vram", cap.get("vram")),
             ),
             obj=gpu,
+            isolation=gpu_isolation(gpu),
         )
         return view
 
@@ -445,7 +492,11 @@ class ClusterState:
         pool = spec.get("poolName") or None
         if pool and pool not in self.pools:
             self._warn(wl, f"spec.poolName: pool {pool!r} not found")
-        return WorkloadView(
+        percent = (
+            self._percent(wl, "spec.resources.requests", req),
+            self._percent(wl, "spec.resources.limits", lim),
+        )
+        view = WorkloadView(
             key=f"{ns}/{meta['name']}",
             namespace=ns,
             name=meta["name"],
@@ -463,7 +514,16 @@ class ClusterState:
             ),
             autoscale=auto,
             obj=wl,
+            percent=percent,
         )
+        convert_percent(view, None, _model_tflops(spec.get("gpuModel")))
+        return view
+
+    def _percent(self, obj: dict[str, Any], path: str, res: dict[str, Any]) -> float | None:
+        """The compute percent of a requests/limits block that gives no TFLOPS (None: TFLOPS given)."""
+        if res.get("tflops") not in (None, "") or res.get("compute") in (None, ""):
+            return None
+        return self._q(obj, f"{path}.compute", res["compute"])
 
     def _add_pod(self, pod: dict[str, Any]) -> None:
         meta = pod["metadata"]
@@ -476,12 +536,23 @@ class ClusterState:
         if got is None:
             return
         worker, known = got
-        key, request, limit, node_name = worker.key, worker.request, worker.limit, worker.node
+        key, limit, node_name = worker.key, worker.limit, worker.node
         self.workers[key] = worker
+        booked = Res()
         for g in known:
             gv = self.gpus[g]
-            gv.allocated.add(request)
+            take = self.booking(worker, gv)
+            if take is None:
+                self._warn(
+                    pod,
+                    f"metadata.annotations[{keys.PARTITION_ID}]: no partition template "
+                    f"{worker.partition!r} for GPU model {gv.model!r} (booked as its request)",
+                )
+                take = worker.request
+            gv.allocated.add(take)
+            booked.add(take)
             gv.workers.append(key)
+            add_partition(gv, worker)
             if node_name is not None and gv.node != node_name:
                 self._warn(pod, f"spec.nodeName: {node_name!r} but GPU {g!r} is on node {gv.node!r}")
         node = self.nodes.get(node_name) if node_name else None
@@ -497,14 +568,20 @@ class ClusterState:
                 wv = self._local_workload(worker, wkey)
                 self.workloads[wkey] = wv
             wv.workers.append(key)
-            wv.allocated.add(request, len(known))
+            wv.allocated.add(booked)
+            if len(wv.workers) == 1 and known:
+                convert_percent(wv, self.gpus[known[0]].capacity.tflops, None)
 
     def _native_gpu_node(self, pod: dict[str, Any]) -> str | None:
         """The node of a live non-worker pod that uses GPUs outside TensorFusion (None: not one)."""
         spec = pod.get("spec") or {}
         node_name = spec.get("nodeName") or None
         phase = (pod.get("status") or {}).get("phase") or "Pending"
-        if phase not in ENDED_PHASES and node_name in self.nodes and _uses_native_gpu(spec):
+        if (
+            phase not in ENDED_PHASES
+            and node_name in self.nodes
+            and _uses_native_gpu(spec, self.providers.native_resources())
+        ):
             return node_name
         return None
 
@@ -553,6 +630,13 @@ class ClusterState:
         for g in gpu_ids:
             if g not in self.gpus:
                 self._warn(pod, f"metadata.annotations[{keys.GPU_IDS}]: GPU {g!r} not found")
+        percent = None
+        if not ann.get(keys.TFLOPS_REQUEST) and ann.get(keys.COMPUTE_PERCENT_REQUEST):
+            percent = self._q(
+                pod,
+                f"metadata.annotations[{keys.COMPUTE_PERCENT_REQUEST}]",
+                ann[keys.COMPUTE_PERCENT_REQUEST],
+            )
         request = Res(
             self._tflops(pod, ann, keys.TFLOPS_REQUEST, keys.COMPUTE_PERCENT_REQUEST, known),
             self._q(pod, f"metadata.annotations[{keys.VRAM_REQUEST}]", ann.get(keys.VRAM_REQUEST)),
@@ -580,20 +664,40 @@ class ClusterState:
             created=parse_time(meta.get("creationTimestamp")),
             terminating=bool(meta.get("deletionTimestamp")),
             obj=pod,
+            isolation=ann.get(keys.ISOLATION) or "soft",
+            partition=(ann.get(keys.PARTITION_ID) or "") if ann.get(keys.ISOLATION) == PARTITIONED else "",
+            percent=percent,
         )
         return worker, known
 
     def _tflops(
         self, pod: dict[str, Any], ann: dict[str, str], tflops_key: str, pct_key: str, gpus: list[str]
     ) -> float:
-        """TFLOPS per device; a compute-percent request is converted with the GPU's capacity."""
+        """TFLOPS per device; a compute-percent request is converted with the (first) GPU's capacity
+        and truncated to whole TFLOPS, as the controller does."""
         if ann.get(tflops_key):
             return self._q(pod, f"metadata.annotations[{tflops_key}]", ann[tflops_key])
         if ann.get(pct_key):
             pct = self._q(pod, f"metadata.annotations[{pct_key}]", ann[pct_key])
             cap = self.gpus[gpus[0]].capacity.tflops if gpus else 0.0
-            return pct / 100.0 * cap
+            return percent_tflops(pct, cap)
         return 0.0
+
+    def booking(self, worker: WorkerView, gpu: GPUView) -> Res | None:
+        """What `worker` takes from `gpu`: the whole GPU when shared, its partition template's
+        resources when partitioned (None: the GPU's model has no such template), else its request
+        (a compute percent converted with this GPU's capacity)."""
+        if worker.isolation == SHARED:
+            return gpu.capacity.copy()
+        if worker.partition:
+            hw = self.providers.model(gpu.model)
+            t = hw.template(worker.partition) if hw is not None else None
+            if t is None:
+                return None
+            return Res(*t.resources(gpu.capacity.tflops))
+        if worker.percent is not None:
+            return Res(percent_tflops(worker.percent, gpu.capacity.tflops), worker.request.vram)
+        return worker.request
 
     def _aggregate(self) -> None:
         for node in self.nodes.values():
@@ -708,6 +812,50 @@ def _blocked_pools(st: ClusterState) -> dict[str, StateWarning]:
     return out
 
 
+def _model_tflops(model: Any) -> float | None:
+    """FP16 TFLOPS of a GPU model by (short or family) name from the public table, if known."""
+    if not isinstance(model, str) or not model:
+        return None
+    from tftui.model.gpuinfo import lookup  # the table loads lazily, on the first percent workload
+
+    info = lookup(model)
+    return info.tflops if info else None
+
+
+def convert_percent(view: WorkloadView, capacity: float | None, fallback: float | None) -> None:
+    """A compute-percent workload's TFLOPS: of its first worker's GPU (`capacity`), else of its
+    `gpuModel` in the GPU table (`fallback`), else left at 0 (unknown until a worker runs)."""
+    req_pct, lim_pct = view.percent
+    cap = capacity if capacity is not None else fallback
+    if cap is None:
+        return
+    if req_pct is not None:
+        view.request = Res(percent_tflops(req_pct, cap), view.request.vram)
+    if lim_pct is not None:
+        view.limit = Res(percent_tflops(lim_pct, cap), view.limit.vram)
+
+
+def percent_tflops(percent: float, capacity_tflops: float) -> float:
+    """A compute percent of a GPU as whole TFLOPS (the controller truncates)."""
+    return float(math.trunc(percent * capacity_tflops / 100.0))
+
+
+def add_partition(gpu: GPUView, worker: WorkerView) -> None:
+    """Record a partitioned worker on its GPU, with the slot the GPU's status gives its pod."""
+    if not worker.partition:
+        return
+    entry = (((gpu.obj.get("status") or {}).get("allocatedPartitions") or {}).get(worker.uid)) or {}
+    start, end, group = (
+        entry.get("allocatedSlotStart"),
+        entry.get("allocatedSlotEnd"),
+        entry.get("isolationGroupId"),
+    )
+    slot = (start, end) if isinstance(start, int) and isinstance(end, int) and end > start else None
+    gpu.partitions.append(
+        PartitionUse(worker.key, worker.partition, slot, group if isinstance(group, int) else None)
+    )
+
+
 def add_node_to_pool(pool: PoolView, node: NodeView) -> None:
     """Add a node's figures to its pool's sums (full and incremental builds alike)."""
     pool.capacity.add(node.capacity)
@@ -758,11 +906,12 @@ def go_value(x: float) -> int:
     return int(math.copysign(math.ceil(abs(x)), x))
 
 
-def _uses_native_gpu(spec: dict[str, Any]) -> bool:
+def _uses_native_gpu(spec: dict[str, Any], names: tuple[str, ...]) -> bool:
+    """Whether a container asks for a device-plugin GPU resource (`names`, from the ProviderConfigs)."""
     for c in spec.get("containers") or ():
         res = c.get("resources") or {}
         for section in (res.get("limits") or {}, res.get("requests") or {}):
-            for name in keys.NATIVE_GPU_RESOURCES:
+            for name in names:
                 value = section.get(name)
                 if value not in (None, "0", 0):
                     return True

@@ -18,7 +18,8 @@ Rules that keep the diagnosis honest:
   VRAM fractions, because a GPU is full when either is; compute counts at its window average, VRAM at
   its peak (it cannot be taken back from a running process). Hours are the rows the window holds at
   upstream's one row per object per minute, capped at the window. Money is GPU-hours × the GPU's
-  hourly price (`GPUNode.spec.costPerHour` ÷ GPUs when set, else the public GPU table).
+  hourly price (`GPUNode.spec.costPerHour` ÷ GPUs when set, else the ProviderConfig's price, else
+  the public GPU table; `engine.prices`).
 - Findings at different levels describe the same capacity (a node's over-request is the sum of its
   workloads'); `Totals` adds only disjoint ones: requests above usage (workload over-request and
   idle reservation) and capacity nobody requested (empty and fragmented nodes).
@@ -33,8 +34,9 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Final, Literal, TypeVar
 
+from tftui.engine.prices import gpu_price
 from tftui.engine.state import ClusterState, NodeView, PoolView, WorkerView, WorkloadView
-from tftui.model import gpuinfo, keys
+from tftui.model import keys
 from tftui.model.metrics import GPUUsageSummary, NodeAllocation, Step1, WorkloadRequest, WorkloadUsage
 
 # -- thresholds (upstream-model §4; upstream anchors: alerts at 90/95 % allocated, IdleGPU at < 1 %
@@ -225,8 +227,7 @@ def _gpu_price(state: ClusterState, gpu: str) -> float | None:
     node = state.nodes.get(gv.node) if gv.node else None
     if node is not None and node.cost_per_hour is not None and node.gpus:
         return node.cost_per_hour / len(node.gpus)
-    info = gpuinfo.lookup(gv.model) if gv.model else None
-    return info.price_per_hour if info else None
+    return gpu_price(state, gv.model)
 
 
 def _money(gpu_hours: float | None, price: float | None) -> float | None:
@@ -296,7 +297,6 @@ def _gpu_rows(step1: Step1, state: ClusterState, usage: dict[str, GPUUsageSummar
         u = usage.get(name)
         cap_t = gv.capacity.tflops if gv else 0.0
         cap_v = gv.capacity.vram if gv else 0.0
-        info = gpuinfo.lookup(gv.model) if gv and gv.model else None
         rows.append(
             GPURow(
                 name=name,
@@ -309,7 +309,7 @@ def _gpu_rows(step1: Step1, state: ClusterState, usage: dict[str, GPUUsageSummar
                 compute_used_pct=u.compute_used_pct if u and u.samples else None,
                 vram_peak_pct=_vram_pct(u, cap_v or None) if u and u.samples else None,
                 hours=_hours(u.samples, step1.window) if u else 0.0,
-                price_per_hour=_gpu_price(state, name) if gv else (info.price_per_hour if info else None),
+                price_per_hour=_gpu_price(state, name),
                 classes=(),
             )
         )

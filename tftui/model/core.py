@@ -1,4 +1,4 @@
-"""Slim views of the core Kubernetes kinds tftui reads: Node, Pod, PodDisruptionBudget.
+"""Slim views of the core Kubernetes kinds tftui reads: Node, Pod, PodDisruptionBudget, ConfigMap.
 
 Slim on purpose: a real Pod carries kilobytes of spec tftui never reads, and a 60,000-pod dump would
 spend most of its load time building those dicts. Only the fields the engine uses are kept
@@ -125,6 +125,17 @@ class PodDisruptionBudget(TypedDict, total=False):
     metadata: Required[ObjectMeta]
     spec: PDBSpec
     status: PDBStatus
+
+
+@with_config(KEEP)
+class ConfigMap(TypedDict, total=False):
+    """TensorFusion's own ConfigMap (label `tensor-fusion.ai/component: config`): the scheduler
+    configuration the chart writes lives in its `scheduler-config.yaml` key."""
+
+    apiVersion: str
+    kind: Required[Literal["ConfigMap"]]
+    metadata: Required[ObjectMeta]
+    data: dict[str, str]
 
 
 @with_config(KEEP)

@@ -285,6 +285,18 @@ class RunningApp(TypedDict, total=False):
 
 
 @with_config(KEEP)
+class AllocatedPartition(TypedDict, total=False):
+    templateId: str
+    podUid: str
+    podName: str
+    namespace: str
+    allocatedAt: str
+    allocatedSlotStart: int
+    allocatedSlotEnd: int
+    isolationGroupId: int
+
+
+@with_config(KEEP)
 class GPUStatus(TypedDict, total=False):
     phase: str
     vendor: str
@@ -298,8 +310,12 @@ class GPUStatus(TypedDict, total=False):
     nodeSelector: dict[str, str]
     usedBy: str
     isolationMode: str
+    isolationPolicy: str  # what the hypervisor advertises: Static (also when empty) or Dynamic
+    activeIsolationMode: str  # a Dynamic GPU's mode lock, set while it has allocations
+    dynamicIsolationConflict: bool
     message: str
     runningApps: list[RunningApp]
+    allocatedPartitions: dict[str, AllocatedPartition]  # pod UID → partition
 
 
 @with_config(KEEP)
@@ -472,3 +488,96 @@ class GPUNodeClaim(TypedDict, total=False):
     metadata: Required[ObjectMeta]
     spec: GPUNodeClaimSpec
     status: GPUNodeClaimStatus
+
+
+@with_config(KEEP)
+class HardwareModelInfo(TypedDict, total=False):
+    model: str
+    fullModelName: str
+    costPerHour: str
+    fp16TFlops: QuantityValue
+    maxPartitions: int
+    maxPlacementSlots: int
+    maxIsolationGroups: int
+    totalExtendedResources: dict[str, int]
+    partitionTemplateRefs: list[str]
+
+
+@with_config(KEEP)
+class VirtualizationTemplate(TypedDict, total=False):
+    id: str
+    nvmlProfileId: int
+    name: str
+    memoryGigabytes: int
+    computePercent: str | int | float
+    description: str
+    maxInstances: int
+    placementLimit: list[int]
+    placementOffset: int
+    extendedResources: dict[str, int]
+    isolationGroupSharing: str
+    maxPartitionsPerIsolationGroup: int
+    isolationGroupSlots: int
+
+
+@with_config(KEEP)
+class ProviderConfigSpec(TypedDict, total=False):
+    vendor: str
+    images: dict[str, Any]
+    hypervisor: dict[str, Any]
+    hardwareMetadata: list[HardwareModelInfo]
+    virtualizationTemplates: list[VirtualizationTemplate]
+    inUseResourceNames: list[str]
+    devicePluginDetection: dict[str, Any]
+
+
+@with_config(KEEP)
+class ProviderConfig(TypedDict, total=False):
+    """A hardware vendor's catalogue: models, prices, partition templates, device-plugin resources."""
+
+    apiVersion: str
+    kind: Required[Literal["ProviderConfig"]]
+    metadata: Required[ObjectMeta]
+    spec: ProviderConfigSpec
+    status: dict[str, Any]
+
+
+@with_config(KEEP)
+class QuotaResource(TypedDict, total=False):
+    tflops: QuantityValue
+    vram: QuantityValue
+    compute: QuantityValue
+
+
+@with_config(KEEP)
+class QuotaTotal(TypedDict, total=False):
+    requests: QuotaResource
+    limits: QuotaResource
+    maxWorkers: int
+    alertThresholdPercent: int
+
+
+@with_config(KEEP)
+class QuotaSingle(TypedDict, total=False):
+    maxRequests: QuotaResource
+    maxLimits: QuotaResource
+    maxGPUCount: int
+    defaultRequests: QuotaResource
+    defaultLimits: QuotaResource
+
+
+@with_config(KEEP)
+class GPUResourceQuotaSpec(TypedDict, total=False):
+    total: QuotaTotal
+    single: QuotaSingle
+
+
+@with_config(KEEP)
+class GPUResourceQuota(TypedDict, total=False):
+    """A namespace's TensorFusion quota: totals over its workers and per-workload limits."""
+
+    apiVersion: str
+    kind: Required[Literal["GPUResourceQuota"]]
+    metadata: Required[ObjectMeta]
+    spec: GPUResourceQuotaSpec
+    status: dict[str, Any]

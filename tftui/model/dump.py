@@ -4,6 +4,11 @@ Accepted: one JSON `List`, several JSON documents concatenated, or multi-documen
 a `List` (kind `List` or `*List` with `items`) or a single object. Validation runs once over all
 items through one `TypeAdapter` (see `crds` for why). Every error is one line naming the file, the
 object (kind namespace/name) and the field path, so a support engineer can fix the bundle.
+
+Hand-written YAML is read as kubectl reads it: YAML goes to JSON first, so an unquoted timestamp
+(`creationTimestamp: 2026-01-01T00:00:00Z`) stays the string it was written as, and a field left
+empty (`spec:` with only a comment under it) is null, which the API server decodes as "not set".
+Nulls in mappings are therefore dropped before validation, in YAML and JSON alike.
 """
 
 from __future__ import annotations
@@ -34,6 +39,9 @@ KINDS: dict[str, type] = {
     "WorkloadProfile": crds.WorkloadProfile,
     "SchedulingConfigTemplate": crds.SchedulingConfigTemplate,
     "GPUNodeClaim": crds.GPUNodeClaim,
+    "ProviderConfig": crds.ProviderConfig,
+    "GPUResourceQuota": crds.GPUResourceQuota,
+    "ConfigMap": core.ConfigMap,
     "Node": core.Node,
     "Pod": core.Pod,
     "PodDisruptionBudget": core.PodDisruptionBudget,
@@ -55,6 +63,9 @@ AnyObject = Annotated[
     | Annotated[crds.WorkloadProfile, Tag("WorkloadProfile")]
     | Annotated[crds.SchedulingConfigTemplate, Tag("SchedulingConfigTemplate")]
     | Annotated[crds.GPUNodeClaim, Tag("GPUNodeClaim")]
+    | Annotated[crds.ProviderConfig, Tag("ProviderConfig")]
+    | Annotated[crds.GPUResourceQuota, Tag("GPUResourceQuota")]
+    | Annotated[core.ConfigMap, Tag("ConfigMap")]
     | Annotated[core.Node, Tag("Node")]
     | Annotated[core.Pod, Tag("Pod")]
     | Annotated[core.PodDisruptionBudget, Tag("PodDisruptionBudget")]
@@ -189,6 +200,40 @@ def _format_errors(exc: ValidationError, items: Sequence[Any], source: str, base
     return DumpError(f"{source}: {where}: {_path(field_loc) or '<object>'}: {_describe_error(first)}{suffix}")
 
 
+class _KubeLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """The safe loader, but a YAML timestamp stays the text it was written as (kubectl's YAML → JSON
+    conversion gives the API server that string; PyYAML would make it a `datetime`)."""
+
+
+def _timestamp_text(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> str:
+    return str(loader.construct_scalar(node))
+
+
+_KubeLoader.add_constructor("tag:yaml.org,2002:timestamp", _timestamp_text)
+
+
+def drop_nulls(value: Any) -> Any:
+    """`value` without the null entries of its mappings, at every depth (to the API server's decoder
+    a null field is an unset one). A container is copied only when something below it was dropped."""
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        changed = False
+        for k, v in value.items():
+            if v is None:
+                changed = True
+                continue
+            if isinstance(v, dict | list):
+                nv = drop_nulls(v)
+                changed = changed or nv is not v
+                v = nv
+            out[k] = v
+        return out if changed else value
+    if isinstance(value, list):
+        items = [drop_nulls(v) for v in value]
+        return items if any(a is not b for a, b in zip(items, value, strict=True)) else value
+    return value
+
+
 def _documents(text: str, source: str) -> Iterator[Any]:
     stripped = text.lstrip()
     if not stripped:
@@ -211,11 +256,10 @@ def _documents(text: str, source: str) -> Iterator[Any]:
             while pos < end and text[pos].isspace():
                 pos += 1
         return
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
         if "*" in text:  # aliases are possible: measure what they expand to before building anything
-            _check_aliases(text, source, loader)
-        docs = list(yaml.load_all(text, Loader=loader))
+            _check_aliases(text, source, _KubeLoader)
+        docs = list(yaml.load_all(text, Loader=_KubeLoader))
     except RecursionError:
         raise DumpError(f"{source}: YAML nested too deeply to read (no Kubernetes object is)") from None
     except yaml.YAMLError as exc:
@@ -350,16 +394,17 @@ def _loads(data: str | bytes, source: str) -> Snapshot:
             doc = _LIST.validate_json(raw)
             _check_values(cast(list[dict[str, Any]], doc["items"]), source)
             return Snapshot.of(cast(list[dict[str, Any]], doc["items"]))
-        except ValidationError as exc:
-            if all(
-                len(e["loc"]) >= 2 and e["loc"][0] == "items" and isinstance(e["loc"][1], int)
-                for e in exc.errors()
-            ):
-                raise _format_errors(exc, json.loads(raw)["items"], source) from None
-            # not a single List: fall back to the general path for a precise message
+        except ValidationError:
+            pass  # nulls to drop, not a single List, or a real error: the general path says which
     text = raw.decode("utf-8", errors="replace") if isinstance(data, bytes) else data
     items: list[Any] = []
     for number, doc in enumerate(_documents(text, source), start=1):
+        try:
+            doc = drop_nulls(doc)
+        except RecursionError:
+            raise DumpError(
+                f"{source}: document {number} nested too deeply to read (no Kubernetes object is)"
+            ) from None
         items.extend(_items_of(doc, source, number))
     return validate_items(items, source)
 

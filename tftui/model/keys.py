@@ -12,6 +12,7 @@ API_VERSION = f"{GROUP}/v1"
 # labels
 COMPONENT = f"{DOMAIN}/component"
 COMPONENT_WORKER = "worker"
+COMPONENT_CONFIG = "config"  # the chart's ConfigMap (scheduler configuration, dynamic config)
 WORKLOAD = f"{DOMAIN}/workload"
 GPUPOOL = f"{DOMAIN}/gpupool"
 POOL_LABEL_PREFIX = f"{DOMAIN}/pool-"

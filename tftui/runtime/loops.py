@@ -73,8 +73,8 @@ from tftui.engine.plan import (
     rfc3339,
 )
 from tftui.engine.planning import plan_cluster
+from tftui.engine.prices import price_map
 from tftui.engine.state import ClusterState
-from tftui.model.gpuinfo import price_table
 from tftui.runtime.actuator import ActionResult, Actuator
 from tftui.runtime.history import load_usage
 from tftui.runtime.journal import Journal
@@ -428,7 +428,7 @@ class Runtime:
         state = self.state()
         if pool not in state.pools:
             raise KeyError(f"GPUPool {pool!r} not found")
-        plan, _ = plan_manual_compaction(state, pool, self.clock(), prices=price_table())
+        plan, _ = plan_manual_compaction(state, pool, self.clock(), prices=price_map(state))
         return plan
 
     def manual_compaction(self, pool: str) -> Plan:
@@ -441,7 +441,7 @@ class Runtime:
         state, now = self.state(), self.clock()
         if pool not in state.pools:
             raise KeyError(f"GPUPool {pool!r} not found")
-        plan, stamp = plan_manual_compaction(state, pool, now, prices=price_table())
+        plan, stamp = plan_manual_compaction(state, pool, now, prices=price_map(state))
         if not self.embedded:
             self.journal.record(
                 now, pool, "compaction", "manual compaction requested; the controller runs the round"

@@ -9,11 +9,15 @@ and the mean failed tasks.
 
 from __future__ import annotations
 
+import math
+import multiprocessing
 import os
-from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
+import sys
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from tftui.engine.arrivals import ArrivalResult, Node, Task, parse_trace_policy, run_arrivals
 
@@ -70,6 +74,92 @@ def _on_dask(
     finally:
         if client is not address:
             client.close()
+
+
+T = TypeVar("T")
+Progress = Callable[[Sequence[float], int], None]  # (each job's progress 0-1, jobs done)
+
+# what the forked workers of `in_processes` run: set before the pool forks, inherited, never pickled
+_JOB: Callable[[int, Callable[[float], None]], Any] | None = None
+_PROGRESS: Any = None  # a shared array of floats, one per job
+
+
+def _run_job(i: int) -> Any:
+    assert _JOB is not None and _PROGRESS is not None
+    progress = _PROGRESS
+
+    def report(x: float) -> None:
+        progress[i] = x
+
+    return _JOB(i, report)
+
+
+def in_processes(
+    job: Callable[[int, Callable[[float], None]], T],
+    count: int,
+    *,
+    workers: int | None = None,
+    progress: Progress | None = None,
+    every: float = 5.0,
+) -> list[T]:
+    """`[job(i, report) for i in range(count)]`, in forked worker processes; results in order.
+
+    `job` reports its own progress (0-1) through `report`; `progress` is called every `every`
+    seconds with all of them and how many jobs are done. The job and its inputs reach the workers by
+    fork (a cluster's objects and a closure need no pickling); only results travel back. One
+    worker (or one job, or a platform without fork) runs them here, in order."""
+    global _JOB, _PROGRESS
+    n = min(workers or os.cpu_count() or 1, count)
+    if n <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+        values = [0.0] * count
+        done: list[T] = []
+        for i in range(count):
+
+            def report(x: float, i: int = i) -> None:
+                values[i] = x
+                if progress is not None:
+                    progress(values, len(done))
+
+            done.append(job(i, report))
+            values[i] = 1.0
+            if progress is not None:
+                progress(values, len(done))
+        return done
+    ctx = multiprocessing.get_context("fork")
+    shared = ctx.Array("d", count, lock=False)
+    _JOB, _PROGRESS = job, shared
+    try:
+        with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
+            futures: list[Future[T]] = [pool.submit(_run_job, i) for i in range(count)]
+            pending = set(futures)
+            while pending:
+                _done, pending = wait(pending, timeout=every, return_when=FIRST_COMPLETED)
+                if progress is not None:
+                    finished = count - len(pending)
+                    values = [1.0 if f.done() else float(shared[i]) for i, f in enumerate(futures)]
+                    progress(values, finished)
+            return [f.result() for f in futures]
+    finally:
+        _JOB = _PROGRESS = None
+
+
+def stderr_progress(label: str, total: str, *, after: float = 10.0, every: float = 10.0) -> Progress:
+    """A `Progress` printing `label: 40% of 7d simulated (mean of 12), 3/12 done` on stderr: only for
+    a run longer than `after` seconds, at most every `every` seconds, and the last line when done."""
+    started = time.monotonic()
+    last = [-math.inf]
+
+    def show(values: Sequence[float], done: int) -> None:
+        now = time.monotonic()
+        final = done == len(values) and last[0] > -math.inf
+        if not final and (now - started < after or now - last[0] < every):
+            return
+        last[0] = now
+        mean = sum(values) / len(values) if values else 1.0
+        print(f"{label}: {mean:.0%} of {total} simulated (mean of {len(values)}), {done}/{len(values)} done",
+              file=sys.stderr, flush=True)  # fmt: skip
+
+    return show
 
 
 @dataclass(slots=True)

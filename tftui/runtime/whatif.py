@@ -42,7 +42,7 @@ recorded usage is counted as *unmeasured*, never as idle.
 Throttled minutes: worker-minutes in which the demand exceeded the worker's TFLOPS limit (autoscale
 lowering limits shows up here). Node-hours and cost count every node until it is gone (a released
 node costs until its claim or the cluster autoscaler removes it); cost is the GPUNode's
-`costPerHour`, else its GPUs' prices (`model.gpuinfo`). Active nodes are nodes not being released;
+`costPerHour`, else its GPUs' prices (`engine.prices`). Active nodes are nodes not being released;
 the ratio is active ÷ `engine.lowerbound.pool_bound` (the configured bound), per pool, per sample.
 """
 
@@ -57,21 +57,24 @@ import math
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from random import Random
 from typing import Any, Final, Protocol
 
+from tftui.engine.isolation import compatible
 from tftui.engine.lowerbound import pool_bound
 from tftui.engine.plan import DeleteGPUNodeClaim, EvictPod, LabelNode, Plan
+from tftui.engine.prices import gpu_price
+from tftui.engine.quota import QUOTA_REFUSAL
 from tftui.engine.state import ClusterState, NodeView, WorkerView
 from tftui.model import keys
 from tftui.model.gcpause import gc_paused
-from tftui.model.gpuinfo import lookup
 from tftui.model.plaintext import csv_cell
 from tftui.model.selectors import selector_matches
 from tftui.runtime.loops import Runtime
+from tftui.runtime.sweep import Progress, in_processes
 from tftui.sources.ports import MetricsPort
 from tftui.sources.sim.acting import ActingSimCluster
 from tftui.sources.sim.cluster import as_utc
@@ -337,16 +340,21 @@ class WhatIfCluster(ActingSimCluster):
         with self._lock:
             self._add(obj)
 
-    def pending_pools(self) -> set[str]:
-        """Pools of the workers waiting for a node: the scheduler's queue (the same workers as
-        `ClusterState`'s Pending, unbound, not terminating ones), read without building a state."""
+    def pending_pools(self) -> dict[str, set[str]]:
+        """Pools of the workers waiting for a node, with the isolation modes they ask for: the
+        scheduler's queue (the same workers as `ClusterState`'s Pending, unbound, not terminating
+        ones), read without building a state. Workers their namespace's quota refused wait for
+        room in the quota, not for a node, and do not count."""
         with self._lock:
-            out: set[str] = set()
+            out: dict[str, set[str]] = {}
             for k in self._pending:
+                if self._refused.get(k, "").startswith(QUOTA_REFUSAL):
+                    continue
                 pod = self._objs[k]
                 meta = pod["metadata"]
                 ann, labels = meta.get("annotations") or {}, meta.get("labels") or {}
-                out.add(ann.get(keys.GPUPOOL) or labels.get(keys.GPUPOOL) or "")
+                pool = ann.get(keys.GPUPOOL) or labels.get(keys.GPUPOOL) or ""
+                out.setdefault(pool, set()).add(ann.get(keys.ISOLATION) or "soft")
             return out
 
     def schedule(self) -> None:
@@ -698,8 +706,8 @@ def _node_price(state: ClusterState, nv: NodeView) -> float:
         return nv.cost_per_hour
     total = 0.0
     for g in nv.gpus:
-        info = lookup(state.gpus[g].model) if g in state.gpus else None
-        total += info.price_per_hour if info else 0.0
+        price = gpu_price(state, state.gpus[g].model) if g in state.gpus else None
+        total += price or 0.0
     return total
 
 
@@ -769,7 +777,7 @@ def _simulate(
     provisioning: dict[str, datetime] = {}  # pool → when its node comes up
     pool_names = sorted(state0.pools)  # the simulation adds and removes no pools
     waiting_of = -1  # sim.generation `waiting` was read at
-    waiting: set[str] = set()
+    waiting: dict[str, set[str]] = {}
     serial = 0
     while True:
         now = sim.now()
@@ -795,6 +803,11 @@ def _simulate(
                 del provisioning[pool]
                 st = sim.state()
                 nodes = [st.nodes[n] for n in st.pools[pool].nodes if not _releasing(st.nodes[n], st)]
+                modes = waiting.get(pool) or {"soft"}  # like a node that can host what waits
+                fitting = [
+                    n for n in nodes if any(compatible(g, m) for g in st.gpus_of(n.name) for m in modes)
+                ]
+                nodes = fitting or nodes
                 if nodes:
                     like = max(nodes, key=lambda n: (n.capacity.tflops, n.name))
                     serial += 1
@@ -951,10 +964,31 @@ def _sample(res: PolicyResult, state: ClusterState, usage: Usage, now: datetime,
 
 
 def compare(
-    objects: Sequence[JSON], policies: Sequence[Policy], start: datetime, cfg: SimConfig
+    objects: Sequence[JSON],
+    policies: Sequence[Policy],
+    start: datetime,
+    cfg: SimConfig,
+    *,
+    workers: int = 1,
+    progress: Progress | None = None,
 ) -> list[PolicyResult]:
-    """Every policy from the same objects, seed and churn; results in the order given."""
-    return [simulate(objects, p, start, cfg) for p in policies]
+    """Every policy from the same objects, seed and churn; results in the order given.
+
+    `workers` > 1 runs the policies in that many processes (`sweep.in_processes`): each run is
+    seeded and independent, so the results are the same as one after another."""
+    total = cfg.duration.total_seconds()
+
+    def one(i: int, report: Callable[[float], None]) -> PolicyResult:
+        hook = cfg.on_sample
+
+        def sampled(now: datetime) -> None:
+            report(min(1.0, (now - start).total_seconds() / total) if total > 0 else 1.0)
+            if hook is not None:
+                hook(now)
+
+        return simulate(objects, policies[i], start, replace(cfg, on_sample=sampled))
+
+    return in_processes(one, len(policies), workers=workers, progress=progress)
 
 
 # -- output -----------------------------------------------------------------------------------------

@@ -11,6 +11,9 @@ from tftui.model.dump import Snapshot, load
 class DumpCluster:
     """Reads the file once at start (so a bad file fails before the console opens)."""
 
+    prevalidated = True
+    """`snapshot()` hands the objects validated at start: a reader need not validate them again."""
+
     def __init__(self, path: str | Path) -> None:
         self.path = str(path)
         self._snapshot: Snapshot = load(path)

@@ -13,6 +13,9 @@ from the list's resourceVersion; every event replaces the stored dict (stored di
 mutated), bookmarks advance the resourceVersion, a dropped watch resumes from the last one seen, and
 410 Gone (history compacted, or a list's continue token expired between two pages) triggers a relist
 that replaces the kind's objects wholesale. `wait_synced()` waits for the first list of every kind.
+ProviderConfig and GPUResourceQuota are newer CRDs: where the API does not serve them (404) the kind
+counts as synced and empty, and is listed again every `OPTIONAL_RETRY` seconds. ConfigMaps are
+watched with a label selector: only TensorFusion's own config ConfigMap (the scheduler settings).
 Besides the `KINDS` of the snapshot, two kinds are cached in one namespace each, with a field selector
 so a busy cluster's other Events and Leases (every node renews one every 10 s) are never streamed:
 tftui's own events.k8s.io/v1 Events (`reportingController`, in `EVENT_NAMESPACE`) and, when `lease`
@@ -85,6 +88,7 @@ SERIES_WINDOW: Final = timedelta(minutes=5)  # client-go's event series window
 WATCH_TIMEOUT: Final = 300  # seconds per watch request; the server ends it, we resume
 MIN_ATTEMPT: Final = 0.25  # seconds of term an attempt needs; with less it could only time out
 PAGE_SIZE: Final = 500  # items per list page (client-go's pager default): no giant single response
+OPTIONAL_RETRY: Final = 60.0  # seconds between lists of an optional kind whose CRD is not installed
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +99,8 @@ class Kind:
     plural: str
     namespace: str = ""  # watch one namespace only ("" = all)
     field_selector: str = ""
+    label_selector: str = ""
+    optional: bool = False  # a CRD older TensorFusion releases do not have: not served = none exist
 
     @property
     def api_version(self) -> str:
@@ -110,9 +116,13 @@ KINDS: Final = (
     Kind("WorkloadProfile", TF_GROUP, TF_VERSION, "workloadprofiles"),
     Kind("SchedulingConfigTemplate", TF_GROUP, TF_VERSION, "schedulingconfigtemplates"),
     Kind("GPUNodeClaim", TF_GROUP, TF_VERSION, "gpunodeclaims"),
+    Kind("ProviderConfig", TF_GROUP, TF_VERSION, "providerconfigs", optional=True),
+    Kind("GPUResourceQuota", TF_GROUP, TF_VERSION, "gpuresourcequotas", optional=True),
     Kind("Node", "", "v1", "nodes"),
     Kind("Pod", "", "v1", "pods"),
     Kind("PodDisruptionBudget", "policy", "v1", "poddisruptionbudgets"),
+    # the chart's config ConfigMap (the scheduler configuration), in whatever namespace it was installed
+    Kind("ConfigMap", "", "v1", "configmaps", label_selector="tensor-fusion.ai/component=config"),
 )
 """The kinds of `snapshot()` (what `ClusterState` is built from)."""
 _PLURAL_KIND: Final = {k.plural: k.kind for k in KINDS}
@@ -390,6 +400,13 @@ class KubeCluster:
             return self.core.list_node
         if k.kind == "Pod":
             return self.core.list_pod_for_all_namespaces
+        if k.kind == "ConfigMap":
+            fn = self.core.list_config_map_for_all_namespaces
+
+            def list_labelled(**kwargs: Any) -> Any:
+                return fn(label_selector=k.label_selector, **kwargs)
+
+            return list_labelled
         return self.policy.list_pod_disruption_budget_for_all_namespaces
 
     def _scoped_list(self, k: Kind) -> Callable[..., Any]:
@@ -466,6 +483,11 @@ class KubeCluster:
                 if exc.status == 410:
                     need_list = True
                     continue
+                if exc.status == 404 and k.optional:  # CRD not installed: none of these exist
+                    self._absent(k)
+                    need_list = True
+                    self._stop.wait(OPTIONAL_RETRY)
+                    continue
                 self._errors[k.kind] = f"{exc.status} {_api_message(exc)}"
                 if exc.status in (401, 403, 404):  # wrong credentials, RBAC, CRD not installed
                     self._fatal.add(k.kind)
@@ -477,6 +499,18 @@ class KubeCluster:
                 failures += 1
             if failures and not self._stop.is_set():
                 self._stop.wait(self._delay(failures - 1))
+
+    def _absent(self, k: Kind) -> None:
+        """An optional kind the API does not serve: an empty, synced cache (retried later)."""
+        with self._lock:
+            if self._store[k.kind]:
+                self.generation += 1
+            self._store[k.kind] = {}
+            self._rv.pop(k.kind, None)
+            self._changed.notify_all()
+        self._synced[k.kind].set()
+        self._errors.pop(k.kind, None)
+        self._fatal.discard(k.kind)
 
     def _watch(self, k: Kind) -> None:
         """One watch request from the stored rv until the server ends it (or the stream breaks)."""

@@ -124,10 +124,14 @@ ACTIONS: tuple[Action, ...] = (
     Action("tftui.quit", "app", "q", "quit", "Quit", "Leave the console"),
     Action("tftui.interrupt", "app", "ctrl+c", "quit", "Quit", show=False, priority=True, palette=False),
     # -- every resource view ---------------------------------------------------------------------
+    # `:` and `/` are priority bindings: the app runs them as it reads the key, so the prompt has the
+    # focus before the next key is dispatched (keys typed after `:` while the app was busy must not
+    # be queued to the table as hotkeys); the screen turns them off while an input has the focus
     Action("tftui.command", "resource", "colon", "command", "View",
-           "Switch view by name (views listed below; tab completes)", key_display=":", palette=False),
+           "Switch view by name (views listed below; tab completes)", key_display=":", palette=False,
+           priority=True),
     Action("tftui.filter", "resource", "slash", "filter", "Filter",
-           "Filter rows by text (case-insensitive); esc clears", key_display="/"),
+           "Filter rows by text (case-insensitive); esc clears", key_display="/", priority=True),
     Action("tftui.back", "resource", "escape", "back", "Back",
            "Close the prompt, clear the filter, or go back one screen", key_display="esc"),
     Action("tftui.yaml", "resource", "y", "yaml", "YAML", "The selected object as stored in the cluster",

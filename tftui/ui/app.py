@@ -48,9 +48,10 @@ from tftui.engine.compaction import plan_manual_compaction
 from tftui.engine.fit import MODES
 from tftui.engine.placement import mode_change_message, pool_mode, template_patch
 from tftui.engine.plan import EvictPod, PatchWorkloadAutoscale, Plan
+from tftui.engine.prices import price_map
 from tftui.engine.state import ClusterState
 from tftui.model import keys
-from tftui.model.gpuinfo import price_table
+from tftui.model.gcpause import gc_paused
 from tftui.model.plaintext import visible
 from tftui.sources.ports import ClusterPort, MetricsPort, WritableClusterPort
 from tftui.ui.actions import MUTATING, REGISTRY, bindings
@@ -68,7 +69,16 @@ from tftui.ui.analysis import (
 from tftui.ui.autoscaleview import AutoscaleAnalysis, AutoscaleLoader, toggle_body
 from tftui.ui.background import in_thread
 from tftui.ui.crash import CRASH_EXIT, crash_line, write_crash_log
-from tftui.ui.data import ClusterLoadError, ConsoleData, connection_error, describe_error, load
+from tftui.ui.data import (
+    ClusterLoadError,
+    ConsoleData,
+    StateReader,
+    connection_error,
+    describe_error,
+    load,
+    load_rest,
+    load_state,
+)
 from tftui.ui.keymap import check_keymap, normalise_keymap
 from tftui.ui.ops import CapacityFigures, ConsoleRuntime, compaction_capacity
 from tftui.ui.opsviews import confirm_compaction_body
@@ -87,6 +97,9 @@ MAX_BACKOFF_TICKS = 31
 """After repeated cluster failures, skip up to this many ticks between attempts."""
 STALE_AFTER = 3
 """Refresh periods after which the data on screen is called stale."""
+REFRESH_SHARE = 0.25
+"""Share of wall time automatic refreshes may take: a refresh that took longer than this share of
+the interval pushes the next one out (a 5 s refresh every 10 s would leave the console busy)."""
 REFRESH_GROUP = "refresh"
 ANALYSIS_GROUP = "analysis"
 WRITE_GROUP = "write"
@@ -265,6 +278,13 @@ class TfTuiApp(App[None]):
             None if refresh_interval is None else max(MIN_REFRESH_INTERVAL, refresh_interval)
         )
         self._timer: Timer | None = None
+        self._reader = StateReader()  # validated objects and the last state, kept between refreshes
+        self._shown_once = False  # the first refresh shows the state before metrics and operations
+        self._next_refresh = 0.0  # monotonic time before which the timer starts no refresh
+        self.last_refresh_seconds: float | None = None
+        """Wall time of the last finished refresh (what the interval adapts to)."""
+        self.last_refresh_cpu_seconds: float | None = None
+        """CPU time the refresh thread used for it (on a loaded machine, less than the wall time)."""
         self._failures = 0
         self._skip_ticks = 0
         self.source_hint = "…"
@@ -338,6 +358,8 @@ class TfTuiApp(App[None]):
         if self._skip_ticks > 0:
             self._skip_ticks -= 1
             return
+        if time.monotonic() < self._next_refresh:
+            return  # the last refresh was slow: the interval stretches (REFRESH_SHARE)
         if not self._refreshing():
             self.action_refresh()
 
@@ -369,6 +391,7 @@ class TfTuiApp(App[None]):
     def _load_work(self) -> None:
         worker = get_current_worker()
         now = self._clock()
+        started, cpu = time.monotonic(), time.thread_time()
         try:
             lost = connection_error(self._cluster)
             if lost is not None:  # a live cluster's cache would show stale objects as current
@@ -378,11 +401,25 @@ class TfTuiApp(App[None]):
             with self._cluster_lock:
                 self._run_simulation()
                 now = self._clock()
-                data = load(self._cluster, self._metrics, now, self.runtime)
+                if self._shown_once:
+                    data = load(self._cluster, self._metrics, now, self.runtime, self._reader)
+                else:  # first screen: the pools view as soon as the state is built
+                    first = load_state(self._cluster, self._metrics, now, self._reader)
+                    if not worker.is_cancelled:
+                        self.post_message(DataLoaded(first))
+                    self._shown_once = True
+                    with gc_paused():
+                        data = load_rest(first, self._cluster, self._metrics, self.runtime)
         except ClusterLoadError as exc:
             if not worker.is_cancelled:
                 self.post_message(LoadFailed(str(exc), now, exc.source))
             return
+        finally:
+            took = time.monotonic() - started
+            self.last_refresh_seconds = took
+            self.last_refresh_cpu_seconds = time.thread_time() - cpu
+            if self._refresh_interval is not None and took > REFRESH_SHARE * self._refresh_interval:
+                self._next_refresh = started + took / REFRESH_SHARE
         if not worker.is_cancelled:
             self.post_message(DataLoaded(data))
 
@@ -391,7 +428,7 @@ class TfTuiApp(App[None]):
         self.data_seq += 1
         self.source_hint = message.data.source
         self.cluster_error = None
-        self.loading = False
+        self.loading = bool(message.data.pending)
         self.stale = False
         self.data = message.data
 
@@ -457,8 +494,8 @@ class TfTuiApp(App[None]):
         """
         key: AnalysisKey = (kind, subject)
         data = self.data
-        if data is None or key in self._computing:
-            return
+        if data is None or data.pending or key in self._computing:
+            return  # before the first refresh, or its metrics are still loading
         have = self.analyses.get(key)
         if have is not None and have.seq == self.data_seq:
             return
@@ -543,7 +580,9 @@ class TfTuiApp(App[None]):
             if self.runtime is not None:
                 plan = self.runtime.preview_manual_compaction(pool)
             elif data is not None:
-                plan = plan_manual_compaction(data.state, pool, self._clock(), prices=price_table())[0]
+                plan = plan_manual_compaction(data.state, pool, self._clock(), prices=price_map(data.state))[
+                    0
+                ]
             else:
                 return
         state: ClusterState | None = data.state if data is not None else None

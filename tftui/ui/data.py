@@ -1,11 +1,16 @@
-"""What one refresh produces for the console, and the blocking function that produces it.
+"""What one refresh produces for the console, and the blocking functions that produce it.
 
 `load` runs in a thread worker (it reads the ports, validates and indexes the snapshot), so the UI
-thread only ever receives a finished, immutable `ConsoleData` and renders it.
+thread only ever receives a finished, immutable `ConsoleData` and renders it. A `StateReader` kept
+between refreshes makes a refresh cost what changed: objects seen before are not validated again
+and the next `ClusterState` is derived from the previous one (`engine.incremental`). The first
+refresh is split in two (`load_state`, then `load_rest`), so the pools view is drawn as soon as the
+state is built while metrics and the operation screens are still loading (`pending`).
 """
 
 from __future__ import annotations
 
+import gc
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -14,8 +19,10 @@ from typing import Any, cast
 
 from tftui.engine.state import ClusterState
 from tftui.engine.usage import UsageIndex
-from tftui.model.dump import validate_items
+from tftui.model.dump import Snapshot
+from tftui.model.gcpause import gc_paused
 from tftui.model.usage import GPUUsage, WorkerUsage
+from tftui.model.validated import ValidationCache
 from tftui.sources.ports import ClusterPort, MetricsPort, Step1Port
 from tftui.ui.ops import ConsoleRuntime, OpsData, build_ops, event_rows, journal_rows
 
@@ -32,6 +39,7 @@ class ConsoleData:
     metrics_enabled: bool = True  # False: no metrics source configured at all
     metrics_source: str | None = None  # the store's `describe()`, when it has one
     ops: OpsData = field(default_factory=OpsData)  # engine plan per pool, events, journal
+    pending: tuple[str, ...] = ()  # what is still loading ("metrics", "operations"): first screen
 
 
 class ClusterLoadError(Exception):
@@ -149,26 +157,98 @@ def runtime_last_compaction(runtime: ConsoleRuntime | None) -> Mapping[str, date
     return dict(last) if isinstance(last, Mapping) else {}
 
 
+FREEZE_AFTER = 20_000
+"""Objects (new in one refresh, or in the first) above which the state is frozen out of the GC."""
+
+
+class StateReader:
+    """Reads and builds the cluster's state, keeping what the next refresh can reuse.
+
+    One per console (refreshes run one at a time). `validated` is the number of objects pydantic
+    validated in the last read (none when nothing changed). A source whose `prevalidated` is true
+    (a dump, validated when it was opened) hands objects that need no validation at all.
+    """
+
+    def __init__(self) -> None:
+        self.cache = ValidationCache()
+        self.previous: ClusterState | None = None
+        self.validated = 0
+
+    def read(self, cluster: ClusterPort) -> tuple[str, ClusterState]:
+        """(source description, state); raises `ClusterLoadError` and then keeps what it had."""
+        source: str | None = None
+        try:
+            source = cluster.describe()
+            objects: list[dict[str, Any]] = cluster.snapshot()
+            with gc_paused():
+                if getattr(cluster, "prevalidated", False) is True:
+                    snap, validated = Snapshot.of(objects), 0
+                else:
+                    snap, validated = self.cache.validate(objects, source), self.cache.validated
+                state = ClusterState.build(snap, previous=self.previous)
+        except Exception as exc:
+            raise ClusterLoadError(describe_error(exc), source) from exc
+        built_all = self.previous is None or validated > FREEZE_AFTER
+        self.validated = validated
+        self.previous = state
+        if built_all and len(objects) > FREEZE_AFTER:
+            # a big build (the first, a relist): its millions of long-lived dicts and views would
+            # make every later full collection rescan them (seconds at 5,000 nodes); frozen, the
+            # collector skips them. They are still freed by reference counting when replaced.
+            gc.freeze()
+        return source, state
+
+
 def load(
     cluster: ClusterPort,
     metrics: MetricsPort | None,
     now: datetime,
     runtime: ConsoleRuntime | None = None,
+    reader: StateReader | None = None,
 ) -> ConsoleData:
     """Read, validate and index one snapshot, then join the latest usage onto it.
 
     Cluster problems raise `ClusterLoadError` (the caller keeps the last good state). Metrics
     problems never fail the refresh: allocation still renders and `metrics_error` says why used
     figures are missing. The engine's plan, the recorded events and the runtime journal are read
-    here too; a failure there only blanks the operation screens (`ops.plan_error`).
+    here too; a failure there only blanks the operation screens (`ops.plan_error`). `reader`
+    (kept between refreshes) makes the read cost what changed; without one every object is
+    validated and indexed again.
     """
-    source: str | None = None
-    try:
-        source = cluster.describe()
-        objects: list[dict[str, Any]] = cluster.snapshot()
-        state = ClusterState.build(validate_items(objects, source))
-    except Exception as exc:
-        raise ClusterLoadError(describe_error(exc), source) from exc
+    with gc_paused():  # a refresh makes no cyclic garbage; collections would rescan the state
+        return load_rest(load_state(cluster, metrics, now, reader, usage=False), cluster, metrics, runtime)
+
+
+def load_state(
+    cluster: ClusterPort,
+    metrics: MetricsPort | None,
+    now: datetime,
+    reader: StateReader | None = None,
+    *,
+    usage: bool = True,
+) -> ConsoleData:
+    """The cluster's state alone, metrics and operations `pending` (no usage joined yet; with
+    `usage` false not even an empty index: `load_rest` builds the real one right after)."""
+    source, state = (reader or StateReader()).read(cluster)
+    return ConsoleData(
+        source=source,
+        state=state,
+        usage=UsageIndex.build(state, {}, {}) if usage else UsageIndex.empty(),
+        refreshed_at=now,
+        metrics_enabled=metrics is not None,
+        metrics_source=store_name(metrics) if metrics is not None else None,
+        pending=("metrics", "operations") if metrics is not None else ("operations",),
+    )
+
+
+def load_rest(
+    first: ConsoleData,
+    cluster: ClusterPort,
+    metrics: MetricsPort | None,
+    runtime: ConsoleRuntime | None = None,
+) -> ConsoleData:
+    """`first` (from `load_state`) completed with the latest usage and the operation screens."""
+    state, now, source = first.state, first.refreshed_at, first.source
     metrics_error: str | None = None
     gpu_usage: dict[str, GPUUsage] = {}
     worker_usage: dict[tuple[str, str], WorkerUsage] = {}

@@ -7,6 +7,7 @@ characters) over precision: the exact values live in the objects, the table is f
 from __future__ import annotations
 
 import math
+import re
 from datetime import UTC, datetime, timedelta
 
 from tftui.engine.state import Res
@@ -23,6 +24,40 @@ def ellipsize(text: str, width: int) -> str:
         return text[:width]
     head = width // 2
     return text[:head] + "…" + text[len(text) - (width - head - 1) :]
+
+
+_NUMBER = re.compile(r"-?\d+(\.\d+)?")
+_UNITS = ((1e3, "k"), (1e6, "M"), (1e9, "G"), (1e12, "T"))
+
+
+def is_number(text: object) -> bool:
+    """A plain decimal number as the views print counts (`10000`, `-3`, `7.5`)."""
+    return isinstance(text, str) and _NUMBER.fullmatch(text) is not None
+
+
+def fit_number(text: str, width: int) -> str | None:
+    """`text` (a number) in at most `width` characters: abbreviated with a unit when wider, as
+    precise as the width allows (`10k`, `10.5k`, `1.2M`); None when no form fits.
+
+    Names are cut in the middle to fit (`ellipsize`), but a cut number lies: 10,000 GPUs shown
+    as `1000`. Tables abbreviate numbers with this, or widen the column when nothing fits.
+    """
+    if len(text) <= width:
+        return text
+    value = float(text)
+    sign, value = ("-", -value) if value < 0 else ("", value)
+    for div, unit in _UNITS:
+        scaled = value / div
+        if scaled < 0.95 or round(scaled, 1) >= 1000:
+            continue  # too small for this unit, or it reads better in the next
+        for digits in (2, 1, 0):
+            short = f"{scaled:.{digits}f}"
+            if "." in short:
+                short = short.rstrip("0").rstrip(".")
+            if len(sign + short + unit) <= width:
+                return sign + short + unit
+        return None
+    return None
 
 
 def fmt_num(value: float) -> str:

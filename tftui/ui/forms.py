@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from tftui.engine.fit import MAX_GPU_COUNT, Request, RequestError
+from tftui.model.isolation import MODES, PARTITIONED
 from tftui.model.quantity import QuantityError, quantity_float
 
-FIELDS = ("pool", "amount", "vram", "count", "model")
+FIELDS = ("pool", "amount", "vram", "count", "model", "isolation", "partition", "namespace")
 """Form fields of the placement preview, in screen order."""
 
 
@@ -22,7 +23,9 @@ def parse_request(
     """Parse the placement form: (request, {}) or (None, {field: error}).
 
     `amount` is TFLOPS as a quantity (`20`, `312500m`) or a compute percentage (`25%`); `vram` a
-    quantity (`20Gi`); `count` 1..128 GPUs; `model` optional (`H100` or the full NVML name).
+    quantity (`20Gi`); `count` 1..128 GPUs; `model` optional (`H100` or the full NVML name);
+    `isolation` one of the modes (soft when empty; partitioned when only a `partition` template is
+    given); `namespace` optional, for its GPUResourceQuota.
     """
     errors: dict[str, str] = {}
     pool = values.get("pool", "").strip()
@@ -76,10 +79,26 @@ def parse_request(
             errors["count"] = f"GPU count must be 1-{MAX_GPU_COUNT}, got {count}"
 
     model = values.get("model", "").strip() or None
+    partition = values.get("partition", "").strip()
+    isolation = values.get("isolation", "").strip().lower() or (PARTITIONED if partition else "soft")
+    if isolation not in MODES:
+        errors["isolation"] = f"{isolation!r}: one of {', '.join(MODES)}"
+    elif partition and isolation != PARTITIONED:
+        errors["partition"] = f"a partition template needs isolation {PARTITIONED}, not {isolation}"
+    namespace = values.get("namespace", "").strip()
     if errors:
         return None, errors
     try:
-        request = Request(vram=vram, tflops=tflops, compute_percent=percent, count=count, model=model)
+        request = Request(
+            vram=vram,
+            tflops=tflops,
+            compute_percent=percent,
+            count=count,
+            model=model,
+            isolation=isolation,
+            partition=partition,
+            namespace=namespace,
+        )
     except RequestError as exc:  # the engine's own checks, should the ones above ever miss one
         text = str(exc)
         field = "count" if "count" in text else "vram" if "vram" in text.lower() else "amount"

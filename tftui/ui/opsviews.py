@@ -567,7 +567,10 @@ def request_words(pv: Preview) -> str:
         else f"{fmt_num(r.tflops or 0)} TFLOPS"
     )
     model = f" · model {r.model}" if r.model else ""
-    return f"{r.count} × ({amount}, {fmt_bytes(r.vram)} VRAM){model}"
+    iso = f" · {r.isolation}" if r.isolation != "soft" else ""
+    part = f" {r.partition}" if r.partition else ""
+    ns = f" · namespace {r.namespace}" if r.namespace else ""
+    return f"{r.count} × ({amount}, {fmt_bytes(r.vram)} VRAM){model}{iso}{part}{ns}"
 
 
 def placement_view(

@@ -21,7 +21,8 @@ from rich.text import Text
 
 from tftui.engine.autoscale import AutoConfig, effective_autoscaling
 from tftui.engine.compaction import released_detail
-from tftui.engine.state import NodeView, Res
+from tftui.engine.quota import quotas
+from tftui.engine.state import GPUView, NodeView, Res
 from tftui.engine.usage import Used
 from tftui.ui.autoscaleview import AutoscaleAnalysis, rec_cell, used_cell
 from tftui.ui.data import ConsoleData
@@ -534,11 +535,35 @@ GPU_COLUMNS = (
     _Col("name", "NAME", (14, 20, 24), ALL, flex=1),
     _Col("node", "NODE", (13, 14, 14), ALL, flex=1),
     _Col("model", "MODEL", 12, NOT_NARROW, flex=2),
+    _Col("iso", "ISO", 5, NOT_NARROW),
+    _Col("parts", "PARTITIONS", 18, WIDE_ONLY),
     _Col("workers", "WRKS", 4, ALL),
     _Col("tflops", "TFLOPS alloc/used", None, ALL),
     _Col("vram", "VRAM alloc/used", None, ALL),
 )
-NODE_GPU_COLUMNS = tuple(c for c in GPU_COLUMNS if c.key != "node")
+"""`ISO` is the GPU's isolation mode (a Dynamic GPU's current lock, `dynamic` while idle);
+`PARTITIONS` the hardware partitions its workers hold, by template."""
+NODE_GPU_COLUMNS = tuple(
+    _Col(c.key, c.label, c.width, ALL if c.key == "iso" else NOT_NARROW) if c.key in ("iso", "parts") else c
+    for c in GPU_COLUMNS
+    if c.key != "node"
+)
+
+
+ISO_SHORT = {"shared": "share", "partitioned": "part", "dynamic": "dyn", "conflict": "clash"}
+
+
+def partitions_text(data: ConsoleData, gpu: GPUView) -> str:
+    """The GPU's partitions by template label, `×n` for repeats, in the order its workers hold them."""
+    if not gpu.partitions:
+        return NO_DATA
+    hw = data.state.providers.model(gpu.model)
+    counts: dict[str, int] = {}
+    for use in gpu.partitions:
+        t = hw.template(use.template) if hw is not None else None
+        label = t.label if t is not None else use.template
+        counts[label] = counts.get(label, 0) + 1
+    return " ".join(f"{k}×{n}" if n > 1 else k for k, n in counts.items())
 
 
 def gpus_table(data: ConsoleData, gauges: Gauges, node: str | None = None) -> Table:
@@ -556,11 +581,21 @@ def gpus_table(data: ConsoleData, gauges: Gauges, node: str | None = None) -> Ta
                 "name": g.name,
                 "node": g.node or NO_DATA,
                 "model": short_model(g.model, g.vendor),
+                "iso": ISO_SHORT.get(g.isolation.shown(), g.isolation.shown()),
+                "parts": partitions_text(data, g),
                 "workers": str(len(g.workers)),
                 "tflops": gauges.tflops_cell(g.capacity, g.allocated, usage.gpus.get(g.name)),
                 "vram": gauges.vram_cell(g.capacity, g.allocated, usage.gpus.get(g.name)),
             },
-            _search(g.name, g.node, g.model, g.pool, g.phase),
+            _search(
+                g.name,
+                g.node,
+                g.model,
+                g.pool,
+                g.phase,
+                g.isolation.shown(),
+                *(u.template for u in g.partitions),
+            ),
         )
         for g in gpus
     ]
@@ -624,6 +659,39 @@ def workloads_table(
             )
         )
     return _table(WORKLOAD_COLUMNS, gauges.layout, rows)
+
+
+def quota_summary(data: ConsoleData) -> Text | None:
+    """One line per namespace with a GPUResourceQuota: usage against each total it sets (bold at
+    or above its alert threshold), or why the controller would not enforce it; None without any."""
+    views = quotas(data.state)
+    if not views:
+        return None
+    text = Text(no_wrap=True, overflow="ellipsis")
+    for i, (ns, v) in enumerate(views.items()):
+        q, u = v.quota, v.usage
+        if i:
+            text.append("\n")
+        text.append(f"quota {ns}", "bold")
+        if q.problem:
+            text.append(f" · not enforced: {q.problem}")
+            continue
+        parts: list[tuple[str, float, float | None]] = []
+        if q.total_requests is not None:
+            parts.append((f"{fmt_num(u.req_tflops)}/{fmt_num(q.total_requests.tflops or 0)} TF req", u.req_tflops,
+                          q.total_requests.tflops or 0))  # fmt: skip
+            parts.append((f"{fmt_bytes(u.req_vram)}/{fmt_bytes(q.total_requests.vram or 0)} req", u.req_vram,
+                          q.total_requests.vram or 0))  # fmt: skip
+        if q.total_limits is not None:
+            parts.append((f"{fmt_num(u.lim_tflops)}/{fmt_num(q.total_limits.tflops or 0)} TF lim", u.lim_tflops,
+                          q.total_limits.tflops or 0))  # fmt: skip
+        if q.max_workers is not None:
+            parts.append((f"{u.workers}/{q.max_workers} workers", u.workers, q.max_workers))
+        for label, used, total in parts:
+            text.append(" · ")
+            alert = total is not None and (total <= 0 or used >= total * q.alert_percent / 100.0)
+            text.append(label, "bold" if alert else "")
+    return text
 
 
 WORKER_COLUMNS = (

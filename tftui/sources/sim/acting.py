@@ -60,8 +60,10 @@ from datetime import datetime, timedelta
 from random import Random
 from typing import Any, Final
 
+from tftui.engine import quota
 from tftui.engine.fit import Request, RequestError
 from tftui.engine.nodefit import node_fit, pod_requests
+from tftui.engine.partitions import mig_start
 from tftui.engine.placement import apply_placement, place
 from tftui.engine.plan import (
     Action,
@@ -77,9 +79,10 @@ from tftui.engine.plan import (
     PatchWorkloadAutoscale,
     PatchWorkloadStatus,
 )
-from tftui.engine.state import ClusterState, Res
+from tftui.engine.state import ClusterState, PartitionUse, Res
 from tftui.model import keys
 from tftui.model.dump import KINDS, Snapshot
+from tftui.model.provider import PartitionTemplate, ProviderCatalog
 from tftui.model.quantity import QuantityError, parse_quantity
 from tftui.model.selectors import selector_matches
 from tftui.sources.ports import ActionError
@@ -260,7 +263,7 @@ def _scaled(value: Any, total: int, round_up: bool) -> int:
 class _GpuAcc:
     """Per-GPU accumulator of one status pass (integers: milli-TFLOPS and bytes)."""
 
-    __slots__ = ("apps", "avail_t", "avail_v", "cap_t", "cap_v", "pods")
+    __slots__ = ("apps", "avail_t", "avail_v", "cap_t", "cap_v", "parts", "pods")
 
     def __init__(self, cap_t: int, cap_v: int) -> None:
         self.cap_t = cap_t
@@ -269,6 +272,7 @@ class _GpuAcc:
         self.avail_v = cap_v
         self.apps: dict[tuple[str, str], list[JSON]] = {}
         self.pods: list[JSON] = []
+        self.parts: list[tuple[str, str, str, str]] = []  # (pod uid, name, namespace, template)
 
 
 class _PodRec:
@@ -428,12 +432,15 @@ class ActingSimCluster:
         self._hw_changed = True
         self._node_cache: dict[str, tuple[tuple[int, int, int], dict[str, int]]] = {}  # → (oversub, sums)
         self._pods = _PodIndex()
+        self._catalog_key: tuple[int, ...] | None = None
+        self._catalog_value = ProviderCatalog()
         self._cache: list[JSON] | None = None
         self._rng = Random(f"tftui-acting-{seed}")
         # the scheduler's queue: Pending workers; new ones are tried at once, all of them again only
         # after something may have freed room (a pod gone, a patch), so applying stays cheap
         self._pending: dict[Key, None] = {k: None for k, o in self._objs.items() if _is_pending_worker(k, o)}
         self._untried: set[Key] = set(self._pending)
+        self._refused: dict[Key, str] = {}  # Pending worker → why the scheduler's last pass refused it
         self._retry_all = False
         self._timers: list[tuple[datetime, int, str, tuple[str, ...]]] = []
         self._seq = 0
@@ -877,6 +884,8 @@ class ActingSimCluster:
         available: dict[str, Res] = {}
         counts: dict[str, int] = {}
         room = node_fit(state)  # CPU, memory and pod slots, with this pass's bindings booked
+        assumed: dict[str, list[PartitionUse]] = {}  # partitions and quota booked in this pass
+        quota_used = quota.usage_copy(state)
         for key in todo:
             worker = state.workers.get(f"{key[1]}/{key[2]}")
             if worker is None:  # pragma: no cover - every Pending worker is indexed
@@ -892,15 +901,31 @@ class ActingSimCluster:
                 continue
             pod = pod_requests(self._objs[key])
             placement = place(
-                state, pool, request, available=available, worker_counts=counts, pod=pod, fit=room
+                state,
+                pool,
+                request,
+                available=available,
+                worker_counts=counts,
+                pod=pod,
+                fit=room,
+                assumed=assumed,
+                quota_used=quota_used,
             )
             if placement.node is None:
                 self._unschedulable(key, placement.reason or "no node fits")
                 continue
-            apply_placement(available, state, placement, request)
+            apply_placement(
+                available,
+                state,
+                placement,
+                request,
+                assumed=assumed,
+                quota_used=quota_used,
+                worker=worker.key,
+            )
             room.book(placement.node, pod)
             counts[placement.node] = counts.get(placement.node, len(state.nodes[placement.node].workers)) + 1
-            self._bind(key, placement.node, placement.gpus)
+            self._bind(key, placement.node, placement.gpus, placement.partition)
 
     def _build_state(self, objects: list[JSON]) -> ClusterState:
         """`ClusterState` of `objects` (the current `_objs`, in order), derived from the last one
@@ -922,6 +947,7 @@ class ActingSimCluster:
         return state
 
     def _unschedulable(self, key: Key, reason: str) -> None:
+        self._refused[key] = reason
         cond = {
             "type": "PodScheduled",
             "status": "False",
@@ -935,11 +961,15 @@ class ActingSimCluster:
         cond["lastTransitionTime"] = _ts(self._now)
         pod["status"]["conditions"] = [cond]
 
-    def _bind(self, key: Key, node: str, gpus: Iterable[str]) -> None:
+    def _bind(self, key: Key, node: str, gpus: Iterable[str], partition: str = "") -> None:
         self._pending.pop(key, None)
+        self._refused.pop(key, None)
         pod = self._mut(key)
         pod["spec"]["nodeName"] = node
-        pod["metadata"].setdefault("annotations", {})[keys.GPU_IDS] = ",".join(gpus)
+        ann = pod["metadata"].setdefault("annotations", {})
+        ann[keys.GPU_IDS] = ",".join(gpus)
+        if partition:  # the scheduler writes the template it matched at bind time
+            ann[keys.PARTITION_ID] = partition
         now = _ts(self._now)
         pod["status"] = {
             "phase": "Running",
@@ -1141,20 +1171,43 @@ class ActingSimCluster:
             "requests": {"tflops": format_tflops(req_t), "vram": format_bytes(req_v)},
             "limits": {"tflops": format_tflops(lim_t), "vram": format_bytes(lim_v)},
         }
+        isolation = ann.get(keys.ISOLATION) or ""
+        partition = (ann.get(keys.PARTITION_ID) or "") if isolation == "partitioned" else ""
         for gid in ids:
             acc = gpus.get(gid)
             if acc is None:
                 continue
-            acc.avail_t -= req_t
-            acc.avail_v -= req_v
+            take_t, take_v = req_t, req_v
+            if isolation == "shared":  # a shared worker holds its whole GPU
+                take_t, take_v = acc.cap_t, acc.cap_v
+            elif partition and (template := self._template(gid, partition)) is not None:
+                t, v = template.resources(acc.cap_t / 1000)
+                take_t, take_v = round(t * 1000), int(v)
+            acc.avail_t -= take_t
+            acc.avail_v -= take_v
             acc.apps.setdefault((key[1], wl), []).append(info)
             acc.pods.append(info)
+            if partition:
+                acc.parts.append((str(_meta(pod).get("uid", "")), key[2], key[1], partition))
         node = (pod.get("spec") or {}).get("nodeName")
         if node:
             lim = node_lim.setdefault(node, [0, 0])
             lim[0] += lim_t
             lim[1] += lim_v
             node_pods[node] = node_pods.get(node, 0) + 1
+
+    def _catalog(self) -> ProviderCatalog:
+        """The ProviderConfigs' catalogue, rebuilt when one of them changed."""
+        objs = [self._objs[k] for k in self._by_kind.get("ProviderConfig", ())]
+        ident = tuple(map(id, objs))
+        if self._catalog_key != ident:
+            self._catalog_key, self._catalog_value = ident, ProviderCatalog.of(objs)
+        return self._catalog_value
+
+    def _template(self, gpu: str, partition: str) -> PartitionTemplate | None:
+        model = ((self._objs.get(("GPU", "", gpu)) or {}).get("status") or {}).get("gpuModel") or ""
+        hw = self._catalog().model(model)
+        return hw.template(partition) if hw is not None else None
 
     @staticmethod
     def _tflops(ann: Mapping[str, str], tflops_key: str, pct_key: str, gpu: _GpuAcc | None) -> int:
@@ -1173,7 +1226,39 @@ class ActingSimCluster:
             {"name": wl, "namespace": ns, "count": len(pods), "pods": pods}
             for (ns, wl), pods in acc.apps.items()
         ]
+        if acc.parts or old.get("allocatedPartitions"):
+            status["allocatedPartitions"] = self._partitions(
+                key[2], old.get("allocatedPartitions") or {}, acc
+            )
         self._set_status(key, status)
+
+    def _partitions(self, gpu: str, old: Mapping[str, JSON], acc: _GpuAcc) -> dict[str, JSON]:
+        """`status.allocatedPartitions` as the allocator keeps it: one entry per partitioned pod, its
+        MIG slot kept where it was recorded, a new one at the first free start of its template."""
+        model = ((self._objs.get(("GPU", "", gpu)) or {}).get("status") or {}).get("gpuModel") or ""
+        hw = self._catalog().model(model)
+        out: dict[str, JSON] = {}
+        uses: list[PartitionUse] = []
+        for uid, name, ns, tid in acc.parts:
+            prev = old.get(uid)
+            if prev is not None:
+                out[uid] = dict(prev)
+                start, end = prev.get("allocatedSlotStart"), prev.get("allocatedSlotEnd")
+                slot = (start, end) if isinstance(start, int) and isinstance(end, int) else None
+                uses.append(PartitionUse(f"{ns}/{name}", tid, slot))
+        for uid, name, ns, tid in acc.parts:
+            if uid in out:
+                continue
+            entry: JSON = {"templateId": tid, "podUid": uid, "podName": name, "namespace": ns,
+                           "allocatedAt": _ts(self._now)}  # fmt: skip
+            t = hw.template(tid) if hw is not None else None
+            if hw is not None and t is not None and t.placement_limit and t.placement_offset:
+                start = mig_start(hw, t, uses)
+                if start is not None:
+                    entry["allocatedSlotStart"], entry["allocatedSlotEnd"] = start, start + t.placement_offset
+                    uses.append(PartitionUse(f"{ns}/{name}", tid, (start, start + t.placement_offset)))
+            out[uid] = entry
+        return out
 
     def _node_statuses(
         self,

@@ -6,7 +6,10 @@ rest of tftui reads the demo exactly as it reads a live cluster or a dump. Layou
 - pool `demo-inference` (AutoSelect): H100 8-GPU and L40S 4-GPU nodes, NodeCompactGPULowLoad;
 - pool `demo-training` (Provisioned): A100 8-GPU nodes with one GPUNodeClaim each, CompactFirst;
 - pool `demo-dev` (Karpenter): RTX 4090 4-GPU nodes, LowLoadFirst, defrag enabled and visibly
-  fragmented (most nodes use one GPU of four).
+  fragmented (most nodes use one GPU of four);
+- pool `demo-isolation` (AutoSelect, `sources/sim/isolation.py`): three A100 80GB PCIe nodes with hard
+  and shared isolation, a MIG-partitioned node, a quota; with the NVIDIA ProviderConfig and the
+  chart's config ConfigMap. It comes on top of `nodes` and is built from its own random stream.
 
 Status fields are not invented: workers are placed first (never over-allocating a GPU, never
 exceeding a node's virtual capacity with limits), then every GPU, GPUNode, GPUPool, cluster, workload
@@ -26,7 +29,8 @@ from random import Random
 from typing import Any, Final
 
 from tftui.model.gpuinfo import GPUInfo, by_short_name
-from tftui.model.quantity import format_quantity
+from tftui.model.quantity import format_quantity, parse_quantity
+from tftui.sources.sim.isolation import isolation_pool
 from tftui.sources.sim.scenarios import PROFILE_ANNOTATION
 
 DEFAULT_NOW: Final = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -422,6 +426,7 @@ class _Builder:
         if workers is not None and workers < 0:
             raise ValueError("workers must not be negative")
         self.rng = Random(seed)
+        self.rng_seed = seed
         self.n_nodes = nodes
         self.now = as_utc(now).replace(microsecond=0)
         self.gpus_per_node = gpus_per_node
@@ -665,6 +670,11 @@ class _Builder:
             ks.exhausted = True
         return None
 
+    @staticmethod
+    def whole_gpus(wl: _Workload) -> bool:
+        """Whether every worker of `wl` is alone on its GPUs (what shared isolation needs)."""
+        return all(len(g.workers) == 1 for w in wl.workers for g in w.gpus)
+
     def name_workload(self, wl: _Workload) -> str:
         taken = self.names.setdefault(wl.namespace, set())
         stems = wl.shape.stems
@@ -688,7 +698,11 @@ class _Builder:
         else:
             wl.created = self.ago(3 * 3600 + (30 * 86400 - 3 * 3600) * rng.random() ** 2)
         wl.autoscale = rng.random() < (0.3 if wl.namespace == "research" else 0.12)
-        wl.isolation = "shared" if wl.kind.pool == "dev" and rng.random() < 0.15 else "soft"
+        if wl.kind.pool == "dev" and rng.random() < 0.15 and self.whole_gpus(wl):
+            wl.isolation = "shared"  # a shared worker holds its whole GPU: nothing else may land there
+            for w in wl.workers:
+                for g in w.gpus:
+                    g.avail_t = g.avail_v = 0
         r = rng.random()
         wl.pdb = "" if r < 0.1 else ("min" if r < 0.3 else "max1")
         latest = self.now - timedelta(seconds=60)
@@ -1576,12 +1590,14 @@ def generate_objects(
     *,
     gpus_per_node: int | None = None,
     workers: int | None = None,
+    isolation: bool = True,
 ) -> list[dict[str, Any]]:
     """Build the demo installation: same arguments → byte-identical JSON.
 
     `gpus_per_node` overrides every node kind's GPU count; `workers` sets the number of worker pods
     (default: what the layout holds at demo density, ~250 for 40 nodes). Fewer are produced only if
-    the GPUs cannot hold them without over-allocation.
+    the GPUs cannot hold them without over-allocation. Neither applies to the isolation pool (three
+    nodes, 13 workers), added unless `isolation` is False.
     """
     b = _Builder(seed, nodes, now or DEFAULT_NOW, gpus_per_node, workers)
     # Hundreds of thousands of small dicts, none cyclic: the cyclic collector would rescan the growing
@@ -1591,10 +1607,49 @@ def generate_objects(
     try:
         b.build_nodes()
         b.place_all()
-        return _Emitter(b).emit()
+        objects = _Emitter(b).emit()
+        if isolation:
+            _add_isolation_pool(objects, b)
+        return objects
     finally:
         if was_enabled:
             gc.enable()
+
+
+def _add_isolation_pool(objects: list[JSON], b: _Builder) -> None:
+    """Append the isolation pool and fold it into the TensorFusionCluster's spec and status."""
+    iso = isolation_pool(b.rng_seed, b.now, CLUSTER_NAME, b.cluster_uid)
+    cluster = objects[0]
+    cluster["spec"]["gpuPools"].append(iso.pool_entry)
+    status = cluster["status"]
+    totals = {"nodes": status["totalNodes"], "gpus": status["totalGPUs"]}
+    for key, field in (("total_t", "totalTFlops"), ("avail_t", "availableTFlops"),
+                       ("virt_t", "virtualTFlops"), ("vavail_t", "virtualAvailableTFlops")):  # fmt: skip
+        totals[key] = parse_quantity(status[field]).milli_value()
+    for key, field in (("total_v", "totalVRAM"), ("avail_v", "availableVRAM"),
+                       ("virt_v", "virtualVRAM"), ("vavail_v", "virtualAvailableVRAM")):  # fmt: skip
+        totals[key] = parse_quantity(status[field]).value()
+    for key, v in iso.sums.items():
+        if key in totals:
+            totals[key] += v
+    status.update(capacity_status(totals))
+    status["totalNodes"], status["totalGPUs"] = totals["nodes"], totals["gpus"]
+    status["totalPools"] += 1
+    status["readyGPUPools"] = [*status["readyGPUPools"], f"{CLUSTER_NAME}-{iso.pool_entry['name']}"]
+    for kind in (
+        "SchedulingConfigTemplate",
+        "GPUPool",
+        "ProviderConfig",
+        "ConfigMap",
+        "Node",
+        "GPUNode",
+        "GPU",
+        "TensorFusionWorkload",
+        "Pod",
+        "PodDisruptionBudget",
+        "GPUResourceQuota",
+    ):
+        objects.extend(iso.by_kind.get(kind, ()))
 
 
 class SimCluster:

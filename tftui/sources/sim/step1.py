@@ -29,6 +29,8 @@ from tftui.model.metrics import (
     history_by_step,
 )
 from tftui.sources.greptime import RULES, alert_row_key
+from tftui.sources.sim import aggregate
+from tftui.sources.sim.columns import SimColumns
 
 _EPS: Final = timedelta(microseconds=1)  # rows(start, end) is half-open; alert windows include `now`
 
@@ -107,6 +109,9 @@ class SimStep1:
 
     def __init__(self, metrics: RowSource) -> None:
         self.metrics = metrics
+        # the simulator answers the aggregates from numpy blocks (aggregate.py); other sources stream rows
+        columns = getattr(metrics, "columns", None)
+        self.columns: SimColumns | None = columns if isinstance(columns, SimColumns) else None
 
     def describe(self) -> str:
         return "demo (simulated metrics)"
@@ -119,6 +124,10 @@ class SimStep1:
         """The four reference-page aggregates over [now − window, now)."""
         start = now - window
         missing: set[str] = set()
+        if self.columns is not None:
+            known = _Capacity(gpu_capacity, lambda: self._metrics_capacity(start, now))
+            parts = aggregate.step1_parts(self.columns, start, now, known, missing)
+            return assemble_step1(now, window, *parts, missing)
         nodes = self._nodes(self.metrics.rows("tf_node_metrics", start, now))
         capacity = _Capacity(gpu_capacity, lambda: self._metrics_capacity(start, now))
         gpus = self._gpus(self.metrics.rows("tf_gpu_usage", start, now), capacity, missing)
@@ -267,6 +276,8 @@ class SimStep1:
         """
         if rule not in RULES:
             raise ValueError(f"unknown alert rule {rule!r}; known: {', '.join(ALERT_RULES)}")
+        if self.columns is not None:
+            return aggregate.alert_history(self.columns, rule, times)
         return history_by_step(self.alert_rows, rule, times)
 
     def alert_rows(self, rule: str, now: datetime) -> list[AlertRow]:
@@ -274,6 +285,11 @@ class SimStep1:
         spec = RULES.get(rule)
         if spec is None:
             raise ValueError(f"unknown alert rule {rule!r}; known: {', '.join(ALERT_RULES)}")
+        if self.columns is not None:
+            (result,) = aggregate.alert_history(self.columns, rule, [now])
+            if isinstance(result, NoData):
+                raise result
+            return result
         thr = float(spec.threshold)
         out: list[AlertRow]
         if rule in ("WorkerTFlopsThrottled", "WorkerVRAMSwitchCountIncreasing"):

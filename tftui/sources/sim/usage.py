@@ -52,11 +52,13 @@ from typing import Any, Final
 from zoneinfo import ZoneInfo
 
 from tftui.model.gpuinfo import GPUInfo, lookup
+from tftui.model.provider import ProviderCatalog
 from tftui.model.quantity import quantity_float
 from tftui.model.usage import HistogramQuery, PodBucket
-from tftui.sources.histograms import pod_buckets
 from tftui.sources.ports import GPUUsage, MetricsTable, WorkerUsage
+from tftui.sources.sim import aggregate
 from tftui.sources.sim.cluster import DEFAULT_NOW, as_utc
+from tftui.sources.sim.columns import SimColumns
 from tftui.sources.sim.scenarios import (
     PROFILE_ANNOTATION,
     ProfileParams,
@@ -125,6 +127,7 @@ def _created(obj: dict[str, Any]) -> int:
 @dataclass(slots=True)
 class _Gpu:
     name: str
+    model: str  # status.gpuModel
     node: str
     pool: str
     cap_t: float  # TFLOPS
@@ -154,6 +157,8 @@ class _Worker:
     lim_t: float
     req_v: float
     lim_v: float
+    book_t: float  # what the allocator books per device: a shared worker its GPU, a partition its template
+    book_v: float
     created: int
     ready: bool
     params: ProfileParams
@@ -270,6 +275,7 @@ class SimMetrics:
         pools = {str((p.get("metadata") or {}).get("name", "")): p for p in by_kind.get("GPUPool", [])}
         self._tz = {name: pool_timezone(p) for name, p in pools.items()}
         self._pricing = {name: _pricing(p) for name, p in pools.items()}
+        self._catalog = ProviderCatalog.of(by_kind.get("ProviderConfig", []))
         self.tzs: set[ZoneInfo] = {_UTC, *self._tz.values()}
         gpus = [self._gpu(o) for o in by_kind.get("GPU", [])]
         gpu_by_name = {g.name: g for g in gpus}
@@ -309,6 +315,7 @@ class SimMetrics:
         tdp, idle = _tdp(model)
         return _Gpu(
             name=meta["name"],
+            model=model,
             node=node,
             pool=pool,
             cap_t=_q(cap.get("tflops")) or (info.tflops if info else 0.0),
@@ -341,7 +348,13 @@ class SimMetrics:
         pool = ann.get(f"{TF}/gpupool") or gpus[0].pool
         qos = ann.get(f"{TF}/qos", "medium")
         req_t = _q(ann.get(f"{TF}/tflops-request"))
-        lim_t = _q(ann.get(f"{TF}/tflops-limit")) or req_t
+        lim_t = _q(ann.get(f"{TF}/tflops-limit"))
+        cap_t = float(gpus[0].cap_t)
+        if not ann.get(f"{TF}/tflops-request") and ann.get(f"{TF}/compute-percent-request"):
+            req_t = _q(ann.get(f"{TF}/compute-percent-request")) * cap_t / 100.0  # as upstream's recorder
+        if not ann.get(f"{TF}/tflops-limit") and ann.get(f"{TF}/compute-percent-limit"):
+            lim_t = _q(ann.get(f"{TF}/compute-percent-limit")) * cap_t / 100.0
+        lim_t = lim_t or req_t
         req_v = _q(ann.get(f"{TF}/vram-request"))
         lim_v = _q(ann.get(f"{TF}/vram-limit")) or float(
             gpus[0].cap_v
@@ -350,6 +363,16 @@ class SimMetrics:
             gpu_count = max(1, int(ann.get(f"{TF}/gpu-count", "1")))
         except ValueError:
             gpu_count = 1
+        book_t, book_v = req_t, req_v
+        if ann.get(f"{TF}/isolation") == "shared":
+            book_t, book_v = cap_t, float(gpus[0].cap_v)
+        elif ann.get(f"{TF}/isolation") == "partitioned" and ann.get(f"{TF}/partition-id"):
+            hw = self._catalog.model(gpus[0].model)
+            t = hw.template(str(ann[f"{TF}/partition-id"])) if hw is not None else None
+            if t is not None:
+                book_t, book_v = t.resources(cap_t)
+        elif not ann.get(f"{TF}/tflops-request") and ann.get(f"{TF}/compute-percent-request"):
+            book_t = float(int(req_t))  # the allocator truncates a percent to whole TFLOPS
         # upstream recorder: requests plus the over-request share of limits, per device, × devices
         per_t, per_g, ratio = self._pricing.get(pool, {}).get(qos, (0.0, 0.0, 0.0))
         gib_req, gib_lim = req_v / (1 << 30), lim_v / (1 << 30)
@@ -369,6 +392,8 @@ class SimMetrics:
             lim_t=lim_t,
             req_v=req_v,
             lim_v=lim_v,
+            book_t=book_t,
+            book_v=book_v,
             created=_created(pod),
             ready=any(
                 c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []
@@ -402,8 +427,8 @@ class SimMetrics:
         )
         cum_t = cum_v = 0.0
         for w in sorted((w for g in gpus for w in g.workers if w.gpus[0] is g), key=lambda w: w.created):
-            cum_t += w.req_t * w.gpu_count
-            cum_v += w.req_v * w.gpu_count
+            cum_t += w.book_t * w.gpu_count
+            cum_v += w.book_v * w.gpu_count
             node.alloc_times.append(w.created)
             node.alloc_t.append(cum_t)
             node.alloc_v.append(cum_v)
@@ -479,22 +504,23 @@ class SimMetrics:
 
     # -- MetricsPort ---------------------------------------------------------------------------
 
+    @functools.cached_property
+    def columns(self) -> SimColumns:
+        """The same index as numpy columns, for the aggregate queries (`aggregate.py`)."""
+        return SimColumns(self)
+
     def latest_gpu_usage(self, now: datetime, lookback: timedelta = DEFAULT_LOOKBACK) -> dict[str, GPUUsage]:
         """GPU name → its sample at the last step <= now (none if that is older than `lookback`)."""
         self._sync()
         t = self._latest(now, lookback)
         if t is None:
             return {}
-        hours = self._hours(t)
-        workers = self._workers_at(t, hours)
         ts = datetime.fromtimestamp(t, UTC)
+        gpus, _workers = aggregate.latest(self.columns, t)
         out: dict[str, GPUUsage] = {}
-        for g in self.gpus:
-            if g.created <= t:
-                pct, mem = self._gpu_sample(g, t, hours, workers)
-                out[g.name] = GPUUsage(
-                    gpu=g.name, node=g.node, compute_percent=pct, memory_bytes=float(mem), ts=ts
-                )
+        for i, pct, mem in gpus:
+            g = self.gpus[i]
+            out[g.name] = GPUUsage(gpu=g.name, node=g.node, compute_percent=pct, memory_bytes=mem, ts=ts)
         return out
 
     def latest_worker_usage(
@@ -505,27 +531,26 @@ class SimMetrics:
         t = self._latest(now, lookback)
         if t is None:
             return {}
-        hours = self._hours(t)
         ts = datetime.fromtimestamp(t, UTC)
+        _gpus, workers = aggregate.latest(self.columns, t)
         out: dict[tuple[str, str], WorkerUsage] = {}
-        for w in self.workers:
-            if w.created <= t:
-                pct, mem = self._worker_sample(w, t, hours)
-                n = len(w.gpus)
-                out[(w.namespace, w.name)] = WorkerUsage(
-                    namespace=w.namespace,
-                    pod=w.name,
-                    workload=w.workload,
-                    compute_percent=pct,
-                    tflops=pct / 100.0 * w.gpus[0].cap_t * n,
-                    memory_bytes=float(mem * n),
-                    ts=ts,
-                )
+        for i, pct, mem in workers:
+            w = self.workers[i]
+            n = len(w.gpus)
+            out[(w.namespace, w.name)] = WorkerUsage(
+                namespace=w.namespace,
+                pod=w.name,
+                workload=w.workload,
+                compute_percent=pct,
+                tflops=pct / 100.0 * w.gpus[0].cap_t * n,
+                memory_bytes=mem * n,
+                ts=ts,
+            )
         return out
 
     def usage_histograms(self, q: HistogramQuery) -> list[PodBucket]:
-        """The autoscaler's history window aggregated while the rows are generated (as the store does)."""
-        return pod_buckets(q, self.rows("tf_worker_usage", q.start, q.end))
+        """The autoscaler's history window aggregated as the store does, from numpy blocks (no rows)."""
+        return aggregate.pod_buckets(self.columns, q)
 
     def rows(self, table: MetricsTable, start: datetime, end: datetime) -> Iterator[dict[str, Any]]:
         """Rows of `table` with start <= ts < end, ordered by ts; generated on demand."""

@@ -78,6 +78,8 @@ def _history(analysis: Analysis | None) -> WorkloadHistory | None:
 class WasteScreen(ResourceScreen):
     """The diagnosis' findings, largest wasted GPU-hours first; enter opens one with every fix."""
 
+    NEEDS: ClassVar[frozenset[str]] = frozenset({"metrics"})
+
     COUNT_LABELS: ClassVar[dict[str, str]] = {"main": "findings"}
 
     def __init__(self, trail: tuple[str, ...] = ("waste",)) -> None:
@@ -135,6 +137,8 @@ class WasteScreen(ResourceScreen):
 class FindingScreen(ResourceScreen):
     """One finding in full: evidence, waste, every fix (selectable; `c` copies them), the figures."""
 
+    NEEDS: ClassVar[frozenset[str]] = frozenset({"metrics"})
+
     AUTO_FOCUS = "#finding-scroll"
     BINDINGS: ClassVar[list[BindingType]] = bindings("finding")
 
@@ -176,6 +180,8 @@ class FindingScreen(ResourceScreen):
 
 class AlertsScreen(ResourceScreen):
     """Every built-in rule and its state on top; the selected rule's alerts below."""
+
+    NEEDS: ClassVar[frozenset[str]] = frozenset({"metrics"})
 
     BINDINGS: ClassVar[list[BindingType]] = [NEXT_TABLE]
     COUNT_LABELS: ClassVar[dict[str, str]] = {"rules": "rules", "instances": "alerts"}
@@ -239,6 +245,8 @@ class AlertsScreen(ResourceScreen):
 class WorkloadScreen(AutoscaleActions, ResourceScreen):
     """One workload: request vs average and peak use per device, 24 h sparklines, the autoscaler's
     view (usage distribution, percentiles, cron rule, recommendation and why), its workers."""
+
+    NEEDS: ClassVar[frozenset[str]] = frozenset({"metrics"})
 
     AUTO_FOCUS = "#workers"
     COUNT_LABELS: ClassVar[dict[str, str]] = {"workers": "workers"}

@@ -39,6 +39,8 @@ NEXT_TABLE = bindings("tables")[0]
 class PoolOpsScreen(PoolActions, ResourceScreen):
     """Master-detail over pools: `#pools` on top, the selected pool's details below."""
 
+    NEEDS: ClassVar[frozenset[str]] = frozenset({"operations"})
+
     BINDINGS: ClassVar[list[BindingType]] = [NEXT_TABLE, *POOL_BINDINGS]
     FILTERED: ClassVar[frozenset[str] | None] = frozenset()  # set by subclasses: the detail table
 
@@ -136,6 +138,8 @@ class DefragScreen(PoolOpsScreen):
 
 class EventsScreen(ResourceScreen):
     """The cluster's recorded events and the runtime journal, newest first."""
+
+    NEEDS: ClassVar[frozenset[str]] = frozenset({"operations"})
 
     BINDINGS: ClassVar[list[BindingType]] = [NEXT_TABLE]
     COUNT_LABELS: ClassVar[dict[str, str]] = {"events": "events", "journal": "journal"}

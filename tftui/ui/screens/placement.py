@@ -35,13 +35,17 @@ from tftui.ui.widgets.gauge import DEFAULT_STYLES
 from tftui.ui.widgets.plain import PlainLabel, PlainStatic
 
 PREVIEW_GROUP = "preview"
-DEFAULTS = {"amount": "10", "vram": "8Gi", "count": "1", "model": ""}
+DEFAULTS = {"amount": "10", "vram": "8Gi", "count": "1", "model": "", "isolation": "", "partition": "",
+            "namespace": ""}  # fmt: skip
 """What the form holds when it opens, so the first preview shows at once."""
 INPUTS = (
     ("amount", "compute", "TFLOPS 20 · 312500m · or 25%"),
     ("vram", "vram", "per GPU, e.g. 20Gi"),
     ("count", "gpus", "1-128"),
     ("model", "model", "optional, e.g. H100"),
+    ("isolation", "isolation", "soft, hard, shared…"),
+    ("partition", "partition", "e.g. 1g.10gb"),
+    ("namespace", "namespace", "for its quota"),
 )
 
 

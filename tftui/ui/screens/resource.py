@@ -39,6 +39,7 @@ from tftui.ui.views import (
     node_summary,
     nodes_table,
     pools_table,
+    quota_summary,
     workers_table,
     workloads_table,
 )
@@ -114,6 +115,10 @@ def count_words(displayed: int, matching: int, total: int, label: str = "") -> s
     return (str(matching) if matching == total else f"{matching}/{total}") + suffix
 
 
+PROMPT_ACTIONS = frozenset({"command", "filter"})
+"""The actions of `:` and `/`."""
+
+
 class ResourceScreen(Screen[None]):
     """Frame and behaviour shared by every resource view; subclasses say what to build and open."""
 
@@ -127,6 +132,9 @@ class ResourceScreen(Screen[None]):
     OBJECT_KINDS: ClassVar[dict[str, str]] = {}
     """Table id → the kind of object its rows are (for `y` YAML and `d` describe)."""
     CACHE_BUILDS: ClassVar[bool] = False
+    NEEDS: ClassVar[frozenset[str]] = frozenset()
+    """What of `ConsoleData.pending` this screen shows ("metrics", "operations"): while the first
+    refresh still loads it, the screen says so instead of showing empty figures as findings."""
     """`build` depends only on the refresh, the layout and the theme (not on analyses or a
     selection), so its result is kept until one of them changes."""
 
@@ -160,7 +168,10 @@ class ResourceScreen(Screen[None]):
         return self.trail
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """Every screen asks the app: write actions vanish when the console is read-only."""
+        """Every screen asks the app: write actions vanish when the console is read-only. `:` and
+        `/` (priority bindings) are text while an input has the focus: the prompt or a form field."""
+        if action in PROMPT_ACTIONS and isinstance(self.focused, Input):
+            return False
         return self.tui.allows(action)
 
     def default_focus(self) -> Widget | None:
@@ -216,6 +227,10 @@ class ResourceScreen(Screen[None]):
         data = self.tui.data
         if data is None:
             self.query_one(Breadcrumb).show(self.crumb_trail(), "loading…", self.needle)
+            return
+        waiting = [what for what in data.pending if what in self.NEEDS]
+        if waiting:
+            self.query_one(Breadcrumb).show(self.trail, f"loading {' and '.join(waiting)}…", self.needle)
             return
         for kind, subject in self.analysis_keys():
             self.tui.request_analysis(kind, subject)
@@ -622,6 +637,16 @@ class WorkloadsScreen(AutoscaleActions, ResourceScreen):
             self.app.notify(f"{key or 'no workload'}: no Pending worker", severity="warning")
             return
         self.tui.start_admit(sorted(pending)[0])
+
+    def compose_body(self) -> ComposeResult:
+        yield PlainStatic("", id="quota-summary")
+        yield ResourceTable(id="main")
+
+    def render_extra(self, data: ConsoleData, layout: Layout) -> None:
+        summary = self.query_one("#quota-summary", Static)
+        text = quota_summary(data)
+        summary.display = text is not None
+        summary.update(text or "")
 
     def build(self, table_id: str, data: ConsoleData, gauges: Gauges) -> Table:
         value = analysis.value if (analysis := self.tui.analysis(AUTOSCALE)) is not None else None

@@ -66,6 +66,8 @@ class ConsoleHeader(Vertical):
             when = "loading…" if app.cluster_error is None else "no data"
         else:
             when = f"refreshed {fmt_time(data.refreshed_at)}" + (" ⟳" if app.loading else "")
+            if data.pending:  # the first screen: the state is shown, the rest still comes
+                when += f" · loading {' and '.join(data.pending)}…"
         self.query_one("#header-time", Label).update(when)
         clock = self.query_one("#header-clock", Label)
         clock.update(app.clock_note())
@@ -148,7 +150,10 @@ class Prompt(Horizontal):
             field.value = value
         field.cursor_position = len(value)
         self.display = True
-        field.focus()
+        # Focus now, not after the queued messages (`focus()` defers it): keys typed right after
+        # `:` may already wait in the queue behind it, and must reach the prompt, not the table
+        # as hotkeys (seen under load, when a refresh kept the app busy).
+        self.screen.set_focus(field)
 
     def close(self) -> None:
         self.display = False

@@ -9,7 +9,7 @@ shown as plain text whatever the builder made of them (`widgets.plain`): object 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import ClassVar
 
 from rich.console import RenderableType
@@ -18,6 +18,7 @@ from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey, RowDoesNotExist
 
 from tftui.ui.actions import bindings
+from tftui.ui.format import fit_number, is_number
 from tftui.ui.views import Column, Row, Table, rendered
 from tftui.ui.widgets.gauge import COMPONENT_CLASSES, GaugeStyles, gauge_styles_of
 from tftui.ui.widgets.plain import plain_cell
@@ -28,6 +29,30 @@ k9s). A DataTable pays per row added; 40,000 GPUs took minutes to fill and every
 again. The view says `showing 1,000 of 40,000 — / to filter`; export and marks see every row."""
 REBUILD_AFTER = 200
 """Row removals above which `show` clears and re-adds instead of removing one by one."""
+
+
+def fitted_columns(columns: Sequence[Column], rows: Iterable[Mapping[str, object]]) -> tuple[Column, ...]:
+    """`columns`, each widened to its widest numeric cell that no abbreviation fits (numbers are
+    never cut: `format.fit_number`)."""
+    widths = {c.key: c.width for c in columns}
+    for cells in rows:
+        for key, width in widths.items():
+            text = cells.get(key)
+            if (
+                isinstance(text, str)
+                and len(text) > width
+                and is_number(text)
+                and not fit_number(text, width)
+            ):
+                widths[key] = len(text)
+    return tuple(Column(c.key, c.label, widths[c.key]) for c in columns)
+
+
+def _fit(value: RenderableType, width: int) -> RenderableType:
+    """A number wider than its column abbreviated with a unit; anything else as it is."""
+    if isinstance(value, str) and len(value) > width and is_number(value):
+        return fit_number(value, width) or value
+    return value
 
 
 class ResourceTable(DataTable[RenderableType]):
@@ -110,11 +135,12 @@ class ResourceTable(DataTable[RenderableType]):
 
     def show(self, table: Table) -> None:
         """Display exactly `table`: columns (rebuilt only on a layout change) and rows (diffed)."""
+        columns = fitted_columns(table.columns, (r.cells for r in table.rows))
         with self.app.batch_update():
-            self._set_columns(table.columns)
+            self._set_columns(columns)
             cursor = self._restore or self.cursor_key
             self._restore = None
-            self._sync(table.columns, table.rows)
+            self._sync(columns, table.rows)
             if cursor is not None and cursor in self._shown:
                 index = self.get_row_index(cursor)
                 if index != self.cursor_row:
@@ -122,6 +148,7 @@ class ResourceTable(DataTable[RenderableType]):
 
     def _sync(self, columns: Sequence[Column], rows: Sequence[Row]) -> None:
         keys = [c.key for c in columns]
+        widths = [c.width for c in columns]
         wanted = {r.key for r in rows}
         changes = 0
         if self._removals(rows, wanted) > REBUILD_AFTER:
@@ -150,7 +177,7 @@ class ResourceTable(DataTable[RenderableType]):
         for index, row in enumerate(rows):
             # gauges drawn here, page rows only; cells are compared as built and handed to the
             # DataTable as plain text (`plain_cell`: a `str` cell would be read as markup)
-            values = [rendered(row.cells.get(k, "")) for k in keys]
+            values = [_fit(rendered(row.cells.get(k, "")), w) for k, w in zip(keys, widths, strict=True)]
             if index >= prefix:
                 self.add_row(*(plain_cell(v) for v in values), key=row.key)
                 changes += 1

@@ -1,0 +1,106 @@
+"""Benchmark: the demo's batch commands at 5,000 nodes (report, plan) and the autoscale what-if cost.
+
+Goals (the scale issue): `tftui report --demo --nodes 5000` ≤ 10 s; `tftui plan --demo --nodes 5000
+--json` ≤ 5 s with peak RSS ≤ 1.5 GB, peak RSS growing at most linearly (10,000 ÷ 5,000 nodes ≤ 2);
+a what-if policy with autoscale costs at most twice the same policy without. Each command runs in
+its own process; its CPU seconds (user + system) and peak RSS come from `wait4`, so the shared
+machine's load shows in wall time only. The report's metrics part (step 1 and the alert replay,
+answered from numpy blocks) is timed on its own as well, since the whole command also builds the
+demo cluster and its state.
+
+`--quick` runs 200 / 400 / 800 nodes instead (a smoke run of the script itself).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from datetime import timedelta
+
+from _timing import ratio  # bench/ is on sys.path when a script runs
+
+GB = 1 << 30
+
+
+def measured(args: list[str]) -> tuple[float, float]:
+    """(CPU seconds, peak RSS bytes) of one `tftui` run, output discarded."""
+    cmd = [sys.executable, "-m", "tftui", *args]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _pid, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    err = proc.stderr.read().decode() if proc.stderr else ""
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(args)}: exit {proc.returncode}\n{err}")
+    return usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024.0
+
+
+def metrics_part(nodes: int) -> float:
+    """CPU seconds of the report's metrics queries alone (step 1 over a day, the alert replay)."""
+    from tftui.engine.alerts import evaluate_history
+    from tftui.engine.report import ALERT_SPAN, RULES
+    from tftui.sources.sim.cluster import DEFAULT_NOW, generate_objects
+    from tftui.sources.sim.step1 import SimStep1
+    from tftui.sources.sim.usage import SimMetrics
+
+    objects = generate_objects(7, nodes, DEFAULT_NOW)
+    metrics = SimMetrics(objects, now=DEFAULT_NOW)
+    cpu = time.process_time()
+    port = SimStep1(metrics)
+    port.step1(timedelta(days=1), DEFAULT_NOW, {})
+    evaluate_history(port, RULES, now=DEFAULT_NOW, span=ALERT_SPAN)
+    return time.process_time() - cpu
+
+
+def autoscale_cost(nodes: int, hours: float) -> tuple[float, float]:
+    """CPU seconds of one policy without and with autoscale over `hours` of the demo."""
+    from tftui.runtime.whatif import SimConfig, parse_policy, simulate
+    from tftui.sources.sim.cluster import DEFAULT_NOW, generate_objects
+
+    objects = generate_objects(7, nodes, DEFAULT_NOW)
+    cfg = SimConfig(duration=timedelta(hours=hours), churn=0.2)
+    out = []
+    for policy in ("CompactFirst+defrag", "CompactFirst+defrag+autoscale"):
+        cpu = time.process_time()
+        simulate(objects, parse_policy(policy), DEFAULT_NOW, cfg)
+        out.append(time.process_time() - cpu)
+    return out[0], out[1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    big = 400 if args.quick else 5000
+    small, huge = big // 2, big * 2
+
+    cpu = metrics_part(big)
+    print(f"report metrics (step 1 + alert replay), {big} nodes: CPU {cpu:.1f} s")
+    ratio(f"report_metrics_{big}_nodes_cpu_s", cpu, None)
+    cpu, rss = measured(["report", "--demo", "--nodes", str(big), "--json"])
+    print(f"tftui report --demo --nodes {big} --json: CPU {cpu:.1f} s, peak RSS {rss / GB:.2f} GB")
+    ratio(f"report_demo_{big}_nodes_cpu_s", cpu, 10.0, "<=")
+
+    rss_at: dict[int, float] = {}
+    for n in (small, big, huge):
+        cpu, rss = measured(["plan", "--demo", "--nodes", str(n), "--json"])
+        rss_at[n] = rss
+        print(f"tftui plan --demo --nodes {n} --json: CPU {cpu:.1f} s, peak RSS {rss / GB:.2f} GB")
+        if n == big:
+            ratio(f"plan_demo_{big}_nodes_cpu_s", cpu, 5.0, "<=")
+            ratio(f"plan_demo_{big}_nodes_peak_rss_gb", rss / GB, 1.5, "<=")
+    ratio(f"plan_peak_rss_{huge}/{big}_nodes", rss_at[huge] / rss_at[big], 2.0, "<=")
+    ratio(f"plan_peak_rss_{big}/{small}_nodes", rss_at[big] / rss_at[small], 2.0, "<=")
+
+    nodes, hours = (100, 6.0) if args.quick else (500, 24.0)
+    plain, scaled = autoscale_cost(nodes, hours)
+    print(
+        f"what-if, {nodes} nodes, {hours:g} h: CompactFirst+defrag CPU {plain:.1f} s, +autoscale {scaled:.1f} s"
+    )
+    ratio(f"whatif_{nodes}_nodes_autoscale/plain_cpu", scaled / plain, 2.0, "<=")
+
+
+if __name__ == "__main__":
+    main()
