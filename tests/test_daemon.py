@@ -406,7 +406,8 @@ def test_daemon_process_on_the_demo_never_imports_textual_and_stops_on_sigterm()
     assert "TEXTUAL False" in err
     docs = [json.loads(line) for line in out.splitlines()]
     assert docs[0]["msg"] == "daemon started" and docs[0]["cluster"] == "demo"
-    assert docs[0]["identity"] == "demo-replica-1"  # the replica's name, not ""
+    # the replica's name plus a per-process suffix (two daemons on one host never share it), not ""
+    assert re.fullmatch(r"demo-replica-1_[0-9a-f]{8}", docs[0]["identity"]), docs[0]["identity"]
     assert any(d["logger"] == "tftui.journal" and d["kind"] == "compaction" for d in docs)
     assert any(d["msg"] == "received SIGTERM: finishing the call in flight, then stopping" for d in docs)
     assert docs[-1]["msg"] == "daemon stopped"

@@ -63,6 +63,8 @@ class FormInput(Input):
     percentages, counts, model names), and an operator typing `:pools` wants the view, not a
     field that swallowed it."""
 
+    leaves_to_screen: ClassVar[frozenset[str]] = frozenset({"command"})
+
     def check_consume_key(self, key: str, character: str | None) -> bool:
         return character != ":" and super().check_consume_key(key, character)
 

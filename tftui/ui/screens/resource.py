@@ -169,8 +169,15 @@ class ResourceScreen(Screen[None]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Every screen asks the app: write actions vanish when the console is read-only. `:` and
-        `/` (priority bindings) are text while an input has the focus: the prompt or a form field."""
-        if action in PROMPT_ACTIONS and isinstance(self.focused, Input):
+        `/` (priority bindings) are text while an input has the focus: the prompt or a form field —
+        unless the field leaves that action to the screen (`leaves_to_screen`: a placement field,
+        where no value holds a `:`)."""
+        focused = self.focused
+        if (
+            action in PROMPT_ACTIONS
+            and isinstance(focused, Input)
+            and action not in getattr(focused, "leaves_to_screen", ())
+        ):
             return False
         return self.tui.allows(action)
 
