@@ -175,6 +175,18 @@ def _gauge_parts(
     gap = alloc_pct - used_pct if alloc_pct is not None and used_pct is not None else None
     booked = gap_level(gap)
     n_used, n_alloc = _layers(allocated, used, capacity, width)
+    parts = _bar(n_used, n_alloc, width, booked)
+    parts.append((format_percent(alloc_pct), booked if alloc_pct is not None else "free"))
+    parts.append(("/", "free"))
+    parts.append((format_percent(used_pct), "ok" if used_pct is not None else "free"))
+    if fmt is not None:
+        figures = f"{fmt(allocated)}/{fmt(capacity)}{(' ' + unit) if unit else ''}"
+        parts.append((" " + figures.rjust(value_width), None))
+    return parts
+
+
+def _bar(n_used: int, n_alloc: int, width: int, booked: Piece) -> list[tuple[str, Piece | None]]:
+    """The bar's cells: `█` used, `▒` allocated (styled by the gap), `·` free, then a space."""
     parts: list[tuple[str, Piece | None]] = []
     if n_used:
         parts.append((USED_CHAR * n_used, "ok"))
@@ -183,12 +195,6 @@ def _gauge_parts(
     if width > n_alloc:
         parts.append((FREE_CHAR * (width - n_alloc), "free"))
     parts.append((" ", None))
-    parts.append((format_percent(alloc_pct), booked if alloc_pct is not None else "free"))
-    parts.append(("/", "free"))
-    parts.append((format_percent(used_pct), "ok" if used_pct is not None else "free"))
-    if fmt is not None:
-        figures = f"{fmt(allocated)}/{fmt(capacity)}{(' ' + unit) if unit else ''}"
-        parts.append((" " + figures.rjust(value_width), None))
     return parts
 
 
@@ -209,14 +215,7 @@ def _request_parts(
     used_pct = percent(used, request)
     booked = gap_level(100.0 - used_pct if used_pct is not None else None, REQUEST_GAP_WARN, REQUEST_GAP_CRIT)
     n_used, n_alloc = _layers(request, used, request, width)
-    parts: list[tuple[str, Piece | None]] = []
-    if n_used:
-        parts.append((USED_CHAR * n_used, "ok"))
-    if n_alloc > n_used:
-        parts.append((ALLOC_CHAR * (n_alloc - n_used), booked))
-    if width > n_alloc:
-        parts.append((FREE_CHAR * (width - n_alloc), "free"))
-    parts.append((" ", None))
+    parts = _bar(n_used, n_alloc, width, booked)
     parts.append((format_percent(used_pct), booked if used_pct is not None else "free"))
     if fmt is not None:
         used_text = fmt(used) if used is not None else NO_DATA
