@@ -1,6 +1,6 @@
 """VPA's exponential decaying histogram (docs/behaviour.md A3), ported bucket for bucket.
 
-The recommender's numbers (to match upstream's, to the byte) depend on the exact bucket edges, the epsilon that
+The recommender's numbers (to match upstream's) depend on the exact bucket edges, the epsilon that
 decides "empty", the clamp in `subtract`, end-of-bucket percentiles and the reference-time shift, so
 this is a literal port rather than a generic quantile sketch. Times are float seconds since Go's zero
 time (0001-01-01 UTC) so `Time.Round(halfLife)` rounds to the same instants as the controller.
