@@ -70,12 +70,13 @@ def test_no_reference_leaves_the_repository() -> None:
 
 def test_the_patterns_catch_what_they_are_for(tmp_path: Path) -> None:
     """Each pattern fires on a typical outside citation and stays quiet on the repository's own."""
+    md = ".md"  # kept apart so that this file does not cite anything itself
     cited = tmp_path / "cited.py"
     lines = [
-        "# see " + "behaviour" + ".md C1",
+        f"# see behaviour{md} C1",
         "# upstream-" + "engine " + _SECTION + "6.15",
         "X = 5  # upstream " + "CC L62",
-        '"""As ' + "design" + ".md says." + '"""',
+        f'"""As design{md} says."""',
         "# from ../" + "shared/spec",
         "# tui " + "guide",
         "# fixed in issue " + "4",
@@ -83,7 +84,7 @@ def test_the_patterns_catch_what_they_are_for(tmp_path: Path) -> None:
     cited.write_text("\n".join(lines) + "\n", encoding="utf-8")
     fine = tmp_path / "fine.md"
     fine.write_text(
-        "See docs/" + "behaviour" + ".md C1, the [contract](" + "behaviour" + ".md) and docs/architecture.md.\n"
+        f"See docs/behaviour{md} C1, the [contract](behaviour{md}) and docs/architecture.md.\n"
         "Upstream's compaction subtracts released nodes again each round (C2).\n",
         encoding="utf-8",
     )

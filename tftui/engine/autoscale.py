@@ -808,7 +808,7 @@ def percentile_recommend(
 
 
 class CronRuleError(ValueError):
-    """A cron rule problem that aborts the tick upstream (A3, A7)."""
+    """A cron rule problem that aborts the tick upstream (A3)."""
 
 
 @dataclass(frozen=True, slots=True)
