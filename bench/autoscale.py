@@ -1,11 +1,11 @@
-"""Benchmark: autoscale history load + recommend for 10,000 workers × 2 h of 1-minute samples (issue 5).
+"""Benchmark: autoscale history load + recommend for 10,000 workers × 2 h of 1-minute samples (A12).
 
 The rows (1.2 M by default) are COPY'd into `tf_worker_usage` of a throwaway PostgreSQL (the tests'
 server, tests/pg.py) standing in for GreptimeDB, shaped as upstream writes them: `compute_tflops`
 0 and `compute_percentage` set, so TFLOPS come from each GPU's capacity (`--tflops-column` writes
 TFLOPS instead). Then, best of `--repeat` each:
 
-    fetch raw rows   = `GreptimeMetrics.rows` over the 2 h window, every row read (the issue's unit)
+    fetch raw rows   = `GreptimeMetrics.rows` over the 2 h window, every row read (the baseline unit)
     load + recommend = what the runtime does on its first tick: `load_usage` (the store aggregates
                        per pod and TFLOPS bucket) into a fresh `AutoscaleState`, then `recommend`
 

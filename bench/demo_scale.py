@@ -1,6 +1,6 @@
 """Benchmark: the demo's batch commands at 5,000 nodes (report, plan) and the autoscale what-if cost.
 
-Goals (the scale issue): `tftui report --demo --nodes 5000` ≤ 10 s; `tftui plan --demo --nodes 5000
+Goals: `tftui report --demo --nodes 5000` ≤ 10 s; `tftui plan --demo --nodes 5000
 --json` ≤ 5 s with peak RSS ≤ 1.5 GB, peak RSS growing at most linearly (10,000 ÷ 5,000 nodes ≤ 2);
 a what-if policy with autoscale costs at most twice the same policy without. Each command runs in
 its own process; its CPU seconds (user + system) and peak RSS come from `wait4`, so the shared

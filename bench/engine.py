@@ -1,6 +1,6 @@
 """Benchmark: engine decisions on the 5,000-node cluster, as ratios of the ClusterState build time.
 
-Goals (issue 3): compaction plan of every pool ≤ 0.05, one defrag step ≤ 0.5, placement preview
+Goals: compaction plan of every pool ≤ 0.05, one defrag step ≤ 0.5, placement preview
 under all three modes ≤ 0.05. Each figure is the best of `--repeat` runs in this process.
 """
 

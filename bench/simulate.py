@@ -1,9 +1,9 @@
 """Benchmark: the what-if simulator over a week of a 500-node cluster, and the one-night figures.
 
-Goal (issue 8): a simulated week of the 500-node demo (as configured, a fifth of the workloads
+Goal: a simulated week of the 500-node demo (as configured, a fifth of the workloads
 replaced per day) in under a minute: simulated seconds per wall second ≥ 604800 / 60 = 10080.
 The CPU-time ratio is printed beside it, since the 2-core machine is shared (wall time includes
-waiting for the CPU); its goal (the scale issue) is ≥ 20,000 simulated seconds per CPU-second.
+waiting for the CPU); its goal is ≥ 20,000 simulated seconds per CPU-second.
 
 Also the acceptance figure of the 40-node demo's fragmented pool (demo-dev) after one night, per
 placement mode with compaction and defrag: active nodes ÷ the configured lower bound (goal ≤ 1.15

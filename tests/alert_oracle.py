@@ -1,6 +1,6 @@
 """The per-evaluation alert queries: the oracle the batched `GreptimeMetrics.alert_history` is tested against.
 
-This is the adapter's SQL as it was before the replay was batched (issue 4): one query per rule and
+This is the adapter's SQL as it was before the replay was batched (M8): one query per rule and
 evaluation instant over [t − evaluationInterval, t], plus a probe for NoData. Product code no longer
 needs it (a single evaluation is `alert_history` with one instant), so it lives with the tests.
 """

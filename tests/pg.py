@@ -39,7 +39,7 @@ USER: Final = "tftui"
 PASSWORD: Final = "tf-pw-7Qx"  # the role's password; the tests check it never appears in errors
 SUPERUSER: Final = "postgres"
 
-#: upstream-model §3.3 DDL in PostgreSQL types (STRING→text, DOUBLE→double precision, …), columns in
+#: TensorFusion's table DDL (M12) in PostgreSQL types (STRING→text, DOUBLE→double precision, …), columns in
 #: the DDL's order; the time column is appended with the requested name.
 TABLES: Final[Mapping[str, tuple[tuple[str, str], ...]]] = {
     "tf_node_metrics": (
@@ -292,7 +292,7 @@ A100_1, A100_2 = "gpu-3e8a1f52-6b1d-4c2e-9f0a-7d1c00000001", "gpu-3e8a1f52-6b1d-
 A100_3 = "gpu-8b27c4d9-0e5a-4f73-b1c6-2a9e00000003"
 H100_5, H100_6 = "gpu-c41d7e0b-93a2-4d58-8e7f-5b3f00000005", "gpu-c41d7e0b-93a2-4d58-8e7f-5b3f00000006"
 UNKNOWN_GPU: Final = "gpu-unknown-0000"
-#: GPU → (TFLOPS, VRAM bytes) of upstream-model §6 (UNKNOWN_GPU deliberately absent)
+#: GPU → (TFLOPS, VRAM bytes) of the demo seed (UNKNOWN_GPU deliberately absent)
 CAPACITY: Final[Mapping[str, tuple[float, float]]] = {
     A100_1: (312.0, 80.0 * GI), A100_2: (312.0, 80.0 * GI), A100_3: (312.0, 80.0 * GI),
     H100_5: (989.0, 81559.0 * MI), H100_6: (989.0, 81559.0 * MI),
@@ -310,7 +310,7 @@ def full_rows(table: str, rows: Iterable[Mapping[str, Any]]) -> list[dict[str, A
 
 
 def step1_rows() -> dict[str, list[dict[str, Any]]]:
-    """upstream-model §6's example rows at fixed times, plus a few more (exact figures in tests).
+    """The demo seed's example rows at fixed times, plus a few more (exact figures in tests).
 
     Window for the tests: [NOW − 1 h, NOW). Rows at NOW − 2 h and at NOW fall outside it.
     """

@@ -1,6 +1,6 @@
 """The 15 built-in alert rules as data, their templates, and the consecutive-count state machine.
 
-Expected values are upstream's (chart values.yaml alertRules; upstream-model §5), the fingerprints
+Expected values are upstream's (chart values.yaml alertRules, M5), the fingerprints
 were computed with Go's `hash/fnv` exactly as `internal/config/rules.go` does.
 """
 
@@ -33,7 +33,7 @@ M = timedelta(minutes=1)
 GPU = "gpu-3e8a1f52-6b1d-4c2e-9f0a-7d1c00000001"
 UID = "0b6f7c7e-1111-4c1a-9d1e-000000000001"
 
-# name, severity, interval, consecutive, threshold, for ≈ (upstream-model §5 table)
+# name, severity, interval, consecutive, threshold, for ≈ (the chart's alertRules)
 TABLE = [
     ("WorkerTFlopsThrottled", "P1", 15 * S, 3, 0, 45 * S),
     ("WorkerVRAMSwitchCountIncreasing", "P1", 2 * M, 1, 0, 2 * M),

@@ -1,6 +1,7 @@
-"""Workload autoscaler: the scenarios of upstream-autoscale §12, A1–A6, properties and the CLI.
+"""Workload autoscaler: upstream's recommender cases, A1–A12, properties and the CLI.
 
-Scenario numbers follow §12. Where A4/A5 change upstream's result the test says so in its docstring.
+Numbered tests are upstream's cases (given → expected), each stated in its test. Where A4/A5 change
+upstream's result the test says so in its docstring.
 """
 
 from __future__ import annotations
@@ -170,7 +171,7 @@ def test_incremental_loads_equal_one_history_load() -> None:
     assert estimate(inc.workloads["default/w"], CFG) == estimate(a, CFG)
 
 
-# -- §12 scenarios: percentile recommender -------------------------------------------------------
+# -- upstream's cases: percentile recommender -----------------------------------------------------
 
 
 def test_s1_constant_load() -> None:
@@ -298,7 +299,7 @@ def test_s15_config_parsing() -> None:
 
 
 def test_a4_interval_and_period_zero_are_config_errors() -> None:
-    """A4 (§11.5): upstream panics on interval 0s and divides by zero on historyDataPeriod 0s."""
+    """A4: upstream panics on interval 0s and divides by zero on historyDataPeriod 0s."""
     assert AutoConfig.parse({"interval": "0s"}).errors
     assert AutoConfig.parse({"interval": "-1m"}).errors
     assert AutoConfig.parse({"historyDataPeriod": "0s"}).errors
@@ -377,7 +378,7 @@ def astate_for(
     return ast
 
 
-# -- §12 16: no data / too early (A5) ------------------------------------------------------------
+# -- case 16: no data / too early (A5) ------------------------------------------------------------
 
 
 def test_s16_no_data() -> None:
@@ -435,7 +436,7 @@ def test_a5_provisional_increase_still_applies() -> None:
     assert patches and patches[0].annotations[TFK] == "9"
 
 
-# -- §12 17-20: merge and processor --------------------------------------------------------------
+# -- cases 17-20: merge and processor -------------------------------------------------------------
 
 
 def test_s17_merge() -> None:
@@ -485,7 +486,7 @@ def test_s32_zero_fill() -> None:
     assert merge([ext], R(10, 20, "8Gi", "16Gi")) == R(10, 20, "6Gi", "12Gi")
 
 
-# -- §12 21-27: cron -----------------------------------------------------------------------------
+# -- cases 21-27: cron ----------------------------------------------------------------------------
 
 RULE = {
     "enable": True,
@@ -611,11 +612,11 @@ def test_s27_cron_blocks_scale_down() -> None:
     assert not [a for a in ap.plan.actions if isinstance(a, AnnotatePod)]
 
 
-# -- §12 28-29: targets, dedicated workers (A4, A6) ----------------------------------------------
+# -- cases 28-29: targets, dedicated workers (A4, A6) ---------------------------------------------
 
 
 def test_s28_target_compute_leaves_vram_untouched() -> None:
-    """A4 changes upstream: the status recommendation also keeps the current VRAM (§11.6)."""
+    """A4 changes upstream: the status recommendation also keeps the current VRAM."""
     objs = cluster(spec=asr(enable=True, targetResource="compute"))
     ast = astate_for(objs, [(100, 100 * GI)] * 120)
     ap = plan_autoscale(build(objs), ast, NOW)
@@ -649,14 +650,14 @@ def test_s29_dedicated_worker_untouched_and_scale_up_capped() -> None:
 
 
 def test_s30_patch_failure_rollback_not_in_engine() -> None:
-    """§12.30 (allocator rollback after a failed patch) belongs to the runtime that applies plans;
+    """Case 30 (allocator rollback after a failed patch) belongs to the runtime that applies plans;
     the engine only plans, so here: the plan never books quota, it only annotates."""
     objs = cluster(spec=asr(enable=True))
     ap = plan_autoscale(build(objs), astate_for(objs, [(40, 4 * GI)] * 120), NOW)
     assert {type(a) for a in ap.plan.actions} <= {AnnotatePod, Event}
 
 
-# -- §12 31: webhook parsing, profiles, pool rules (A1) ------------------------------------------
+# -- case 31: webhook parsing, profiles, pool rules (A1) -------------------------------------------
 
 
 def test_s31_annotations_and_pool_rule() -> None:
@@ -737,7 +738,7 @@ def test_a2_every_workload_with_data_gets_a_recommendation() -> None:
 
 
 def test_a4_vram_history_never_empties_on_long_running_workload() -> None:
-    """Upstream's VRAM histogram went empty at hours 102-114 of a 6-day random walk (§11.2)."""
+    """Upstream's VRAM histogram went empty at hours 102-114 of a 6-day random walk (A4)."""
     rng = random.Random(5)
     mem = 4.0
     series = []

@@ -1,4 +1,4 @@
-"""History loads aggregated in the store (issue 5) equal the row-by-row load, on both metrics stores.
+"""History loads aggregated in the store (A12) equal the row-by-row load, on both metrics stores.
 
 `GreptimeMetrics.usage_histograms` returns per (pod, TFLOPS bucket) decay-weight sums;
 `AutoscaleState.add_pod_buckets` must then hold the same histograms, samplers and recommendations

@@ -62,7 +62,7 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> str:
 
 def test_plan_text_and_json(capsys: pytest.CaptureFixture[str], dump: str) -> None:
     text = run(capsys, "--from", dump, "plan", "--now", NOW)
-    assert f"GPUNode phase {shown(PHASE)}" in text  # the compaction DETAIL cell of the issue
+    assert f"GPUNode phase {shown(PHASE)}" in text  # the compaction DETAIL cell (G6: plain text)
     assert f"== pool {shown(POOL)}" in text and shown(NODE) in text
     doc = json.loads(run(capsys, "--from", dump, "plan", "--now", NOW, "--json"))
     details = [

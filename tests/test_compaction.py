@@ -1,7 +1,7 @@
-"""Node compaction (behaviour.md C1–C5) against upstream-engine §5 scenarios 1–16 and properties.
+"""Node compaction (docs/behaviour.md C1–C8) against upstream's behaviour (cases 1–16) and properties.
 
-Scenario fixture (upstream §5): pool `pool-a`, one GPU per node of 100 TFLOPS / 80Gi used by
-tensor-fusion, GPUNodes Running and an hour old, no warm/min, period 5m. Where behaviour.md deviates
+Case fixture (as upstream's): pool `pool-a`, one GPU per node of 100 TFLOPS / 80Gi used by
+tensor-fusion, GPUNodes Running and an hour old, no warm/min, period 5m. Where docs/behaviour.md deviates
 from upstream the test docstring says so. Scenarios about the controller's process state (pending
 claims, requeues, the pool controller deleting claims) belong to the runtime; their tests here cover
 what the pure function decides.
@@ -145,7 +145,7 @@ def compaction_event(node_name: str) -> Event:
     return Event(f"GPUPool/{POOL}", "Normal", "Compaction", compaction_note(node_name))
 
 
-# -- upstream §5 scenarios 1–16 ------------------------------------------------------------------
+# -- upstream's cases 1–16, each stated in its test -----------------------------------------------
 
 
 def test_1_autoselect_labels_every_idle_node() -> None:
@@ -452,7 +452,7 @@ def test_c1_most_expensive_first_then_name() -> None:
 
 
 def test_c2_should_delete_node_is_not_subtracted_twice() -> None:
-    """C2 fix of upstream §6.11: a `should-delete` node's GPUs leave the figures once.
+    """C2 fix of upstream's double subtraction: a `should-delete` node's GPUs leave the figures once.
 
     Upstream would subtract it again and release only one new node; tftui releases two.
     """
@@ -485,7 +485,7 @@ def test_c2_terminating_and_finished_workers_do_not_hold_a_node() -> None:
 
 
 def test_terminating_worker_still_books_capacity() -> None:
-    """Upstream arithmetic (§6.24): available − node *total*. A released node whose GPU is still
+    """Upstream arithmetic (C3): available − node *total*. A released node whose GPU is still
     booked by a terminating worker (90 of 100 available) costs the pool 100, so with no warm set the
     next empty node fails 90 − 100 < 0. Pessimistic, never releases too much; kept as upstream."""
     objs = [
@@ -626,7 +626,7 @@ def test_demo_cluster(demo: ClusterState) -> None:
 
 
 def test_determinism_same_input_same_text() -> None:
-    """Same objects → identical `Plan.dumps()`, whatever order the objects arrive in (upstream §6.15)."""
+    """Same objects → identical `Plan.dumps()`, whatever order the objects arrive in (C1, G2)."""
     objs = generate_objects(seed=11, nodes=30)
     shuffled = list(objs)
     random.Random(3).shuffle(shuffled)
@@ -665,7 +665,7 @@ def _value(raw: Any) -> int:
 
 
 def _oracle(objs: list[JSON], pool_name: str, released_before: set[str]) -> list[int]:
-    """Pool available/total TFLOPS/VRAM recomputed from the raw GPU objects (upstream §2.3 step 3)."""
+    """Pool available/total TFLOPS/VRAM recomputed from the raw GPU objects (C3)."""
     out = [0, 0, 0, 0]
     for o in objs:
         if o["kind"] != "GPU" or o["metadata"].get("deletionTimestamp"):

@@ -1,9 +1,9 @@
 """Defrag: config (D1), campaign windows (D2), candidates (D3), simulation (D4), steps (D5), PDBs (D6).
 
-Scenario numbers are upstream-engine §5. Unless a test says otherwise the fixture is upstream's: GPUs of
-100 TFLOPS / 10Gi, four per node, threshold 40, maxDuration 30m, workers 2 h old, each covered by a PDB
-allowing one disruption. The schedule `50 11 * * *` (UTC) puts the builders' NOW (12:00) inside the
-window 11:50–12:20.
+Numbered tests are cases of upstream's defrag behaviour, each stated in its docstring. Unless a test
+says otherwise the fixture is upstream's: GPUs of 100 TFLOPS / 10Gi, four per node, threshold 40,
+maxDuration 30m, workers 2 h old, each covered by a PDB allowing one disruption. The schedule
+`50 11 * * *` (UTC) puts the builders' NOW (12:00) inside the window 11:50–12:20.
 """
 
 from __future__ import annotations
@@ -311,7 +311,7 @@ def test_d1_impossible_date_is_not_impossible_with_or_rule() -> None:
      ("0s", timedelta(hours=2)), ("1h30m", timedelta(minutes=90))],
 )  # fmt: skip
 def test_d1_max_duration_defaults(raw: str | None, expected: timedelta) -> None:
-    """maxDuration: empty, unparsable or ≤ 0 fall back to 2h (upstream §1.4)."""
+    """maxDuration: empty, unparsable or ≤ 0 fall back to 2h (D1)."""
     assert cfg_of(maxDuration=raw).max_duration == expected
 
 
@@ -327,7 +327,7 @@ def test_d1_defaults_and_ttls() -> None:
 
 
 def test_disabled_pool_plans_nothing() -> None:
-    """`enabled` false or absent: state disabled, not even a sweep (upstream §3.1 step 1)."""
+    """`enabled` false or absent: state disabled, not even a sweep (D1, as upstream)."""
     objs = base(pool_obj=dpool(enabled=False, timezone="Mars/Base"))
     plan, res = step(objs)
     assert res.state == "disabled" and plan.actions == []
@@ -583,7 +583,7 @@ def test_21_utilization_gate() -> None:
 
 
 def test_21_used_means_tflops_or_vram() -> None:
-    """Upstream §6 note 8: a GPU with only VRAM booked counts as used."""
+    """D3, as upstream: a GPU with only VRAM booked counts as used."""
     objs = base(extra=[wk("w-v", "n-src", 1, tflops=0, vram="1Gi"), *pdbs("w-v")])
     _, res = step(objs)
     assert skip_of(res, "n-src") == "above-threshold"  # 2 of 4 GPUs used
@@ -959,7 +959,7 @@ def test_d5_source_that_no_longer_fits_is_abandoned() -> None:
 
 
 def test_d5_fresh_worker_on_source_abandons_drain() -> None:
-    """A replacement landing back on the source (upstream §6 note 7) ends the drain instead of looping."""
+    """A replacement landing back on the source (a real scheduler may) ends the drain instead of looping."""
     objs = _two_workers(source_marks(), big=wk("w-big", "n-src", tflops=60, age=MIN))
     plan, res = step(objs)
     assert skip_of(res, "n-src") == "fresh-worker" and res.evict is None
@@ -1076,7 +1076,7 @@ def test_37_source_sweep() -> None:
 
 
 def test_37_source_without_since_is_cleared_once_empty() -> None:
-    """Deviation (upstream §6 note 21): a source marker lacking `-since` no longer pins the pool."""
+    """Deviation (D9): a source marker lacking `-since` no longer pins the pool."""
     marks = source_marks()
     del marks["annotations"][keys.DEFRAG_SOURCE_SINCE]
     plan, _ = step([dpool(), *machine("n-src", **marks), *tgt()])

@@ -1,5 +1,5 @@
-"""The external scaler (upstream-autoscale §9) against a real HTTP server in a thread, its merge with
-the percentile and cron recommenders (§6.1), and the runtime's autoscale loop calling it."""
+"""The external scaler (docs/behaviour.md A11) against a real HTTP server in a thread, its merge with
+the percentile and cron recommenders (A3), and the runtime's autoscale loop calling it."""
 
 from __future__ import annotations
 
@@ -209,7 +209,7 @@ def test_api_key_from_the_secret(scaler: Scaler) -> None:
     assert newline.error == "apiKeySecretRef default/scaler-key: key token contains a line break"
 
 
-# -- the merge (§6.1, §9) --------------------------------------------------------------------------
+# -- the merge (A3, A11) -------------------------------------------------------------------------
 
 
 def test_no_request_before_the_scalers_initial_delay_or_when_disabled() -> None:

@@ -1,4 +1,4 @@
-"""The one-way imports of design.md: model ← engine ← runtime ← front ends; sources never import ui."""
+"""The one-way imports (docs/architecture.md): model ← engine ← runtime ← front ends; sources never import ui."""
 
 from __future__ import annotations
 
@@ -44,7 +44,8 @@ def test_layer_imports_point_down(layer: str) -> None:
 
 
 def test_daemon_never_imports_the_console() -> None:
-    """design.md: `tftui --daemon` runs the runtime without Textual (the process test checks sys.modules)."""
+    """`tftui --daemon` runs the runtime without Textual (docs/architecture.md; the process test checks
+    sys.modules)."""
     bad = [
         name
         for name in sorted(imports_of(ROOT / "daemon.py"))

@@ -1,4 +1,4 @@
-"""Placement against upstream-engine §5 scenarios 40–43, behaviour P1–P4, and generated clusters."""
+"""Placement against upstream's scheduler cases 40–43, docs/behaviour.md P1–P4, and generated clusters."""
 
 from __future__ import annotations
 
@@ -177,7 +177,7 @@ def test_s42_four_gpus_is_an_error(s42: ClusterState, mode: Mode) -> None:
 
 
 def test_s42_scheduler_averages_instead_of_summing(s42: ClusterState) -> None:
-    # the scheduler path (§4.5) averages, so the two-GPU node-2 (mean 77) beats node-1 (mean 56)
+    # the scheduler path (P2) averages, so the two-GPU node-2 (mean 77) beats node-1 (mean 56)
     p = place(s42, P, small_req(2), mode="LowLoadFirst", weights=HALF)
     assert p.node_scores == (("node-2", 77), ("node-1", 56))
     assert (p.node, p.gpus, p.rejected) == ("node-2", ("gpu-2-1", "gpu-2-2"), {"same-node": 1})
@@ -308,7 +308,7 @@ def test_top_five_node_scores_only() -> None:
     assert p.node_scores == tuple((f"n{i}", 0) for i in range(5))
 
 
-# -- node score details (§4.5) -------------------------------------------------------------------
+# -- node score details (P2) ---------------------------------------------------------------------
 
 
 def test_full_non_matching_gpus_raise_compact_score() -> None:
@@ -701,7 +701,7 @@ def test_property_placements_satisfy_the_filters(
     avail: dict[str, Res] = {}
     apply_placement(avail, state, p, req)
     assert all(r.tflops >= 0 and r.vram >= 0 for r in avail.values())
-    # the selector (§4.7) also only returns valid, co-located GPUs
+    # the selector (P8) also only returns valid, co-located GPUs
     s = select_from_store(state, pool_, req, mode=mode)
     if s.node is not None:
         assert all(state.gpus[n].node == s.node for n in s.gpus) and len(s.gpus) == req.count

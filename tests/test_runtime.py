@@ -371,7 +371,7 @@ def _report(night: Night, label: str, capsys: pytest.CaptureFixture[str]) -> Non
 
 def test_a_night_on_the_demo(capsys: pytest.CaptureFixture[str]) -> None:
     """The demo as generated: the dev pool schedules LowLoadFirst, so replacements spread back onto
-    the emptiest nodes, often the node just drained (upstream-engine §6 note 7), so few drained nodes stay empty."""
+    the emptiest nodes, often the node just drained, so few drained nodes stay empty."""
     night = run_night()
     _report(night, "demo, LowLoadFirst", capsys)
     _check_night(night)

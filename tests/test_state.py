@@ -1,4 +1,4 @@
-"""ClusterState arithmetic against the published figures of upstream-model §6."""
+"""ClusterState arithmetic (S1, S2) against the figures of the demo seed (tests/fixtures/upstream_demo)."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def test_node_allocation_percent_matches_upstream(state: ClusterState) -> None:
 
 
 def test_node_available_and_virtual_match_gpunode_status(state: ClusterState) -> None:
-    # upstream-model §6 GPUNode table: available, virtual, virtualAvailable
+    # the demo seed's GPUNode figures: available, virtual, virtualAvailable
     expected = {
         "gpu-a100-1": (504, 122 * GI, 1872, 1051407994060, 1572, 991278451916),
         "gpu-a100-2": (524, 130 * GI, 1872, 1051407994060, 1652, 1008458321100),

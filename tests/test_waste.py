@@ -1,8 +1,8 @@
 """Step-1 diagnosis (behaviour M4): each class with exact figures, its fix, and the waste arithmetic.
 
 Step1 values are hand-made (what the four reference-page queries would return); the cluster comes
-from `engine_builders` or the upstream §6 demo seed, whose metric rows show over-request on llama and
-a VRAM-bound H100 node.
+from `engine_builders` or the demo seed (tests/fixtures/upstream_demo.py), whose metric rows show
+over-request on llama and a VRAM-bound H100 node.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def classes(d: Diagnosis) -> dict[str, tuple[str, ...]]:
     return out
 
 
-# -- the upstream §6 demo ------------------------------------------------------------------------
+# -- the demo seed -------------------------------------------------------------------------------
 
 G = demo.G
 

@@ -1,4 +1,4 @@
-"""`tftui --daemon`: the console's runtime loops, unattended, without Textual (design.md).
+"""`tftui --daemon`: the console's runtime loops, unattended, without Textual (docs/architecture.md).
 
 One process runs: the cluster cache (or the embedded demo), leader election on a Lease (only the
 leader builds a `Runtime` and acts; the actuator asks the elector right before every action and the

@@ -105,7 +105,7 @@ ACTION_PERMISSIONS: Final[Mapping[type, tuple[Permission, ...]]] = {
 CONSOLE_WRITES: Final = (
     Permission(TF_GROUP, "gpupools", "patch"),  # the manual-compaction annotation (C5)
     Permission(TF_GROUP, "schedulingconfigtemplates", "patch"),  # the placement mode (P4)
-    *ACTION_PERMISSIONS[PatchWorkloadAutoscale],  # the autoscale toggle (issue 5)
+    *ACTION_PERMISSIONS[PatchWorkloadAutoscale],  # the autoscale toggle (A1)
 )
 CONSOLE_ONLY_ACTIONS: Final = (PatchWorkloadAutoscale,)
 """Plan actions only a person takes from the console; the daemon never needs their permissions."""

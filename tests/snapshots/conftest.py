@@ -1,6 +1,6 @@
 """Snapshot harness: deterministic console screenshots stored in the repository's `snapshots/`.
 
-Determinism kit (tui guide §3.5): animations off before Textual is imported, no cursor blink, a
+Determinism kit: animations off before Textual is imported, no cursor blink, a
 fixed clock, no periodic refresh, and every screenshot taken after the refresh worker finished.
 """
 
@@ -38,7 +38,7 @@ def _snapshot_dirname(cls: type[SVGImageExtension], *, test_location: PyTestLoca
     return str(SNAPSHOT_ROOT / test_location.basename)
 
 
-# pytest-textual-snapshot 1.1.0 pins syrupy 4.8, which has no setting for the folder (tui guide §3.2).
+# pytest-textual-snapshot 1.1.0 pins syrupy 4.8, which has no setting for the folder.
 SVGImageExtension.dirname = classmethod(_snapshot_dirname)
 
 SIZES = [(80, 24), (120, 40), (200, 50)]

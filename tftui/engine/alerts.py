@@ -1,4 +1,4 @@
-"""The 15 built-in alert rules (upstream-model §5) and the state machine that decides what fires.
+"""The 15 built-in alert rules (docs/behaviour.md M5, M8) and the state machine that decides what fires.
 
 Upstream runs each rule's SQL every `evaluationInterval` over a look-back of the same length; every
 returned row is a candidate, identified by a fingerprint of its labels (alertname, severity,

@@ -1,8 +1,9 @@
 """Workload autoscaling: usage histograms → percentile/cron recommendation → safe in-place resize.
 
-A port of upstream's autoscaler (upstream-autoscale §3–§8, §10) with the decisions A1–A6 of
-behaviour.md. Pure: no I/O and no clock; the caller feeds `tf_worker_usage` rows into an
-`AutoscaleState` (once for history, then incrementally) and asks `recommend(state, now)`.
+A port of upstream's autoscaler (sampling, histograms, percentile and cron recommenders, merge,
+apply, status, pool rules) with the decisions A1–A12 of docs/behaviour.md. Pure: no I/O and no
+clock; the caller feeds `tf_worker_usage` rows into an `AutoscaleState` (once for history, then
+incrementally) and asks `recommend(state, now)`.
 
 Deviations from upstream, each deliberate:
 
@@ -11,13 +12,13 @@ Deviations from upstream, each deliberate:
 - A1: a missing or empty `targetResource` means `all` (upstream: "" = recommend without applying);
   an invalid target is a Warning event and no change (upstream copies it unvalidated and applies
   nothing, silently); the target is compared case-insensitively.
-- A4/§11.1–2: a VRAM daily peak is added **and** removed with the weight at its window's end (VPA's
+- A4: a VRAM daily peak is added **and** removed with the weight at its window's end (VPA's
   rule). Upstream removes at the window end but adds at the sample time, which empties whole buckets
   and, on long-running workloads, the entire VRAM histogram.
-- A4/§11.3: per-worker sampler state is keyed by pod name (`pod_name`, falling back to `worker`).
-- A4/§11.5: `interval` ≤ 0 and `historyDataPeriod` ≤ 0 are config errors (`invalid-config`), not a
+- A4: per-worker sampler state is keyed by pod name (`pod_name`, falling back to `worker`).
+- A4: `interval` ≤ 0 and `historyDataPeriod` ≤ 0 are config errors (`invalid-config`), not a
   crash or NaN weights.
-- A4/§11.6: the untargeted resource is left at its current value in the applied recommendation, the
+- A4: the untargeted resource is left at its current value in the applied recommendation, the
   status and the threshold test, so `compute`/`vram` targets converge instead of retrying forever.
 - A5: no data, or history shorter than `initialDelayPeriod` → the recommendation is provisional and
   a decrease from it is never applied (upstream: LowConfidence by workload age, nothing at all).
@@ -25,29 +26,31 @@ Deviations from upstream, each deliberate:
   unknown capacity) is no TFLOPS sample and NULL memory no VRAM sample (upstream reads them as 0
   and scales down to the ratio floor); a decrease needs `min_samples` real samples spanning the
   delay, and a resource with no sample at all keeps its current request.
-- A6/§6.2: the scale-up cap skips workers without an allocation instead of failing the whole tick;
+- A6: the scale-up cap skips workers without an allocation instead of failing the whole tick;
   limits are still not capped (upstream).
-- Cron rules from a matching pool rule are appended only if no rule of the same name exists (the
+- A8: cron rules from a matching pool rule are appended only if no rule of the same name exists (the
   workload spec usually already holds the webhook's merged copy; appending again would make two
   identical active rules, an error upstream).
-- One `ResourceScaledUp/Down` event per workload (on `TensorFusionWorkload/<ns>/<name>`), not per
+- A9: one `ResourceScaledUp/Down` event per workload (on `TensorFusionWorkload/<ns>/<name>`), not per
   worker; the invalid-target Warning uses our own reason `InvalidAutoscaleTarget`.
 - Compute-percent workers (no `tflops-*` annotations) never get TFLOPS annotations.
 - Rows without `compute_tflops` (the simulator, percent-isolated workers) count
   `compute_percentage` × the GPU's TFLOPS capacity. A multi-GPU worker's rows (one per GPU) are
   separate TFLOPS samples (requests are per device) and share one VRAM peak (the max over its GPUs).
-- A new VRAM window starts with peak = the opening sample, as scenario §12.7 requires.
+- A new VRAM window starts with peak = the opening sample (A4): a day's samples leave weight in
+  the bucket of their peak only.
 - Upstream's LowConfidence by workload *age* is replaced by A5's history-length test; the
   percentile and cron recommenders otherwise run as upstream, on the same `current`
   (`status.recommendation`, else `spec.resources`). `interval` is validated only: the caller owns
   the loop. Status patches carry `status.conditions` as a one-element `ResourceUpdate` list.
-- The external scaler (§9): the HTTP call is the caller's (`sources.external_scaler`); this module
+- The external scaler (A11): the HTTP call is the caller's (`sources.external_scaler`); this module
   says whom to ask (`external_requests`: enabled workloads past the scaler's own initialDelayPeriod,
-  with §9's body) and merges the parsed answers (`ExternalAnswer`) as the third recommender, as §6.1
-  does. An answer that failed (timeout, non-2xx, malformed) aborts that workload's recommendation for
-  the tick (upstream: "the first error aborts") with reason `external-error` naming the scaler and
-  why; nothing is applied from it. A workload without an answer this tick (only the daemon's
-  autoscale loop calls out) is recommended without it and says so in `external`. A scaler whose
+  with upstream's request body) and merges the parsed answers (`ExternalAnswer`) as the third
+  recommender, as upstream's merge does. An answer that failed (timeout, non-2xx, malformed) aborts
+  that workload's recommendation for the tick (upstream: "the first error aborts") with reason
+  `external-error` naming the scaler and why; nothing is applied from it. A workload without an
+  answer this tick (only the daemon's autoscale loop calls out) is recommended without it and says
+  so in `external`. A scaler whose
   `url` is not http(s) or whose `apiKeySecretRef` names another namespace than the workload's is
   refused (`invalid-config`, a Warning `ExternalScalerRefused` naming the field): it is never asked
   and its Secret never read, so a workload cannot make the daemon send another namespace's token.
@@ -107,7 +110,7 @@ DEFAULT_DELAY = timedelta(minutes=30)
 DEFAULT_INTERVAL = timedelta(seconds=30)
 MIN_SAMPLE_SPACING = timedelta(minutes=5)  # min_samples: one real sample per 5 min of initialDelayPeriod
 TARGETS = ("all", "compute", "vram")
-CONTROLLER_TZ = ZoneInfo("UTC")  # the controller container's local zone (§5)
+CONTROLLER_TZ = ZoneInfo("UTC")  # the controller container's local zone, where cron rules run (A3)
 
 
 # -- quantities ----------------------------------------------------------------------------------
@@ -185,7 +188,7 @@ class Resources:
 
 
 def _go_float(value: Any, default: float) -> float:
-    """`strconv.ParseFloat` or the default, silently (upstream §0); never NaN or infinite (those
+    """`strconv.ParseFloat` or the default, silently (as upstream, A3); never NaN or infinite (those
     make the workload `invalid-config` before any decision, see `autoscale_checks`)."""
     if isinstance(value, bool):
         return default
@@ -214,7 +217,7 @@ _PARSED: dict[tuple[Any, ...], AutoConfig] = {}
 
 @dataclass(frozen=True, slots=True)
 class AutoConfig:
-    """`autoSetResources` with upstream's code defaults (§1.2), plus A1/A4 validation results."""
+    """`autoSetResources` with upstream's code defaults (A3), plus A1/A4 validation results."""
 
     present: bool = False
     enable: bool = False
@@ -332,7 +335,7 @@ def _merge_asr(base: dict[str, Any], over: Mapping[str, Any], *, pool_rule: bool
 
 
 def effective_autoscaling(state: ClusterState, wv: WorkloadView) -> dict[str, Any]:
-    """The workload's `autoScalingConfig` after upstream's admission order (§1.1, §10).
+    """The workload's `autoScalingConfig` after upstream's admission order (A1).
 
     WorkloadProfile base → the workload's own spec → autoscale pod annotations → first matching pool
     rule. On a real cluster the workload spec already holds the webhook's merge, so re-applying the
@@ -391,7 +394,7 @@ def effective_autoscaling(state: ClusterState, wv: WorkloadView) -> dict[str, An
 
 
 class _Sampler:
-    """Per-worker sampler state (§3.3): last timestamps and the open VRAM window."""
+    """Per-worker sampler state (A4, keyed by pod): last timestamps and the open VRAM window."""
 
     __slots__ = ("last_tf", "last_vram", "peak", "window_end")
 
@@ -432,7 +435,7 @@ class WorkloadHistory:
         return self.tf.is_empty() and self.vram.is_empty()
 
     def add_vram(self, s: _Sampler, t: float, mem: float) -> None:
-        """Daily peak per worker, added and removed at the window's end (A4 fix of §11.1-2)."""
+        """Daily peak per worker, added and removed at the window's end (the A4 fix)."""
         if t < s.last_vram:
             return
         s.last_vram = t
@@ -467,7 +470,7 @@ class AutoscaleState:
     def configure(self, state: ClusterState) -> None:
         """Adopt the cluster's GPU capacities and each workload's `historyDataPeriod`.
 
-        A changed period replaces the workload's histograms (upstream §3.4); per-worker samplers of
+        A changed period replaces the workload's histograms (as upstream); per-worker samplers of
         pods that no longer exist are pruned by pod name (A4).
         """
         self.gpu_tflops = {name: g.capacity.tflops for name, g in state.gpus.items()}
@@ -658,7 +661,7 @@ class AutoscaleState:
 
 @dataclass(frozen=True, slots=True)
 class Estimates:
-    """Bucket-end usage percentiles and the margin-added integer estimates (§4.3)."""
+    """Bucket-end usage percentiles and the margin-added integer estimates (A3)."""
 
     tf_usage: tuple[float, float, float]  # lower, target, upper
     vram_usage: tuple[float, float, float]
@@ -701,7 +704,7 @@ def _scale(
     orig: tuple[Quantity, Quantity],
     ratios: tuple[float, float],
 ) -> tuple[Quantity, Quantity, str]:
-    """`handleResourceScaling` (§4.4): QoS pick → floor → ratio clamp → compute-limit floor."""
+    """`handleResourceScaling` (A3): QoS pick → floor → ratio clamp → compute-limit floor."""
     mk, floor = (tf, MIN_TF) if name == "Compute" else (vr, MIN_VR)
     lower, target, upper = est
     request = mk(upper if qos == "critical" else target if qos == "high" else lower)
@@ -726,7 +729,7 @@ def _scale(
 
 
 def process(rec: Resources, current: Resources, allowed: tuple[int, int] | None) -> tuple[Resources, str]:
-    """The recommendation processor (§6.2): cap increasing requests at the per-worker maximum."""
+    """The recommendation processor (A6): cap increasing requests at the per-worker maximum."""
     if (rec.tf_req <= current.tf_req and rec.vram_req <= current.vram_req) or allowed is None:
         return rec, ""
     msgs: list[str] = []
@@ -749,7 +752,7 @@ def percentile_recommend(
     allowed: tuple[int, int] | None,
     measured: tuple[bool, bool] = (True, True),
 ) -> Partial | None:
-    """The percentile recommender (§4.4–4.8) from estimates; None = nothing to recommend.
+    """The percentile recommender (A3) from estimates; None = nothing to recommend.
 
     `measured` says which of (TFLOPS, VRAM) has any real sample: an unmeasured resource keeps its
     current values (upstream would scale an empty histogram's 0 down to the floor or the ratio
@@ -805,7 +808,7 @@ def percentile_recommend(
 
 
 class CronRuleError(ValueError):
-    """A cron rule problem that aborts the tick upstream (§5)."""
+    """A cron rule problem that aborts the tick upstream (A3)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -832,7 +835,7 @@ def _split_tz(expr: str, default: ZoneInfo) -> tuple[str, ZoneInfo]:
 
 
 def active_cron_rule(rules: Iterable[Mapping[str, Any]], now: datetime, tz: ZoneInfo) -> CronRule | None:
-    """The one rule whose window [start firing, next end firing) holds `now` (§5)."""
+    """The one rule whose window [start firing, next end firing) holds `now` (A3, A7)."""
     active: list[CronRule] = []
     for r in rules:
         if not (r.get("enable") is True and r.get("name") and r.get("start") and r.get("end")):
@@ -867,7 +870,7 @@ def cron_recommend(
     current: Resources,
     allowed: tuple[int, int] | None,
 ) -> Partial | None:
-    """The cron recommender (§5): desired resources while a rule is active, the spec after it ends."""
+    """The cron recommender (A3): desired resources while a rule is active, the spec after it ends."""
     if active is None and status_rule is None:
         return None
     if active is None:
@@ -883,7 +886,7 @@ def cron_recommend(
 
 
 def merge(results: Iterable[Partial], current: Resources) -> Resources | None:
-    """`GetRecommendation` (§6.1): larger request wins per resource; locking results veto; zero-fill."""
+    """`GetRecommendation` (A3): larger request wins per resource; locking results veto; zero-fill."""
     rs = list(results)
     tq, tl, vq, vl = ZERO_TF, ZERO_TF, ZERO_VR, ZERO_VR
     mt, mv = ZERO_TF, ZERO_VR
@@ -907,7 +910,7 @@ def merge(results: Iterable[Partial], current: Resources) -> Resources | None:
 
 
 def max_allowed(state: ClusterState, wv: WorkloadView) -> tuple[int, int] | None:
-    """Per-worker request ceiling (§6.2): min over its GPUs of (free + own share) / own workers.
+    """Per-worker request ceiling (A6): min over its GPUs of (free + own share) / own workers.
 
     Workers without GPUs are skipped (A6; upstream fails the tick), no workers → no cap.
     """
@@ -933,7 +936,7 @@ def max_allowed(state: ClusterState, wv: WorkloadView) -> tuple[int, int] | None
     return best
 
 
-# -- external scaler (§9) ------------------------------------------------------------------------
+# -- external scaler (A11) ----------------------------------------------------------------------
 
 
 EXTERNAL_SCHEMES = ("http", "https")
@@ -1010,7 +1013,7 @@ class ExternalScalerConfig:
 
 @dataclass(frozen=True, slots=True)
 class ExternalRequest:
-    """One call to make this tick: `POST url` with `body` (§9), bearer key from `secret` if set."""
+    """One call to make this tick: `POST url` with `body` (A11), bearer key from `secret` if set."""
 
     workload: str
     url: str
@@ -1047,7 +1050,8 @@ def _current(state: ClusterState, wv: WorkloadView) -> Resources:
 
 def external_requests(state: ClusterState, now: datetime) -> list[ExternalRequest]:
     """The external-scaler calls of this tick: enabled workloads whose scaler is enabled and past its
-    initial delay, with §9's body (`currentResources` = current as the percentile recommender sees it)."""
+    initial delay, with upstream's body (`currentResources` = current as the percentile recommender
+    sees it)."""
     out: list[ExternalRequest] = []
     for key in sorted(state.workloads):
         wv = state.workloads[key]
@@ -1069,7 +1073,7 @@ def external_requests(state: ClusterState, now: datetime) -> list[ExternalReques
 def external_recommend(
     ans: ExternalAnswer, current: Resources, allowed: tuple[int, int] | None
 ) -> Partial | None:
-    """The external recommender's result from a good answer (§9); no ratio clamp or floor."""
+    """The external recommender's result from a good answer (A11); no ratio clamp or floor."""
     if not ans.need_up and not ans.need_down:
         return Partial(current, True, condition=("NoScalingNeeded", ans.reason))
     if ans.resources.is_zero():

@@ -1,4 +1,4 @@
-"""Node compaction (behaviour.md C1–C5, upstream-engine §2): release empty GPU nodes a pool can spare.
+"""Node compaction (docs/behaviour.md C1–C8): release empty GPU nodes a pool can spare.
 
 A round walks the pool's GPUNodes most expensive first and releases every node that is idle,
 unprotected, Running, at least 5 minutes old and whose loss keeps the pool at or above its
@@ -6,27 +6,27 @@ unprotected, Running, at least 5 minutes old and whose loss keeps the pool at or
 the pool figures seen by the next candidate (greedy, as upstream). Pure functions of
 (state, pool, now, inputs): no clock reads, no I/O, same input → same `Plan`.
 
-Deviations from the upstream controller, on purpose (behaviour.md):
+Deviations from the upstream controller, on purpose (docs/behaviour.md):
 
 * C1 — candidates are ordered by hourly cost (GPUNode `spec.costPerHour`, else the sum of the
   node's GPU model prices, else 0), most expensive first, then by name. Upstream takes the informer
-  cache's order, so which node goes when warm/min binds is random there (§6.15).
+  cache's order, so which node goes when warm/min binds is random there.
 * C2 — `do-not-disrupt: "true"` is honoured on the Kubernetes Node too (upstream reads only the
-  GPUNode, §6.3). Nodes already released (Node labelled `should-delete`, GPUNodeClaim or GPUNode
+  GPUNode). Nodes already released (Node labelled `should-delete`, GPUNodeClaim or GPUNode
   being deleted) are kept with a reason and their GPUs are left out of the pool figures once;
-  upstream re-checks them every round and subtracts them a second time (§6.11). Terminating workers
+  upstream re-checks them every round and subtracts them a second time. Terminating workers
   do not hold a node (upstream: held while the allocation is committed); their booking still lowers
-  the pool's available figure, and as upstream the test subtracts the node's *total* (§6.24), so
+  the pool's available figure, and as upstream the test subtracts the node's *total* (C3), so
   such a node may wait with `warm-resources` until the pod is gone. A GPUNode without a
   creationTimestamp counts as too young (Go reads the zero time as "ancient"; only hand-made dumps
   lack the field).
 * C4 — a Normal `Compaction` event accompanies every release in every mode (upstream emits none
-  for AutoSelect, §6.5). As upstream, a provisioning mode other than AutoSelect (including an unknown
+  for AutoSelect). As upstream, a provisioning mode other than AutoSelect (including an unknown
   one) deletes the GPUNodeClaim, and the pool gets the `last-sync` annotation once per round.
 * C5 — an unset period is the CRD default 5m (upstream's code falls back to 1m); an unparsable,
   zero or negative period is 5m plus a Warning `CompactionConfigInvalid` (upstream: 1m, or for
-  ≤ 0 a compaction on every reconcile, §6.1). The manual trigger counts only within
-  [now − 3 s, now + 3 s]: upstream accepts any future stamp (§2.2, §6.14) and excludes exactly
+  ≤ 0 a compaction on every reconcile). The manual trigger counts only within
+  [now − 3 s, now + 3 s]: upstream accepts any future stamp and excludes exactly
   now − 3 s.
 * Invalid `warmResources`/`minResources` quantities (the API server rejects them, so only dumps
   carry them) release nothing (`config-invalid`) and raise the same Warning; reading them as 0
@@ -81,8 +81,8 @@ __all__ = [
 ]
 
 DEFAULT_PERIOD = timedelta(minutes=5)  # CRD default of nodeCompaction.period
-NEW_NODE_PROTECTION = timedelta(minutes=5)  # upstream CC L62
-MANUAL_TRIGGER_WINDOW = timedelta(seconds=3)  # upstream CC L64
+NEW_NODE_PROTECTION = timedelta(minutes=5)  # GPUNodes younger than this are kept (C2)
+MANUAL_TRIGGER_WINDOW = timedelta(seconds=3)  # manual-compaction stamp tolerance (C5)
 USED_BY_TF = "tensor-fusion"
 AUTO_SELECT = "AutoSelect"
 RUNNING = "Running"
@@ -165,8 +165,8 @@ def manual_trigger(pool_obj: Mapping[str, Any], now: datetime) -> tuple[bool, st
     """C5: does the `manual-compaction` annotation ask for a round now?
 
     True when the stamp parses as RFC 3339 and lies within [now − 3 s, now + 3 s]. Upstream accepts
-    any stamp strictly after now − 3 s, so a future stamp keeps forcing rounds until it is 3 s old
-    (§6.14); tftui ignores stamps more than 3 s ahead. Unparsable → (False, error text); upstream
+    any stamp strictly after now − 3 s, so a future stamp keeps forcing rounds until it is 3 s old;
+    tftui ignores stamps more than 3 s ahead. Unparsable → (False, error text); upstream
     only logs it.
     """
     ann = (pool_obj.get("metadata") or {}).get("annotations") or {}
@@ -184,7 +184,7 @@ def manual_trigger(pool_obj: Mapping[str, Any], now: datetime) -> tuple[bool, st
 
 
 def is_due(pool_obj: Mapping[str, Any], now: datetime, last_run: datetime | None) -> tuple[bool, str]:
-    """Upstream §2.1 step 3: first round, elapsed period, or a fresh manual trigger.
+    """C5, as upstream: first round, elapsed period, or a fresh manual trigger.
 
     Reasons: `first-run`, `period-elapsed`, `manual-trigger`, `not-due`. As upstream, the
     annotation is consulted only inside the period. The runtime owns `last_run` (upstream keeps it in
@@ -283,7 +283,7 @@ def released_detail(state: ClusterState, node: NodeView) -> str | None:
 
 
 def _pool_totals(state: ClusterState, pool: str, released: set[str]) -> _Totals:
-    """Upstream §2.3 step 3 over the GPUs labelled with `pool`, leaving out already-released nodes.
+    """C3's available and total over the GPUs labelled with `pool`, leaving out already-released nodes.
 
     The per-node sums are indexed by `ClusterState.build` (`compaction_sums`), so this is O(nodes).
     """
@@ -427,7 +427,7 @@ def plan_compaction(
     force: bool = False,
     prices: Mapping[str, float] | None = None,
 ) -> Plan:
-    """One compaction round of `pool` (C1–C4, upstream §2.3) as a Plan.
+    """One compaction round of `pool` (C1–C4, C6, C7) as a Plan.
 
     `last_run` is when the runtime last ran a round of this pool (None: never); `force` runs it
     regardless (the console's manual key on the embedded cluster). `prices` maps full GPU model

@@ -1,6 +1,6 @@
 """Cron schedules with robfig/cron v3 semantics, evaluated in an IANA timezone.
 
-Defrag windows (upstream-engine §3.1–3.2) are computed by the controller with robfig/cron v3, so the
+Defrag windows (docs/behaviour.md D1, D2, K4) are computed by the controller with robfig/cron v3, so the
 same expression must fire at the same instants here. `croniter` is close but not the same, which is
 why this is a port rather than a wrapper:
 
@@ -144,7 +144,7 @@ class Schedule:
         """Why no instant can ever match (e.g. `0 0 30 2 *`), or None.
 
         robfig searches five years and then returns the zero time; upstream then computes windows
-        from year 1 (upstream-engine §6 note 23). A static check keeps that out of the engine.
+        from year 1 (D1 makes it invalid). A static check keeps that out of the engine.
         """
         for name, bits in (
             ("minute", self.minute),

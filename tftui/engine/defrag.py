@@ -1,18 +1,18 @@
 """Defrag (Strategy #2): drain lightly used GPU nodes, one worker per step, so compaction can release them.
 
-Contract: behaviour.md D1–D7 and the reference page's step 5; where silent, upstream-engine §3. Every
+Contract: docs/behaviour.md D1–D12 and the reference page's step 5; where silent, upstream's defrag. Every
 function here is pure — (state, pool, now) in, a `Plan` out — so the console previews exactly what the
 runtime would do. One call is one controller step: safety sweep, guards, campaign window, then at most
 one eviction.
 
 Deliberate differences from the TensorFusion controller (each also in the README):
 
-- **One pod per step** (D5; upstream evicts every worker of the node back to back, §6 note 6). A node
+- **One pod per step** (D5; upstream evicts every worker of the node back to back). A node
   that carries this pool's `defrag-source` marker and still has workers is the campaign's current
   source: instead of upstream's `DefragBlockedBySourceNode` pause, its remaining workers are re-simulated
   and the next one is evicted. If they no longer fit, or the node lost its eligibility (protected,
   cordoned, a fresh worker landed on it, …), the drain is abandoned and the marker cleared.
-- **PDB count rule** (D6; upstream quirk §6 note 19): every PDB must allow as many disruptions as the
+- **PDB count rule** (D6; upstream only checks `> 0`): every PDB must allow as many disruptions as the
   node has pods it covers, so a drain is never started that a 429 would stop half-way.
 - **do-not-disrupt** is read from the GPUNode *or* the Node (D3/C2; upstream reads the GPUNode only).
 - **Simulation** (D4) runs on `ClusterState` instead of a scheduler snapshot: cordoned nodes are
@@ -26,7 +26,7 @@ Deliberate differences from the TensorFusion controller (each also in the README
   not targets. Utilisation counts the GPUs labelled for the pool (`tensor-fusion.ai/gpupool`), as
   upstream.
 - A source marker without `-since` is cleared once its node is empty (upstream never clears it and
-  blocks the pool forever, §6 note 21). Native-GPU pods that are terminating or finished do not block.
+  blocks the pool forever; D9). Native-GPU pods that are terminating or finished do not block.
 - A terminating worker on one of this pool's source nodes blocks like a `defrag-evicted` pod, and the
   source marker stays until it is gone (or stale): the eviction comes before the pod's marker, so a
   crash between the two must not let the next step evict without waiting (see `_sweep`).
@@ -97,9 +97,9 @@ DEFAULT_MAX_DURATION = timedelta(hours=2)
 DEFAULT_THRESHOLD = 40.0
 DEFAULT_EVICTED_TTL: timedelta | None = None  # "never"
 DEFAULT_SOURCE_TTL = timedelta(minutes=30)
-DEFAULT_MAX_WORKERS_PER_NODE = 256  # scheduler plugin arg `maxWorkerPerNode` (upstream §1.2)
-REASON_LIMIT = 256  # bytes of the evict-skip reason annotation (upstream §1.3)
-_REJECT_LIMIT = 180  # per rejection reason in a DefragSkipUnschedulable summary (upstream §3.7)
+DEFAULT_MAX_WORKERS_PER_NODE = 256  # scheduler plugin arg `maxWorkerPerNode` (P12)
+REASON_LIMIT = 256  # bytes of the evict-skip reason annotation (D5)
+_REJECT_LIMIT = 180  # per rejection reason in a DefragSkipUnschedulable summary (as upstream)
 _SUMMARY_LIMIT = 900
 _SHOW = 4  # entries per summary list
 
@@ -117,7 +117,7 @@ class DefragConfig:
     enabled: bool
     schedule: cron.Schedule
     timezone: str
-    max_duration: timedelta  # campaign window length and minimum worker age (upstream §6 note 10)
+    max_duration: timedelta  # campaign window length and minimum worker age (D1, D3)
     threshold: float  # utilizationThresholdPercent; a node qualifies at util ≤ threshold
     evicted_ttl: timedelta | None  # None: never stale
     source_ttl: timedelta | None
@@ -135,7 +135,7 @@ def defrag_spec(pool_obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def _duration_or(raw: Any, default: timedelta) -> timedelta:
-    """maxDuration rule (upstream §1.4): empty, unparsable or ≤ 0 → the default."""
+    """maxDuration rule (D1): empty, unparsable or ≤ 0 → the default."""
     if not isinstance(raw, str) or not raw.strip():
         return default
     try:
@@ -160,12 +160,12 @@ def _ttl(raw: Any, default: timedelta | None) -> timedelta | None:
 
 
 def validate_defrag(pool_obj: dict[str, Any]) -> DefragConfig | str:
-    """D1: the config, or the error text upstream puts after `defrag disabled: ` (§3.1).
+    """D1: the config, or the error text upstream puts after `defrag disabled: `.
 
     Validation does not depend on `enabled`: the console can show a broken config before it is turned
     on; `plan_defrag` checks `enabled` first, like upstream. Beyond upstream's parser checks, a
-    schedule that can never fire (`0 0 30 2 *`, §6 note 23) and a threshold outside 0–100 (the CRD's
-    bounds, which a dump or a CRD-less test cluster can bypass) are errors.
+    schedule that can never fire (`0 0 30 2 *`; upstream computes a zero time) and a threshold
+    outside 0–100 (the CRD's bounds, which a dump or a CRD-less test cluster can bypass) are errors.
     """
     d = defrag_spec(pool_obj)
     status = pool_obj.get("status")
@@ -217,7 +217,7 @@ def validate_defrag(pool_obj: dict[str, Any]) -> DefragConfig | str:
 def campaign_window(
     config: DefragConfig, last_defrag_time: datetime | None, now: datetime
 ) -> tuple[WindowState, datetime | None, datetime | None]:
-    """Upstream §3.2: is a campaign due, and which (start, deadline) does it cover (UTC)?
+    """D2: is a campaign due, and which (start, deadline) does it cover (UTC)?
 
     The anchor is `status.lastDefragTime`, or now − maxDuration − 1 min when never set. The first tick
     strictly after the anchor decides: in the future → `not-due` (returned as the next window, so the
@@ -272,7 +272,7 @@ def _aware(t: datetime | None) -> datetime | None:
 
 
 def _stale(since_raw: str | None, ttl: timedelta | None, now: datetime) -> bool:
-    """Upstream §3.4: stale only with a TTL, a parsable `-since` and now − since > TTL."""
+    """D8, D12: stale only with a TTL, a parsable `-since` and now − since > TTL."""
     if ttl is None:
         return False
     since = _aware(parse_time(since_raw))
@@ -280,7 +280,7 @@ def _stale(since_raw: str | None, ttl: timedelta | None, now: datetime) -> bool:
 
 
 def _selector_matches(selector: Any, labels: dict[str, str]) -> bool:
-    """upstream §3.9: empty selectors cover nothing."""
+    """D6: empty selectors cover nothing."""
     return selector_matches(selector, labels, empty_matches_all=False)
 
 
@@ -489,7 +489,7 @@ class _Ctx:
 
 
 def _pool_gpus(state: ClusterState, node: NodeView, pool: str) -> list[GPUView]:
-    """The node's GPUs that count for `pool` (upstream §3.6 step 8): labelled for the pool
+    """The node's GPUs that count for `pool` (D3, as upstream): labelled for the pool
     (`tensor-fusion.ai/gpupool`, as compaction counts them), TF-usable, capacity set.
     Derived once per state and pool (read-only)."""
     per_node: dict[str, list[GPUView]] = state.derived(
@@ -515,7 +515,7 @@ def _node_pool_gpus(state: ClusterState, node: NodeView, pool: str) -> list[GPUV
 
 
 def _is_used(capacity: Res, available: Res) -> bool:
-    """Upstream §6 note 8: used when available < capacity in TFLOPS or VRAM."""
+    """D3 (upstream's definition): used when available < capacity in TFLOPS or VRAM."""
     return available.tflops < capacity.tflops or available.vram < capacity.vram
 
 
@@ -541,7 +541,7 @@ class _Eligible:
 
 
 def _gate(ctx: _Ctx, node: NodeView, *, drain: bool) -> tuple[_Eligible | None, Skip | None, Action | None]:
-    """Upstream §3.6 checks in order; `drain` (a source being continued) skips the threshold and idle gates."""
+    """D3 checks, upstream's order; `drain` (a source being continued) skips the threshold and idle gates."""
     k8s = ctx.k8s_nodes.get(node.name)
     name = node.name
     if node.do_not_disrupt:
@@ -684,7 +684,7 @@ class _Simulation:
 
 
 def _budget(ctx: _Ctx, source: str) -> tuple[list[_Target], list[str]]:
-    """Other pool nodes a worker may move to, and why the rest may not (upstream §3.7 part 1 + D4).
+    """Other pool nodes a worker may move to, and why the rest may not (D4, upstream's budget rules).
     The pool's nodes are judged once per state (`_judged`): the targets are shared, read-only; a
     simulation books on copies of them."""
     targets: list[_Target] = []
@@ -819,7 +819,7 @@ def _simulate(ctx: _Ctx, source: str, source_util: float, workers: Sequence[Work
 
 
 def _unmovable_summary(w: WorkerView, targets: list[_Target], rejects: list[str], excluded: list[str]) -> str:
-    """The `DefragSkipUnschedulable` detail, in upstream's shape (§3.7), without scheduler fields."""
+    """The `DefragSkipUnschedulable` detail, in upstream's shape (D4), without scheduler fields."""
     ex = ",".join(_cut(e, _REJECT_LIMIT) for e in excluded[:_SHOW])
     if not targets:
         text = f"current TF workers cannot be jointly placed; pod={w.key} budgetTargets=0"
@@ -836,7 +836,7 @@ def _unmovable_summary(w: WorkerView, targets: list[_Target], rejects: list[str]
 
 
 def _pdb_block(ctx: _Ctx, node: str, workers: Sequence[WorkerView]) -> str | None:
-    """Upstream §3.9b plus the count rule: each covering PDB must allow ≥ the node's pods it covers."""
+    """D6: upstream's PDB check plus the count rule (allow ≥ the node's pods each PDB covers)."""
     covered: dict[tuple[str, str], int] = {}
     per_worker: list[tuple[WorkerView, list[dict[str, Any]]]] = []
     for w in workers:
@@ -861,7 +861,7 @@ def _pdb_block(ctx: _Ctx, node: str, workers: Sequence[WorkerView]) -> str | Non
 
 
 def _sweep(ctx: _Ctx) -> tuple[list[Action], list[dict[str, Any]], list[str], list[str]]:
-    """Upstream §3.4 safety sweep: clear what is stale; return what still stands.
+    """D8 safety sweep: clear what is stale; return what still stands.
 
     Returns (actions, blocking evicted pods, source nodes still draining, nodes still on evict-skip).
 
@@ -905,7 +905,7 @@ def _sweep(ctx: _Ctx) -> tuple[list[Action], list[dict[str, Any]], list[str], li
 
 
 def _advance(ctx: _Ctx, stamp: datetime, evict_skips: Iterable[str]) -> list[Action]:
-    """Move the anchor and forget this pool's evict-skip list (upstream §3.2 advance / skip-missed)."""
+    """Move the anchor and forget this pool's evict-skip list (D2 advance / skip-missed)."""
     actions: list[Action] = [PatchPoolStatus(ctx.pool, {"lastDefragTime": rfc3339(stamp)})]
     for n in evict_skips:
         actions += _clear_evict_skip(n)
@@ -985,7 +985,7 @@ def plan_defrag(
 ) -> Plan:
     """One defrag step of `pool` at `now` (D1–D7): `plans.pools[pool].defrag` plus the actions.
 
-    Order as upstream §3.1: disabled → invalid config (Warning, nothing else) → safety sweep → evicted-pod
+    Order as upstream (D8): disabled → invalid config (Warning, nothing else) → safety sweep → evicted-pod
     guard (`blocked`) → campaign window (`not-due`, `skip-missed` advancing the anchor, deadline reached
     advancing it) → continue the current source node → rank candidates and evict at most one pod.
     `max_workers_per_node` is the scheduler's `maxWorkerPerNode` (0: no cap; None: the cluster's
@@ -1127,7 +1127,7 @@ def _plan_defrag(state: ClusterState, pool: str, now: datetime, max_workers_per_
 def evict_refused(state: ClusterState, pool: str, node: str, pod: str, error: str, now: datetime) -> Plan:
     """D5: the Eviction API refused `pod` ("ns/name") on `node` (HTTP 429 or any other error).
 
-    As upstream §3.10: Warning `DefragPodEvictFailed`, the node goes on this pool's evict-skip list
+    As upstream (D5): Warning `DefragPodEvictFailed`, the node goes on this pool's evict-skip list
     (reason cut to 256 bytes, on a character boundary), Warning `DefragNodeEvictSkip`, the source marker
     is cleared and Warning `DefragAbortNode` closes the node. Markers of pods already evicted stay, so
     the evicted-pod guard still waits for them. The step's result is `idle` with the node skipped; the

@@ -1,7 +1,7 @@
 """Shared placement arithmetic: the request of a worker, the GPU filter chain and the scores.
 
 Placement previews, the defrag simulation and the demo's simulated scheduler all decide "does this
-GPU fit and how good is it" the same way (upstream-engine §4.2–4.4); keeping it in one module keeps
+GPU fit and how good is it" the same way (docs/behaviour.md P2); keeping it in one module keeps
 them from drifting apart. Pure functions; availability (and the partitions a simulation assumed) is
 passed in so simulations can work on copies without touching `ClusterState`.
 
@@ -37,7 +37,7 @@ USED_BY_TF = "tensor-fusion"
 
 
 def resolve_mode(value: str | None) -> Mode:
-    """Upstream §4.1: anything but CompactFirst or LowLoadFirst (incl. empty) is the default mode."""
+    """P1, as upstream: anything but CompactFirst or LowLoadFirst (incl. empty) is the default mode."""
     if value == "CompactFirst":
         return "CompactFirst"
     if value == "LowLoadFirst":
@@ -63,7 +63,7 @@ class RequestError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Request:
-    """Per-device request of one worker (upstream §4.2): TFLOPS or compute %, VRAM, device count."""
+    """Per-device request of one worker (S1): TFLOPS or compute %, VRAM, device count."""
 
     vram: float
     tflops: float | None = None
@@ -180,7 +180,7 @@ def reject_reason(
     catalog: ProviderCatalog = _NO_CATALOG,
     uses: Sequence[PartitionUse] | None = None,
 ) -> str | None:
-    """The first filter of upstream §4.3 step 4 the GPU fails, or None if it passes them all.
+    """The first of upstream's per-GPU filters (P2) the GPU fails, or None if it passes them all.
 
     `uses`: the GPU's partitions when a simulation assumed more than the state holds."""
     if (why := policy_reject(gpu, req.isolation)) is not None:
@@ -220,7 +220,7 @@ def _round_half_away(x: float) -> int:
 
 
 def score(vram_pct: float, tflops_pct: float, w: Weights) -> int:
-    """S(x, y) of upstream §4.4: weighted, rounded half away from zero, clamped to 0..100."""
+    """The scheduler's GPU score S(x, y) (P2): weighted, rounded half away from zero, clamped to 0..100."""
     value = w.vram * vram_pct + w.tflops * tflops_pct
     if math.isnan(value):
         return 0

@@ -1,6 +1,6 @@
-"""VPA's exponential decaying histogram (upstream-autoscale §3.4), ported bucket for bucket.
+"""VPA's exponential decaying histogram (docs/behaviour.md A3), ported bucket for bucket.
 
-The recommender's numbers (scenario tables of §12) depend on the exact bucket edges, the epsilon that
+The recommender's numbers (to match upstream's) depend on the exact bucket edges, the epsilon that
 decides "empty", the clamp in `subtract`, end-of-bucket percentiles and the reference-time shift, so
 this is a literal port rather than a generic quantile sketch. Times are float seconds since Go's zero
 time (0001-01-01 UTC) so `Time.Round(halfLife)` rounds to the same instants as the controller.
@@ -19,7 +19,7 @@ GO_ZERO = datetime(1, 1, 1, tzinfo=UTC)
 _UNIX_FROM_GO_ZERO = 62135596800.0  # seconds from 0001-01-01 to 1970-01-01
 MAX_DECAY_EXPONENT = 100  # VPA: shift the reference when a sample is 100 half-lives past it
 RATIO = 1.05
-EPSILON = 1e-4  # 0.001 × 0.1 (upstream §3.4)
+EPSILON = 1e-4  # 0.001 × 0.1, as VPA's histogram options
 
 
 def go_seconds(t: datetime) -> float:

@@ -1,8 +1,8 @@
-"""Placement: where the TensorFusion scheduler would put one worker, for every mode (upstream §4).
+"""Placement: where the TensorFusion scheduler would put one worker, for every mode (P1–P12).
 
-Reproduces the scheduler plugin `GPUResourcesFit` with its allocator: the GPU filter chain (§4.3, via
-`fit.reject_reason`), the node score as the average of the node-level GPU scores (§4.5) and the GPU
-choice on the chosen node (§4.6); plus the non-scheduler selector (§4.7) that defrag's dry-run uses.
+Reproduces the scheduler plugin `GPUResourcesFit` with its allocator: the GPU filter chain (P2, via
+`fit.reject_reason`), the node score as the average of the node-level GPU scores (P2) and the GPU
+choice on the chosen node (P2); plus the non-scheduler selector (P8) that defrag's dry-run uses.
 Pure functions over a `ClusterState`; availability can be overridden so simulations work on copies.
 
 Before any GPU is looked at, the request must fit its namespace's GPUResourceQuota
@@ -47,7 +47,7 @@ from tftui.engine.nodefit import NodeFit, PodRes, node_fit
 from tftui.engine.state import ClusterState, GPUView, PartitionUse, Res
 from tftui.model.isolation import PARTITIONED
 
-DEFAULT_MAX_WORKER_PER_NODE = 256  # the chart's `maxWorkerPerNode` (upstream §1.2)
+DEFAULT_MAX_WORKER_PER_NODE = 256  # the chart's `maxWorkerPerNode` (P12)
 Assumed = Mapping[str, Sequence[PartitionUse]]  # GPU → its partitions, as a simulation booked them
 TOP_NODES = 5
 RUNNING_WORKLOADS_NOTE = (
@@ -136,7 +136,7 @@ def filter_gpus(
     assumed: Assumed | None = None,
     quota_used: Mapping[str, quota.Usage] | None = None,
 ) -> Candidates:
-    """The pool's GPUs that pass upstream §4.3 steps 2–6, grouped by node.
+    """The pool's GPUs that pass upstream's pre-score filters (P2), grouped by node.
 
     Error texts are upstream's, except the tftui one for "every node with valid GPUs is at the worker
     cap or cordoned" (upstream: kube-scheduler's generic "0/N nodes are available"). `worker_counts` overrides a node's worker count (committed plus, in a
@@ -295,7 +295,7 @@ class Placement:
 
 
 def pool_mode(state: ClusterState, pool: str) -> Mode:
-    """The pool's effective mode (§4.1): unknown pool, no or missing template, bad value → default."""
+    """The pool's effective mode (P1): unknown pool, no or missing template, bad value → default."""
     pv = state.pools.get(pool)
     return resolve_mode(pv.placement_mode if pv is not None else None)
 
@@ -308,7 +308,7 @@ def _pick_gpus(
     weights: Weights,
     available: Mapping[str, Res] | None,
 ) -> tuple[str, ...]:
-    """§4.6 steps 2–3: best GPU-level score first, ties by name (all of them if count == len)."""
+    """GPU choice on the node (P2): best GPU-level score first, ties by name (all of them if count == len)."""
 
     def key(name: str) -> tuple[int, str]:
         g = state.gpus[name]
@@ -341,7 +341,7 @@ def place(
     assumed: Assumed | None = None,
     quota_used: Mapping[str, quota.Usage] | None = None,
 ) -> Placement:
-    """The scheduler's choice (§4.3–4.6) of node and GPUs for `request` in `pool`.
+    """The scheduler's choice (P2) of node and GPUs for `request` in `pool`.
 
     Node score = floor of the mean node-level score over the node's matched GPUs and its other GPUs
     that could host the request's isolation mode (any pool, any phase; a Pending one counts a
@@ -398,7 +398,7 @@ def select_from_store(
     available: Mapping[str, Res] | None = None,
     exclude_nodes: Collection[str] = frozenset(),
 ) -> Placement:
-    """Upstream's non-scheduler selector (§4.7, `DefaultGPUSelector`), used by `Alloc` and defrag.
+    """Upstream's non-scheduler selector (P8, `DefaultGPUSelector`), used by `Alloc` and defrag.
 
     Differs from `place` on purpose, as upstream does: the node score is the **sum** (not the mean) of
     node-level scores over all GPUs of the node, so nodes with more GPUs rank higher; Pending GPUs are

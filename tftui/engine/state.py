@@ -2,7 +2,7 @@
 
 Built in one linear pass (pools → GPUNodes → GPUs → worker pods → workloads) so cost grows with the
 number of objects. Capacity, allocation and availability are derived here once, with upstream's
-arithmetic (upstream-model §1.3, §3.2): a worker's TFLOPS and VRAM requests are **per device** and
+arithmetic (docs/behaviour.md S1, S2): a worker's TFLOPS and VRAM requests are **per device** and
 charged to every GPU named in its `gpu-ids` (total = request × gpu-count); virtual capacity follows the
 pool's oversubscription; virtual availability subtracts each worker's limit once per node.
 Inconsistent objects are kept and reported in `warnings`, never raised: an operator opening a broken
@@ -29,7 +29,7 @@ from tftui.model.times import within_range
 
 DEFAULT_PLACEMENT_MODE = "NodeCompactGPULowLoad"
 DEFAULT_PROVISIONING_MODE = "AutoSelect"
-# CRD defaults of GPUPool.spec.capacityConfig.oversubscription (upstream-model §1.2)
+# CRD defaults of GPUPool.spec.capacityConfig.oversubscription (S2)
 DEFAULT_TFLOPS_OVERSELL = 500
 DEFAULT_VRAM_EXPAND_MEM = 50
 DEFAULT_VRAM_EXPAND_DISK = 70
@@ -129,7 +129,7 @@ class NodeView:
     native_gpu_pods: list[str] = field(default_factory=list)  # pods using GPUs outside TensorFusion
     capacity: Res = field(default_factory=Res)
     allocated: Res = field(default_factory=Res)
-    limits: Res = field(default_factory=Res)  # Σ worker limits, once per worker (upstream §1.3)
+    limits: Res = field(default_factory=Res)  # Σ worker limits, once per worker (S1)
     virtual: Res = field(default_factory=Res)
     ram_bytes: float = 0.0
     disk_bytes: float = 0.0
@@ -266,7 +266,7 @@ class ClusterState:
     config_maps: list[dict[str, Any]] = field(default_factory=list)  # TensorFusion's config ConfigMaps
     scheduler: SchedulerSettings = DEFAULT_SCHEDULER  # GPUResourcesFit args from the chart's ConfigMap
     gpus_by_pool_label: dict[str, list[str]] = field(default_factory=dict)  # `gpupool` label → GPUs
-    # Upstream compaction's capacity view (upstream-engine §2.3 step 3): per `gpupool` label and node,
+    # Upstream compaction's capacity view (C3): per `gpupool` label and node,
     # Σ Value() of available and capacity (TFLOPS, VRAM) over GPUs used by TensorFusion with a
     # nodeSelector and no deletionTimestamp. Built here so a compaction round costs O(nodes).
     compaction_sums: dict[str, dict[str, list[int]]] = field(default_factory=dict)

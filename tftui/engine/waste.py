@@ -2,7 +2,7 @@
 
 Input is the reference page's four aggregates over a window (`Step1`) and the cluster as it is now
 (`ClusterState`: capacities, which GPUs a node has and which workers a workload runs, the pool's
-template and settings the fixes refer to). The patterns and levers are upstream-model §4; its
+template and settings the fixes refer to). The patterns and levers are docs/behaviour.md M4; its
 thresholds are console heuristics and live below as named constants with the anchor they come from.
 
 Rules that keep the diagnosis honest:
@@ -39,7 +39,7 @@ from tftui.engine.state import ClusterState, NodeView, PoolView, WorkerView, Wor
 from tftui.model import keys
 from tftui.model.metrics import GPUUsageSummary, NodeAllocation, Step1, WorkloadRequest, WorkloadUsage
 
-# -- thresholds (upstream-model §4; upstream anchors: alerts at 90/95 % allocated, IdleGPU at < 1 %
+# -- thresholds (M4; upstream anchors: alerts at 90/95 % allocated, IdleGPU at < 1 %
 #    compute and < 5 % VRAM, defrag at ≤ 40 % of GPUs occupied, autoscaler margin 0.15) ------------
 
 HIGH_ALLOC_PCT: Final = 70.0  # over-request / saturation: allocated TFLOPS % at or above

@@ -1,4 +1,4 @@
-"""TensorFusion custom resources (upstream-model §1) as pydantic-validated TypedDicts.
+"""TensorFusion custom resources (the CRDs tftui reads and writes) as pydantic-validated TypedDicts.
 
 Why TypedDicts and not one `BaseModel` per object: a 5,000-node dump holds ~110k objects, and
 instantiating a model class per object costs about 3× `json.loads`, whereas one

@@ -1,4 +1,4 @@
-"""Label, annotation and finalizer keys of TensorFusion (upstream-model §2), in one place.
+"""Label, annotation and finalizer keys of TensorFusion, in one place.
 
 Every module reads keys from here so a custom domain prefix would be a one-line change.
 """

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-#: The 15 built-in alert rules of upstream-model §5, in upstream order. `alert_rows` answers each
+#: The 15 built-in alert rules of TensorFusion's chart (M5), in upstream order. `alert_rows` answers each
 #: with the rows (dicts keyed by the upstream query's output columns) that would fire.
 ALERT_RULES: tuple[str, ...] = (
     "WorkerTFlopsThrottled",

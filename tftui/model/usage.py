@@ -48,7 +48,7 @@ class BucketLayout:
 
 @dataclass(frozen=True, slots=True)
 class HistogramQuery:
-    """What a metrics store needs to pre-aggregate a usage history for the autoscaler (issue 5).
+    """What a metrics store needs to pre-aggregate a usage history for the autoscaler (A12).
 
     Each `tf_worker_usage` row is a TFLOPS sample (`compute_tflops`, or `compute_percentage` / 100 ×
     the GPU's TFLOPS from `gpu_tflops` when the writer left it 0) of weight 2^((t − ref_unix)/half-life),

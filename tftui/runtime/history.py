@@ -1,4 +1,4 @@
-"""Feeding the autoscaler's histograms from the metrics store (issue 5).
+"""Feeding the autoscaler's histograms from the metrics store (docs/behaviour.md A12).
 
 A first (history) load asks the store to aggregate per (worker pod, TFLOPS bucket) when it can
 (`GreptimeMetrics.usage_histograms`): a few rows per pod instead of one per sample. Incremental

@@ -3,7 +3,7 @@
 A *reconcile* of a pool is one compaction decision (a round when `nodeCompaction.period` elapsed, on
 the first reconcile, or on a fresh manual trigger) plus one defrag step, planned by
 `engine.planning.plan_cluster` from a fresh snapshot at the runtime's clock and carried out by the
-`Actuator`. Pacing follows upstream (upstream-engine §2.1, §3.3): the next reconcile of a pool comes
+`Actuator`. Pacing follows upstream (docs/behaviour.md R1): the next reconcile of a pool comes
 after min(period, defrag requeue), the requeue being 10 s after an eviction, a refused eviction or a
 blocked step, 60 s while idle inside a campaign window, else the period. `tick_due()` runs the pools
 whose time came; `run_for()` drives the embedded cluster's clock through that schedule.
@@ -21,7 +21,7 @@ reconciles, so repeated actions are dropped the same way instead of being journa
 `last_compaction` (upstream's in-memory `jobStarted`) and the pacing live in memory, as upstream's do:
 a restarted runtime compacts at once. Everything else that must survive a restart is in the cluster.
 
-**Autoscale** (issue 5, A1–A6) runs when the runtime has a `metrics` port: one loop for all workloads
+**Autoscale** (A1–A12) runs when the runtime has a `metrics` port: one loop for all workloads
 every `autoscale_interval` (default: the smallest valid `autoSetResources.interval` of the enabled
 workloads, else upstream's 30 s). The first run loads `tf_worker_usage` over the longest
 `historyDataPeriod` (at least 2 h); later runs load only the rows since the previous load, so the
@@ -327,10 +327,10 @@ class Runtime:
         return executed
 
     external_timeout: float = external_scaler.DEFAULT_TIMEOUT
-    """Seconds each external-scaler call may take (upstream §9: 10 s)."""
+    """Seconds each external-scaler call may take (upstream's: 10 s)."""
 
     def _ask_external(self, state: ClusterState, now: datetime) -> dict[str, ExternalAnswer]:
-        """This tick's external-scaler answers (§9); failures are answers with `error`, never raised.
+        """This tick's external-scaler answers (A11); failures are answers with `error`, never raised.
         Empty (nobody is asked) unless external calls are on (see `__init__`)."""
         if not self.external_scaler or self.dry_run:
             return {}
@@ -480,7 +480,7 @@ class Runtime:
         results: list[ActionResult],
         now: datetime,
     ) -> None:
-        """Upstream §3.3 pacing: min(period, defrag requeue), and never past the next compaction round."""
+        """R1 pacing: min(period, defrag requeue), and never past the next compaction round."""
         period, _ = compaction_period(state.pools[pool].obj)
         refused = any(isinstance(r.action, EvictPod) and r.status == "failed" for r in results)
         if defrag is not None and (defrag.state in ("evict", "blocked") or refused):

@@ -1,4 +1,4 @@
-"""The external scaler's HTTP call (upstream-autoscale §9): POST JSON, parse the answer, never raise.
+"""The external scaler's HTTP call (docs/behaviour.md A11): POST JSON, parse the answer, never raise.
 
 The engine says whom to ask (`engine.autoscale.external_requests`) and merges the answers; this
 module only does the I/O. Every failure — timeout, refused connection, a status other than 200,
@@ -41,7 +41,7 @@ DEFAULT_TIMEOUT: Final = 10.0
 """Seconds per call (upstream's HTTP client timeout)."""
 MAX_PARALLEL: Final = 8
 API_KEY_FIELDS: Final = ("apiKey", "token", "key")
-"""The Secret keys tried, in order, for the bearer token (§9)."""
+"""The Secret keys tried, in order, for the bearer token (upstream's order)."""
 BODY_EXCERPT: Final = 200
 
 SecretReader = Callable[[str, str], Mapping[str, str | bytes]]

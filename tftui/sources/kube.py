@@ -926,7 +926,7 @@ class KubeCluster:
             self._series[ident] = (ev_name, 1, now)
 
     def read_secret(self, namespace: str, name: str) -> dict[str, bytes]:
-        """One Secret's data, base64-decoded (the external scaler's bearer token, upstream §9).
+        """One Secret's data, base64-decoded (the external scaler's bearer token, A11).
 
         A GET on demand rather than a cached watch: tftui needs a handful of Secrets, and RBAC then
         grants `get` on secrets only, never `list`/`watch` of every Secret in the cluster. Retried

@@ -1,4 +1,4 @@
-"""The two ports every source implements (design.md): cluster objects and metrics.
+"""The two ports every source implements (docs/architecture.md): cluster objects and metrics.
 
 Front ends and the runtime depend on these protocols only, so the embedded simulator, a dump,
 a live cluster and GreptimeDB are interchangeable.
@@ -96,7 +96,7 @@ class WritableClusterPort(ClusterPort, Protocol):
 
 
 class Step1Port(Protocol):
-    """The step-1 and alert queries (issue 4); implemented by the simulator and GreptimeDB sources."""
+    """The step-1 and alert queries (M2, M8); implemented by the simulator and GreptimeDB sources."""
 
     def describe(self) -> str:
         """Where the metrics come from, for headers and errors (`demo`, `greptime host:4003/public`)."""

@@ -195,7 +195,7 @@ def journal_rows(entries: Iterable[JournalEntryLike], limit: int = MAX_ROWS) -> 
 
 @dataclass(frozen=True, slots=True)
 class CapacityFigures:
-    """The pool figures of the compaction capacity test (upstream §2.3, `.Value()` integers).
+    """The pool figures of the compaction capacity test (C3, `.Value()` integers).
 
     `available` and `total` are summed over the pool's TensorFusion GPUs, already-released nodes
     left out once; `warm` and `minimum` are `capacityConfig.warmResources` / `minResources`.

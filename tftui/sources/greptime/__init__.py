@@ -1,7 +1,7 @@
-"""Metrics from GreptimeDB over its PostgreSQL wire protocol (issue 4; behaviour M1–M5).
+"""Metrics from GreptimeDB over its PostgreSQL wire protocol (docs/behaviour.md M1–M12).
 
 `GreptimeMetrics` answers the reference page's four step-1 queries and the 15 built-in alert rules
-of upstream-model §5 (replayed over a span in a few queries per table) with SQL that aggregates in the
+(M5, M8; replayed over a span in a few queries per table) with SQL that aggregates in the
 database; Python only finishes what needs the GPU capacities the tables lack (TFLOPS from
 compute %, VRAM % from bytes). The code is split by what it reads: `store` (connection, errors,
 detection), `step1`, `alerts` and `usage` (latest samples, autoscale histograms, raw rows).
@@ -39,12 +39,12 @@ Why it is written the way it is:
 
 - **Concurrency.** `step1`'s four scans are independent and run at once on the pool's
   connections, so the store keeps its cores busy while one query is in a serial phase.
-- **Autoscale history in the store (issue 5).** `usage_histograms` returns the decaying-histogram
+- **Autoscale history in the store (A12).** `usage_histograms` returns the decaying-histogram
   sums per (worker, TFLOPS bucket) instead of one row per sample. It needs `date_part('epoch', …)`,
   `power`, `ln`, `floor`, `nullif`, `coalesce`, `CASE` and `IN (…)` lists, all in GreptimeDB's
   (DataFusion's) function set; `least`/`greatest` are avoided (the bucket clamp is done in Python).
 
-- **Alert replay in a few queries (issue 4).** `alert_histories` evaluates rules at every instant
+- **Alert replay in a few queries (M8).** `alert_histories` evaluates rules at every instant
   of their grid at once. Rules reading the same table at the same instants (the three GPU rules,
   the seven node/pool allocation rules) share a *family*: one probe of the last window (a rule
   with nothing to read now is not replayed), one count per evaluation (NoData of an empty window)
@@ -57,7 +57,7 @@ Why it is written the way it is:
   Avoided for it: `generate_series`, `date_bin`/`RANGE … ALIGN`, window
   functions, interval arithmetic, `VALUES` lists and joins against a grid of instants.
 
-GreptimeDB SQL features deliberately avoided (upstream-model §7):
+GreptimeDB SQL features deliberately avoided (M9):
 
 - `HAVING <select alias>` (upstream's rules rely on it; GreptimeDB accepts both forms, PostgreSQL
   only the repeated expression) → the expression is repeated.

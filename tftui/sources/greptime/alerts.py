@@ -34,7 +34,7 @@ from tftui.sources.ports import SourceError
 
 @dataclass(frozen=True, slots=True)
 class RuleSpec:
-    """One built-in alert rule (upstream-model §5): look-back window = evaluationInterval."""
+    """One built-in alert rule (M5, M8): look-back window = evaluationInterval."""
 
     window: timedelta
     threshold: float

@@ -368,13 +368,13 @@ class Store:
         if not table.time:
             raise SourceError(
                 f"metrics store {self._where}: table {name} has no time column "
-                f"({' or '.join(TIME_COLUMNS)}) — not TensorFusion's schema (upstream-model §3.2)"
+                f"({' or '.join(TIME_COLUMNS)}) — not TensorFusion's schema (see docs/behaviour.md M12)"
             )
         for column in columns:
             if not table.has(column):
                 raise SourceError(
                     f"metrics store {self._where}: table {name} has no column {column} — not "
-                    "TensorFusion's schema (upstream-model §3.2); check the TensorFusion version or "
+                    "TensorFusion's schema (see docs/behaviour.md M12); check the TensorFusion version or "
                     "recreate the table"
                 )
         for column in (*columns, *optional):

@@ -94,7 +94,7 @@ class UsageQueries(Store):
         }  # fmt: skip
 
     def usage_histograms(self, q: HistogramQuery) -> list[PodBucket]:
-        """A history window of `tf_worker_usage` aggregated per (worker pod, TFLOPS bucket) (issue 5).
+        """A history window of `tf_worker_usage` aggregated per (worker pod, TFLOPS bucket) (A12).
 
         The autoscaler's decaying histograms only need, per bucket, the sum of each sample's decay
         weight 2^((t − ref)/half-life), and per pod its first/last time and VRAM peak; the store
@@ -142,7 +142,7 @@ class UsageQueries(Store):
         else:
             raise SourceError(
                 f"metrics store {self._where}: table tf_worker_usage has neither compute_tflops nor "
-                "compute_percentage — not TensorFusion's schema (upstream-model §3.2)"
+                "compute_percentage — not TensorFusion's schema (see docs/behaviour.md M12)"
             )
         # half-life per workload: the default, and CASE branches for workloads configured otherwise
         by_hl: dict[float, dict[str, list[str]]] = {}

@@ -245,7 +245,7 @@ _KINDS: Final[tuple[_Kind, ...]] = (
 )  # fmt: skip
 
 # (GPU model, GPUs per node) → (instance type, vCPUs, memory GiB, on-demand $/h or None); from
-# /work/shared/data/aws-gpu-instances.csv. Combinations AWS does not sell get a descriptive name.
+# AWS's published EC2 GPU instance list (Linux on-demand prices). Combinations AWS does not sell get a descriptive name.
 _INSTANCES: Final[dict[tuple[str, int], tuple[str, int, int, float | None]]] = {
     ("H100_SXM", 8): ("p5.48xlarge", 192, 2048, None),
     ("L40S", 1): ("g6e.xlarge", 4, 32, 1.8610),

@@ -1,6 +1,6 @@
 """The simulator's `Step1Port`: the GreptimeDB adapter's step-1 and alert queries, in Python.
 
-Same data → same report (issue 4 acceptance): every figure is computed with the semantics of the
+Same data → same report (docs/behaviour.md M11): every figure is computed with the semantics of the
 SQL in `tftui/sources/greptime.py` — the same grouping (namespace, workload), the same window
 bounds ([now − window, now) for step 1, [now − interval, now] for alerts), the same partial
 aggregates (per worker for requests; per (namespace, workload, GPU) for usage, so TFLOPS are derived

@@ -9,7 +9,7 @@ back over `history` (24 h → 1440 samples per series; `now` itself is the newes
 on the grid). A series starts at its object's `creationTimestamp` (young workers have a shorter
 history), exactly as upstream writes rows only for objects it knows.
 
-Row shapes (column names and units per upstream-model §3.2; `ts` is a timezone-aware UTC datetime):
+Row shapes (column names and units as TensorFusion's tables, M12; `ts` is a timezone-aware UTC datetime):
 
 - `tf_gpu_usage`: uuid, node, pool (str); compute_percentage (0-100 of the device), memory_bytes
   (int), memory_percentage and compute_tflops (always 0.0, as upstream writes them), temperature (°C),

@@ -1,7 +1,7 @@
 """`ResourceTable`: a DataTable that diff-updates from a `views.Table` instead of clearing.
 
 `clear()` + `add_rows()` on every refresh resets the cursor and scroll position and throws away the
-render caches (tui guide §4.1). Here rows keep stable keys: stale rows are removed, changed cells
+render caches. Here rows keep stable keys: stale rows are removed, changed cells
 are updated one by one, new rows are added, and the table is re-ordered only when rows were added.
 The cursor follows its row key, so a refresh never moves the operator's selection. Cells are
 shown as plain text whatever the builder made of them (`widgets.plain`): object text is never markup.
