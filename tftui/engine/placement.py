@@ -2,7 +2,8 @@
 
 Reproduces the scheduler plugin `GPUResourcesFit` with its allocator: the GPU filter chain (P2, via
 `fit.reject_reason`), the node score as the average of the node-level GPU scores (P2) and the GPU
-choice on the chosen node (P2); plus the non-scheduler selector (P8) that defrag's dry-run uses.
+choice on the chosen node (P2); plus upstream's non-scheduler selector (P8), kept for comparison
+(no tftui decision uses it: the defrag simulation has its own, D4).
 Pure functions over a `ClusterState`; availability can be overridden so simulations work on copies.
 
 Before any GPU is looked at, the request must fit its namespace's GPUResourceQuota
@@ -398,7 +399,7 @@ def select_from_store(
     available: Mapping[str, Res] | None = None,
     exclude_nodes: Collection[str] = frozenset(),
 ) -> Placement:
-    """Upstream's non-scheduler selector (P8, `DefaultGPUSelector`), used by `Alloc` and defrag.
+    """Upstream's non-scheduler selector (P8, `DefaultGPUSelector`, upstream's `Alloc` and defrag use it).
 
     Differs from `place` on purpose, as upstream does: the node score is the **sum** (not the mean) of
     node-level scores over all GPUs of the node, so nodes with more GPUs rank higher; Pending GPUs are
