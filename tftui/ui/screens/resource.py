@@ -26,6 +26,7 @@ from tftui.ui.autoscaleview import AutoscaleAnalysis
 from tftui.ui.data import ConsoleData
 from tftui.ui.objects import describe, find_object, object_yaml
 from tftui.ui.privatefiles import PrivateFileError, default_folder, write_new
+from tftui.ui.rowcache import RowCache
 from tftui.ui.screens.autoscale import AUTOSCALE_BINDINGS, AutoscaleActions
 from tftui.ui.screens.text import TextScreen
 from tftui.ui.tableops import has_column, marked_table, sorted_table, table_csv, with_deltas
@@ -33,6 +34,7 @@ from tftui.ui.views import (
     Cell,
     Gauges,
     Layout,
+    Row,
     Table,
     gpus_table,
     layout_candidates,
@@ -153,6 +155,7 @@ class ResourceScreen(Screen[None]):
         self._built: dict[str, tuple[int, dict[str, Mapping[str, Cell]]]] = {}
         self._previous: dict[str, dict[str, Mapping[str, Cell]]] = {}
         self._build_cache: dict[str, tuple[tuple[int, Layout, str], Table, tuple[object, ...]]] = {}
+        self._row_caches: dict[str, RowCache[Row]] = {}
 
     @property
     def is_root(self) -> bool:
@@ -200,6 +203,13 @@ class ResourceScreen(Screen[None]):
     def build(self, table_id: str, data: ConsoleData, gauges: Gauges) -> Table:
         """The full (unfiltered) table for the ResourceTable with id `table_id`."""
         raise NotImplementedError
+
+    def rows_of(self, table_id: str) -> RowCache[Row]:
+        """The rows of table `table_id` kept between refreshes (a refresh rebuilds what changed)."""
+        cache = self._row_caches.get(table_id)
+        if cache is None:
+            cache = self._row_caches[table_id] = RowCache()
+        return cache
 
     def open(self, table_id: str, key: str) -> None:
         """Drill down from the row `key` of table `table_id` (default: nothing below)."""
@@ -595,7 +605,7 @@ class NodesScreen(ResourceScreen):
         self.pool = pool
 
     def build(self, table_id: str, data: ConsoleData, gauges: Gauges) -> Table:
-        return nodes_table(data, gauges, self.pool)
+        return nodes_table(data, gauges, self.pool, cache=self.rows_of(table_id))
 
     def open(self, table_id: str, key: str) -> None:
         self.app.push_screen(NodeScreen(key, trail=(*self.trail, key)))
@@ -611,7 +621,7 @@ class GpusScreen(ResourceScreen):
         super().__init__(("gpus",))
 
     def build(self, table_id: str, data: ConsoleData, gauges: Gauges) -> Table:
-        return gpus_table(data, gauges)
+        return gpus_table(data, gauges, cache=self.rows_of(table_id))
 
     def open(self, table_id: str, key: str) -> None:
         self.app.push_screen(WorkersScreen("gpu", key, trail=(*self.trail, key, "workers")))
@@ -658,7 +668,9 @@ class WorkloadsScreen(AutoscaleActions, ResourceScreen):
     def build(self, table_id: str, data: ConsoleData, gauges: Gauges) -> Table:
         value = analysis.value if (analysis := self.tui.analysis(AUTOSCALE)) is not None else None
         auto = value if isinstance(value, AutoscaleAnalysis) else None
-        return workloads_table(data, gauges, auto, self.tui.computing(AUTOSCALE))
+        return workloads_table(
+            data, gauges, auto, self.tui.computing(AUTOSCALE), cache=self.rows_of(table_id)
+        )
 
     def open(self, table_id: str, key: str) -> None:
         self.tui.open_workload(key, self.trail)
@@ -684,9 +696,11 @@ class NodeScreen(ResourceScreen):
 
     def build(self, table_id: str, data: ConsoleData, gauges: Gauges) -> Table:
         if table_id == "gpus":
-            return gpus_table(data, gauges, node=self.node)
+            return gpus_table(data, gauges, node=self.node, cache=self.rows_of(table_id))
         node = data.state.nodes.get(self.node)
-        return workers_table(data, gauges, node.workers if node is not None else [])
+        return workers_table(
+            data, gauges, node.workers if node is not None else [], cache=self.rows_of(table_id)
+        )
 
     def render_extra(self, data: ConsoleData, layout: Layout) -> None:
         gauges = Gauges(layout, self.query_one("#gpus", ResourceTable).gauge_styles())
@@ -720,7 +734,7 @@ class WorkersScreen(ResourceScreen):
         else:
             wl = st.workloads.get(self.name_)
             keys = wl.workers if wl is not None else []
-        return workers_table(data, gauges, keys)
+        return workers_table(data, gauges, keys, cache=self.rows_of(table_id))
 
     def action_admit(self) -> None:
         key = self.query_one("#main", ResourceTable).cursor_key
