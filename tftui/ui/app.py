@@ -409,7 +409,7 @@ class TfTuiApp(App[None]):
                         self.post_message(DataLoaded(first))
                     self._shown_once = True
                     with gc_paused():
-                        data = load_rest(first, self._cluster, self._metrics, self.runtime)
+                        data = load_rest(first, self._cluster, self._metrics, self.runtime, self._reader)
         except ClusterLoadError as exc:
             if not worker.is_cancelled:
                 self.post_message(LoadFailed(str(exc), now, exc.source))
