@@ -186,11 +186,14 @@ class StateReader:
         gpu_usage: Mapping[str, GPUUsage],
         worker_usage: Mapping[tuple[str, str], WorkerUsage],
     ) -> UsageIndex:
-        """`UsageIndex.build`, re-used when the state is the last one and the samples are equal."""
+        """`UsageIndex.build`: re-used when the state is the last one and the samples are equal,
+        derived from the last one when only the state changed (no metrics, or no new scrape)."""
         last = self._usage
-        if last and last[0] is state and last[1] == gpu_usage and last[2] == worker_usage:
+        same = bool(last) and last[1] == gpu_usage and last[2] == worker_usage
+        if same and last[0] is state:
             return cast(UsageIndex, last[3])
-        usage = UsageIndex.build(state, gpu_usage, worker_usage)
+        previous = (cast(ClusterState, last[0]), cast(UsageIndex, last[3])) if same else None
+        usage = UsageIndex.build(state, gpu_usage, worker_usage, previous)
         self._usage = (state, gpu_usage, worker_usage, usage)
         return usage
 
