@@ -22,7 +22,7 @@ from rich.text import Text
 from tftui.engine.autoscale import AutoConfig, effective_autoscaling
 from tftui.engine.compaction import released_detail
 from tftui.engine.quota import quotas
-from tftui.engine.state import GPUView, NodeView, Res, WorkerView, WorkloadView
+from tftui.engine.state import ClusterState, GPUView, NodeView, Res, WorkerView, WorkloadView
 from tftui.engine.usage import Used
 from tftui.ui.autoscaleview import AutoscaleAnalysis, rec_cell, used_cell
 from tftui.ui.data import ConsoleData
@@ -585,6 +585,12 @@ def partitions_text(data: ConsoleData, gpu: GPUView) -> str:
     return " ".join(f"{k}×{n}" if n > 1 else k for k, n in counts.items())
 
 
+def _gpus_by_node(st: ClusterState) -> list[GPUView]:
+    return sorted(
+        st.gpus.values(), key=lambda g: (g.node or "", g.index if g.index is not None else -1, g.name)
+    )
+
+
 def gpus_table(
     data: ConsoleData, gauges: Gauges, node: str | None = None, cache: RowCache[Row] | None = None
 ) -> Table:
@@ -592,9 +598,7 @@ def gpus_table(
     are as last time are re-used (`rowcache`)."""
     st, usage = data.state, data.usage
     if node is None:
-        gpus = sorted(
-            st.gpus.values(), key=lambda g: (g.node or "", g.index if g.index is not None else -1, g.name)
-        )
+        gpus = st.derived("console-gpus-by-node", _gpus_by_node)  # once per state: 40,000 keys
     else:
         gpus = sorted(st.gpus_of(node), key=lambda g: (g.index if g.index is not None else -1, g.name))
 

@@ -20,6 +20,7 @@ from textual.widget import Widget
 from textual.widgets import DataTable, Footer, Input, Static
 
 from tftui.engine.pending import is_pending
+from tftui.model.gcpause import gc_paused
 from tftui.ui.actions import bindings
 from tftui.ui.analysis import AUTOSCALE, AnalysisKey
 from tftui.ui.autoscaleview import AutoscaleAnalysis
@@ -241,6 +242,12 @@ class ResourceScreen(Screen[None]):
         self.render_data()  # column widths follow the terminal
 
     def render_data(self) -> None:
+        # builds allocate thousands of rows that all stay alive: a full collection triggered here
+        # would rescan the whole heap while the operator waits for the frame (see `gcpause`)
+        with gc_paused():
+            self._render_data()
+
+    def _render_data(self) -> None:
         data = self.tui.data
         if data is None:
             self.query_one(Breadcrumb).show(self.crumb_trail(), "loading…", self.needle)
