@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import random
+import sys
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any
@@ -15,9 +16,9 @@ from tests.test_state_incremental import _mutations
 from tftui.engine.usage import UsageIndex
 from tftui.model.usage import GPUUsage
 from tftui.sources.sim.cluster import DEFAULT_NOW, generate_objects
-from tftui.ui.app import TfTuiApp
+from tftui.ui.app import SWITCH_INTERVAL, TfTuiApp
 from tftui.ui.data import ConsoleData, StateReader, load
-from tftui.ui.rowcache import RowCache, Same
+from tftui.ui.rowcache import RowCache, RowCaches, Same
 from tftui.ui.tableops import plain
 from tftui.ui.views import (
     NARROW,
@@ -184,3 +185,34 @@ async def test_the_screen_shows_a_changed_object_at_once_and_touches_nothing_els
         column = [c.key.value for c in table.ordered_columns].index("workers")
         assert str(after[column]) == f"{count}↓" and str(before[column]) == str(count + 1)
         assert 0 < table.last_changes <= 3
+
+
+def test_the_app_keeps_the_row_caches_of_recent_views_only() -> None:
+    caches: RowCaches[Row] = RowCaches(limit=2)
+    gpus = caches.get(("GpusScreen", ("gpus",), "main"))
+    nodes = caches.get(("NodesScreen", ("nodes",), "main"))
+    assert caches.get(("GpusScreen", ("gpus",), "main")) is gpus  # now the most recent
+    caches.get(("NodeScreen", ("nodes", "n1"), "gpus"))  # the least recent (nodes) is dropped
+    assert caches.get(("GpusScreen", ("gpus",), "main")) is gpus
+    assert caches.get(("NodesScreen", ("nodes",), "main")) is not nodes
+
+
+async def test_switching_back_to_a_view_reuses_its_rows_and_the_gil_is_handed_over_quickly() -> None:
+    """`:gpus`, `:nodes`, `:gpus`: the second GPUs screen builds no row (nothing changed); while
+    the console runs, a busy refresh thread hands the GIL to the UI thread within 0.5 ms."""
+    cluster = Objects(generate_objects(3, 40, DEFAULT_NOW))
+    before = sys.getswitchinterval()
+    app = TfTuiApp(cluster, None, clock=lambda: DEFAULT_NOW, refresh_interval=None, read_only=True)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert sys.getswitchinterval() == SWITCH_INTERVAL < before
+        built = []
+        for view in ("gpus", "nodes", "gpus"):
+            assert app.switch_view(view)
+            await pilot.pause()
+            screen: Any = app.screen
+            built.append(screen.rows_of("main").built)
+        assert built[0] == len(app.data.state.gpus) if app.data else False
+        assert built[2] == 0
+    assert sys.getswitchinterval() == before

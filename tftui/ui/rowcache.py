@@ -21,7 +21,7 @@ from typing import Generic, TypeVar
 T = TypeVar("T")
 R = TypeVar("R")
 
-__all__ = ["RowCache", "Same"]
+__all__ = ["RowCache", "RowCaches", "Same"]
 
 SCOPES = 2
 """Scopes (layout, theme) kept at once: a screen tries a second layout when the first does not fit."""
@@ -79,3 +79,22 @@ class RowCache(Generic[R]):
             del self._scopes[next(iter(self._scopes))]
         self.built, self.reused = built, len(out) - built
         return out
+
+
+class RowCaches(Generic[R]):
+    """The row caches of the console's tables, by (screen, trail, table): a view switched away from
+    and back to (`:gpus` again) finds its rows. The least recently used beyond `limit` are dropped
+    (drill-downs into many nodes must not keep every node's rows)."""
+
+    def __init__(self, limit: int = 8) -> None:
+        self.limit = limit
+        self._caches: dict[Hashable, RowCache[R]] = {}
+
+    def get(self, key: Hashable) -> RowCache[R]:
+        cache = self._caches.pop(key, None)
+        if cache is None:
+            cache = RowCache()
+        self._caches[key] = cache  # the most recent last
+        while len(self._caches) > self.limit:
+            del self._caches[next(iter(self._caches))]
+        return cache

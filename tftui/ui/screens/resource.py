@@ -208,8 +208,9 @@ class ResourceScreen(Screen[None]):
     def rows_of(self, table_id: str) -> RowCache[Row]:
         """The rows of table `table_id` kept between refreshes (a refresh rebuilds what changed)."""
         cache = self._row_caches.get(table_id)
-        if cache is None:
-            cache = self._row_caches[table_id] = RowCache()
+        if cache is None:  # kept by the app: switching back to this view re-uses them
+            key = (type(self).__name__, self.crumb_trail(), table_id)
+            cache = self._row_caches[table_id] = self.tui.row_caches.get(key)
         return cache
 
     def open(self, table_id: str, key: str) -> None:
