@@ -219,3 +219,26 @@ def test_objects_replaced_in_place_give_the_full_validations_snapshot() -> None:
     snap = cache.validate(objs)
     full = validate_items(objs)
     assert snap.objects == full.objects and snap.by_kind == full.by_kind
+
+
+def test_an_unchanged_refresh_keeps_usage_and_operations_until_their_inputs_change() -> None:
+    """Same objects and instant: the same usage join and operations; a later instant (compaction
+    periods and defrag windows fall due with the clock) or a changed object: built again, equal
+    to what a refresh without kept results builds."""
+    objs = generate_objects(3, 30, DEFAULT_NOW)
+    cluster = Objects(objs)
+    reader = StateReader()
+    first = load(cluster, None, DEFAULT_NOW, reader=reader)
+    again = load(cluster, None, DEFAULT_NOW, reader=reader)
+    assert again.state is first.state and again.usage is first.usage and again.ops is first.ops
+    later = DEFAULT_NOW + timedelta(hours=5)
+    moved = load(cluster, None, later, reader=reader)
+    assert moved.ops is not first.ops
+    assert moved.ops == load(cluster, None, later).ops
+    pod = next(i for i, o in enumerate(objs) if o["kind"] == "Pod")
+    objs[pod] = changed = copy.deepcopy(objs[pod])
+    changed["status"]["phase"] = "Succeeded"
+    after = load(cluster, None, later, reader=reader)
+    assert after.state is not moved.state and after.ops is not moved.ops
+    fresh = load(cluster, None, later)
+    assert after.ops == fresh.ops and after.usage == fresh.usage
