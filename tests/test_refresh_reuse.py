@@ -78,7 +78,8 @@ def test_an_unchanged_refresh_validates_nothing_and_shares_every_view(counted: d
     assert reader.validated == len(cluster.snapshot()) > 100
     second = load(cluster, None, DEFAULT_NOW, reader=reader)
     assert reader.validated == 0
-    assert counted["incremental"] == 1
+    # the very same objects: the state itself is kept (no incremental build, nothing derived again)
+    assert reader.unchanged and second.state is first.state and counted["incremental"] == 0
     assert second.state.snapshot.objects == first.state.snapshot.objects
     assert all(
         a is b for a, b in zip(second.state.snapshot.objects, first.state.snapshot.objects, strict=True)
@@ -218,3 +219,26 @@ def test_objects_replaced_in_place_give_the_full_validations_snapshot() -> None:
     snap = cache.validate(objs)
     full = validate_items(objs)
     assert snap.objects == full.objects and snap.by_kind == full.by_kind
+
+
+def test_an_unchanged_refresh_keeps_usage_and_operations_until_their_inputs_change() -> None:
+    """Same objects and instant: the same usage join and operations; a later instant (compaction
+    periods and defrag windows fall due with the clock) or a changed object: built again, equal
+    to what a refresh without kept results builds."""
+    objs = generate_objects(3, 30, DEFAULT_NOW)
+    cluster = Objects(objs)
+    reader = StateReader()
+    first = load(cluster, None, DEFAULT_NOW, reader=reader)
+    again = load(cluster, None, DEFAULT_NOW, reader=reader)
+    assert again.state is first.state and again.usage is first.usage and again.ops is first.ops
+    later = DEFAULT_NOW + timedelta(hours=5)
+    moved = load(cluster, None, later, reader=reader)
+    assert moved.ops is not first.ops
+    assert moved.ops == load(cluster, None, later).ops
+    pod = next(i for i, o in enumerate(objs) if o["kind"] == "Pod")
+    objs[pod] = changed = copy.deepcopy(objs[pod])
+    changed["status"]["phase"] = "Succeeded"
+    after = load(cluster, None, later, reader=reader)
+    assert after.state is not moved.state and after.ops is not moved.ops
+    fresh = load(cluster, None, later)
+    assert after.ops == fresh.ops and after.usage == fresh.usage

@@ -76,7 +76,16 @@ class UsageIndex:
         state: ClusterState,
         gpu_usage: Mapping[str, GPUUsage],
         worker_usage: Mapping[tuple[str, str], WorkerUsage],
+        previous: tuple[ClusterState, UsageIndex] | None = None,
     ) -> UsageIndex:
+        """Join the samples onto `state`. `previous` — the state and index of the last join, made
+        from samples equal to these — makes it cost what changed: a GPU whose capacity is the
+        same keeps its entry, a node or workload whose members kept theirs keeps its aggregate
+        (the very same objects: the console's rows compare them by identity first); pools are
+        summed again. The result equals a full build (same figures, same order). Entries are never
+        changed after a build, so sharing them between two indexes is safe."""
+        if previous is not None:
+            return cls._update(state, gpu_usage, worker_usage, *previous)
         idx = cls()
         for name, gpu in state.gpus.items():
             u = Used(expected=1)
@@ -106,5 +115,77 @@ class UsageIndex:
             agg = Used(expected=len(wl.workers))
             for w in wl.workers:
                 agg.add(idx.workers[w])
+            idx.workloads[key] = agg
+        return idx
+
+    @classmethod
+    def _update(
+        cls,
+        state: ClusterState,
+        gpu_usage: Mapping[str, GPUUsage],
+        worker_usage: Mapping[tuple[str, str], WorkerUsage],
+        prev_state: ClusterState,
+        prev: UsageIndex,
+    ) -> UsageIndex:
+        idx = cls()
+        fresh: set[str] = set()  # GPUs whose entry is new
+        old_gpus, old_used = prev_state.gpus, prev.gpus
+        for name, gpu in state.gpus.items():
+            was = old_gpus.get(name)
+            u = old_used.get(name)
+            if u is None or was is None or (was is not gpu and was.capacity.tflops != gpu.capacity.tflops):
+                u = Used(expected=1)
+                sample = gpu_usage.get(name)
+                if sample is not None:
+                    pct = sample.compute_percent
+                    u.set(None if pct is None else pct / 100.0 * gpu.capacity.tflops, sample.memory_bytes)
+                fresh.add(name)
+            idx.gpus[name] = u
+        old_nodes, old_aggs = prev_state.nodes, prev.nodes
+        for name, node in state.nodes.items():
+            was_node = old_nodes.get(name)
+            agg = old_aggs.get(name)
+            if (
+                agg is None
+                or was_node is None
+                or (was_node is not node and was_node.gpus != node.gpus)
+                or (fresh and not fresh.isdisjoint(node.gpus))
+            ):
+                agg = Used(expected=len(node.gpus))
+                for g in node.gpus:
+                    agg.add(idx.gpus[g])
+            idx.nodes[name] = agg
+            if node.pool in state.pools:
+                pu = idx.pools.setdefault(node.pool, Used())
+                pu.add(agg)
+                pu.expected += agg.expected
+        for pool in state.pools:
+            idx.pools.setdefault(pool, Used())
+        # a worker's entry is its own sample (by namespace and name: its key), so it is kept
+        # whenever the worker was there last time
+        old_workers = prev.workers
+        new_workers: set[str] = set()
+        for key, worker in state.workers.items():
+            u = old_workers.get(key)
+            if u is None:
+                u = Used(expected=1)
+                ws = worker_usage.get((worker.namespace, worker.name))
+                if ws is not None:
+                    u.set(ws.tflops, ws.memory_bytes)
+                new_workers.add(key)
+            idx.workers[key] = u
+        old_wls, old_wl_used = prev_state.workloads, prev.workloads
+        for key, wl in state.workloads.items():
+            was_wl = old_wls.get(key)
+            agg = old_wl_used.get(key)
+            if (
+                agg is None
+                or was_wl is None
+                or (was_wl is not wl and was_wl.workers != wl.workers)
+                or (new_workers and not new_workers.isdisjoint(wl.workers))
+            ):
+                agg = Used(expected=len(wl.workers))
+                for w in wl.workers:
+                    agg.add(idx.workers[w])
             idx.workloads[key] = agg
         return idx

@@ -14,6 +14,7 @@ no cap). Several config ConfigMaps: the first by namespace and name is used, and
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -78,6 +79,13 @@ def scheduler_settings(config_maps: Iterable[Mapping[str, Any]]) -> SchedulerSet
     ns, name, text = found[0]
     where = f"ConfigMap {ns}/{name} key {SCHEDULER_KEY}"
     more = f" ({len(found) - 1} more config ConfigMap(s) ignored)" if len(found) > 1 else ""
+    return _settings(where, more, text)
+
+
+@functools.lru_cache(maxsize=16)
+def _settings(where: str, more: str, text: str) -> SchedulerSettings:
+    """The settings of one configuration text (kept: every refresh builds a state from the same
+    ConfigMap, and parsing its YAML cost more than the rest of an unchanged refresh)."""
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as exc:

@@ -83,12 +83,14 @@ from tftui.ui.keymap import check_keymap, normalise_keymap
 from tftui.ui.ops import CapacityFigures, ConsoleRuntime, compaction_capacity
 from tftui.ui.opsviews import confirm_compaction_body
 from tftui.ui.palette import ActionCommands
+from tftui.ui.rowcache import RowCaches
 from tftui.ui.screens.metrics import WorkloadScreen
 from tftui.ui.screens.modals import ConfirmScreen, HelpEntry, HelpScreen, ModeScreen, WarningsScreen
 from tftui.ui.screens.placement import PlacementScreen
 from tftui.ui.screens.registry import ROOT_VIEWS
 from tftui.ui.screens.resource import VIEW_ALIASES, VIEWS, PoolsScreen, ResourceScreen
 from tftui.ui.themes import DARK, LIGHT, THEMES
+from tftui.ui.views import Row
 from tftui.ui.widgets.plain import ControlFilter
 
 MIN_REFRESH_INTERVAL = 2.0
@@ -101,6 +103,9 @@ REFRESH_SHARE = 0.25
 """Share of wall time automatic refreshes may take: a refresh that took longer than this share of
 the interval pushes the next one out (a 5 s refresh every 10 s would leave the console busy)."""
 REFRESH_GROUP = "refresh"
+SWITCH_INTERVAL = 0.0005
+"""Seconds a thread may hold the GIL while another waits (Python's default: 0.005), while the
+console runs: keys are served within a few of these even when a refresh thread is busy."""
 ANALYSIS_GROUP = "analysis"
 WRITE_GROUP = "write"
 CONFIRM_GROUP = "confirm"
@@ -279,6 +284,9 @@ class TfTuiApp(App[None]):
         )
         self._timer: Timer | None = None
         self._reader = StateReader()  # validated objects and the last state, kept between refreshes
+        self.row_caches: RowCaches[Row] = RowCaches()
+        self._switch_interval = sys.getswitchinterval()
+        """The tables' rows kept between refreshes and view switches (`rowcache`)."""
         self._shown_once = False  # the first refresh shows the state before metrics and operations
         self._next_refresh = 0.0  # monotonic time before which the timer starts no refresh
         self.last_refresh_seconds: float | None = None
@@ -332,12 +340,20 @@ class TfTuiApp(App[None]):
         self._close_messages_no_wait()
 
     def on_mount(self) -> None:
+        # a refresh thread in Python code keeps the GIL for the switch interval whenever the UI
+        # thread asks for it, and a key passes through the event loop dozens of times on its way to
+        # the frame: at the default 5 ms a key waited ~200 ms while a refresh ran
+        self._switch_interval = sys.getswitchinterval()
+        sys.setswitchinterval(SWITCH_INTERVAL)
         # Textual's blank default screen stays at the bottom; the root view sits on top of it so
         # `switch_screen` can replace it (the default screen has no result callback to pop).
         self.push_screen(PoolsScreen())
         self.action_refresh()
         if self._refresh_interval is not None:
             self._timer = self.set_interval(self._refresh_interval, self._tick, name="refresh")
+
+    def on_unmount(self) -> None:
+        sys.setswitchinterval(self._switch_interval)
 
     # -- refresh -------------------------------------------------------------------------------
 
@@ -409,7 +425,7 @@ class TfTuiApp(App[None]):
                         self.post_message(DataLoaded(first))
                     self._shown_once = True
                     with gc_paused():
-                        data = load_rest(first, self._cluster, self._metrics, self.runtime)
+                        data = load_rest(first, self._cluster, self._metrics, self.runtime, self._reader)
         except ClusterLoadError as exc:
             if not worker.is_cancelled:
                 self.post_message(LoadFailed(str(exc), now, exc.source))

@@ -11,8 +11,9 @@ state is built while metrics and the operation screens are still loading (`pendi
 from __future__ import annotations
 
 import gc
+import operator
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, cast
@@ -24,6 +25,7 @@ from tftui.model.gcpause import gc_paused
 from tftui.model.usage import GPUUsage, WorkerUsage
 from tftui.model.validated import ValidationCache
 from tftui.sources.ports import ClusterPort, MetricsPort, Step1Port
+from tftui.ui.hunting import fragmentations
 from tftui.ui.ops import ConsoleRuntime, OpsData, build_ops, event_rows, journal_rows
 
 
@@ -173,6 +175,37 @@ class StateReader:
         self.cache = ValidationCache()
         self.previous: ClusterState | None = None
         self.validated = 0
+        self.unchanged = False
+        """The last read found the very same objects as the one before: it returned its state."""
+        self._usage: tuple[object, ...] = ()  # (state, GPU samples, worker samples, index) of the last join
+        self._ops: tuple[tuple[object, ...], OpsData] | None = None  # what the last ops were built from
+
+    def usage(
+        self,
+        state: ClusterState,
+        gpu_usage: Mapping[str, GPUUsage],
+        worker_usage: Mapping[tuple[str, str], WorkerUsage],
+    ) -> UsageIndex:
+        """`UsageIndex.build`: re-used when the state is the last one and the samples are equal,
+        derived from the last one when only the state changed (no metrics, or no new scrape)."""
+        last = self._usage
+        same = bool(last) and last[1] == gpu_usage and last[2] == worker_usage
+        if same and last[0] is state:
+            return cast(UsageIndex, last[3])
+        previous = (cast(ClusterState, last[0]), cast(UsageIndex, last[3])) if same else None
+        usage = UsageIndex.build(state, gpu_usage, worker_usage, previous)
+        self._usage = (state, gpu_usage, worker_usage, usage)
+        return usage
+
+    def ops(self, inputs: tuple[object, ...], build: Callable[[], OpsData]) -> OpsData:
+        """`build()`, re-used when `inputs` (the state first, compared by identity) are the last ones."""
+        last = self._ops
+        if last is not None and last[0][0] is inputs[0] and last[0][1:] == inputs[1:]:
+            return last[1]
+        ops = build()
+        if ops.plan_error is None:
+            self._ops = (inputs, ops)
+        return ops
 
     def read(self, cluster: ClusterPort) -> tuple[str, ClusterState]:
         """(source description, state); raises `ClusterLoadError` and then keeps what it had."""
@@ -185,7 +218,14 @@ class StateReader:
                     snap, validated = Snapshot.of(objects), 0
                 else:
                     snap, validated = self.cache.validate(objects, source), self.cache.validated
-                state = ClusterState.build(snap, previous=self.previous)
+                previous = self.previous
+                # the very same objects as last time (C-level identity checks): the same state
+                self.unchanged = previous is not None and _same_objects(snap, previous.snapshot)
+                state = (
+                    previous
+                    if previous is not None and self.unchanged
+                    else ClusterState.build(snap, previous=previous)
+                )
         except Exception as exc:
             raise ClusterLoadError(describe_error(exc), source) from exc
         built_all = self.previous is None or validated > FREEZE_AFTER
@@ -197,6 +237,10 @@ class StateReader:
             # collector skips them. They are still freed by reference counting when replaced.
             gc.freeze()
         return source, state
+
+
+def _same_objects(a: Snapshot, b: Snapshot) -> bool:
+    return len(a.objects) == len(b.objects) and all(map(operator.is_, a.objects, b.objects))
 
 
 def load(
@@ -216,7 +260,9 @@ def load(
     validated and indexed again.
     """
     with gc_paused():  # a refresh makes no cyclic garbage; collections would rescan the state
-        return load_rest(load_state(cluster, metrics, now, reader, usage=False), cluster, metrics, runtime)
+        reader = reader or StateReader()
+        first = load_state(cluster, metrics, now, reader, usage=False)
+        return load_rest(first, cluster, metrics, runtime, reader)
 
 
 def load_state(
@@ -246,8 +292,11 @@ def load_rest(
     cluster: ClusterPort,
     metrics: MetricsPort | None,
     runtime: ConsoleRuntime | None = None,
+    reader: StateReader | None = None,
 ) -> ConsoleData:
-    """`first` (from `load_state`) completed with the latest usage and the operation screens."""
+    """`first` (from `load_state`) completed with the latest usage and the operation screens;
+    `reader` (the one that read `first`) re-uses the last usage join and operations when their
+    inputs did not change."""
     state, now, source = first.state, first.refreshed_at, first.source
     metrics_error: str | None = None
     gpu_usage: dict[str, GPUUsage] = {}
@@ -260,8 +309,10 @@ def load_rest(
         except Exception as exc:
             metrics_error = metrics_error_text(metrics, exc)
             gpu_usage, worker_usage = {}, {}
-    usage = UsageIndex.build(state, gpu_usage, worker_usage)
-    ops = load_ops(cluster, state, now, runtime)
+    reader = reader or StateReader()
+    usage = reader.usage(state, gpu_usage, worker_usage)
+    fragmentations(state)  # here, not on the UI thread: the header and the pools view read it
+    ops = load_ops(cluster, state, now, runtime, reader)
     return ConsoleData(
         source=source,
         state=state,
@@ -286,21 +337,35 @@ def share_capacity(metrics: MetricsPort, state: ClusterState) -> None:
 
 
 def load_ops(
-    cluster: ClusterPort, state: ClusterState, now: datetime, runtime: ConsoleRuntime | None
+    cluster: ClusterPort,
+    state: ClusterState,
+    now: datetime,
+    runtime: ConsoleRuntime | None,
+    reader: StateReader | None = None,
 ) -> OpsData:
-    """The operation screens' data; never raises (an engine or source bug becomes `plan_error`)."""
+    """The operation screens' data; never raises (an engine or source bug becomes `plan_error`).
+    With `reader`, the last plan is re-used when the state, the instant, the last compaction runs,
+    the events and the journal are the same (the engine's plan is a pure function of them)."""
     try:
         raw_events = cluster_events(cluster)
         events = event_rows(raw_events or [])
         journal = journal_rows(runtime.journal.entries()) if runtime is not None else ()
-        return build_ops(
-            state,
-            now,
-            last_compaction=runtime_last_compaction(runtime),
-            events=events,
-            journal=journal,
-            events_enabled=raw_events is not None,
-            journal_enabled=runtime is not None,
-        )
+        last = runtime_last_compaction(runtime)
+        enabled = (raw_events is not None, runtime is not None)
+
+        def build() -> OpsData:
+            return build_ops(
+                state,
+                now,
+                last_compaction=last,
+                events=events,
+                journal=journal,
+                events_enabled=enabled[0],
+                journal_enabled=enabled[1],
+            )
+
+        if reader is None:
+            return build()
+        return reader.ops((state, now, last, events, journal, enabled), build)
     except Exception as exc:
         return OpsData(plan_error=describe_error(exc))

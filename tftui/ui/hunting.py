@@ -20,7 +20,7 @@ from tftui.ui.ops import would_release
 if TYPE_CHECKING:
     from tftui.ui.data import ConsoleData
 
-__all__ = ["PoolHunt", "cluster_summary", "fragmentation", "pool_hunt", "typical_request"]
+__all__ = ["PoolHunt", "cluster_summary", "fragmentation", "fragmentations", "pool_hunt", "typical_request"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +38,13 @@ def typical_request(state: ClusterState, pool: str) -> Res | None:
 
 
 def fragmentation(state: ClusterState, pool: str) -> float | None:
+    """The share of `pool`'s free TFLOPS stranded on GPUs too small for its typical request."""
+    if pool in state.pools:
+        return fragmentations(state)[pool]
+    return _fragmentation(state, pool)
+
+
+def _fragmentation(state: ClusterState, pool: str) -> float | None:
     typical = typical_request(state, pool)
     if typical is None:
         return None
@@ -52,6 +59,40 @@ def fragmentation(state: ClusterState, pool: str) -> float | None:
         if left.tflops < typical.tflops or left.vram < typical.vram:
             stranded += left.tflops
     return stranded / free * 100.0 if free > 0 else 0.0
+
+
+def fragmentations(state: ClusterState) -> dict[str, float | None]:
+    """`fragmentation` of every pool, in one pass over the GPUs and kept with the state: the header
+    and the pools view read it on every render, and a pass per pool over 40,000 GPUs cost the UI
+    thread a second per refresh. The refresh thread computes it before the data is shown."""
+    return state.derived("hunting-fragmentation", _all_fragmentations)
+
+
+def _all_fragmentations(state: ClusterState) -> dict[str, float | None]:
+    requests: dict[str, list[Res]] = {}
+    for w in state.workloads.values():
+        if w.workers and w.pool in state.pools:
+            requests.setdefault(w.pool, []).append(w.request)
+    typical = {
+        pool: Res(median(r.tflops for r in rs), median(r.vram for r in rs)) for pool, rs in requests.items()
+    }
+    free = dict.fromkeys(typical, 0.0)
+    stranded = dict.fromkeys(typical, 0.0)
+    for gpu in state.gpus.values():
+        pool = gpu.pool
+        t = typical.get(pool) if pool is not None else None
+        if t is None or pool is None:
+            continue
+        left = gpu.available
+        if left.tflops <= 0:
+            continue
+        free[pool] += left.tflops
+        if left.tflops < t.tflops or left.vram < t.vram:
+            stranded[pool] += left.tflops
+    return {
+        pool: (stranded[pool] / free[pool] * 100.0 if free[pool] > 0 else 0.0) if pool in typical else None
+        for pool in state.pools
+    }
 
 
 def pool_hunt(data: ConsoleData) -> dict[str, PoolHunt]:

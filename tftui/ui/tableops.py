@@ -195,7 +195,7 @@ def with_deltas(table: Table, previous: Mapping[str, Mapping[str, Cell]]) -> Tab
     rows: list[Row] = []
     for row in table.rows:
         before = previous.get(row.key)
-        if before is None:
+        if before is None or before is row.cells:  # a re-used row (`rowcache`) did not change
             rows.append(row)
             continue
         cells = dict(row.cells)

@@ -22,12 +22,13 @@ from rich.text import Text
 from tftui.engine.autoscale import AutoConfig, effective_autoscaling
 from tftui.engine.compaction import released_detail
 from tftui.engine.quota import quotas
-from tftui.engine.state import GPUView, NodeView, Res
+from tftui.engine.state import ClusterState, GPUView, NodeView, Res, WorkerView, WorkloadView
 from tftui.engine.usage import Used
 from tftui.ui.autoscaleview import AutoscaleAnalysis, rec_cell, used_cell
 from tftui.ui.data import ConsoleData
 from tftui.ui.format import NO_DATA, fmt_age, fmt_bytes, fmt_num, fmt_req_lim, fmt_res
 from tftui.ui.hunting import pool_hunt
+from tftui.ui.rowcache import RowCache, Same
 from tftui.ui.widgets.gauge import (
     DEFAULT_STYLES,
     GaugeStyles,
@@ -214,6 +215,11 @@ class Gauges:
     def __init__(self, layout: Layout, styles: GaugeStyles = DEFAULT_STYLES) -> None:
         self.layout = layout
         self.styles = styles
+
+    @property
+    def scope(self) -> tuple[Layout, GaugeStyles]:
+        """What rows drawn by these gauges depend on beyond their data (a `RowCache` scope)."""
+        return (self.layout, self.styles)
 
     def _fmt(self, fmt: Callable[[float], str]) -> Callable[[float], str] | None:
         return fmt if self.layout.figures else None
@@ -464,34 +470,47 @@ NODE_COLUMNS = (
 )
 
 
-def nodes_table(data: ConsoleData, gauges: Gauges, pool: str | None = None) -> Table:
+def nodes_table(
+    data: ConsoleData, gauges: Gauges, pool: str | None = None, cache: RowCache[Row] | None = None
+) -> Table:
+    """GPU nodes (all, or `pool`'s); with `cache`, rows whose node, GPUs, usage, claim and age are
+    as last time are re-used (`rowcache`)."""
     st, usage = data.state, data.usage
     names = sorted(st.pools[pool].nodes if pool in st.pools else []) if pool is not None else sorted(st.nodes)
-    rows = []
-    for name in names:
+
+    def make(name: str) -> Row:
         n = st.nodes[name]
         used = usage.nodes.get(name)
         flags = node_flags(n)
         models = sorted({st.gpus[g].model for g in n.gpus if st.gpus[g].model})
         # a node compaction released still reads Running until it is gone: say it is leaving
         phase = RELEASING if released_detail(st, n) is not None else n.phase
-        rows.append(
-            Row(
-                name,
-                {
-                    "name": name,
-                    "pool": n.pool or NO_DATA,
-                    "phase": phase,
-                    "gpus": str(len(n.gpus)),
-                    "workers": str(len(n.workers)),
-                    "flags": _flag_letters(flags),
-                    "tflops": gauges.tflops_cell(n.capacity, n.allocated, used),
-                    "vram": gauges.vram_cell(n.capacity, n.allocated, used),
-                    "age": fmt_age(n.created, data.refreshed_at),
-                },
-                _search(name, n.pool, phase, *flags, *models),
-            )
+        return Row(
+            name,
+            {
+                "name": name,
+                "pool": n.pool or NO_DATA,
+                "phase": phase,
+                "gpus": str(len(n.gpus)),
+                "workers": str(len(n.workers)),
+                "flags": _flag_letters(flags),
+                "tflops": gauges.tflops_cell(n.capacity, n.allocated, used),
+                "vram": gauges.vram_cell(n.capacity, n.allocated, used),
+                "age": fmt_age(n.created, data.refreshed_at),
+            },
+            _search(name, n.pool, phase, *flags, *models),
         )
+
+    if cache is None:
+        return _table(NODE_COLUMNS, gauges.layout, map(make, names))
+
+    def deps(name: str) -> tuple[object, ...]:
+        n = st.nodes[name]
+        claim = st.claims.get(n.claim) if n.claim else None
+        gpus = tuple(map(st.gpus.get, n.gpus))
+        return (n, usage.nodes.get(name), gpus, claim, fmt_age(n.created, data.refreshed_at))
+
+    rows = cache.rows(gauges.scope, ((name, deps(name), name) for name in names), make)
     return _table(NODE_COLUMNS, gauges.layout, rows)
 
 
@@ -566,16 +585,25 @@ def partitions_text(data: ConsoleData, gpu: GPUView) -> str:
     return " ".join(f"{k}×{n}" if n > 1 else k for k, n in counts.items())
 
 
-def gpus_table(data: ConsoleData, gauges: Gauges, node: str | None = None) -> Table:
+def _gpus_by_node(st: ClusterState) -> list[GPUView]:
+    return sorted(
+        st.gpus.values(), key=lambda g: (g.node or "", g.index if g.index is not None else -1, g.name)
+    )
+
+
+def gpus_table(
+    data: ConsoleData, gauges: Gauges, node: str | None = None, cache: RowCache[Row] | None = None
+) -> Table:
+    """GPU devices (all, or `node`'s); with `cache`, rows whose GPU, usage and partition templates
+    are as last time are re-used (`rowcache`)."""
     st, usage = data.state, data.usage
     if node is None:
-        gpus = sorted(
-            st.gpus.values(), key=lambda g: (g.node or "", g.index if g.index is not None else -1, g.name)
-        )
+        gpus = st.derived("console-gpus-by-node", _gpus_by_node)  # once per state: 40,000 keys
     else:
         gpus = sorted(st.gpus_of(node), key=lambda g: (g.index if g.index is not None else -1, g.name))
-    rows = [
-        Row(
+
+    def make(g: GPUView) -> Row:
+        return Row(
             g.name,
             {
                 "name": g.name,
@@ -597,9 +625,16 @@ def gpus_table(data: ConsoleData, gauges: Gauges, node: str | None = None) -> Ta
                 *(u.template for u in g.partitions),
             ),
         )
+
+    columns = GPU_COLUMNS if node is None else NODE_GPU_COLUMNS
+    if cache is None:
+        return _table(columns, gauges.layout, map(make, gpus))
+    providers = st.providers
+    items = (
+        (g.name, (g, usage.gpus.get(g.name), providers.model(g.model) if g.partitions else None), g)
         for g in gpus
-    ]
-    return _table(GPU_COLUMNS if node is None else NODE_GPU_COLUMNS, gauges.layout, rows)
+    )
+    return _table(columns, gauges.layout, cache.rows(gauges.scope, items, make))
 
 
 # -- workloads and workers -----------------------------------------------------------------------
@@ -629,36 +664,48 @@ def workloads_table(
     gauges: Gauges,
     autoscale: AutoscaleAnalysis | None = None,
     autoscale_pending: bool = False,
+    cache: RowCache[Row] | None = None,
 ) -> Table:
-    """Workloads; `autoscale` (the engine's recommendations, when computed) fills USED and REC."""
+    """Workloads; `autoscale` (the engine's recommendations, when computed) fills USED and REC.
+    With `cache`, rows whose workload, usage, autoscaling and analysis are as last time are re-used."""
     st, usage = data.state, data.usage
-    rows = []
-    for key in sorted(st.workloads):
+
+    def enabled_of(wl: WorkloadView) -> bool:
+        return AutoConfig.parse(effective_autoscaling(st, wl).get("autoSetResources")).enable
+
+    def make(item: tuple[str, bool]) -> Row:
+        key, enabled = item
         wl = st.workloads[key]
         used = usage.workloads.get(key)
         tflops, vram = gauges.request_cells(wl.allocated, used)
-        enabled = AutoConfig.parse(effective_autoscaling(st, wl).get("autoSetResources")).enable
-        rows.append(
-            Row(
-                key,
-                {
-                    "key": key,
-                    "namespace": wl.namespace,
-                    "name": wl.name,
-                    "pool": wl.pool or NO_DATA,
-                    "workers": str(len(wl.workers)),
-                    "qos": wl.qos,
-                    "request": fmt_res(wl.request),
-                    "used": used_cell(autoscale, key, autoscale_pending),
-                    "rec": rec_cell(autoscale, key, autoscale_pending),
-                    "autoscale": "on" if enabled else "off",
-                    "tflops": tflops,
-                    "vram": vram,
-                },
-                _search(key, wl.pool, wl.qos, "autoscale-on" if enabled else "autoscale-off"),
-            )
+        return Row(
+            key,
+            {
+                "key": key,
+                "namespace": wl.namespace,
+                "name": wl.name,
+                "pool": wl.pool or NO_DATA,
+                "workers": str(len(wl.workers)),
+                "qos": wl.qos,
+                "request": fmt_res(wl.request),
+                "used": used_cell(autoscale, key, autoscale_pending),
+                "rec": rec_cell(autoscale, key, autoscale_pending),
+                "autoscale": "on" if enabled else "off",
+                "tflops": tflops,
+                "vram": vram,
+            },
+            _search(key, wl.pool, wl.qos, "autoscale-on" if enabled else "autoscale-off"),
         )
-    return _table(WORKLOAD_COLUMNS, gauges.layout, rows)
+
+    items = []
+    for key in sorted(st.workloads):
+        wl = st.workloads[key]
+        enabled = enabled_of(wl)
+        deps = (wl, usage.workloads.get(key), enabled, Same(autoscale), autoscale_pending)
+        items.append((key, deps, (key, enabled)))
+    if cache is None:
+        return _table(WORKLOAD_COLUMNS, gauges.layout, (make(arg) for _, _, arg in items))
+    return _table(WORKLOAD_COLUMNS, gauges.layout, cache.rows(gauges.scope, items, make))
 
 
 def quota_summary(data: ConsoleData) -> Text | None:
@@ -706,30 +753,36 @@ WORKER_COLUMNS = (
 )
 
 
-def workers_table(data: ConsoleData, gauges: Gauges, keys: Iterable[str]) -> Table:
-    """Workers with their node, devices, request and limit; gauges are use against the request."""
+def workers_table(
+    data: ConsoleData, gauges: Gauges, keys: Iterable[str], cache: RowCache[Row] | None = None
+) -> Table:
+    """Workers with their node, devices, request and limit; gauges are use against the request.
+    With `cache`, rows whose worker and usage are as last time are re-used (`rowcache`)."""
     st, usage = data.state, data.usage
-    rows = []
     # by pod name: the namespace column is hidden below the wide layout
-    for w in sorted((st.workers[k] for k in keys if k in st.workers), key=lambda w: (w.name, w.namespace)):
+    workers = sorted((st.workers[k] for k in keys if k in st.workers), key=lambda w: (w.name, w.namespace))
+
+    def make(w: WorkerView) -> Row:
         key = w.key
         used = usage.workers.get(key)
         tflops, vram = gauges.request_cells(w.allocated, used)
-        rows.append(
-            Row(
-                key,
-                {
-                    "namespace": w.namespace,
-                    "name": w.name,
-                    "workload": w.workload or NO_DATA,
-                    "node": w.node or NO_DATA,
-                    "gpus": str(w.gpu_count),
-                    "qos": w.qos,
-                    "reqlim": fmt_req_lim(w.request, w.limit),
-                    "tflops": tflops,
-                    "vram": vram,
-                },
-                _search(key, w.workload, w.node, w.qos, w.phase, *w.gpu_ids),
-            )
+        return Row(
+            key,
+            {
+                "namespace": w.namespace,
+                "name": w.name,
+                "workload": w.workload or NO_DATA,
+                "node": w.node or NO_DATA,
+                "gpus": str(w.gpu_count),
+                "qos": w.qos,
+                "reqlim": fmt_req_lim(w.request, w.limit),
+                "tflops": tflops,
+                "vram": vram,
+            },
+            _search(key, w.workload, w.node, w.qos, w.phase, *w.gpu_ids),
         )
-    return _table(WORKER_COLUMNS, gauges.layout, rows)
+
+    if cache is None:
+        return _table(WORKER_COLUMNS, gauges.layout, map(make, workers))
+    items = ((w.key, (w, usage.workers.get(w.key)), w) for w in workers)
+    return _table(WORKER_COLUMNS, gauges.layout, cache.rows(gauges.scope, items, make))

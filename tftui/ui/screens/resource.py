@@ -20,12 +20,14 @@ from textual.widget import Widget
 from textual.widgets import DataTable, Footer, Input, Static
 
 from tftui.engine.pending import is_pending
+from tftui.model.gcpause import gc_paused
 from tftui.ui.actions import bindings
 from tftui.ui.analysis import AUTOSCALE, AnalysisKey
 from tftui.ui.autoscaleview import AutoscaleAnalysis
 from tftui.ui.data import ConsoleData
 from tftui.ui.objects import describe, find_object, object_yaml
 from tftui.ui.privatefiles import PrivateFileError, default_folder, write_new
+from tftui.ui.rowcache import RowCache
 from tftui.ui.screens.autoscale import AUTOSCALE_BINDINGS, AutoscaleActions
 from tftui.ui.screens.text import TextScreen
 from tftui.ui.tableops import has_column, marked_table, sorted_table, table_csv, with_deltas
@@ -33,6 +35,7 @@ from tftui.ui.views import (
     Cell,
     Gauges,
     Layout,
+    Row,
     Table,
     gpus_table,
     layout_candidates,
@@ -153,6 +156,7 @@ class ResourceScreen(Screen[None]):
         self._built: dict[str, tuple[int, dict[str, Mapping[str, Cell]]]] = {}
         self._previous: dict[str, dict[str, Mapping[str, Cell]]] = {}
         self._build_cache: dict[str, tuple[tuple[int, Layout, str], Table, tuple[object, ...]]] = {}
+        self._row_caches: dict[str, RowCache[Row]] = {}
 
     @property
     def is_root(self) -> bool:
@@ -201,6 +205,14 @@ class ResourceScreen(Screen[None]):
         """The full (unfiltered) table for the ResourceTable with id `table_id`."""
         raise NotImplementedError
 
+    def rows_of(self, table_id: str) -> RowCache[Row]:
+        """The rows of table `table_id` kept between refreshes (a refresh rebuilds what changed)."""
+        cache = self._row_caches.get(table_id)
+        if cache is None:  # kept by the app: switching back to this view re-uses them
+            key = (type(self).__name__, self.crumb_trail(), table_id)
+            cache = self._row_caches[table_id] = self.tui.row_caches.get(key)
+        return cache
+
     def open(self, table_id: str, key: str) -> None:
         """Drill down from the row `key` of table `table_id` (default: nothing below)."""
 
@@ -231,6 +243,12 @@ class ResourceScreen(Screen[None]):
         self.render_data()  # column widths follow the terminal
 
     def render_data(self) -> None:
+        # builds allocate thousands of rows that all stay alive: a full collection triggered here
+        # would rescan the whole heap while the operator waits for the frame (see `gcpause`)
+        with gc_paused():
+            self._render_data()
+
+    def _render_data(self) -> None:
         data = self.tui.data
         if data is None:
             self.query_one(Breadcrumb).show(self.crumb_trail(), "loading…", self.needle)
@@ -595,7 +613,7 @@ class NodesScreen(ResourceScreen):
         self.pool = pool
 
     def build(self, table_id: str, data: ConsoleData, gauges: Gauges) -> Table:
-        return nodes_table(data, gauges, self.pool)
+        return nodes_table(data, gauges, self.pool, cache=self.rows_of(table_id))
 
     def open(self, table_id: str, key: str) -> None:
         self.app.push_screen(NodeScreen(key, trail=(*self.trail, key)))
@@ -611,7 +629,7 @@ class GpusScreen(ResourceScreen):
         super().__init__(("gpus",))
 
     def build(self, table_id: str, data: ConsoleData, gauges: Gauges) -> Table:
-        return gpus_table(data, gauges)
+        return gpus_table(data, gauges, cache=self.rows_of(table_id))
 
     def open(self, table_id: str, key: str) -> None:
         self.app.push_screen(WorkersScreen("gpu", key, trail=(*self.trail, key, "workers")))
@@ -658,7 +676,9 @@ class WorkloadsScreen(AutoscaleActions, ResourceScreen):
     def build(self, table_id: str, data: ConsoleData, gauges: Gauges) -> Table:
         value = analysis.value if (analysis := self.tui.analysis(AUTOSCALE)) is not None else None
         auto = value if isinstance(value, AutoscaleAnalysis) else None
-        return workloads_table(data, gauges, auto, self.tui.computing(AUTOSCALE))
+        return workloads_table(
+            data, gauges, auto, self.tui.computing(AUTOSCALE), cache=self.rows_of(table_id)
+        )
 
     def open(self, table_id: str, key: str) -> None:
         self.tui.open_workload(key, self.trail)
@@ -684,9 +704,11 @@ class NodeScreen(ResourceScreen):
 
     def build(self, table_id: str, data: ConsoleData, gauges: Gauges) -> Table:
         if table_id == "gpus":
-            return gpus_table(data, gauges, node=self.node)
+            return gpus_table(data, gauges, node=self.node, cache=self.rows_of(table_id))
         node = data.state.nodes.get(self.node)
-        return workers_table(data, gauges, node.workers if node is not None else [])
+        return workers_table(
+            data, gauges, node.workers if node is not None else [], cache=self.rows_of(table_id)
+        )
 
     def render_extra(self, data: ConsoleData, layout: Layout) -> None:
         gauges = Gauges(layout, self.query_one("#gpus", ResourceTable).gauge_styles())
@@ -720,7 +742,7 @@ class WorkersScreen(ResourceScreen):
         else:
             wl = st.workloads.get(self.name_)
             keys = wl.workers if wl is not None else []
-        return workers_table(data, gauges, keys)
+        return workers_table(data, gauges, keys, cache=self.rows_of(table_id))
 
     def action_admit(self) -> None:
         key = self.query_one("#main", ResourceTable).cursor_key

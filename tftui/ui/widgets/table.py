@@ -77,6 +77,8 @@ class ResourceTable(DataTable[RenderableType]):
         self._columns_shown: tuple[Column, ...] = ()
         self._shown: dict[str, list[RenderableType]] = {}
         self._order: list[str] = []
+        self._rows: dict[str, Row] = {}  # the row objects shown: the very same one again is unchanged
+        self._synced: tuple[tuple[str, ...], tuple[int, ...]] = ((), ())  # columns of the last sync
         self._restore: str | None = None  # cursor key to restore after a column rebuild
         self.last_changes = 0
 
@@ -131,6 +133,7 @@ class ResourceTable(DataTable[RenderableType]):
         self._columns_shown = columns
         self._shown = {}
         self._order = []
+        self._rows = {}
         self._restore = cursor
 
     def show(self, table: Table) -> None:
@@ -151,12 +154,17 @@ class ResourceTable(DataTable[RenderableType]):
         widths = [c.width for c in columns]
         wanted = {r.key for r in rows}
         changes = 0
+        # rows are built once and re-used while their objects do not change (`rowcache`): a row
+        # that is the very object shown last time, in the same columns, has nothing to update
+        same_columns = self._synced == (tuple(keys), tuple(widths))
+        last_rows = self._rows if same_columns else {}
         if self._removals(rows, wanted) > REBUILD_AFTER:
             # DataTable.remove_row costs O(rows) each: past a few hundred removals (a filter
             # keystroke, a new sort order) clearing and re-adding is far cheaper (dolphie does this)
             self.clear()
             self._shown, self._order = {}, []
             changes += 1
+            last_rows = {}
         for key in [k for k in self._order if k not in wanted]:
             self.remove_row(key)
             del self._shown[key]
@@ -175,6 +183,8 @@ class ResourceTable(DataTable[RenderableType]):
             del self._shown[key]
             changes += 1
         for index, row in enumerate(rows):
+            if index < prefix and last_rows.get(row.key) is row:
+                continue
             # gauges drawn here, page rows only; cells are compared as built and handed to the
             # DataTable as plain text (`plain_cell`: a `str` cell would be read as markup)
             values = [_fit(rendered(row.cells.get(k, "")), w) for k, w in zip(keys, widths, strict=True)]
@@ -189,4 +199,6 @@ class ResourceTable(DataTable[RenderableType]):
                         changes += 1
             self._shown[row.key] = values
         self._order = [r.key for r in rows]
+        self._rows = {r.key: r for r in rows}
+        self._synced = (tuple(keys), tuple(widths))
         self.last_changes = changes
