@@ -27,6 +27,18 @@ from tftui.model.schedconfig import DEFAULT as DEFAULT_SCHEDULER
 from tftui.model.schedconfig import SchedulerSettings, scheduler_settings
 from tftui.model.times import within_range
 
+#: The field path of each pod annotation the build reads quantities from (for its warnings).
+_ANN_PATH = {
+    key: f"metadata.annotations[{key}]"
+    for key in (
+        keys.TFLOPS_REQUEST,
+        keys.TFLOPS_LIMIT,
+        keys.VRAM_REQUEST,
+        keys.VRAM_LIMIT,
+        keys.COMPUTE_PERCENT_REQUEST,
+        keys.COMPUTE_PERCENT_LIMIT,
+    )
+}
 DEFAULT_PLACEMENT_MODE = "NodeCompactGPULowLoad"
 DEFAULT_PROVISIONING_MODE = "AutoSelect"
 # CRD defaults of GPUPool.spec.capacityConfig.oversubscription (S2)
@@ -626,24 +638,22 @@ class ClusterState:
                 pod,
                 f"metadata.annotations[{keys.GPU_IDS}]: names {len(gpu_ids)} GPUs but gpu-count is {count}",
             )
-        known = [g for g in gpu_ids if g in self.gpus]
-        for g in gpu_ids:
-            if g not in self.gpus:
-                self._warn(pod, f"metadata.annotations[{keys.GPU_IDS}]: GPU {g!r} not found")
+        gpus = self.gpus
+        known = [g for g in gpu_ids if g in gpus]
+        if len(known) != len(gpu_ids):
+            for g in gpu_ids:
+                if g not in gpus:
+                    self._warn(pod, f"metadata.annotations[{keys.GPU_IDS}]: GPU {g!r} not found")
         percent = None
         if not ann.get(keys.TFLOPS_REQUEST) and ann.get(keys.COMPUTE_PERCENT_REQUEST):
-            percent = self._q(
-                pod,
-                f"metadata.annotations[{keys.COMPUTE_PERCENT_REQUEST}]",
-                ann[keys.COMPUTE_PERCENT_REQUEST],
-            )
+            percent = self._q(pod, _ANN_PATH[keys.COMPUTE_PERCENT_REQUEST], ann[keys.COMPUTE_PERCENT_REQUEST])
         request = Res(
             self._tflops(pod, ann, keys.TFLOPS_REQUEST, keys.COMPUTE_PERCENT_REQUEST, known),
-            self._q(pod, f"metadata.annotations[{keys.VRAM_REQUEST}]", ann.get(keys.VRAM_REQUEST)),
+            self._q(pod, _ANN_PATH[keys.VRAM_REQUEST], ann.get(keys.VRAM_REQUEST)),
         )
         limit = Res(
             self._tflops(pod, ann, keys.TFLOPS_LIMIT, keys.COMPUTE_PERCENT_LIMIT, known),
-            self._q(pod, f"metadata.annotations[{keys.VRAM_LIMIT}]", ann.get(keys.VRAM_LIMIT)),
+            self._q(pod, _ANN_PATH[keys.VRAM_LIMIT], ann.get(keys.VRAM_LIMIT)),
         )
         workload = labels.get(keys.WORKLOAD) or None
         pool = ann.get(keys.GPUPOOL) or labels.get(keys.GPUPOOL) or None
@@ -676,9 +686,9 @@ class ClusterState:
         """TFLOPS per device; a compute-percent request is converted with the (first) GPU's capacity
         and truncated to whole TFLOPS, as the controller does."""
         if ann.get(tflops_key):
-            return self._q(pod, f"metadata.annotations[{tflops_key}]", ann[tflops_key])
+            return self._q(pod, _ANN_PATH[tflops_key], ann[tflops_key])
         if ann.get(pct_key):
-            pct = self._q(pod, f"metadata.annotations[{pct_key}]", ann[pct_key])
+            pct = self._q(pod, _ANN_PATH[pct_key], ann[pct_key])
             cap = self.gpus[gpus[0]].capacity.tflops if gpus else 0.0
             return percent_tflops(pct, cap)
         return 0.0

@@ -1,8 +1,8 @@
 """Load and write `kubectl get <kinds> -A -o json|yaml` dumps (support bundles).
 
 Accepted: one JSON `List`, several JSON documents concatenated, or multi-document YAML; each document
-a `List` (kind `List` or `*List` with `items`) or a single object. Validation runs once over all
-items through one `TypeAdapter` (see `crds` for why). Every error is one line naming the file, the
+a `List` (kind `List` or `*List` with `items`) or a single object. Validation runs over all items
+through one `TypeAdapter` (see `crds` for why), in chunks on the JSON fast path. Every error is one line naming the file, the
 object (kind namespace/name) and the field path, so a support engineer can fix the bundle.
 
 Hand-written YAML is read as kubectl reads it: YAML goes to JSON first, so an unquoted timestamp
@@ -13,6 +13,7 @@ Nulls in mappings are therefore dropped before validation, in YAML and JSON alik
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -21,8 +22,7 @@ from typing import Annotated, Any, cast
 
 import yaml
 from pydantic import Discriminator, Tag, TypeAdapter, ValidationError
-from pydantic_core import ErrorDetails
-from typing_extensions import TypedDict
+from pydantic_core import ErrorDetails, from_json
 
 from tftui.model import core, crds, keys
 from tftui.model.gcpause import gc_paused
@@ -74,11 +74,6 @@ AnyObject = Annotated[
 ]
 
 
-class _ListDoc(TypedDict):
-    items: list[AnyObject]
-
-
-_LIST = TypeAdapter(_ListDoc)
 _ITEMS = TypeAdapter(list[AnyObject])
 
 
@@ -252,6 +247,8 @@ def _documents(text: str, source: str) -> Iterator[Any]:
                 raise DumpError(
                     f"{source}: JSON nested too deeply to read (no Kubernetes object is)"
                 ) from None
+            except ValueError as exc:  # Python's own limit on integer digits, past any quantity
+                raise _unreadable(source, exc) from None
             yield doc
             while pos < end and text[pos].isspace():
                 pos += 1
@@ -266,7 +263,17 @@ def _documents(text: str, source: str) -> Iterator[Any]:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
         raise DumpError(f"{source}: neither JSON nor YAML{at}: {getattr(exc, 'problem', exc)}") from None
+    except DumpError:
+        raise
+    except ValueError as exc:
+        raise _unreadable(source, exc) from None
     yield from (d for d in docs if d is not None)
+
+
+def _unreadable(source: str, exc: ValueError) -> DumpError:
+    """A value the decoder could not build: in practice Python's limit on an integer's digits."""
+    why = str(exc).split(";")[0]  # drop the advice to raise the interpreter's limit
+    return DumpError(f"{source}: a value cannot be read: {why} (no Kubernetes object holds one)")
 
 
 #: Nodes YAML aliases may add in all (kubectl never writes aliases; hand-written anchors stay far
@@ -372,7 +379,10 @@ def _check_values(objects: Sequence[dict[str, Any]], source: str) -> None:
 def validate_items(items: Sequence[Any], source: str = "<objects>") -> Snapshot:
     """Validate already-decoded objects (from YAML, the API, a generator) into a Snapshot."""
     try:
-        objects = _ITEMS.validate_python(items)
+        try:
+            objects = _share(_ITEMS.validate_python(items, strict=True), items)
+        except ValidationError:  # a value to coerce (`"1"` for an int), or a real error: say which
+            objects = cast(list[dict[str, Any]], _ITEMS.validate_python(items))
     except ValidationError as exc:
         raise _format_errors(exc, items, source) from None
     except RecursionError:
@@ -381,21 +391,70 @@ def validate_items(items: Sequence[Any], source: str = "<objects>") -> Snapshot:
     return Snapshot.of(cast(list[dict[str, Any]], objects))
 
 
+def _share(objects: list[Any], items: Sequence[Any]) -> list[dict[str, Any]]:
+    """`objects` (validated in strict mode from `items`) with each object, or each top-level field
+    of it, replaced by the source's own when equal, so a source that keeps its objects (a watch
+    cache) and the snapshot hold one copy, not two (the copy was half the console's memory).
+
+    Exact, not just `==`: strict validation converted nothing (`1` stays `1`, never `1.0` or
+    `True`), so an equal value is the same value. Sources never mutate an object they handed out
+    (they replace it), and nothing downstream writes into a validated object, so sharing is safe.
+    """
+    for i, (valid, raw) in enumerate(zip(objects, items, strict=True)):
+        if valid["kind"] in _SLIM_KINDS:  # their spec and status lose fields: only metadata is whole
+            if valid["metadata"] == raw["metadata"]:
+                valid["metadata"] = raw["metadata"]
+        elif valid == raw:
+            objects[i] = raw
+    return cast(list[dict[str, Any]], objects)
+
+
+#: Kinds validated into slim views (`core`): fields tftui never reads are dropped below metadata.
+_SLIM_KINDS = frozenset({"Node", "Pod", "PodDisruptionBudget"})
+
+
 def loads(data: str | bytes, source: str = "<input>") -> Snapshot:
-    """Parse dump text. The common case (one JSON List) is validated straight from bytes."""
+    """Parse dump text. The common case (one JSON List) takes the fast path (`_fast_json`)."""
     with gc_paused():
         return _loads(data, source)
+
+
+#: Objects validated per pydantic call on the JSON fast path: the decoded objects of a chunk are
+#: released once their validated copies exist, so the load never holds two copies of the dump.
+CHUNK = 5_000
+
+
+def _fast_json(raw: bytes, source: str) -> Snapshot | None:
+    """The common case, one JSON `List` with nothing to drop or refuse: decoded by pydantic-core's
+    JSON parser and validated from Python objects in chunks (measured at 5,000 nodes: about 40 %
+    less CPU than `validate_json` on the bytes, whose per-field JSON handling costs more than
+    decoding first). None when the general path must decide (several documents, a syntax error, a
+    document too deep, not a List, nulls to drop, a real error): it re-reads the text and says which."""
+    try:
+        doc = from_json(raw, allow_inf_nan=True)  # NaN reaches validation, as with `json.loads`
+    except ValueError:
+        return None
+    items = doc.get("items") if isinstance(doc, dict) else None
+    if not isinstance(items, list):
+        return None
+    del doc
+    objects: list[dict[str, Any]] = []
+    try:
+        for start in range(0, len(items), CHUNK):
+            objects += cast(list[dict[str, Any]], _ITEMS.validate_python(items[start : start + CHUNK]))
+            items[start : start + CHUNK] = itertools.repeat(None, min(CHUNK, len(items) - start))
+    except (ValidationError, RecursionError):
+        return None
+    _check_values(objects, source)
+    return Snapshot.of(objects)
 
 
 def _loads(data: str | bytes, source: str) -> Snapshot:
     raw = data.encode() if isinstance(data, str) else data
     if raw.lstrip()[:1] == b"{":
-        try:
-            doc = _LIST.validate_json(raw)
-            _check_values(cast(list[dict[str, Any]], doc["items"]), source)
-            return Snapshot.of(cast(list[dict[str, Any]], doc["items"]))
-        except ValidationError:
-            pass  # nulls to drop, not a single List, or a real error: the general path says which
+        snap = _fast_json(raw, source)
+        if snap is not None:
+            return snap
     text = raw.decode("utf-8", errors="replace") if isinstance(data, bytes) else data
     items: list[Any] = []
     for number, doc in enumerate(_documents(text, source), start=1):

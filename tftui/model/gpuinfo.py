@@ -70,6 +70,7 @@ def by_full_name(name: str) -> GPUInfo | None:
     return _table().by_full.get(name.strip().lower())
 
 
+@functools.lru_cache(maxsize=4096)  # a build asks once per workload; a family name scans the table
 def by_short_name(name: str) -> GPUInfo | None:
     """Model by short name (`H100_SXM`), case-insensitive.
 
@@ -87,6 +88,7 @@ def by_short_name(name: str) -> GPUInfo | None:
     return None
 
 
+@functools.lru_cache(maxsize=4096)
 def lookup(name: str) -> GPUInfo | None:
     """Model by full name first, then by short or family name."""
     return by_full_name(name) or by_short_name(name)
