@@ -14,6 +14,7 @@ from tftui.ui.screens.resource import (
     ResourceScreen,
     WorkloadsScreen,
 )
+from tftui.ui.screens.scopes import ContextsScreen, NamespacesScreen
 from tftui.ui.whatif import WhatIfScreen
 
 ROOT_VIEWS: dict[str, Callable[[], ResourceScreen]] = {
@@ -28,4 +29,6 @@ ROOT_VIEWS: dict[str, Callable[[], ResourceScreen]] = {
     "waste": WasteScreen,
     "alerts": AlertsScreen,
     "whatif": WhatIfScreen,
+    "ns": NamespacesScreen,
+    "ctx": ContextsScreen,
 }

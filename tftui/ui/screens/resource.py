@@ -22,12 +22,14 @@ from textual.widgets import DataTable, Footer, Input, Static
 from tftui.engine.pending import is_pending
 from tftui.model.gcpause import gc_paused
 from tftui.ui.actions import bindings
-from tftui.ui.analysis import AUTOSCALE, AnalysisKey
+from tftui.ui.analysis import ALERTS, AUTOSCALE, WASTE, AnalysisKey
 from tftui.ui.autoscaleview import AutoscaleAnalysis
 from tftui.ui.data import ConsoleData
 from tftui.ui.objects import describe, find_object, object_yaml
+from tftui.ui.poolwaste import WASTE_EVERY, pool_waste
 from tftui.ui.privatefiles import PrivateFileError, default_folder, write_new
 from tftui.ui.rowcache import RowCache
+from tftui.ui.scope import RowFilter, parse_filter, scoped
 from tftui.ui.screens.autoscale import AUTOSCALE_BINDINGS, AutoscaleActions
 from tftui.ui.screens.text import TextScreen
 from tftui.ui.tableops import has_column, marked_table, sorted_table, table_csv, with_deltas
@@ -66,6 +68,8 @@ VIEWS = (
     "waste",
     "alerts",
     "whatif",
+    "ns",
+    "ctx",
 )
 """The root views, in the order the prompt and the unknown-view hint list them."""
 VIEW_ALIASES: dict[str, str] = {
@@ -95,6 +99,12 @@ VIEW_ALIASES: dict[str, str] = {
     "alert": "alerts",
     "whatif": "whatif",
     "what-if": "whatif",
+    "ns": "ns",
+    "namespace": "ns",
+    "namespaces": "ns",
+    "ctx": "ctx",
+    "context": "ctx",
+    "contexts": "ctx",
 }
 """`:` command → root view (k9s aliases)."""
 QUIT_COMMANDS = ("quit", "q")
@@ -135,6 +145,10 @@ class ResourceScreen(Screen[None]):
     OBJECT_KINDS: ClassVar[dict[str, str]] = {}
     """Table id → the kind of object its rows are (for `y` YAML and `d` describe)."""
     CACHE_BUILDS: ClassVar[bool] = False
+    ANALYSIS_EVERY: ClassVar[int] = 1
+    WHOLE_NAMES: ClassVar[bool] = False
+    """Prefer a shorter gauge to a cut name (see `render_data`)."""
+    """Refreshes after which the analyses shown are computed again (1: on every refresh)."""
     NEEDS: ClassVar[frozenset[str]] = frozenset()
     """What of `ConsoleData.pending` this screen shows ("metrics", "operations"): while the first
     refresh still loads it, the screen says so instead of showing empty figures as findings."""
@@ -145,6 +159,8 @@ class ResourceScreen(Screen[None]):
         super().__init__()
         self.trail = trail
         self.needle = ""
+        self.row_filter = RowFilter()
+        """`needle` parsed (`!text`, `-l selector`)."""
         self._before_prompt: Widget | None = None
         self._layout: Layout | None = None  # of the last render; a resize within it changes nothing
         self.sort_column: str | None = None
@@ -234,6 +250,10 @@ class ResourceScreen(Screen[None]):
         # gauge colours come from the theme (component classes): redraw once the new CSS applies,
         # or free-capacity dots and separators keep the old theme's colour until the next refresh
         self.watch(self.app, "theme", self._theme_changed, init=False)
+        self.watch(self.app, "namespace", self._scope_changed, init=False)
+        self.render_data()
+
+    def _scope_changed(self, _namespace: str | None) -> None:
         self.render_data()
 
     def _theme_changed(self, _theme: str) -> None:
@@ -258,16 +278,22 @@ class ResourceScreen(Screen[None]):
             self.query_one(Breadcrumb).show(self.trail, f"loading {' and '.join(waiting)}…", self.needle)
             return
         for kind, subject in self.analysis_keys():
-            self.tui.request_analysis(kind, subject)
+            have = self.tui.analysis(kind, subject)
+            if have is None or self.tui.data_seq - have.seq >= self.ANALYSIS_EVERY:
+                self.tui.request_analysis(kind, subject)
         width = self.size.width or self.app.size.width
         tables = list(self.query(ResourceTable))
         # the first layout whose tables fit without cutting a name below its least width: at the
         # edge of a band (or with long names), the gauges give up their figures, then bar length
         candidates = layout_candidates(width)
-        for layout in candidates:
+        # screens whose names must stay whole (pools: a handful of rows, every one a name to act on)
+        # first try every layout with nothing cut, then the least widths as the others do
+        passes = (True, False) if self.WHOLE_NAMES else (False,)
+        for whole, layout in ((w, lay) for w in passes for lay in candidates):
             prepared = [self._prepare(table, data, layout) for table in tables]
             if all(
-                fits(p[3], self.table_width(t), scrollbar=p[4]) for t, p in zip(tables, prepared, strict=True)
+                fits(p[3], self.table_width(t), scrollbar=p[4], whole=whole)
+                for t, p in zip(tables, prepared, strict=True)
             ):
                 break
         self._layout = layout
@@ -290,7 +316,10 @@ class ResourceScreen(Screen[None]):
         """(built, shown, page, page as displayed, whether a scrollbar shows) of one table."""
         full = self._built_table(table, data, layout)
         filtered = self.FILTERED is None or (table.id or "") in self.FILTERED
-        shown = full.filtered(self.needle) if filtered else full
+        kind = self.OBJECT_KINDS.get(table.id or "")
+        shown = scoped(
+            full, data.state, kind, self.row_filter if filtered else RowFilter(), self.tui.namespace
+        )
         if filtered and self.sort_column is not None:
             shown = sorted_table(shown, self.sort_column, self.sort_reverse)
         # only the first ROW_LIMIT rows reach the DataTable (k9s caps the same way): filling it
@@ -311,6 +340,8 @@ class ResourceScreen(Screen[None]):
     def crumb_state(self) -> str:
         """Sort order and marks, when set (`sort tflops↓ · 2 marked`)."""
         parts = []
+        if self.row_filter.error is not None:
+            parts.append(f"{self.row_filter.error} (filtering nothing)")
         if self.sort_column is not None:
             parts.append(f"sort {self.sort_column}{'↓' if self.sort_reverse else '↑'}")
         marked = sum(len(m) for m in self.marks.values())
@@ -380,6 +411,7 @@ class ResourceScreen(Screen[None]):
     def _set_needle(self, needle: str) -> None:
         if needle != self.needle:
             self.needle = needle
+            self.row_filter = parse_filter(needle)
             self.render_data()
 
     def action_back(self) -> None:
@@ -406,13 +438,13 @@ class ResourceScreen(Screen[None]):
             self._set_needle(event.value)
             self._close_prompt()
             return
-        command = event.value.strip().lower()
+        command = event.value.strip()  # a context name keeps its case
         self._close_prompt()
         if not command:
             return
-        if command in QUIT_COMMANDS:
+        if command.lower() in QUIT_COMMANDS:
             self.app.exit()
-        elif not self.tui.switch_view(command):
+        elif not self.tui.run_command(command):
             self.notify(f"unknown view {command!r}: try {', '.join(VIEWS)}", severity="warning")
 
     # -- k9s keys on the selected row and the table (registry scope "resource") ------------------
@@ -588,6 +620,8 @@ class PoolsScreen(PoolActions, ResourceScreen):
     BINDINGS: ClassVar[list[BindingType]] = POOL_BINDINGS
     OBJECT_KINDS: ClassVar[dict[str, str]] = {"main": "GPUPool"}
     CACHE_BUILDS: ClassVar[bool] = True
+    ANALYSIS_EVERY: ClassVar[int] = WASTE_EVERY
+    WHOLE_NAMES: ClassVar[bool] = True
 
     def __init__(self) -> None:
         super().__init__(("pools",))
@@ -595,8 +629,15 @@ class PoolsScreen(PoolActions, ResourceScreen):
     def selected_pool(self) -> str | None:
         return self.query_one("#main", ResourceTable).cursor_key
 
+    def analysis_keys(self) -> tuple[AnalysisKey, ...]:
+        return ((WASTE, ""), (ALERTS, ""))  # per-pool waste and firing alerts, after the first screen
+
     def build(self, table_id: str, data: ConsoleData, gauges: Gauges) -> Table:
-        return pools_table(data, gauges)
+        app = self.tui
+        waste = pool_waste(
+            data.state, app.analysis(WASTE), app.computing(WASTE), app.analysis(ALERTS), app.computing(ALERTS)
+        )
+        return pools_table(data, gauges, waste)
 
     def open(self, table_id: str, key: str) -> None:
         self.app.push_screen(NodesScreen(pool=key, trail=(*self.trail, key, "nodes")))
