@@ -15,6 +15,7 @@ from tftui.ui.screens.resource import (
     WorkloadsScreen,
 )
 from tftui.ui.screens.scopes import ContextsScreen, NamespacesScreen
+from tftui.ui.screens.xray import XrayScreen
 from tftui.ui.whatif import WhatIfScreen
 
 ROOT_VIEWS: dict[str, Callable[[], ResourceScreen]] = {
@@ -31,4 +32,5 @@ ROOT_VIEWS: dict[str, Callable[[], ResourceScreen]] = {
     "whatif": WhatIfScreen,
     "ns": NamespacesScreen,
     "ctx": ContextsScreen,
+    "xray": XrayScreen,
 }

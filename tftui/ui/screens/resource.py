@@ -70,6 +70,7 @@ VIEWS = (
     "whatif",
     "ns",
     "ctx",
+    "xray",
 )
 """The root views, in the order the prompt and the unknown-view hint list them."""
 VIEW_ALIASES: dict[str, str] = {
@@ -105,6 +106,8 @@ VIEW_ALIASES: dict[str, str] = {
     "ctx": "ctx",
     "context": "ctx",
     "contexts": "ctx",
+    "xray": "xray",
+    "x": "xray",
 }
 """`:` command → root view (k9s aliases)."""
 QUIT_COMMANDS = ("quit", "q")
