@@ -161,7 +161,8 @@ async def test_pools_view_shows_pools_with_gauges(demo: SimCluster, metrics: Sim
         assert isinstance(app.screen, PoolsScreen)
         table = main_table(app)
         assert table.row_keys == POOLS
-        assert cell_text(table, "demo-training", "provisioning") == "Provisioned"
+        # at 120 columns PROVISIONING gives way to the waste columns (it shows from 200)
+        assert "provisioning" not in table.columns and "money" in table.columns
         assert cell_text(table, "demo-dev", "placement") == "LowLoadFirst"
         gauge = cell_text(table, "demo-inference", "tflops")
         assert "%/" in gauge and "—" not in gauge  # metrics present: a used figure

@@ -110,6 +110,7 @@ async def test_ns_lists_namespaces_and_enter_scopes_every_view(small: SimCluster
         rows = keys(app)
         assert rows and all(k.startswith("speech/") for k in rows)
         assert "ns speech" in crumb(app)
+        assert not app.screen.query_one("#quota-summary").display  # the quota is ml-eval's
         state = app.data.state if app.data is not None else None
         assert state is not None
         await command(pilot, "nodes")

@@ -48,6 +48,12 @@ async def test_xray_walks_pool_node_gpu_worker(demo: SimCluster) -> None:
         pools = [n.data[1] for n in tree.root.children if n.data]
         assert pools == sorted(st.pools)
         assert all(not n.children for n in tree.root.children)  # nothing built before it is opened
+        await pilot.press("enter")  # the cursor starts on the first pool: enter opens it
+        await settle(pilot)
+        assert tree.root.children[0].is_expanded and tree.root.children[0].children
+        await pilot.press("enter")
+        await settle(pilot)
+        assert not tree.root.children[0].is_expanded
         node = next(n for n in st.nodes.values() if n.workers and n.pool)
         pool_branch = next(b for b in tree.root.children if b.data == ("GPUPool", node.pool))
         pool_branch.expand()

@@ -132,7 +132,7 @@ ACTIONS: tuple[Action, ...] = (
            "Switch view by name (views listed below; tab completes)", key_display=":", palette=False,
            priority=True),
     Action("tftui.filter", "resource", "slash", "filter", "Filter",
-           "Filter rows by text (case-insensitive); !text inverts, -l k=v,k2!=v selects by labels; esc clears",
+           "Filter: text, !text (not), -l k=v (labels); esc clears",
            key_display="/", priority=True),
     Action("tftui.back", "resource", "escape", "back", "Back",
            "Close the prompt, clear the filter, or go back one screen", key_display="esc"),

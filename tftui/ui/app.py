@@ -59,6 +59,7 @@ from tftui.ui.analysis import (
     AUTOSCALE,
     HISTORY,
     HISTORY_CACHED,
+    OBJHISTORY,
     Analysis,
     AnalysisKey,
     AnalysisKind,
@@ -554,7 +555,7 @@ class TfTuiApp(ScopeCommands, App[None]):
         analyses = dict(self.analyses)
         previous = analyses.pop(result.key, None)  # re-inserted last: the newest history is kept
         analyses[result.key] = result.keeping(previous)
-        histories = [k for k in analyses if k[0] == HISTORY]
+        histories = [k for k in analyses if k[0] in (HISTORY, OBJHISTORY)]
         for stale in histories[: max(0, len(histories) - HISTORY_CACHED)]:
             del analyses[stale]
         self.analyses = analyses

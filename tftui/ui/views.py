@@ -204,6 +204,7 @@ ALL: frozenset[LayoutName] = frozenset({"narrow", "normal", "wide"})
 NOT_NARROW: frozenset[LayoutName] = frozenset({"normal", "wide"})
 WIDE_ONLY: frozenset[LayoutName] = frozenset({"wide"})
 NOT_WIDE: frozenset[LayoutName] = frozenset({"narrow", "normal"})
+NOT_NORMAL: frozenset[LayoutName] = frozenset({"narrow", "wide"})
 
 
 def _columns(spec: Sequence[_Col], layout: Layout) -> tuple[Column, ...]:
@@ -387,7 +388,7 @@ POOL_COLUMNS = (
     _Col("placement", "PLACEMENT", 12, NOT_NARROW),  # a mode: never cut (`NodeCom…owLoad` was)
     _Col("nodes", "NODES", 5, ALL),
     _Col("gpus", "GPUS", 4, ALL),
-    _Col("workers", "WRKS", 4, WIDE_ONLY),
+    _Col("workers", "WRKS", 4, NOT_NORMAL),  # at 120 the waste columns take its room
     _Col("tflops", "TFLOPS alloc/used", None, ALL),
     _Col("vram", "VRAM alloc/used", None, ALL),
     _Col("releasable", "REL", 3, ALL),
@@ -399,7 +400,7 @@ POOL_COLUMNS = (
 """REL: nodes compaction releases now (or would, when not due); FRAG: the share of free TFLOPS on
 GPUs that cannot host the pool's typical request (`hunting.fragmentation`); GPU-h and WASTE $:
 the waste diagnosis over its window, ALRT: alerts firing now (`poolwaste`: `…` while the analyses
-load, `—` without metrics). Below 200 columns PROVISIONING, WRKS and GPU-h give way to them."""
+load, `—` without metrics). From 120 to 199 columns PROVISIONING, WRKS and GPU-h give way to them."""
 
 
 def _pct(value: float) -> str:
@@ -736,10 +737,11 @@ def workloads_table(
     return _table(WORKLOAD_COLUMNS, gauges.layout, cache.rows(gauges.scope, items, make))
 
 
-def quota_summary(data: ConsoleData) -> Text | None:
+def quota_summary(data: ConsoleData, namespace: str | None = None) -> Text | None:
     """One line per namespace with a GPUResourceQuota: usage against each total it sets (bold at
-    or above its alert threshold), or why the controller would not enforce it; None without any."""
-    views = quotas(data.state)
+    or above its alert threshold), or why the controller would not enforce it; None without any.
+    `namespace` (the `:ns` scope): that namespace's line only."""
+    views = {ns: v for ns, v in quotas(data.state).items() if namespace is None or ns == namespace}
     if not views:
         return None
     text = Text(no_wrap=True, overflow="ellipsis")

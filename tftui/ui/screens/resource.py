@@ -22,10 +22,12 @@ from textual.widgets import DataTable, Footer, Input, Static
 from tftui.engine.pending import is_pending
 from tftui.model.gcpause import gc_paused
 from tftui.ui.actions import bindings
-from tftui.ui.analysis import ALERTS, AUTOSCALE, WASTE, AnalysisKey
+from tftui.ui.analysis import ALERTS, AUTOSCALE, OBJHISTORY, WASTE, AnalysisKey
 from tftui.ui.autoscaleview import AutoscaleAnalysis
 from tftui.ui.data import ConsoleData
 from tftui.ui.objects import describe, find_object, object_yaml
+from tftui.ui.objhistory import ObjectHistory
+from tftui.ui.objhistory import subject as history_subject
 from tftui.ui.poolwaste import WASTE_EVERY, pool_waste
 from tftui.ui.privatefiles import PrivateFileError, default_folder, write_new
 from tftui.ui.rowcache import RowCache
@@ -49,6 +51,7 @@ from tftui.ui.views import (
     workloads_table,
 )
 from tftui.ui.widgets.chrome import Breadcrumb, ConsoleHeader, Prompt, PromptMode
+from tftui.ui.widgets.history import HistorySparks
 from tftui.ui.widgets.plain import PlainStatic
 from tftui.ui.widgets.table import ROW_LIMIT, ResourceTable
 from tftui.ui.widths import fit_table, fits
@@ -586,6 +589,17 @@ class ResourceScreen(Screen[None]):
         self.open(event.data_table.id or "", str(event.row_key.value))
 
 
+def show_history(screen: ResourceScreen, kind: str, name: str) -> None:
+    """Fill the screen's `HistorySparks` from the object's history analysis (or say it is coming)."""
+    from tftui.ui.metricsviews import analysis_status
+
+    key = history_subject(kind, name)
+    analysis = screen.tui.analysis(OBJHISTORY, key)
+    status = analysis_status(analysis, screen.tui.computing(OBJHISTORY, key), "the 24 h history")
+    value = analysis.value if analysis is not None and isinstance(analysis.value, ObjectHistory) else None
+    screen.query_one(HistorySparks).show(value, status)
+
+
 POOL_BINDINGS: list[BindingType] = bindings("pool")
 """Keys acting on the selected pool; `tftui.write.*` ids are write actions (hidden when read-only)."""
 
@@ -713,7 +727,7 @@ class WorkloadsScreen(AutoscaleActions, ResourceScreen):
 
     def render_extra(self, data: ConsoleData, layout: Layout) -> None:
         summary = self.query_one("#quota-summary", Static)
-        text = quota_summary(data)
+        text = quota_summary(data, self.tui.namespace)
         summary.display = text is not None
         summary.update(text or "")
 
@@ -741,8 +755,12 @@ class NodeScreen(ResourceScreen):
         super().__init__(trail)
         self.node = node
 
+    def analysis_keys(self) -> tuple[AnalysisKey, ...]:
+        return ((OBJHISTORY, history_subject("GPUNode", self.node)),)
+
     def compose_body(self) -> ComposeResult:
         yield PlainStatic("", id="node-summary")
+        yield HistorySparks(id="node-history")
         yield ResourceTable(id="gpus")
         yield ResourceTable(id="workers")
 
@@ -757,6 +775,7 @@ class NodeScreen(ResourceScreen):
     def render_extra(self, data: ConsoleData, layout: Layout) -> None:
         gauges = Gauges(layout, self.query_one("#gpus", ResourceTable).gauge_styles())
         self.query_one("#node-summary", Static).update(node_summary(data, self.node, gauges))
+        show_history(self, "GPUNode", self.node)
 
     def open(self, table_id: str, key: str) -> None:
         if table_id == "gpus":
@@ -777,6 +796,18 @@ class WorkersScreen(ResourceScreen):
         super().__init__(trail)
         self.kind = kind
         self.name_ = name
+
+    def analysis_keys(self) -> tuple[AnalysisKey, ...]:
+        return ((OBJHISTORY, history_subject("GPU", self.name_)),) if self.kind == "gpu" else ()
+
+    def compose_body(self) -> ComposeResult:
+        if self.kind == "gpu":  # a GPU's detail: its 24 h history above the workers holding it
+            yield HistorySparks(id="gpu-history")
+        yield ResourceTable(id="main")
+
+    def render_extra(self, data: ConsoleData, layout: Layout) -> None:
+        if self.kind == "gpu":
+            show_history(self, "GPU", self.name_)
 
     def build(self, table_id: str, data: ConsoleData, gauges: Gauges) -> Table:
         st = data.state

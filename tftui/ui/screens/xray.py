@@ -83,11 +83,11 @@ class XrayScreen(ResourceScreen):
             label = f"{name}  {_plural(len(p.nodes), 'node')} · {share(p.allocated, p.capacity, data.usage.pools.get(name))}"
             node = tree.root.add(label, data=("GPUPool", name), allow_expand=bool(p.nodes))
             self._reopen(data, node, opened)
-        if cursor is not None:
-            for n in _walk(tree.root):
-                if n.data == cursor:
-                    tree.move_cursor(n)
-                    break
+        found = next((n for n in _walk(tree.root) if cursor is not None and n.data == cursor), None)
+        if found is not None:
+            tree.move_cursor(found)
+        elif tree.root.children:  # a cleared tree has no cursor: enter would open nothing
+            tree.move_cursor(tree.root.children[0])
 
     def _reopen(self, data: ConsoleData, node: TreeNode[Ref], opened: set[Ref]) -> None:
         if node.data in opened:
