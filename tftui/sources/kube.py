@@ -74,6 +74,7 @@ from tftui.engine.plan import (
 )
 from tftui.model import redact
 from tftui.model.gcpause import gc_paused
+from tftui.sources.contexts import ContextInfo, list_contexts
 from tftui.sources.ports import ActionError, NotLeader, SourceError
 
 __all__ = ["EVENT_KIND", "KINDS", "Fence", "Kind", "KubeCluster", "lease_kind"]
@@ -213,6 +214,10 @@ class KubeCluster:
         """`lease` = (namespace, name) also caches that Lease (the daemon's leader election);
         `page_size` is the `limit` of each list page (0: one unpaginated list)."""
         self.kinds: tuple[Kind, ...] = (*KINDS, EVENT_KIND) + ((lease_kind(*lease),) if lease else ())
+        self.kubeconfig = kubeconfig
+        """The kubeconfig file read (None: the client's default), for `contexts` and `with_context`."""
+        self.user: str | None = None
+        """The kubeconfig user entry's name of the context (never a credential); None in-cluster."""
         self._name = self._load_config(context, kubeconfig, in_cluster)
         self.api = client.ApiClient(self._cfg)
         self.core = client.CoreV1Api(self.api)
@@ -260,10 +265,12 @@ class KubeCluster:
         try:
             config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=self._cfg)
             self._register_credentials()
-            if context:
-                return context
-            _, active = config.list_kube_config_contexts(config_file=kubeconfig)
-            return str(active["name"])
+            contexts, active = config.list_kube_config_contexts(config_file=kubeconfig)
+            name = context or str(active["name"])
+            chosen = [c for c in contexts or [] if c.get("name") == name]
+            user = (chosen[0].get("context") or {}).get("user") if chosen else None
+            self.user = user if isinstance(user, str) and user else None
+            return name
         except Exception as exc:  # the client raises several unrelated types for a bad kubeconfig
             self._register_credentials()  # whatever was loaded before the failure
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
@@ -288,6 +295,32 @@ class KubeCluster:
     def describe(self) -> str:
         """The kubeconfig context name (or `in-cluster`)."""
         return self._name
+
+    def contexts(self) -> list[ContextInfo]:
+        """The kubeconfig's contexts (`sources.contexts.ContextInfo`), the one in use marked;
+        in-cluster, none (there is no kubeconfig to switch in)."""
+        if self._name == "in-cluster":
+            return []
+        return list_contexts(self.kubeconfig, self._name)
+
+    def with_context(self, context: str, timeout: float = 30.0) -> KubeCluster:
+        """A new cache over another context of the same kubeconfig, synced (same retry settings);
+        `SourceError` (one line) when it cannot be read. This cache is left as it is."""
+        other = KubeCluster(
+            context=context,
+            kubeconfig=self.kubeconfig,
+            retries=self.retries,
+            backoff=self.backoff,
+            max_backoff=self.max_backoff,
+            request_timeout=self.request_timeout,
+            page_size=self.page_size,
+        )
+        try:
+            other.wait_synced(timeout)
+        except SourceError:
+            other.close()
+            raise
+        return other
 
     def snapshot(self) -> list[dict[str, Any]]:
         """The cached objects, every kind, as `kubectl get -o json` items (apiVersion and kind set).

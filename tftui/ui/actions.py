@@ -32,6 +32,7 @@ Scope = Literal[
     "warnings",
     "confirm",
     "mode",
+    "namespaces",  # the `:ns` list
 ]
 
 
@@ -131,7 +132,8 @@ ACTIONS: tuple[Action, ...] = (
            "Switch view by name (views listed below; tab completes)", key_display=":", palette=False,
            priority=True),
     Action("tftui.filter", "resource", "slash", "filter", "Filter",
-           "Filter rows by text (case-insensitive); esc clears", key_display="/", priority=True),
+           "Filter: text, !text (not), -l k=v (labels); esc clears",
+           key_display="/", priority=True),
     Action("tftui.back", "resource", "escape", "back", "Back",
            "Close the prompt, clear the filter, or go back one screen", key_display="esc"),
     Action("tftui.yaml", "resource", "y", "yaml", "YAML", "The selected object as stored in the cluster",
@@ -168,6 +170,9 @@ ACTIONS: tuple[Action, ...] = (
            "Pending worker: evict the smallest PDB-safe move set that makes room for it (d shows it), asks",
            mutates=True, noun="defrag to admit",
            show=False),  # listed in help and the palette: the footers have no room left
+    # -- namespaces ------------------------------------------------------------------------------
+    Action("tftui.all_namespaces", "namespaces", "0", "all_namespaces", "All",
+           "Clear the namespace scope: every view shows all namespaces (:ns all does the same)"),
     # -- other screens ---------------------------------------------------------------------------
     Action("tftui.place_submit", "placement", "enter", "submit", "Preview",
            "Place the request under every mode (enter in a field too)", key_display="⏎"),

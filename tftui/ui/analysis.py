@@ -26,6 +26,7 @@ from tftui.engine.state import ClusterState
 from tftui.sources.ports import MetricsPort, Step1Port
 from tftui.ui.autoscaleview import AutoscaleAnalysis, AutoscaleLoader
 from tftui.ui.data import ConsoleData, metrics_error_text, step1_port, store_name
+from tftui.ui.objhistory import ObjectHistory, compute_object_history
 
 WASTE_WINDOW: Final = timedelta(days=1)
 """Window of the waste diagnosis (the reference page's `'1d'::INTERVAL`)."""
@@ -37,11 +38,13 @@ HISTORY_CACHED: Final = 8
 """Workload histories kept (the waste and alerts analyses are always kept)."""
 CANCEL_CHECK_ROWS: Final = 5_000
 
-AnalysisKind = Literal["waste", "alerts", "history", "autoscale"]
+AnalysisKind = Literal["waste", "alerts", "history", "autoscale", "objhistory"]
 WASTE: Final[AnalysisKind] = "waste"
 ALERTS: Final[AnalysisKind] = "alerts"
 HISTORY: Final[AnalysisKind] = "history"
 AUTOSCALE: Final[AnalysisKind] = "autoscale"
+OBJHISTORY: Final[AnalysisKind] = "objhistory"
+"""A node's or a GPU's 24 h allocated and used TFLOPS (`objhistory`; subject `Kind:name`)."""
 """The engine's autoscale recommendations for every workload (`autoscaleview.AutoscaleLoader`)."""
 AnalysisKey = tuple[AnalysisKind, str]
 """(kind, subject): the subject is the workload key for a history, else empty."""
@@ -118,7 +121,7 @@ class WorkloadHistory:
         return self.rows > 0
 
 
-AnalysisValue = WasteAnalysis | AlertsAnalysis | WorkloadHistory | AutoscaleAnalysis
+AnalysisValue = WasteAnalysis | AlertsAnalysis | WorkloadHistory | AutoscaleAnalysis | ObjectHistory
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,6 +293,18 @@ def run_analysis(
             value = loader.load(metrics, data.state, data.refreshed_at)
             if cancelled():
                 raise Cancelled
+        elif kind == OBJHISTORY:
+            found = compute_object_history(
+                metrics,
+                data,
+                subject,
+                span=settings.history_span,
+                bucket=settings.history_bucket,
+                cancelled=cancelled,
+            )
+            if found is None:
+                raise Cancelled
+            value = found
         elif kind == HISTORY:
             value = compute_history(
                 metrics,

@@ -59,6 +59,7 @@ from tftui.ui.analysis import (
     AUTOSCALE,
     HISTORY,
     HISTORY_CACHED,
+    OBJHISTORY,
     Analysis,
     AnalysisKey,
     AnalysisKind,
@@ -89,6 +90,7 @@ from tftui.ui.screens.modals import ConfirmScreen, HelpEntry, HelpScreen, ModeSc
 from tftui.ui.screens.placement import PlacementScreen
 from tftui.ui.screens.registry import ROOT_VIEWS
 from tftui.ui.screens.resource import VIEW_ALIASES, VIEWS, PoolsScreen, ResourceScreen
+from tftui.ui.switching import ScopeCommands
 from tftui.ui.themes import DARK, LIGHT, THEMES
 from tftui.ui.views import Row
 from tftui.ui.widgets.plain import ControlFilter
@@ -213,7 +215,7 @@ def released_words(plan: Plan, pool: str, *, embedded: bool = True) -> str:
     return "released " + ", ".join(r.node for r in released)
 
 
-class TfTuiApp(App[None]):
+class TfTuiApp(ScopeCommands, App[None]):
     """k9s-style console over a `ClusterPort` and an optional `MetricsPort`."""
 
     CSS_PATH = Path(__file__).with_name("app.tcss")
@@ -233,6 +235,8 @@ class TfTuiApp(App[None]):
     """The data on screen is older than `STALE_AFTER` refresh periods (header says STALE)."""
     paused: reactive[bool] = reactive(False, init=False)
     """Automatic refresh paused (`R`): the screen stays as it is; `ctrl+r` still refreshes."""
+    namespace: reactive[str | None] = reactive(None, init=False)
+    """The `:ns` scope every view is filtered to (None: all namespaces)."""
 
     def __init__(
         self,
@@ -266,6 +270,7 @@ class TfTuiApp(App[None]):
         self._computing: dict[AnalysisKey, Worker[None]] = {}
         self._autoscale_loader = AutoscaleLoader()  # usage histograms, fed incrementally
         self._clock = clock or utc_now
+        self._read_only_requested = read_only
         if read_only:
             runtime = None
         elif runtime is None:
@@ -440,6 +445,8 @@ class TfTuiApp(App[None]):
             self.post_message(DataLoaded(data))
 
     def on_data_loaded(self, message: DataLoaded) -> None:
+        if self.dropped(message.data.source):
+            return  # read from the context the console switched away from
         self._failures = self._skip_ticks = 0
         self.data_seq += 1
         self.source_hint = message.data.source
@@ -548,7 +555,7 @@ class TfTuiApp(App[None]):
         analyses = dict(self.analyses)
         previous = analyses.pop(result.key, None)  # re-inserted last: the newest history is kept
         analyses[result.key] = result.keeping(previous)
-        histories = [k for k in analyses if k[0] == HISTORY]
+        histories = [k for k in analyses if k[0] in (HISTORY, OBJHISTORY)]
         for stale in histories[: max(0, len(histories) - HISTORY_CACHED)]:
             del analyses[stale]
         self.analyses = analyses
@@ -992,6 +999,9 @@ def run(
         app.crash = app.crash or exc
     # the terminal is back; a write started before the quit still finishes and is reported
     app.wait_for_writes(lambda line: print(visible(line), file=sys.stderr, flush=True))
+    close = getattr(app.switched, "close", None)  # the caller closes the source it passed in
+    if callable(close):
+        close()
     if app.crash is None and not app.return_code:
         return 0
     error = app.crash or RuntimeError(f"the console ended with status {app.return_code}")

@@ -104,9 +104,10 @@ def pool_hunt(data: ConsoleData) -> dict[str, PoolHunt]:
     return out
 
 
-def cluster_summary(data: ConsoleData) -> str:
+def cluster_summary(data: ConsoleData, *, compact: bool = False) -> str:
     """`TFLOPS 47% allocated · 21% used · 3 nodes releasable`: allocation against measured use over
-    every pool (use only over pools with samples; `used —` when none has any)."""
+    every pool (use only over pools with samples; `used —` when none has any). `compact` (below 160
+    columns, where the header also carries the waste figure): `TF 47% alloc · 21% used · 3 rel`."""
     cap = alloc = used = used_cap = 0.0
     for name, p in data.state.pools.items():
         cap += p.capacity.tflops
@@ -117,9 +118,11 @@ def cluster_summary(data: ConsoleData) -> str:
             used_cap += p.capacity.tflops
     if cap <= 0:
         return ""
-    text = f"TFLOPS {alloc / cap * 100:.0f}% allocated"
+    text = f"{'TF' if compact else 'TFLOPS'} {alloc / cap * 100:.0f}% {'alloc' if compact else 'allocated'}"
     text += f" · {used / used_cap * 100:.0f}% used" if used_cap > 0 else " · used —"
     releasable = sum(h.releasable or 0 for h in pool_hunt(data).values())
-    if releasable:
+    if releasable and compact:
+        text += f" · {releasable} rel"
+    elif releasable:
         text += f" · {releasable} node{'s' if releasable != 1 else ''} releasable"
     return text

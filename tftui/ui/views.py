@@ -28,6 +28,7 @@ from tftui.ui.autoscaleview import AutoscaleAnalysis, rec_cell, used_cell
 from tftui.ui.data import ConsoleData
 from tftui.ui.format import NO_DATA, fmt_age, fmt_bytes, fmt_num, fmt_req_lim, fmt_res
 from tftui.ui.hunting import pool_hunt
+from tftui.ui.poolwaste import LOADING, PoolWaste
 from tftui.ui.rowcache import RowCache, Same
 from tftui.ui.widgets.gauge import (
     DEFAULT_STYLES,
@@ -203,6 +204,7 @@ ALL: frozenset[LayoutName] = frozenset({"narrow", "normal", "wide"})
 NOT_NARROW: frozenset[LayoutName] = frozenset({"normal", "wide"})
 WIDE_ONLY: frozenset[LayoutName] = frozenset({"wide"})
 NOT_WIDE: frozenset[LayoutName] = frozenset({"narrow", "normal"})
+NOT_NORMAL: frozenset[LayoutName] = frozenset({"narrow", "wide"})
 
 
 def _columns(spec: Sequence[_Col], layout: Layout) -> tuple[Column, ...]:
@@ -382,31 +384,55 @@ def _table(spec: Sequence[_Col], layout: Layout, rows: Iterable[Row]) -> Table:
 
 POOL_COLUMNS = (
     _Col("name", "NAME", 12, ALL, flex=1),
-    _Col("provisioning", "PROVISIONING", 12, NOT_NARROW),
-    _Col("placement", "PLACEMENT", 12, NOT_NARROW, flex=1),
+    _Col("provisioning", "PROVISIONING", 12, WIDE_ONLY),
+    _Col("placement", "PLACEMENT", 12, NOT_NARROW),  # a mode: never cut (`NodeCom…owLoad` was)
     _Col("nodes", "NODES", 5, ALL),
     _Col("gpus", "GPUS", 4, ALL),
-    _Col("workers", "WRKS", 4, ALL),
+    _Col("workers", "WRKS", 4, NOT_NORMAL),  # at 120 the waste columns take its room
     _Col("tflops", "TFLOPS alloc/used", None, ALL),
     _Col("vram", "VRAM alloc/used", None, ALL),
     _Col("releasable", "REL", 3, ALL),
     _Col("frag", "FRAG", 4, NOT_NARROW),  # at 80 columns the pool names come first
+    _Col("gpu_hours", "GPU-h", 5, WIDE_ONLY),
+    _Col("money", "WASTE $", 3, NOT_NARROW),
+    _Col("alerts", "ALRT", 4, NOT_NARROW),
 )
 """REL: nodes compaction releases now (or would, when not due); FRAG: the share of free TFLOPS on
-GPUs that cannot host the pool's typical request (`hunting.fragmentation`)."""
+GPUs that cannot host the pool's typical request (`hunting.fragmentation`); GPU-h and WASTE $:
+the waste diagnosis over its window, ALRT: alerts firing now (`poolwaste`: `…` while the analyses
+load, `—` without metrics). From 120 to 199 columns PROVISIONING, WRKS and GPU-h give way to them."""
 
 
 def _pct(value: float) -> str:
     return f"{value:.0f}%"
 
 
-def pools_table(data: ConsoleData, gauges: Gauges) -> Table:
+def _figure(value: float | int | str | None, fmt: Callable[[float], str]) -> Cell:
+    """A waste figure: `…` while its analysis loads, `—` unknown, else the number."""
+    if isinstance(value, str):
+        return Text(value, justify="right", no_wrap=True, end="")
+    return NumCell(value, fmt)
+
+
+def _money(value: float) -> str:
+    return f"${value:,.0f}" if value >= 100 else f"${value:,.2f}"
+
+
+def _money_plus(value: float) -> str:
+    """Part of the waste has no price: the figure is a lower bound."""
+    return _money(value) + "+"
+
+
+def pools_table(data: ConsoleData, gauges: Gauges, waste: Mapping[str, PoolWaste] | None = None) -> Table:
+    """Pools; `waste` (from `poolwaste.pool_waste`) fills WASTE GPU-h, $ and ALRT (`…` without it)."""
     st, usage = data.state, data.usage
     hunt = pool_hunt(data)
+    loading = PoolWaste(LOADING, LOADING, False, LOADING)
     rows = []
     for name in sorted(st.pools):
         p = st.pools[name]
         used = usage.pools.get(name)
+        pw = (waste or {}).get(name, loading)
         rows.append(
             Row(
                 name,
@@ -421,6 +447,9 @@ def pools_table(data: ConsoleData, gauges: Gauges) -> Table:
                     "vram": gauges.vram_cell(p.capacity, p.allocated, used),
                     "releasable": NumCell(hunt[name].releasable, str),
                     "frag": NumCell(hunt[name].fragmentation, _pct),
+                    "gpu_hours": _figure(pw.gpu_hours, lambda h: f"{h:,.1f}"),
+                    "money": _figure(pw.money, _money_plus if pw.unpriced else _money),
+                    "alerts": _figure(pw.alerts, lambda n: f"{n:.0f}"),
                 },
                 _search(name, p.provisioning_mode, p.placement_mode, p.template),
             )
@@ -708,10 +737,11 @@ def workloads_table(
     return _table(WORKLOAD_COLUMNS, gauges.layout, cache.rows(gauges.scope, items, make))
 
 
-def quota_summary(data: ConsoleData) -> Text | None:
+def quota_summary(data: ConsoleData, namespace: str | None = None) -> Text | None:
     """One line per namespace with a GPUResourceQuota: usage against each total it sets (bold at
-    or above its alert threshold), or why the controller would not enforce it; None without any."""
-    views = quotas(data.state)
+    or above its alert threshold), or why the controller would not enforce it; None without any.
+    `namespace` (the `:ns` scope): that namespace's line only."""
+    views = {ns: v for ns, v in quotas(data.state).items() if namespace is None or ns == namespace}
     if not views:
         return None
     text = Text(no_wrap=True, overflow="ellipsis")

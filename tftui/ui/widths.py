@@ -99,12 +99,15 @@ def fit_widths(table: Table, available: int, *, scrollbar: bool = True) -> dict[
     return widths
 
 
-def fits(table: Table, available: int, *, scrollbar: bool = True) -> bool:
-    """Whether `table` fits `available` without cutting any column below its least width."""
+def fits(table: Table, available: int, *, scrollbar: bool = True, whole: bool = False) -> bool:
+    """Whether `table` fits `available` without cutting any column below its least width (`whole`:
+    without cutting any column at all)."""
     if not table.columns:
         return True
     natural = content_widths(table)
     widths = fit_widths(table, available, scrollbar=scrollbar)
+    if whole:
+        return all(widths[c.key] >= natural[c.key] for c in table.columns)
     return all(widths[c.key] >= min(c.width, natural[c.key]) for c in table.columns)
 
 

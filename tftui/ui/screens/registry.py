@@ -14,6 +14,8 @@ from tftui.ui.screens.resource import (
     ResourceScreen,
     WorkloadsScreen,
 )
+from tftui.ui.screens.scopes import ContextsScreen, NamespacesScreen
+from tftui.ui.screens.xray import XrayScreen
 from tftui.ui.whatif import WhatIfScreen
 
 ROOT_VIEWS: dict[str, Callable[[], ResourceScreen]] = {
@@ -28,4 +30,7 @@ ROOT_VIEWS: dict[str, Callable[[], ResourceScreen]] = {
     "waste": WasteScreen,
     "alerts": AlertsScreen,
     "whatif": WhatIfScreen,
+    "ns": NamespacesScreen,
+    "ctx": ContextsScreen,
+    "xray": XrayScreen,
 }

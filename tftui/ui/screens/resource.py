@@ -22,12 +22,16 @@ from textual.widgets import DataTable, Footer, Input, Static
 from tftui.engine.pending import is_pending
 from tftui.model.gcpause import gc_paused
 from tftui.ui.actions import bindings
-from tftui.ui.analysis import AUTOSCALE, AnalysisKey
+from tftui.ui.analysis import ALERTS, AUTOSCALE, OBJHISTORY, WASTE, AnalysisKey
 from tftui.ui.autoscaleview import AutoscaleAnalysis
 from tftui.ui.data import ConsoleData
 from tftui.ui.objects import describe, find_object, object_yaml
+from tftui.ui.objhistory import ObjectHistory
+from tftui.ui.objhistory import subject as history_subject
+from tftui.ui.poolwaste import WASTE_EVERY, pool_waste
 from tftui.ui.privatefiles import PrivateFileError, default_folder, write_new
 from tftui.ui.rowcache import RowCache
+from tftui.ui.scope import RowFilter, parse_filter, scoped
 from tftui.ui.screens.autoscale import AUTOSCALE_BINDINGS, AutoscaleActions
 from tftui.ui.screens.text import TextScreen
 from tftui.ui.tableops import has_column, marked_table, sorted_table, table_csv, with_deltas
@@ -47,6 +51,7 @@ from tftui.ui.views import (
     workloads_table,
 )
 from tftui.ui.widgets.chrome import Breadcrumb, ConsoleHeader, Prompt, PromptMode
+from tftui.ui.widgets.history import HistorySparks
 from tftui.ui.widgets.plain import PlainStatic
 from tftui.ui.widgets.table import ROW_LIMIT, ResourceTable
 from tftui.ui.widths import fit_table, fits
@@ -66,6 +71,9 @@ VIEWS = (
     "waste",
     "alerts",
     "whatif",
+    "ns",
+    "ctx",
+    "xray",
 )
 """The root views, in the order the prompt and the unknown-view hint list them."""
 VIEW_ALIASES: dict[str, str] = {
@@ -95,6 +103,14 @@ VIEW_ALIASES: dict[str, str] = {
     "alert": "alerts",
     "whatif": "whatif",
     "what-if": "whatif",
+    "ns": "ns",
+    "namespace": "ns",
+    "namespaces": "ns",
+    "ctx": "ctx",
+    "context": "ctx",
+    "contexts": "ctx",
+    "xray": "xray",
+    "x": "xray",
 }
 """`:` command → root view (k9s aliases)."""
 QUIT_COMMANDS = ("quit", "q")
@@ -135,6 +151,10 @@ class ResourceScreen(Screen[None]):
     OBJECT_KINDS: ClassVar[dict[str, str]] = {}
     """Table id → the kind of object its rows are (for `y` YAML and `d` describe)."""
     CACHE_BUILDS: ClassVar[bool] = False
+    ANALYSIS_EVERY: ClassVar[int] = 1
+    WHOLE_NAMES: ClassVar[bool] = False
+    """Prefer a shorter gauge to a cut name (see `render_data`)."""
+    """Refreshes after which the analyses shown are computed again (1: on every refresh)."""
     NEEDS: ClassVar[frozenset[str]] = frozenset()
     """What of `ConsoleData.pending` this screen shows ("metrics", "operations"): while the first
     refresh still loads it, the screen says so instead of showing empty figures as findings."""
@@ -145,6 +165,8 @@ class ResourceScreen(Screen[None]):
         super().__init__()
         self.trail = trail
         self.needle = ""
+        self.row_filter = RowFilter()
+        """`needle` parsed (`!text`, `-l selector`)."""
         self._before_prompt: Widget | None = None
         self._layout: Layout | None = None  # of the last render; a resize within it changes nothing
         self.sort_column: str | None = None
@@ -234,6 +256,10 @@ class ResourceScreen(Screen[None]):
         # gauge colours come from the theme (component classes): redraw once the new CSS applies,
         # or free-capacity dots and separators keep the old theme's colour until the next refresh
         self.watch(self.app, "theme", self._theme_changed, init=False)
+        self.watch(self.app, "namespace", self._scope_changed, init=False)
+        self.render_data()
+
+    def _scope_changed(self, _namespace: str | None) -> None:
         self.render_data()
 
     def _theme_changed(self, _theme: str) -> None:
@@ -258,16 +284,22 @@ class ResourceScreen(Screen[None]):
             self.query_one(Breadcrumb).show(self.trail, f"loading {' and '.join(waiting)}…", self.needle)
             return
         for kind, subject in self.analysis_keys():
-            self.tui.request_analysis(kind, subject)
+            have = self.tui.analysis(kind, subject)
+            if have is None or self.tui.data_seq - have.seq >= self.ANALYSIS_EVERY:
+                self.tui.request_analysis(kind, subject)
         width = self.size.width or self.app.size.width
         tables = list(self.query(ResourceTable))
         # the first layout whose tables fit without cutting a name below its least width: at the
         # edge of a band (or with long names), the gauges give up their figures, then bar length
         candidates = layout_candidates(width)
-        for layout in candidates:
+        # screens whose names must stay whole (pools: a handful of rows, every one a name to act on)
+        # first try every layout with nothing cut, then the least widths as the others do
+        passes = (True, False) if self.WHOLE_NAMES else (False,)
+        for whole, layout in ((w, lay) for w in passes for lay in candidates):
             prepared = [self._prepare(table, data, layout) for table in tables]
             if all(
-                fits(p[3], self.table_width(t), scrollbar=p[4]) for t, p in zip(tables, prepared, strict=True)
+                fits(p[3], self.table_width(t), scrollbar=p[4], whole=whole)
+                for t, p in zip(tables, prepared, strict=True)
             ):
                 break
         self._layout = layout
@@ -290,7 +322,10 @@ class ResourceScreen(Screen[None]):
         """(built, shown, page, page as displayed, whether a scrollbar shows) of one table."""
         full = self._built_table(table, data, layout)
         filtered = self.FILTERED is None or (table.id or "") in self.FILTERED
-        shown = full.filtered(self.needle) if filtered else full
+        kind = self.OBJECT_KINDS.get(table.id or "")
+        shown = scoped(
+            full, data.state, kind, self.row_filter if filtered else RowFilter(), self.tui.namespace
+        )
         if filtered and self.sort_column is not None:
             shown = sorted_table(shown, self.sort_column, self.sort_reverse)
         # only the first ROW_LIMIT rows reach the DataTable (k9s caps the same way): filling it
@@ -311,6 +346,8 @@ class ResourceScreen(Screen[None]):
     def crumb_state(self) -> str:
         """Sort order and marks, when set (`sort tflops↓ · 2 marked`)."""
         parts = []
+        if self.row_filter.error is not None:
+            parts.append(f"{self.row_filter.error} (filtering nothing)")
         if self.sort_column is not None:
             parts.append(f"sort {self.sort_column}{'↓' if self.sort_reverse else '↑'}")
         marked = sum(len(m) for m in self.marks.values())
@@ -380,6 +417,7 @@ class ResourceScreen(Screen[None]):
     def _set_needle(self, needle: str) -> None:
         if needle != self.needle:
             self.needle = needle
+            self.row_filter = parse_filter(needle)
             self.render_data()
 
     def action_back(self) -> None:
@@ -406,13 +444,13 @@ class ResourceScreen(Screen[None]):
             self._set_needle(event.value)
             self._close_prompt()
             return
-        command = event.value.strip().lower()
+        command = event.value.strip()  # a context name keeps its case
         self._close_prompt()
         if not command:
             return
-        if command in QUIT_COMMANDS:
+        if command.lower() in QUIT_COMMANDS:
             self.app.exit()
-        elif not self.tui.switch_view(command):
+        elif not self.tui.run_command(command):
             self.notify(f"unknown view {command!r}: try {', '.join(VIEWS)}", severity="warning")
 
     # -- k9s keys on the selected row and the table (registry scope "resource") ------------------
@@ -551,6 +589,17 @@ class ResourceScreen(Screen[None]):
         self.open(event.data_table.id or "", str(event.row_key.value))
 
 
+def show_history(screen: ResourceScreen, kind: str, name: str) -> None:
+    """Fill the screen's `HistorySparks` from the object's history analysis (or say it is coming)."""
+    from tftui.ui.metricsviews import analysis_status
+
+    key = history_subject(kind, name)
+    analysis = screen.tui.analysis(OBJHISTORY, key)
+    status = analysis_status(analysis, screen.tui.computing(OBJHISTORY, key), "the 24 h history")
+    value = analysis.value if analysis is not None and isinstance(analysis.value, ObjectHistory) else None
+    screen.query_one(HistorySparks).show(value, status)
+
+
 POOL_BINDINGS: list[BindingType] = bindings("pool")
 """Keys acting on the selected pool; `tftui.write.*` ids are write actions (hidden when read-only)."""
 
@@ -588,6 +637,8 @@ class PoolsScreen(PoolActions, ResourceScreen):
     BINDINGS: ClassVar[list[BindingType]] = POOL_BINDINGS
     OBJECT_KINDS: ClassVar[dict[str, str]] = {"main": "GPUPool"}
     CACHE_BUILDS: ClassVar[bool] = True
+    ANALYSIS_EVERY: ClassVar[int] = WASTE_EVERY
+    WHOLE_NAMES: ClassVar[bool] = True
 
     def __init__(self) -> None:
         super().__init__(("pools",))
@@ -595,8 +646,15 @@ class PoolsScreen(PoolActions, ResourceScreen):
     def selected_pool(self) -> str | None:
         return self.query_one("#main", ResourceTable).cursor_key
 
+    def analysis_keys(self) -> tuple[AnalysisKey, ...]:
+        return ((WASTE, ""), (ALERTS, ""))  # per-pool waste and firing alerts, after the first screen
+
     def build(self, table_id: str, data: ConsoleData, gauges: Gauges) -> Table:
-        return pools_table(data, gauges)
+        app = self.tui
+        waste = pool_waste(
+            data.state, app.analysis(WASTE), app.computing(WASTE), app.analysis(ALERTS), app.computing(ALERTS)
+        )
+        return pools_table(data, gauges, waste)
 
     def open(self, table_id: str, key: str) -> None:
         self.app.push_screen(NodesScreen(pool=key, trail=(*self.trail, key, "nodes")))
@@ -669,7 +727,7 @@ class WorkloadsScreen(AutoscaleActions, ResourceScreen):
 
     def render_extra(self, data: ConsoleData, layout: Layout) -> None:
         summary = self.query_one("#quota-summary", Static)
-        text = quota_summary(data)
+        text = quota_summary(data, self.tui.namespace)
         summary.display = text is not None
         summary.update(text or "")
 
@@ -692,13 +750,18 @@ class NodeScreen(ResourceScreen):
     COUNT_LABELS: ClassVar[dict[str, str]] = {"gpus": "GPUs", "workers": "workers"}
     OBJECT_KINDS: ClassVar[dict[str, str]] = {"gpus": "GPU", "workers": "Pod"}
     CACHE_BUILDS: ClassVar[bool] = True
+    ANALYSIS_EVERY: ClassVar[int] = WASTE_EVERY  # the 24 h history streams a day of rows
 
     def __init__(self, node: str, trail: tuple[str, ...]) -> None:
         super().__init__(trail)
         self.node = node
 
+    def analysis_keys(self) -> tuple[AnalysisKey, ...]:
+        return ((OBJHISTORY, history_subject("GPUNode", self.node)),)
+
     def compose_body(self) -> ComposeResult:
         yield PlainStatic("", id="node-summary")
+        yield HistorySparks(id="node-history")
         yield ResourceTable(id="gpus")
         yield ResourceTable(id="workers")
 
@@ -713,6 +776,7 @@ class NodeScreen(ResourceScreen):
     def render_extra(self, data: ConsoleData, layout: Layout) -> None:
         gauges = Gauges(layout, self.query_one("#gpus", ResourceTable).gauge_styles())
         self.query_one("#node-summary", Static).update(node_summary(data, self.node, gauges))
+        show_history(self, "GPUNode", self.node)
 
     def open(self, table_id: str, key: str) -> None:
         if table_id == "gpus":
@@ -728,11 +792,24 @@ class WorkersScreen(ResourceScreen):
     BINDINGS: ClassVar[list[BindingType]] = bindings("worker")
     OBJECT_KINDS: ClassVar[dict[str, str]] = {"main": "Pod"}
     CACHE_BUILDS: ClassVar[bool] = True
+    ANALYSIS_EVERY: ClassVar[int] = WASTE_EVERY  # a GPU's 24 h history streams a day of rows
 
     def __init__(self, kind: str, name: str, trail: tuple[str, ...]) -> None:
         super().__init__(trail)
         self.kind = kind
         self.name_ = name
+
+    def analysis_keys(self) -> tuple[AnalysisKey, ...]:
+        return ((OBJHISTORY, history_subject("GPU", self.name_)),) if self.kind == "gpu" else ()
+
+    def compose_body(self) -> ComposeResult:
+        if self.kind == "gpu":  # a GPU's detail: its 24 h history above the workers holding it
+            yield HistorySparks(id="gpu-history")
+        yield ResourceTable(id="main")
+
+    def render_extra(self, data: ConsoleData, layout: Layout) -> None:
+        if self.kind == "gpu":
+            show_history(self, "GPU", self.name_)
 
     def build(self, table_id: str, data: ConsoleData, gauges: Gauges) -> Table:
         st = data.state

@@ -15,8 +15,10 @@ from textual.suggester import SuggestFromList
 from textual.widgets import Input, Label
 
 from tftui.ui.actions import bindings
+from tftui.ui.analysis import WASTE
 from tftui.ui.format import fmt_time
 from tftui.ui.hunting import cluster_summary
+from tftui.ui.poolwaste import WASTE_EVERY, waste_summary
 from tftui.ui.widgets.plain import PlainLabel
 
 if TYPE_CHECKING:
@@ -44,7 +46,7 @@ class ConsoleHeader(Vertical):
 
     def on_mount(self) -> None:
         app: TfTuiApp = self.app  # type: ignore[assignment]
-        for attribute in ("data", "cluster_error", "loading", "paused", "stale"):
+        for attribute in ("data", "cluster_error", "loading", "paused", "stale", "analyses"):
             self.watch(app, attribute, self._render_state, init=False)
         self._render_state()
 
@@ -52,7 +54,8 @@ class ConsoleHeader(Vertical):
         app: TfTuiApp = self.app  # type: ignore[assignment]
         data = app.data
         source = data.source if data is not None else app.source_hint
-        self.query_one("#header-source", Label).update(f"▸ {source}")
+        user = app.context_user()  # the kubeconfig user entry's name, never its credential
+        self.query_one("#header-source", Label).update(f"▸ {source}" + (f" · user {user}" if user else ""))
         self.query_one("#header-readonly", Label).display = app.read_only
         self.query_one("#header-paused", Label).display = app.paused
         production = app.is_production(source)
@@ -75,7 +78,13 @@ class ConsoleHeader(Vertical):
         # the cluster at a glance (allocated vs used, what compaction frees); from 120 columns, where
         # the header has room for it beside the source and the clock
         summary = self.query_one("#header-summary", Label)
-        text = cluster_summary(data) if data is not None and app.size.width >= 120 else ""
+        wide = app.size.width >= 160
+        text = cluster_summary(data, compact=not wide) if data is not None and app.size.width >= 120 else ""
+        if text:  # waste $ over the diagnosis window: `…` until that analysis lands, `—` without metrics
+            have = app.analysis(WASTE)
+            if have is None or app.data_seq - have.seq >= WASTE_EVERY:
+                app.request_analysis(WASTE)
+            text += " · " + waste_summary(app.analysis(WASTE), app.computing(WASTE))
         summary.update(text)
         summary.display = bool(text)
         count = len(data.state.warnings) if data is not None else 0
@@ -106,6 +115,8 @@ class Breadcrumb(PlainLabel):
 
     def show(self, trail: tuple[str, ...], count: str, needle: str, extra: str = "") -> None:
         text = " › ".join(trail) + (f" ({count})" if count else "")
+        namespace = getattr(self.app, "namespace", None)  # the `:ns` scope, on every screen
+        text += f"   ns {namespace}" if namespace else ""
         if needle:
             text += f"   /{needle}"
         if extra:

@@ -26,11 +26,19 @@ from textual.color import Color
 from textual.content import Content
 from textual.filter import LineFilter
 from textual.visual import VisualType
-from textual.widgets import Label, Static
+from textual.widgets import Label, Static, Tree
 
 from tftui.model.plaintext import escape_char, unsafe, visible
 
-__all__ = ["ControlFilter", "PlainLabel", "PlainStatic", "plain_cell", "plain_renderable", "plain_text"]
+__all__ = [
+    "ControlFilter",
+    "PlainLabel",
+    "PlainStatic",
+    "PlainTree",
+    "plain_cell",
+    "plain_renderable",
+    "plain_text",
+]
 
 
 def plain_text(text: Text, *, multiline: bool = True) -> Text:
@@ -185,3 +193,14 @@ class ControlFilter(LineFilter):
 
 def _drop(text: str) -> str:
     return "".join(ch for ch in text if not unsafe(ch))
+
+
+class PlainTree(Tree[Any]):
+    """A `Tree` whose labels are plain text: Textual reads a `str` label as markup (a `[/]` in a pod
+    name would raise, a `[link=…]` draw a link), so strings become `Text` with controls escaped."""
+
+    def process_label(self, label: str | Text) -> Text:
+        # escape before `Text` sees the string: Rich drops some controls (BEL) on construction
+        text = Text(visible(label, multiline=False)) if isinstance(label, str) else label
+        shown = plain_text(text, multiline=False)
+        return shown.split()[0] if shown.plain else shown

@@ -1,0 +1,101 @@
+"""`:xray`: the pool → node → GPU → worker tree, built lazily, labels plain, `d` on a branch."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
+
+from typing import Any
+
+from rich.text import Text
+from textual.pilot import Pilot
+from textual.widgets.tree import TreeNode
+
+from tests.hostile import NODE, POOL, HostileCluster, shown
+from tftui.sources.sim.cluster import DEFAULT_NOW, SimCluster
+from tftui.ui.app import TfTuiApp
+from tftui.ui.screens.text import TextScreen
+from tftui.ui.screens.xray import XrayScreen
+from tftui.ui.widgets.plain import PlainTree
+
+
+async def settle(pilot: Pilot[None]) -> None:
+    for _ in range(3):
+        await pilot.app.workers.wait_for_complete()
+        await pilot.pause()
+
+
+def text(node: TreeNode[Any]) -> str:
+    label = node.label
+    return label.plain if isinstance(label, Text) else str(label)
+
+
+async def open_xray(pilot: Pilot[None]) -> PlainTree:
+    await settle(pilot)
+    await pilot.press("colon", *"xray", "enter")
+    await settle(pilot)
+    assert isinstance(pilot.app.screen, XrayScreen)
+    return pilot.app.screen.query_one(PlainTree)
+
+
+async def test_xray_walks_pool_node_gpu_worker(demo: SimCluster) -> None:
+    app = TfTuiApp(demo, None, clock=lambda: DEFAULT_NOW, refresh_interval=None)
+    async with app.run_test(size=(160, 48)) as pilot:
+        tree = await open_xray(pilot)
+        assert app.data is not None
+        st = app.data.state
+        pools = [n.data[1] for n in tree.root.children if n.data]
+        assert pools == sorted(st.pools)
+        assert all(not n.children for n in tree.root.children)  # nothing built before it is opened
+        await pilot.press("enter")  # the cursor starts on the first pool: enter opens it
+        await settle(pilot)
+        assert tree.root.children[0].is_expanded and tree.root.children[0].children
+        await pilot.press("enter")
+        await settle(pilot)
+        assert not tree.root.children[0].is_expanded
+        node = next(n for n in st.nodes.values() if n.workers and n.pool)
+        pool_branch = next(b for b in tree.root.children if b.data == ("GPUPool", node.pool))
+        pool_branch.expand()
+        await settle(pilot)
+        assert [c.data[1] for c in pool_branch.children if c.data] == sorted(st.pools[str(node.pool)].nodes)
+        node_branch = next(c for c in pool_branch.children if c.data == ("GPUNode", node.name))
+        node_branch.expand()
+        await settle(pilot)
+        assert [c.data[1] for c in node_branch.children if c.data] == sorted(node.gpus)
+        gpu = next(c for c in node_branch.children if c.data and st.gpus[c.data[1]].workers)
+        gpu.expand()
+        await settle(pilot)
+        assert gpu.data is not None
+        assert [c.data[1] for c in gpu.children if c.data] == sorted(st.gpus[gpu.data[1]].workers)
+        first = text(gpu.children[0])
+        assert "requested" in first
+        # `d` on the node under the cursor describes it
+        tree.move_cursor(node_branch)
+        await pilot.press("d")
+        await settle(pilot)
+        assert isinstance(app.screen, TextScreen)
+        assert node.name in " ".join(app.screen.trail)
+        await pilot.press("escape")
+        await settle(pilot)
+        # a refresh keeps what was open
+        app.action_refresh()
+        await settle(pilot)
+        tree = app.screen.query_one(PlainTree)
+        again = next(b for b in tree.root.children if b.data == ("GPUPool", node.pool))
+        assert again.is_expanded and any(c.is_expanded for c in again.children)
+
+
+async def test_xray_labels_are_plain_text() -> None:
+    cluster = HostileCluster()
+    app = TfTuiApp(cluster, None, clock=cluster.clock, refresh_interval=None)
+    async with app.run_test(size=(200, 50)) as pilot:
+        tree = await open_xray(pilot)
+        pool = next(b for b in tree.root.children if b.data == ("GPUPool", POOL))
+        assert text(pool).startswith(shown(POOL))
+        assert app.data is not None
+        holder = next(b for b in tree.root.children if b.data == ("GPUPool", app.data.state.nodes[NODE].pool))
+        holder.expand()
+        await settle(pilot)
+        assert any(text(c).startswith(shown(NODE)) for c in holder.children)
+        assert isinstance(app.screen, XrayScreen)  # the markup in the names did not stop it

@@ -1,0 +1,160 @@
+"""`:xray`: the cluster as a tree, pool → node → GPU → worker (k9s `:xray`).
+
+Each level says what matters for waste hunting in one line: allocated and used TFLOPS as a share
+of capacity (`—` without usage data), counts below it. Children are added when a branch is first
+expanded (2,000 nodes and 8,000 GPUs are not built up front); a refresh rebuilds the tree and opens
+again what was open. Labels are object text, drawn plain (`PlainTree`). `d`/`y` describe or show
+the object under the cursor; the `:ns` scope keeps what hosts that namespace's workers.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from textual.app import ComposeResult
+from textual.widgets import Tree
+from textual.widgets.tree import TreeNode
+
+from tftui.engine.state import Res
+from tftui.engine.usage import Used
+from tftui.ui.data import ConsoleData
+from tftui.ui.scope import namespaces_of
+from tftui.ui.screens.resource import ResourceScreen
+from tftui.ui.views import Layout
+from tftui.ui.widgets.plain import PlainTree
+
+Ref = tuple[str, str]
+"""(kind, key) of a tree node: the object `d` and `y` open."""
+
+
+def share(alloc: Res, cap: Res, used: Used | None) -> str:
+    """`TF 45% alloc / 12% used` (`used —` without samples)."""
+    if cap.tflops <= 0:
+        return "TF —"
+    text = f"TF {alloc.tflops / cap.tflops * 100:.0f}% alloc"
+    if used is not None and used.has_data:
+        return text + f" / {used.res.tflops / cap.tflops * 100:.0f}% used"
+    return text + " / used —"
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+class XrayScreen(ResourceScreen):
+    """Pools, their nodes, GPUs and workers as one tree."""
+
+    AUTO_FOCUS = "PlainTree"
+    OBJECT_KINDS: ClassVar[dict[str, str]] = {}
+
+    def __init__(self) -> None:
+        super().__init__(("xray",))
+        self._shown: tuple[int, str | None] | None = None  # (refresh, namespace) the tree shows
+
+    def compose_body(self) -> ComposeResult:
+        tree = PlainTree("cluster", id="xray")
+        tree.show_root = False
+        tree.auto_expand = True
+        yield tree
+
+    def default_focus(self) -> PlainTree:
+        return self.query_one(PlainTree)
+
+    # -- building ----------------------------------------------------------------------------------
+
+    def _keep(self, data: ConsoleData, kind: str, key: str) -> bool:
+        ns = self.tui.namespace
+        return ns is None or ns in namespaces_of(data.state, kind, key)
+
+    def render_extra(self, data: ConsoleData, layout: Layout) -> None:
+        stamp = (self.tui.data_seq, self.tui.namespace)
+        if stamp == self._shown:
+            return
+        self._shown = stamp
+        tree = self.query_one(PlainTree)
+        opened = {n.data for n in _walk(tree.root) if n.is_expanded and n.data is not None}
+        cursor = tree.cursor_node.data if tree.cursor_node is not None else None
+        tree.clear()
+        st = data.state
+        for name in sorted(st.pools):
+            if not self._keep(data, "GPUPool", name):
+                continue
+            p = st.pools[name]
+            label = f"{name}  {_plural(len(p.nodes), 'node')} · {share(p.allocated, p.capacity, data.usage.pools.get(name))}"
+            node = tree.root.add(label, data=("GPUPool", name), allow_expand=bool(p.nodes))
+            self._reopen(data, node, opened)
+        found = next((n for n in _walk(tree.root) if cursor is not None and n.data == cursor), None)
+        if found is not None:
+            tree.move_cursor(found)
+        elif tree.root.children:  # a cleared tree has no cursor: enter would open nothing
+            tree.move_cursor(tree.root.children[0])
+
+    def _reopen(self, data: ConsoleData, node: TreeNode[Ref], opened: set[Ref]) -> None:
+        if node.data in opened:
+            self._fill(data, node)
+            node.expand()
+            for child in node.children:
+                self._reopen(data, child, opened)
+
+    def _fill(self, data: ConsoleData, node: TreeNode[Ref]) -> None:
+        """Add the children of `node` (once)."""
+        if node.children or node.data is None:
+            return
+        kind, key = node.data
+        st, usage = data.state, data.usage
+        if kind == "GPUPool":
+            pool = st.pools.get(key)
+            for name in sorted(pool.nodes if pool is not None else []):
+                n = st.nodes.get(name)
+                if n is None or not self._keep(data, "GPUNode", name):
+                    continue
+                label = (
+                    f"{name}  {n.phase} · {_plural(len(n.gpus), 'GPU')} · {_plural(len(n.workers), 'worker')}"
+                    f" · {share(n.allocated, n.capacity, usage.nodes.get(name))}"
+                )
+                node.add(label, data=("GPUNode", name), allow_expand=bool(n.gpus))
+        elif kind == "GPUNode":
+            n = st.nodes.get(key)
+            for name in sorted(n.gpus if n is not None else []):
+                g = st.gpus.get(name)
+                if g is None or not self._keep(data, "GPU", name):
+                    continue
+                label = (
+                    f"{name}  {g.model} · {_plural(len(g.workers), 'worker')}"
+                    f" · {share(g.allocated, g.capacity, usage.gpus.get(name))}"
+                )
+                node.add(label, data=("GPU", name), allow_expand=bool(g.workers))
+        elif kind == "GPU":
+            g = st.gpus.get(key)
+            ns = self.tui.namespace
+            for wkey in sorted(g.workers if g is not None else []):
+                w = st.workers.get(wkey)
+                if w is None or (ns is not None and w.namespace != ns):
+                    continue
+                label = f"{wkey}  {w.phase} · {w.workload or '—'} · TF {w.allocated.tflops:g} requested"
+                node.add_leaf(label, data=("Pod", wkey))
+
+    def on_tree_node_expanded(self, event: Tree.NodeExpanded[Ref]) -> None:
+        event.stop()
+        data = self.tui.data
+        if data is not None:
+            self._fill(data, event.node)
+
+    def crumb_count(self, counts: list[str]) -> str:
+        data = self.tui.data
+        if data is None:
+            return ""
+        pools = [p for p in data.state.pools if self._keep(data, "GPUPool", p)]
+        return _plural(len(pools), "pool")
+
+    def selected_object(self) -> tuple[str, str] | None:
+        node = self.query_one(PlainTree).cursor_node
+        return node.data if node is not None else None
+
+
+def _walk(node: TreeNode[Ref]) -> list[TreeNode[Ref]]:
+    out = []
+    for child in node.children:
+        out.append(child)
+        out.extend(_walk(child))
+    return out
