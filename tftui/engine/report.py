@@ -192,16 +192,26 @@ def _plan(tp: Any) -> tuple[bool, Any]:
     return False, args[0] if args else None
 
 
-@functools.cache
+_DATACLASS_HINTS: dict[type, tuple[tuple[str, Any], ...] | None] = {}
+_FIELD_NAMES: dict[type, tuple[str, ...] | None] = {}
+
+
 def _dataclass_hints(cls: type) -> tuple[tuple[str, Any], ...] | None:
-    """`_hints(cls)` of a dataclass, None for any other type."""
-    return _hints(cls) if is_dataclass(cls) else None
+    """`_hints(cls)` of a dataclass, None for any other type (memoised per class)."""
+    try:
+        return _DATACLASS_HINTS[cls]
+    except KeyError:
+        got = _DATACLASS_HINTS[cls] = _hints(cls) if is_dataclass(cls) else None
+        return got
 
 
-@functools.cache
 def _field_names(cls: type) -> tuple[str, ...] | None:
-    """The field names of a dataclass, None for any other type."""
-    return tuple(f.name for f in fields(cls)) if is_dataclass(cls) else None
+    """The field names of a dataclass, None for any other type (memoised per class)."""
+    try:
+        return _FIELD_NAMES[cls]
+    except KeyError:
+        got = _FIELD_NAMES[cls] = tuple(f.name for f in fields(cls)) if is_dataclass(cls) else None
+        return got
 
 
 @functools.cache
