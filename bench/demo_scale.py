@@ -54,6 +54,36 @@ def metrics_part(nodes: int) -> float:
     return time.process_time() - cpu
 
 
+def json_floor(nodes: int) -> tuple[float, float]:
+    """CPU seconds of the report's JSON (`engine.report.save`) and of `json.dumps` of the very same
+    data with the same options — the floor the output can reach — with the built objects frozen
+    out of the cyclic GC as the command does."""
+    import gc
+    import json
+
+    from tftui.engine.report import build_report, parse_window, save, to_json
+    from tftui.engine.state import ClusterState
+    from tftui.model.dump import validate_items
+    from tftui.sources.sim.cluster import DEFAULT_NOW, generate_objects
+    from tftui.sources.sim.step1 import SimStep1
+    from tftui.sources.sim.usage import SimMetrics
+
+    objects = generate_objects(7, nodes, DEFAULT_NOW)
+    state = ClusterState.build(validate_items(objects, "demo"))
+    port = SimStep1(SimMetrics(objects, seed=7, now=DEFAULT_NOW))
+    report = build_report(port, state, window=parse_window("1d"), now=DEFAULT_NOW, cluster="demo")
+    data = to_json(report)
+    gc.freeze()
+    cpu = time.process_time()
+    save(report)
+    out = time.process_time() - cpu
+    cpu = time.process_time()
+    json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False)
+    floor = time.process_time() - cpu
+    gc.unfreeze()
+    return out, floor
+
+
 def autoscale_cost(nodes: int, hours: float) -> tuple[float, float]:
     """CPU seconds of one policy without and with autoscale over `hours` of the demo."""
     from tftui.runtime.whatif import SimConfig, parse_policy, simulate
@@ -82,6 +112,10 @@ def main() -> None:
     cpu, rss = measured(["report", "--demo", "--nodes", str(big), "--json"])
     print(f"tftui report --demo --nodes {big} --json: CPU {cpu:.1f} s, peak RSS {rss / GB:.2f} GB")
     ratio(f"report_demo_{big}_nodes_cpu_s", cpu, 10.0, "<=")
+
+    out, floor = json_floor(big)
+    print(f"report JSON, {big} nodes: CPU {out:.1f} s; json.dumps of the same data {floor:.1f} s")
+    ratio(f"report_json_{big}_nodes/json.dumps", out / floor, None)
 
     rss_at: dict[int, float] = {}
     for n in (small, big, huge):

@@ -11,6 +11,7 @@ field) while the others go on. Computed once per `ClusterState`.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -51,11 +52,56 @@ def problems(state: ClusterState, key: str) -> list[str]:
     return state.derived("autoscale-problems", _all).get(key, [])
 
 
+#: workload key → (names, objects, problems) of the last check: the objects of a `ClusterState` are
+#: never mutated (a change is a new dict: copy-on-write in the demo, a new watch event live), so a
+#: workload whose own object, workers and profile are the very same dicts as last time has the same
+#: problems — the autoscale loop then re-checks only what changed since its last run.
+_MEMO: dict[str, tuple[tuple[str, ...], tuple[object, ...], list[str]]] = {}
+_MEMO_MAX: Final = 1 << 17
+
+
+def _inputs(state: ClusterState, wv: WorkloadView) -> tuple[tuple[str, ...], tuple[object, ...]]:
+    """What `_workload` reads: names (compared by value) and objects (compared by identity)."""
+    names = [wv.namespace, wv.name]
+    objs: list[object] = [wv.obj]
+    spec = (wv.obj or {}).get("spec")
+    profile = spec.get("workloadProfile") if isinstance(spec, Mapping) else None
+    for wkey in sorted(wv.workers):
+        w = state.workers.get(wkey)
+        names.append(wkey)
+        objs.append(None if w is None else w.obj)
+        if w is not None:
+            ann = (w.obj.get("metadata") or {}).get("annotations") or {}
+            profile = profile or ann.get(keys.WORKLOAD_PROFILE)
+    objs.append(
+        state.profiles.get(f"{wv.namespace}/{profile}") if isinstance(profile, str) and profile else None
+    )
+    return tuple(names), tuple(objs)
+
+
+def _checked(state: ClusterState, wv: WorkloadView) -> list[str]:
+    """`_workload(state, wv)`, reused from the last check when none of its inputs changed."""
+    names, objs = _inputs(state, wv)
+    hit = _MEMO.get(wv.key)
+    if (
+        hit is not None
+        and hit[0] == names
+        and len(hit[1]) == len(objs)
+        and all(map(operator.is_, hit[1], objs))
+    ):
+        return list(hit[2])
+    found = _workload(state, wv)
+    if len(_MEMO) >= _MEMO_MAX:
+        _MEMO.clear()
+    _MEMO[wv.key] = (names, objs, list(found))
+    return found
+
+
 def _all(state: ClusterState) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     templates: dict[str, list[str]] = {}
     for key, wv in state.workloads.items():
-        found = _workload(state, wv)
+        found = _checked(state, wv)
         pool = state.pools.get(wv.pool) if wv.pool else None
         if pool is not None and pool.template:
             if pool.template not in templates:

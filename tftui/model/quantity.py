@@ -275,7 +275,10 @@ def _explain(raw: str) -> str:
     return f"unknown suffix {suffix!r}"
 
 
+@lru_cache(maxsize=65536)
 def _parse_str(raw: str) -> Quantity:
+    # memoised (a Quantity is immutable): the autoscaler and the checks re-read the same few
+    # annotation strings of every worker at every run; errors are raised again, never cached
     match = _QUANTITY_RE.fullmatch(raw)
     if match is None:
         raise QuantityError(raw, _explain(raw))

@@ -1,0 +1,174 @@
+"""The batch commands' shortcuts at scale give the same answers as the long way round.
+
+`report`/`plan`/`recommend` read the demo as its generated objects (no acting simulator), the alert
+replay renders templates from a pre-split form and memoises fingerprints, the report rounds and
+encodes with per-type plans, quantities are parsed once per string, and the autoscale checks reuse
+a workload's problems while its objects are the very same dicts. Each is compared here with the
+reference computation it replaces.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import types
+from datetime import UTC, datetime, timedelta
+from typing import Any, Union, get_args, get_origin
+
+import pytest
+
+from tftui import cli
+from tftui.engine import autoscale_checks
+from tftui.engine.alerts import RULES, format_value, render
+from tftui.engine.autoscale_checks import problems
+from tftui.engine.report import DIGITS, _hints, build_report, parse_window, to_json
+from tftui.engine.state import ClusterState
+from tftui.model import keys
+from tftui.model.dump import validate_items
+from tftui.model.quantity import QuantityError, parse_quantity
+from tftui.runtime.whatif import WhatIfCluster
+from tftui.sources.sim.acting import ActingSimCluster
+from tftui.sources.sim.cluster import DEFAULT_NOW, SimCluster, generate_objects
+from tftui.sources.sim.step1 import SimStep1
+from tftui.sources.sim.usage import SimMetrics
+
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(("seed", "nodes"), [(7, 40), (3, 90)])
+def test_light_demo_is_the_acting_demos_first_snapshot(seed: int, nodes: int) -> None:
+    light = SimCluster(seed=seed, nodes=nodes, now=NOW).snapshot()
+    acting = ActingSimCluster(seed=seed, nodes=nodes, now=NOW).snapshot()
+    assert json.dumps(light) == json.dumps(acting)
+
+
+@pytest.mark.parametrize("command", [["report", "--json"], ["plan", "--json"], ["recommend", "--json"]])
+def test_batch_commands_print_the_same_on_the_acting_demo(
+    command: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    argv = [command[0], "--demo", "--nodes", "60", *command[1:]]
+    assert cli.main(argv) == 0
+    light = capsys.readouterr().out
+    real_open = cli.open_cluster
+    monkeypatch.setattr(cli, "open_cluster", lambda args, acting=True: real_open(args, acting=True))
+    assert cli.main(argv) == 0
+    acting = capsys.readouterr().out
+    assert light and light == acting
+
+
+# -- alerts --------------------------------------------------------------------------------------
+
+_FIELD = re.compile(r"\{\{-?\s*\.([A-Za-z_][A-Za-z0-9_]*)\s*-?\}\}")
+
+
+def _render_by_regex(template: str, row: dict[str, Any]) -> str:
+    return _FIELD.sub(lambda m: format_value(row.get(m.group(1))), template)
+
+
+def test_render_is_the_regex_substitution() -> None:
+    templates = [t for r in RULES for t in (r.instance, r.summary, r.description)]
+    templates += ["", "no fields", "{{.a}}", "x{{- .a -}}y{{ .b }}{{.a}}", "{{ .missing }} at end {{.b}}"]
+    rows: list[dict[str, Any]] = [
+        {"a": 1.23456, "b": "text", "node": "n1", "uuid": "g", "Threshold": 90.0},
+        {"a": None, "b": 3, "compute": 0.0, "vram": -0.0001},
+        {},
+    ]
+    for r in RULES:  # every column a rule's templates name, with a float value
+        rows.append({name: 12.5 for name in _FIELD.findall(r.summary + r.description + r.instance)})
+    for template in templates:
+        for row in rows:
+            assert render(template, row) == _render_by_regex(template, row), template
+
+
+# -- report rounding and encoding ------------------------------------------------------------------
+
+
+def _round_reference(value: Any, tp: Any = None) -> Any:
+    """The report's rounding as it was written first (typing introspection per value)."""
+    if tp is not None and get_origin(tp) in (Union, types.UnionType):
+        inner = [a for a in get_args(tp) if a is not type(None)]
+        tp = inner[0] if len(inner) == 1 else None
+    if tp is float and value is not None and not isinstance(value, bool):
+        return round(float(value), DIGITS) + 0.0
+    if isinstance(value, float):
+        return round(value, DIGITS) + 0.0
+    if isinstance(value, tuple):
+        args = get_args(tp) if tp is not None and get_origin(tp) is tuple else ()
+        return tuple(_round_reference(v, args[0] if args else None) for v in value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.replace(
+            value,
+            **{name: _round_reference(getattr(value, name), hint) for name, hint in _hints(type(value))},
+        )
+    return value
+
+
+def _encode_reference(value: Any) -> Any:
+    from tftui.model.duration import format_duration
+
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    if isinstance(value, timedelta):
+        return format_duration(value)
+    if isinstance(value, tuple):
+        return [_encode_reference(v) for v in value]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _encode_reference(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    return value
+
+
+def test_report_rounding_and_encoding_match_the_reference() -> None:
+    objects = generate_objects(7, 60, DEFAULT_NOW)
+    state = ClusterState.build(validate_items(objects, "demo"))
+    port = SimStep1(SimMetrics(objects, seed=7, now=DEFAULT_NOW))
+    report = build_report(port, state, window=parse_window("2h"), now=DEFAULT_NOW, cluster="demo")
+    assert report.nodes and report.workloads
+    # unrounded values (ints and long floats where floats belong) must come out as the reference says
+    third: dict[str, Any] = {f.name: 1 / 3 for f in dataclasses.fields(report.nodes[0]) if f.type == "float"}
+    assert third
+    raw = dataclasses.replace(report, nodes=tuple(dataclasses.replace(n, **third) for n in report.nodes))
+    from tftui.engine.report import _round
+
+    for value in (report, raw):
+        assert _round(value) == _round_reference(value)
+        assert json.dumps(to_json(value)) == json.dumps(_encode_reference(value))
+
+
+# -- quantities and the autoscale checks -----------------------------------------------------------
+
+
+def test_memoised_quantity_parsing_still_refuses_bad_strings_every_time() -> None:
+    assert parse_quantity("1500m") == parse_quantity("1500m") == parse_quantity("1.5")
+    for _ in range(2):
+        with pytest.raises(QuantityError):
+            parse_quantity("lots")
+
+
+def test_autoscale_checks_reuse_only_unchanged_objects() -> None:
+    """A workload's problems follow a change of its worker's annotation (a new dict) and go away
+    when it is fixed; every other workload's are what a fresh check gives."""
+    sim = WhatIfCluster(generate_objects(7, 40, DEFAULT_NOW), DEFAULT_NOW, seed=7)
+    before = sim.state()
+    clean = {k: problems(before, k) for k in before.workloads}
+    worker = next(w for w in before.workers.values() if w.workload and w.phase == "Running")
+    key = f"{worker.namespace}/{worker.workload}"
+    assert clean[key] == []
+    good = (worker.obj["metadata"].get("annotations") or {})[keys.TFLOPS_REQUEST]
+
+    def patched(value: str) -> ClusterState:
+        sim.patch(
+            "Pod", worker.name, {"metadata": {"annotations": {keys.TFLOPS_REQUEST: value}}}, worker.namespace
+        )
+        return sim.state()
+
+    broken = patched("lots")
+    assert broken is not before and broken.workloads[key] is not None
+    found = problems(broken, key)
+    assert found and f"Pod {worker.namespace}/{worker.name}" in found[0] and "lots" in found[0]
+    for state in (broken, patched(good)):
+        memoised = {k: problems(state, k) for k in state.workloads}
+        autoscale_checks._MEMO.clear()
+        fresh = {k: autoscale_checks._all(state).get(k, []) for k in state.workloads}
+        assert memoised == fresh
+    assert problems(sim.state(), key) == []
