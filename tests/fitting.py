@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from rich.cells import cell_len
 
-from tftui.ui.tableops import plain
-from tftui.ui.views import Table
-from tftui.ui.widths import CELL_PADDING, SCROLLBAR, content_widths, fit_table
+from tftui.ui.render.tableops import plain
+from tftui.ui.render.views import Table
+from tftui.ui.render.widths import CELL_PADDING, SCROLLBAR, content_widths, fit_table
 
 WIDTHS = (80, 120, 160, 220)
 """The terminal widths every view is checked at."""

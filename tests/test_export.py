@@ -22,8 +22,8 @@ from tftui.sources.sim.acting import ActingSimCluster
 from tftui.sources.sim.cluster import DEFAULT_NOW, generate_objects
 from tftui.ui.app import TfTuiApp
 from tftui.ui.privatefiles import PrivateFileError, default_folder, private_folder, safe_name, write_new
-from tftui.ui.tableops import table_csv
-from tftui.ui.views import Column, Row, Table
+from tftui.ui.render.tableops import table_csv
+from tftui.ui.render.views import Column, Row, Table
 
 UID = os.getuid()
 

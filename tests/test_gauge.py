@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from rich.style import Style
 
-from tftui.ui.format import fmt_age, fmt_bytes, fmt_num, fmt_time
-from tftui.ui.widgets.gauge import (
+from tftui.ui.render.format import fmt_age, fmt_bytes, fmt_num, fmt_time
+from tftui.ui.render.gauge import (
     DEFAULT_STYLES,
     GAP_CRIT,
     GAP_WARN,

@@ -66,3 +66,51 @@ def test_engine_and_sources_load_without_textual() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+# Inside the console: builders (ui/render) are pure, loaders (ui/load) run off the UI thread. Neither
+# imports Textual or the console's widgets and screens; loaders do not import builders either (the
+# builders read the loaders' result types, never the other way round).
+UI_FORBIDDEN = {
+    "render": ("textual", "tftui.ui.app", "tftui.ui.widgets", "tftui.ui.screens", "tftui.cli"),
+    "load": (
+        "textual",
+        "tftui.ui.app",
+        "tftui.ui.widgets",
+        "tftui.ui.screens",
+        "tftui.ui.render",
+        "tftui.cli",
+    ),
+}
+
+
+def _ui_modules(package: str) -> list[str]:
+    return sorted(
+        f"tftui.ui.{package}" if f.name == "__init__.py" else f"tftui.ui.{package}.{f.stem}"
+        for f in (ROOT / "ui" / package).glob("*.py")
+    )
+
+
+@pytest.mark.parametrize("package", sorted(UI_FORBIDDEN))
+def test_console_builders_and_loaders_import_no_widget(package: str) -> None:
+    files = sorted((ROOT / "ui" / package).rglob("*.py"))
+    assert len(files) > 1, f"ui/{package} has no modules"
+    bad = [
+        f"{f.relative_to(ROOT.parent)} imports {name}"
+        for f in files
+        for name in sorted(imports_of(f))
+        if any(name == p or name.startswith(p + ".") for p in UI_FORBIDDEN[package])
+    ]
+    assert bad == []
+
+
+@pytest.mark.parametrize("package", sorted(UI_FORBIDDEN))
+def test_console_builders_and_loaders_load_without_textual(package: str) -> None:
+    """Not even through what they import: a builder that reached a widget module for one helper
+    would load Textual with it."""
+    modules = _ui_modules(package)
+    code = (
+        f"import sys, {', '.join(modules)}; print(sorted(m for m in sys.modules if m.startswith('textual')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

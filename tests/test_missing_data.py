@@ -34,11 +34,11 @@ from tftui.model.dump import dumps
 from tftui.model.quantity import parse_quantity
 from tftui.sources.greptime import GreptimeMetrics
 from tftui.sources.sim.acting import ActingSimCluster
-from tftui.ui.analysis import compute_history, compute_waste
-from tftui.ui.data import load
-from tftui.ui.format import NO_DATA
-from tftui.ui.metricsviews import workload_figures
-from tftui.ui.views import Gauges, layout_for, workloads_table
+from tftui.ui.load.analysis import compute_history, compute_waste
+from tftui.ui.load.data import load
+from tftui.ui.render.format import NO_DATA
+from tftui.ui.render.metricsviews import workload_figures
+from tftui.ui.render.views import Gauges, layout_for, workloads_table
 
 TFK, TFL, VK, VL = (
     f"tensor-fusion.ai/{k}" for k in ("tflops-request", "tflops-limit", "vram-request", "vram-limit")

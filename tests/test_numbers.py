@@ -13,9 +13,9 @@ from tftui.engine.state import ClusterState
 from tftui.engine.usage import UsageIndex
 from tftui.model.dump import validate_items
 from tftui.sources.sim.cluster import DEFAULT_NOW, generate_objects
-from tftui.ui.data import ConsoleData
-from tftui.ui.format import fit_number
-from tftui.ui.views import NARROW, Column, Gauges, Row, Table, pools_table
+from tftui.ui.load.data import ConsoleData
+from tftui.ui.render.format import fit_number
+from tftui.ui.render.views import NARROW, Column, Gauges, Row, Table, pools_table
 from tftui.ui.widgets.table import ResourceTable
 
 

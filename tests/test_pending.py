@@ -7,7 +7,7 @@ from typing import Any
 
 from tests.fixtures.engine_builders import build, host, pdb, pool, template, worker
 from tftui.engine.pending import explain
-from tftui.ui.objects import describe
+from tftui.ui.render.objects import describe
 
 JSON = dict[str, Any]
 

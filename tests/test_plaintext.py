@@ -14,7 +14,8 @@ from rich.text import Text
 from textual.color import Color
 
 from tftui.model.plaintext import json_visible, unsafe, visible
-from tftui.ui.widgets.plain import ControlFilter, plain_cell, plain_renderable, plain_text
+from tftui.ui.render.plain import plain_text
+from tftui.ui.widgets.plain import ControlFilter, plain_cell, plain_renderable
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,7 @@ hostile quantities (`1e999`, `NaN`, `10Ei`), durations, cron expressions, time z
 ends of the calendar, TensorFusion annotations and nested structures, at fields chosen at random
 and at the fields the engine reads. For each mutated dump `plan` (with autoscale from the suite's
 PostgreSQL), `place`, `report`, `simulate --duration 1h`, `dump` and the console's first load
-(`DumpCluster` + `ui.data.load` + the main tables) must either succeed, or exit 2 with exactly one
+(`DumpCluster` + `ui.load.data.load` + the main tables) must either succeed, or exit 2 with exactly one
 stderr line that names the object and the field; never a traceback, and never more than a bounded
 amount of memory (the address space is limited while the examples run, so a blow-up fails the
 test with MemoryError instead of taking the host down).
@@ -37,8 +37,8 @@ from tftui.cli import main
 from tftui.sources.dumpfile import DumpCluster
 from tftui.sources.sim.cluster import generate_objects
 from tftui.sources.sim.usage import SimMetrics
-from tftui.ui.data import load
-from tftui.ui.views import Gauges, gpus_table, layout_for, nodes_table, pools_table, workloads_table
+from tftui.ui.load.data import load
+from tftui.ui.render.views import Gauges, gpus_table, layout_for, nodes_table, pools_table, workloads_table
 
 JSON = dict[str, Any]
 NOW = datetime.now(UTC).replace(microsecond=0)

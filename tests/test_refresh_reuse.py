@@ -21,7 +21,7 @@ from tftui.sources.ports import ActionError
 from tftui.sources.sim.acting import ActingSimCluster
 from tftui.sources.sim.cluster import DEFAULT_NOW, generate_objects
 from tftui.ui.app import TfTuiApp
-from tftui.ui.data import StateReader, load
+from tftui.ui.load.data import StateReader, load
 
 
 class Objects:

@@ -1,4 +1,4 @@
-"""Rows kept between refreshes (`ui.rowcache`): an unchanged refresh builds no row, and a row whose
+"""Rows kept between refreshes (`ui.render.rowcache`): an unchanged refresh builds no row, and a row whose
 object, usage, age or context changed is built again — a cached table always equals a fresh build
 (a stale row on screen is the worst outcome)."""
 
@@ -17,10 +17,10 @@ from tftui.engine.usage import UsageIndex
 from tftui.model.usage import GPUUsage
 from tftui.sources.sim.cluster import DEFAULT_NOW, generate_objects
 from tftui.ui.app import SWITCH_INTERVAL, TfTuiApp
-from tftui.ui.data import ConsoleData, StateReader, load
-from tftui.ui.rowcache import RowCache, RowCaches, Same
-from tftui.ui.tableops import plain
-from tftui.ui.views import (
+from tftui.ui.load.data import ConsoleData, StateReader, load
+from tftui.ui.render.rowcache import RowCache, RowCaches, Same
+from tftui.ui.render.tableops import plain
+from tftui.ui.render.views import (
     NARROW,
     WIDE,
     Gauges,

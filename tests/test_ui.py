@@ -29,9 +29,21 @@ from tftui.model.usage import GPUUsage, WorkerUsage
 from tftui.sources.ports import SourceError
 from tftui.sources.sim.cluster import DEFAULT_NOW, SimCluster
 from tftui.sources.sim.usage import SimMetrics
-from tftui.ui.analysis import AnalysisSettings
 from tftui.ui.app import DataLoaded, LoadFailed, TfTuiApp
-from tftui.ui.data import load
+from tftui.ui.load.analysis import AnalysisSettings
+from tftui.ui.load.data import load
+from tftui.ui.render.views import (
+    Gauges,
+    gpus_table,
+    layout_candidates,
+    layout_for,
+    nodes_table,
+    pools_table,
+    rendered,
+    workers_table,
+    workloads_table,
+)
+from tftui.ui.render.widths import fits
 from tftui.ui.screens.metrics import WorkloadScreen
 from tftui.ui.screens.modals import HelpScreen, WarningsScreen
 from tftui.ui.screens.resource import (
@@ -43,20 +55,8 @@ from tftui.ui.screens.resource import (
     WorkersScreen,
     WorkloadsScreen,
 )
-from tftui.ui.views import (
-    Gauges,
-    gpus_table,
-    layout_candidates,
-    layout_for,
-    nodes_table,
-    pools_table,
-    rendered,
-    workers_table,
-    workloads_table,
-)
 from tftui.ui.widgets.chrome import Breadcrumb, Prompt
 from tftui.ui.widgets.table import ResourceTable
-from tftui.ui.widths import fits
 
 POOLS = ["demo-dev", "demo-inference", "demo-isolation", "demo-training"]
 

@@ -19,10 +19,11 @@ from tftui.runtime.loops import Runtime
 from tftui.sources.sim.acting import ActingSimCluster
 from tftui.sources.sim.cluster import DEFAULT_NOW
 from tftui.sources.sim.usage import SimMetrics
-from tftui.ui.analysis import AUTOSCALE
 from tftui.ui.app import TfTuiApp
-from tftui.ui.autoscaleview import AutoscaleAnalysis, AutoscaleLoader, distribution
-from tftui.ui.format import NO_DATA
+from tftui.ui.load.analysis import AUTOSCALE
+from tftui.ui.load.autoscale import AutoscaleAnalysis, AutoscaleLoader
+from tftui.ui.render.autoscaleview import distribution
+from tftui.ui.render.format import NO_DATA
 from tftui.ui.screens.metrics import WorkloadScreen
 from tftui.ui.screens.modals import ConfirmScreen
 from tftui.ui.screens.resource import WorkloadsScreen
@@ -136,7 +137,7 @@ def test_distribution_shares_sum_to_one_and_cover_the_samples() -> None:
 def test_distribution_labels_keep_every_range_apart() -> None:
     """The bins of a narrow distribution (11.2 to 11.9 TF) read `11–11 TF` with the short
     table formatter: labels take the decimals they need."""
-    from tftui.ui.autoscaleview import _range_labels
+    from tftui.ui.render.autoscaleview import _range_labels
 
     labels = _range_labels([(11.2, 11.4, 0.5), (11.4, 11.9, 0.5)], vram=False)
     assert labels == ["11.2–11.4 TF", "11.4–11.9 TF"]
@@ -210,7 +211,7 @@ def test_cells_say_no_data_and_never_zero() -> None:
     """A workload without usage rows: `—` for used and recommended (no metrics is not idle)."""
     from tests.fixtures.engine_builders import NOW, build
     from tests.test_autoscale import asr, cluster
-    from tftui.ui.autoscaleview import detail_text, rec_cell, used_cell
+    from tftui.ui.render.autoscaleview import detail_text, rec_cell, used_cell
 
     state = build(cluster(spec=asr(enable=True)))
     value = AutoscaleAnalysis(recommend(state, AutoscaleState(), NOW), {}, timedelta(hours=2), 0)

@@ -46,13 +46,13 @@ from tftui.sources.sim.cluster import DEFAULT_NOW, SimCluster
 from tftui.sources.sim.usage import SimMetrics
 from tftui.ui.app import WRITE_ACTIONS, ActionDone, TfTuiApp
 from tftui.ui.forms import parse_request
-from tftui.ui.ops import build_ops
+from tftui.ui.load.ops import build_ops
+from tftui.ui.render.gauge import render_shift
 from tftui.ui.screens.modals import ConfirmScreen, HelpScreen
 from tftui.ui.screens.ops import CompactionScreen, DefragScreen, EventsScreen
 from tftui.ui.screens.placement import PlacementScreen
 from tftui.ui.screens.registry import ROOT_VIEWS
 from tftui.ui.screens.resource import VIEWS, PoolsScreen, ResourceScreen
-from tftui.ui.widgets.gauge import render_shift
 from tftui.ui.widgets.table import ResourceTable
 
 RELEASED = ["dev-4090-03", "dev-4090-04"]  # what a forced round of demo-dev releases at DEFAULT_NOW
@@ -495,8 +495,8 @@ async def test_writable_console_offers_the_write_keys(demo: ActingSimCluster, me
 def test_every_operation_table_fits_its_layout(demo: ActingSimCluster, metrics: SimMetrics) -> None:
 
     from tests.fitting import WIDTHS, assert_fits
-    from tftui.ui.data import load
-    from tftui.ui.opsviews import (
+    from tftui.ui.load.data import load
+    from tftui.ui.render.opsviews import (
         compaction_decisions_table,
         compaction_pools_table,
         defrag_nodes_table,
@@ -504,7 +504,7 @@ def test_every_operation_table_fits_its_layout(demo: ActingSimCluster, metrics: 
         events_table,
         journal_table,
     )
-    from tftui.ui.views import layout_for
+    from tftui.ui.render.views import layout_for
 
     runtime = app_module.make_runtime(demo, lambda: DEFAULT_NOW)
     assert runtime is not None
@@ -595,9 +595,9 @@ async def test_demo_speed_runs_the_runtime_on_the_simulated_clock() -> None:
 def test_defrag_utilization_is_shown_and_labelled_for_every_node(demo: ActingSimCluster) -> None:
     """UTIL was `—` for above-threshold nodes while DETAIL said 75 %, unlabelled next to TFLOPS
     gauges; a pool without defrag and a disabled one read `off` and `disabled`."""
-    from tftui.ui.data import load
-    from tftui.ui.opsviews import defrag_nodes_table, defrag_pools_table
-    from tftui.ui.views import NORMAL
+    from tftui.ui.load.data import load
+    from tftui.ui.render.opsviews import defrag_nodes_table, defrag_pools_table
+    from tftui.ui.render.views import NORMAL
 
     data = load(demo, None, DEFAULT_NOW)
     view = data.ops.defrag["demo-dev"]
@@ -621,8 +621,8 @@ def test_describe_reads_like_an_operator_writes_and_lists_decisions_and_events(
     demo: ActingSimCluster,
 ) -> None:
     """`d` showed `vram: 687194767360.0` and nothing of what was decided or happened."""
-    from tftui.ui.data import load
-    from tftui.ui.objects import describe
+    from tftui.ui.load.data import load
+    from tftui.ui.render.objects import describe
 
     runtime = app_module.make_runtime(demo, demo.clock)
     assert runtime is not None

@@ -13,9 +13,9 @@ from textual.pilot import Pilot
 
 from tftui.sources.sim.cluster import DEFAULT_NOW, SimCluster
 from tftui.sources.sim.usage import SimMetrics
-from tftui.ui.analysis import OBJHISTORY, AnalysisSettings
 from tftui.ui.app import TfTuiApp
-from tftui.ui.objhistory import ObjectHistory, subject
+from tftui.ui.load.analysis import OBJHISTORY, AnalysisSettings
+from tftui.ui.load.objhistory import ObjectHistory, subject
 from tftui.ui.screens.resource import NodeScreen, WorkersScreen
 from tftui.ui.widgets.plain import PlainLabel
 from tftui.ui.widgets.spark import ScaledSparkline

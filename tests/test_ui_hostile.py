@@ -44,8 +44,8 @@ from tftui.model.usage import GPUUsage, WorkerUsage
 from tftui.sources.ports import SourceError
 from tftui.sources.sim.cluster import DEFAULT_NOW
 from tftui.sources.sim.usage import SimMetrics
-from tftui.ui.analysis import AnalysisSettings
 from tftui.ui.app import TfTuiApp
+from tftui.ui.load.analysis import AnalysisSettings
 from tftui.ui.screens.modals import ConfirmScreen, HelpScreen, ModeScreen, WarningsScreen
 from tftui.ui.screens.text import TextScreen
 

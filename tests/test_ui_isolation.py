@@ -8,9 +8,9 @@ from tests.fixtures.engine_builders import GI
 from tftui.engine.state import ClusterState
 from tftui.engine.usage import UsageIndex
 from tftui.sources.sim.cluster import DEFAULT_NOW, generate_objects
-from tftui.ui.data import ConsoleData
 from tftui.ui.forms import parse_request
-from tftui.ui.views import NORMAL, WIDE, Gauges, gpus_table, quota_summary
+from tftui.ui.load.data import ConsoleData
+from tftui.ui.render.views import NORMAL, WIDE, Gauges, gpus_table, quota_summary
 
 
 def data() -> ConsoleData:

@@ -22,13 +22,11 @@ from tftui.config import ConsoleConfig
 from tftui.sources.sim.cluster import DEFAULT_NOW, SimCluster
 from tftui.sources.sim.usage import SimMetrics
 from tftui.ui.app import LoadFailed, TfTuiApp
-from tftui.ui.data import load
-from tftui.ui.format import fmt_bytes, fmt_num
-from tftui.ui.screens.resource import ResourceScreen
-from tftui.ui.screens.text import TextScreen
-from tftui.ui.tableops import MARK, sort_key, sorted_table, table_csv, with_deltas
-from tftui.ui.themes import DARK
-from tftui.ui.views import (
+from tftui.ui.load.data import load
+from tftui.ui.render.format import fmt_bytes, fmt_num
+from tftui.ui.render.gauge import gauge_plain, render_gauge
+from tftui.ui.render.tableops import MARK, sort_key, sorted_table, table_csv, with_deltas
+from tftui.ui.render.views import (
     NARROW,
     WIDE,
     Column,
@@ -41,8 +39,10 @@ from tftui.ui.views import (
     workers_table,
     workloads_table,
 )
+from tftui.ui.screens.resource import ResourceScreen
+from tftui.ui.screens.text import TextScreen
+from tftui.ui.themes import DARK
 from tftui.ui.widgets.chrome import Breadcrumb, ConsoleHeader
-from tftui.ui.widgets.gauge import gauge_plain, render_gauge
 from tftui.ui.widgets.table import ResourceTable
 
 

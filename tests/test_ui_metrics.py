@@ -31,7 +31,8 @@ from tftui.sources.ports import SourceError
 from tftui.sources.sim.cluster import DEFAULT_NOW, SimCluster
 from tftui.sources.sim.step1 import SimStep1
 from tftui.sources.sim.usage import SimMetrics
-from tftui.ui.analysis import (
+from tftui.ui.app import TfTuiApp
+from tftui.ui.load.analysis import (
     ALERTS,
     AUTOSCALE,
     HISTORY,
@@ -44,20 +45,19 @@ from tftui.ui.analysis import (
     compute_history,
     compute_waste,
 )
-from tftui.ui.app import TfTuiApp
-from tftui.ui.data import ConsoleData, load, metrics_error_text, step1_port, store_name
-from tftui.ui.format import fmt_num
-from tftui.ui.metricsviews import (
+from tftui.ui.load.data import ConsoleData, load, metrics_error_text, step1_port, store_name
+from tftui.ui.render.format import fmt_num
+from tftui.ui.render.metricsviews import (
     finding_key,
     instances_table,
     rules_table,
     spark_values,
     waste_table,
 )
+from tftui.ui.render.views import layout_for
 from tftui.ui.screens.metrics import AlertsScreen, FindingScreen, WasteScreen, WorkloadScreen
 from tftui.ui.screens.modals import HelpScreen
 from tftui.ui.screens.resource import NodeScreen, PoolsScreen
-from tftui.ui.views import layout_for
 from tftui.ui.widgets.chrome import Breadcrumb
 from tftui.ui.widgets.table import ResourceTable
 

@@ -22,8 +22,8 @@ from tftui.sources.greptime import GreptimeMetrics
 from tftui.sources.sim.cluster import DEFAULT_NOW, SimCluster
 from tftui.sources.sim.step1 import SimStep1
 from tftui.sources.sim.usage import SimMetrics
-from tftui.ui.analysis import compute_alerts, compute_waste
-from tftui.ui.data import load
+from tftui.ui.load.analysis import compute_alerts, compute_waste
+from tftui.ui.load.data import load
 from tftui.ui.screens.metrics import AlertsScreen, WasteScreen
 
 COL = "greptime_timestamp"

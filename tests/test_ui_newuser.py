@@ -183,7 +183,7 @@ async def test_pools_view_shows_releasable_and_fragmentation_and_the_header_sums
 ) -> None:
     """Waste at a glance: what compaction frees now and how stranded free capacity is, per pool;
     the header carries allocated against used for the whole cluster."""
-    from tftui.ui.hunting import fragmentation, typical_request
+    from tftui.ui.load.fragmentation import fragmentation, typical_request
 
     app = make_app(metrics)
     async with app.run_test(size=(160, 48)) as pilot:
@@ -215,7 +215,7 @@ async def test_pools_view_shows_releasable_and_fragmentation_and_the_header_sums
 
 async def test_sort_by_used_by_gap_and_by_waste(metrics: SimMetrics) -> None:
     """U sorts by used %, X by the allocated − used gap (largest first), $ by waste $ (most first)."""
-    from tftui.ui.views import GaugeCell
+    from tftui.ui.render.views import GaugeCell
 
     app = make_app(metrics)
     async with app.run_test(size=(160, 48)) as pilot:

@@ -16,12 +16,12 @@ from textual.pilot import Pilot
 from tftui.engine.report import Report
 from tftui.sources.sim.cluster import DEFAULT_NOW, SimCluster
 from tftui.sources.sim.usage import SimMetrics
-from tftui.ui.analysis import ALERTS, WASTE, AlertsAnalysis, Analysis, AnalysisSettings, WasteAnalysis
 from tftui.ui.app import TfTuiApp
-from tftui.ui.data import load
-from tftui.ui.poolwaste import LOADING, pool_waste, waste_summary
-from tftui.ui.tableops import plain
-from tftui.ui.views import WIDE, Gauges, pools_table, rendered
+from tftui.ui.load.analysis import ALERTS, WASTE, AlertsAnalysis, Analysis, AnalysisSettings, WasteAnalysis
+from tftui.ui.load.data import load
+from tftui.ui.render.poolwaste import LOADING, pool_waste, waste_summary
+from tftui.ui.render.tableops import plain
+from tftui.ui.render.views import WIDE, Gauges, pools_table, rendered
 from tftui.ui.widgets.table import ResourceTable
 
 HOUR = AnalysisSettings(waste_window=timedelta(hours=1))

@@ -22,7 +22,7 @@ from tests.waiting import wait_until
 from tftui.sources.kube import KubeCluster
 from tftui.sources.sim.cluster import DEFAULT_NOW, SimCluster, generate_objects
 from tftui.ui.app import TfTuiApp
-from tftui.ui.scope import SelectorError, parse_filter, parse_selector
+from tftui.ui.render.scope import SelectorError, parse_filter, parse_selector
 from tftui.ui.screens.resource import NodesScreen, PoolsScreen, WorkloadsScreen
 from tftui.ui.screens.scopes import ContextsScreen, NamespacesScreen
 from tftui.ui.widgets.chrome import Breadcrumb

@@ -12,7 +12,7 @@ from tftui.engine.state import ClusterState
 from tftui.engine.usage import UsageIndex
 from tftui.model.usage import GPUUsage, WorkerUsage
 from tftui.sources.sim.cluster import DEFAULT_NOW, generate_objects
-from tftui.ui.data import StateReader
+from tftui.ui.load.data import StateReader
 
 
 def samples(

@@ -32,7 +32,7 @@ from tftui.runtime.whatif import (
 )
 from tftui.sources.sim.cluster import DEFAULT_NOW, generate_objects
 from tftui.sources.sim.usage import SimMetrics
-from tftui.ui.whatif import kept_by
+from tftui.ui.render.whatif import kept_by
 
 OBJECTS = generate_objects(7, 40, DEFAULT_NOW)
 # the demo-dev defrag campaign runs 03:00-05:00 America/New_York = 08:00-10:00 UTC the next day

@@ -13,9 +13,10 @@ import pytest
 from tftui.runtime.whatif import SimConfig, parse_policy, simulate
 from tftui.sources.sim.acting import ActingSimCluster
 from tftui.sources.sim.cluster import DEFAULT_NOW
-from tftui.ui import whatif as whatif_ui
 from tftui.ui.app import TfTuiApp
-from tftui.ui.whatif import NodeChart, WhatIfScreen, chart_lines
+from tftui.ui.render.whatif import chart_lines
+from tftui.ui.screens import whatif as whatif_ui
+from tftui.ui.screens.whatif import NodeChart, WhatIfScreen
 from tftui.ui.widgets.table import ResourceTable
 
 POLICIES = ("CompactFirst+defrag", "LowLoadFirst+defrag")

@@ -22,7 +22,7 @@ from textual.widgets import Input
 from tftui.sources.sim.acting import ActingSimCluster
 from tftui.sources.sim.cluster import DEFAULT_NOW, SimCluster
 from tftui.sources.sim.usage import SimMetrics
-from tftui.ui.analysis import AnalysisSettings
+from tftui.ui.load.analysis import AnalysisSettings
 from tftui.ui.app import TfTuiApp
 from tftui.ui.screens.resource import NodeScreen
 

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 from textual.pilot import Pilot
 
-import tftui.ui.whatif as whatif_ui
+import tftui.ui.screens.whatif as whatif_ui
 from tests.snapshots.conftest import SIZES, settle
 from tftui.runtime.whatif import Policy, PolicyResult, SimConfig, compare
 from tftui.ui.app import TfTuiApp
-from tftui.ui.whatif import WhatIfScreen
+from tftui.ui.screens.whatif import WhatIfScreen
 
 _RUNS: dict[str, list[PolicyResult]] = {}
 

@@ -55,7 +55,10 @@ from tftui.model.gcpause import gc_paused
 from tftui.model.plaintext import visible
 from tftui.sources.ports import ClusterPort, MetricsPort, WritableClusterPort
 from tftui.ui.actions import MUTATING, REGISTRY, bindings
-from tftui.ui.analysis import (
+from tftui.ui.background import in_thread
+from tftui.ui.crash import CRASH_EXIT, crash_line, write_crash_log
+from tftui.ui.keymap import check_keymap, normalise_keymap
+from tftui.ui.load.analysis import (
     AUTOSCALE,
     HISTORY,
     HISTORY_CACHED,
@@ -67,10 +70,8 @@ from tftui.ui.analysis import (
     Cancelled,
     run_analysis,
 )
-from tftui.ui.autoscaleview import AutoscaleAnalysis, AutoscaleLoader, toggle_body
-from tftui.ui.background import in_thread
-from tftui.ui.crash import CRASH_EXIT, crash_line, write_crash_log
-from tftui.ui.data import (
+from tftui.ui.load.autoscale import AutoscaleAnalysis, AutoscaleLoader
+from tftui.ui.load.data import (
     ClusterLoadError,
     ConsoleData,
     StateReader,
@@ -80,11 +81,12 @@ from tftui.ui.data import (
     load_rest,
     load_state,
 )
-from tftui.ui.keymap import check_keymap, normalise_keymap
-from tftui.ui.ops import CapacityFigures, ConsoleRuntime, compaction_capacity
-from tftui.ui.opsviews import confirm_compaction_body
+from tftui.ui.load.ops import CapacityFigures, ConsoleRuntime, compaction_capacity
 from tftui.ui.palette import ActionCommands
-from tftui.ui.rowcache import RowCaches
+from tftui.ui.render.autoscaleview import toggle_body
+from tftui.ui.render.opsviews import confirm_compaction_body
+from tftui.ui.render.rowcache import RowCaches
+from tftui.ui.render.views import Row
 from tftui.ui.screens.metrics import WorkloadScreen
 from tftui.ui.screens.modals import ConfirmScreen, HelpEntry, HelpScreen, ModeScreen, WarningsScreen
 from tftui.ui.screens.placement import PlacementScreen
@@ -92,7 +94,6 @@ from tftui.ui.screens.registry import ROOT_VIEWS
 from tftui.ui.screens.resource import VIEW_ALIASES, VIEWS, PoolsScreen, ResourceScreen
 from tftui.ui.switching import ScopeCommands
 from tftui.ui.themes import DARK, LIGHT, THEMES
-from tftui.ui.views import Row
 from tftui.ui.widgets.plain import ControlFilter
 
 MIN_REFRESH_INTERVAL = 2.0

@@ -21,8 +21,8 @@ from tftui.model import redact
 from tftui.sources.contexts import ContextInfo
 from tftui.sources.ports import ClusterPort, MetricsPort
 from tftui.ui.background import in_thread
-from tftui.ui.data import StateReader, describe_error
-from tftui.ui.scope import ALL_NAMESPACES, cluster_namespaces
+from tftui.ui.load.data import StateReader, describe_error
+from tftui.ui.render.scope import ALL_NAMESPACES, cluster_namespaces
 
 if TYPE_CHECKING:
     from tftui.ui.app import TfTuiApp

@@ -18,7 +18,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Label, Static
 
 from tftui.ui.actions import bindings
-from tftui.ui.analysis import (
+from tftui.ui.load.analysis import (
     ALERTS,
     AUTOSCALE,
     HISTORY,
@@ -29,10 +29,10 @@ from tftui.ui.analysis import (
     WasteAnalysis,
     WorkloadHistory,
 )
-from tftui.ui.autoscaleview import AutoscaleAnalysis
-from tftui.ui.autoscaleview import detail_text as autoscale_detail
-from tftui.ui.data import ConsoleData
-from tftui.ui.metricsviews import (
+from tftui.ui.load.autoscale import AutoscaleAnalysis
+from tftui.ui.load.data import ConsoleData
+from tftui.ui.render.autoscaleview import detail_text as autoscale_detail
+from tftui.ui.render.metricsviews import (
     alerts_summary,
     analysis_status,
     find_finding,
@@ -51,10 +51,10 @@ from tftui.ui.metricsviews import (
     workload_summary,
     workload_verdict,
 )
+from tftui.ui.render.views import Gauges, Layout, Table, workers_table
 from tftui.ui.screens.autoscale import AUTOSCALE_BINDINGS, AutoscaleActions
 from tftui.ui.screens.ops import NEXT_TABLE
 from tftui.ui.screens.resource import ResourceScreen
-from tftui.ui.views import Gauges, Layout, Table, workers_table
 from tftui.ui.widgets.plain import PlainLabel, PlainStatic
 from tftui.ui.widgets.spark import ScaledSparkline
 from tftui.ui.widgets.table import ResourceTable

@@ -24,8 +24,8 @@ from textual.widgets import Button, Static
 
 from tftui.engine.state import StateWarning
 from tftui.ui.actions import bindings
-from tftui.ui.views import FLAG_LEGEND
-from tftui.ui.widgets.gauge import ADDED_CHAR, ALLOC_CHAR, FREE_CHAR, USED_CHAR
+from tftui.ui.render.gauge import ADDED_CHAR, ALLOC_CHAR, FREE_CHAR, USED_CHAR
+from tftui.ui.render.views import FLAG_LEGEND
 from tftui.ui.widgets.plain import PlainLabel, PlainStatic
 
 NAVIGATION = "Move"

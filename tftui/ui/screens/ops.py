@@ -16,8 +16,8 @@ from textual.binding import BindingType
 from textual.widgets import DataTable, Label, Static
 
 from tftui.ui.actions import bindings
-from tftui.ui.data import ConsoleData
-from tftui.ui.opsviews import (
+from tftui.ui.load.data import ConsoleData
+from tftui.ui.render.opsviews import (
     compaction_decisions_table,
     compaction_pools_table,
     compaction_summary,
@@ -28,8 +28,8 @@ from tftui.ui.opsviews import (
     events_table,
     journal_table,
 )
+from tftui.ui.render.views import Gauges, Layout, Table
 from tftui.ui.screens.resource import POOL_BINDINGS, NodeScreen, PoolActions, ResourceScreen
-from tftui.ui.views import Gauges, Layout, Table
 from tftui.ui.widgets.plain import PlainLabel, PlainStatic
 from tftui.ui.widgets.table import ResourceTable
 

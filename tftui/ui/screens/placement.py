@@ -25,13 +25,13 @@ from tftui.engine.state import ClusterState
 from tftui.model import keys
 from tftui.model.plaintext import visible
 from tftui.ui.actions import bindings
-from tftui.ui.data import ConsoleData, describe_error
 from tftui.ui.forms import parse_request
-from tftui.ui.opsviews import placement_view
+from tftui.ui.load.data import ConsoleData, describe_error
+from tftui.ui.render.gauge import DEFAULT_STYLES
+from tftui.ui.render.opsviews import placement_view
+from tftui.ui.render.views import Gauges, Layout, Table
 from tftui.ui.screens.resource import ResourceScreen
-from tftui.ui.views import Gauges, Layout, Table
 from tftui.ui.widgets.chrome import Breadcrumb
-from tftui.ui.widgets.gauge import DEFAULT_STYLES
 from tftui.ui.widgets.plain import PlainLabel, PlainStatic
 
 PREVIEW_GROUP = "preview"

@@ -15,8 +15,8 @@ from tftui.ui.screens.resource import (
     WorkloadsScreen,
 )
 from tftui.ui.screens.scopes import ContextsScreen, NamespacesScreen
+from tftui.ui.screens.whatif import WhatIfScreen
 from tftui.ui.screens.xray import XrayScreen
-from tftui.ui.whatif import WhatIfScreen
 
 ROOT_VIEWS: dict[str, Callable[[], ResourceScreen]] = {
     "pools": PoolsScreen,

@@ -22,20 +22,18 @@ from textual.widgets import DataTable, Footer, Input, Static
 from tftui.engine.pending import is_pending
 from tftui.model.gcpause import gc_paused
 from tftui.ui.actions import bindings
-from tftui.ui.analysis import ALERTS, AUTOSCALE, OBJHISTORY, WASTE, AnalysisKey
-from tftui.ui.autoscaleview import AutoscaleAnalysis
-from tftui.ui.data import ConsoleData
-from tftui.ui.objects import describe, find_object, object_yaml
-from tftui.ui.objhistory import ObjectHistory
-from tftui.ui.objhistory import subject as history_subject
-from tftui.ui.poolwaste import WASTE_EVERY, pool_waste
+from tftui.ui.load.analysis import ALERTS, AUTOSCALE, OBJHISTORY, WASTE, AnalysisKey
+from tftui.ui.load.autoscale import AutoscaleAnalysis
+from tftui.ui.load.data import ConsoleData
+from tftui.ui.load.objhistory import ObjectHistory
+from tftui.ui.load.objhistory import subject as history_subject
 from tftui.ui.privatefiles import PrivateFileError, default_folder, write_new
-from tftui.ui.rowcache import RowCache
-from tftui.ui.scope import RowFilter, parse_filter, scoped
-from tftui.ui.screens.autoscale import AUTOSCALE_BINDINGS, AutoscaleActions
-from tftui.ui.screens.text import TextScreen
-from tftui.ui.tableops import has_column, marked_table, sorted_table, table_csv, with_deltas
-from tftui.ui.views import (
+from tftui.ui.render.objects import describe, find_object, object_yaml
+from tftui.ui.render.poolwaste import WASTE_EVERY, pool_waste
+from tftui.ui.render.rowcache import RowCache
+from tftui.ui.render.scope import RowFilter, parse_filter, scoped
+from tftui.ui.render.tableops import has_column, marked_table, sorted_table, table_csv, with_deltas
+from tftui.ui.render.views import (
     Cell,
     Gauges,
     Layout,
@@ -50,11 +48,13 @@ from tftui.ui.views import (
     workers_table,
     workloads_table,
 )
+from tftui.ui.render.widths import fit_table, fits
+from tftui.ui.screens.autoscale import AUTOSCALE_BINDINGS, AutoscaleActions
+from tftui.ui.screens.text import TextScreen
 from tftui.ui.widgets.chrome import Breadcrumb, ConsoleHeader, Prompt, PromptMode
 from tftui.ui.widgets.history import HistorySparks
 from tftui.ui.widgets.plain import PlainStatic
 from tftui.ui.widgets.table import ROW_LIMIT, ResourceTable
-from tftui.ui.widths import fit_table, fits
 
 if TYPE_CHECKING:
     from tftui.ui.app import TfTuiApp
@@ -591,7 +591,7 @@ class ResourceScreen(Screen[None]):
 
 def show_history(screen: ResourceScreen, kind: str, name: str) -> None:
     """Fill the screen's `HistorySparks` from the object's history analysis (or say it is coming)."""
-    from tftui.ui.metricsviews import analysis_status
+    from tftui.ui.render.metricsviews import analysis_status
 
     key = history_subject(kind, name)
     analysis = screen.tui.analysis(OBJHISTORY, key)

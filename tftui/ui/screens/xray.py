@@ -17,10 +17,10 @@ from textual.widgets.tree import TreeNode
 
 from tftui.engine.state import Res
 from tftui.engine.usage import Used
-from tftui.ui.data import ConsoleData
-from tftui.ui.scope import namespaces_of
+from tftui.ui.load.data import ConsoleData
+from tftui.ui.render.scope import namespaces_of
+from tftui.ui.render.views import Layout
 from tftui.ui.screens.resource import ResourceScreen
-from tftui.ui.views import Layout
 from tftui.ui.widgets.plain import PlainTree
 
 Ref = tuple[str, str]

@@ -15,10 +15,10 @@ from textual.suggester import SuggestFromList
 from textual.widgets import Input, Label
 
 from tftui.ui.actions import bindings
-from tftui.ui.analysis import WASTE
-from tftui.ui.format import fmt_time
-from tftui.ui.hunting import cluster_summary
-from tftui.ui.poolwaste import WASTE_EVERY, waste_summary
+from tftui.ui.load.analysis import WASTE
+from tftui.ui.render.format import fmt_time
+from tftui.ui.render.hunting import cluster_summary
+from tftui.ui.render.poolwaste import WASTE_EVERY, waste_summary
 from tftui.ui.widgets.plain import PlainLabel
 
 if TYPE_CHECKING:

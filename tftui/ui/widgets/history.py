@@ -10,7 +10,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
 
-from tftui.ui.objhistory import ObjectHistory
+from tftui.ui.load.objhistory import ObjectHistory
 from tftui.ui.widgets.plain import PlainLabel
 from tftui.ui.widgets.spark import ScaledSparkline
 

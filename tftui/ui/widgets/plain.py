@@ -28,7 +28,8 @@ from textual.filter import LineFilter
 from textual.visual import VisualType
 from textual.widgets import Label, Static, Tree
 
-from tftui.model.plaintext import escape_char, unsafe, visible
+from tftui.model.plaintext import unsafe, visible
+from tftui.ui.render.plain import plain_text
 
 __all__ = [
     "ControlFilter",
@@ -37,29 +38,7 @@ __all__ = [
     "PlainTree",
     "plain_cell",
     "plain_renderable",
-    "plain_text",
 ]
-
-
-def plain_text(text: Text, *, multiline: bool = True) -> Text:
-    """`text` with its control characters escaped, styles kept on the same characters (the same
-    object when there is nothing to escape, which is the usual case and costs one regex search)."""
-    plain = text.plain
-    if not unsafe(plain, multiline=multiline):
-        return text
-    pieces: list[str] = []
-    new_at = [0] * (len(plain) + 1)  # old offset → new offset
-    length = 0
-    for i, ch in enumerate(plain):
-        new_at[i] = length
-        shown = escape_char(ch) if unsafe(ch, multiline=multiline) else ch
-        pieces.append(shown)
-        length += len(shown)
-    new_at[len(plain)] = length
-    out = text.blank_copy("".join(pieces))
-    for span in text.spans:
-        out.stylize(span.style, new_at[span.start], new_at[span.end])
-    return out
 
 
 def _plain_content(content: Content, *, multiline: bool) -> Content:

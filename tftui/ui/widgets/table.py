@@ -13,14 +13,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import ClassVar
 
 from rich.console import RenderableType
+from rich.style import Style
 from textual.binding import BindingType
+from textual.widget import Widget
 from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey, RowDoesNotExist
 
 from tftui.ui.actions import bindings
-from tftui.ui.format import fit_number, is_number
-from tftui.ui.views import Column, Row, Table, rendered
-from tftui.ui.widgets.gauge import COMPONENT_CLASSES, GaugeStyles, gauge_styles_of
+from tftui.ui.render.format import fit_number, is_number
+from tftui.ui.render.gauge import COMPONENT_CLASSES, GaugeStyles
+from tftui.ui.render.views import Column, Row, Table, rendered
 from tftui.ui.widgets.plain import plain_cell
 
 ROW_LIMIT = 1_000
@@ -53,6 +55,21 @@ def _fit(value: RenderableType, width: int) -> RenderableType:
     if isinstance(value, str) and len(value) > width and is_number(value):
         return fit_number(value, width) or value
     return value
+
+
+def gauge_styles_of(widget: Widget) -> GaugeStyles:
+    """Gauge styles from a widget's `gauge--*` component classes (foreground colour only).
+
+    Only the colour is taken, so the table's cursor and zebra backgrounds still show through.
+    """
+
+    def fg(name: str) -> Style:
+        styles = widget.get_component_styles(name)
+        return Style(color=styles.color.rich_color, bold=styles.text_style.bold or None)
+
+    return GaugeStyles(
+        fg("gauge--ok"), fg("gauge--warn"), fg("gauge--crit"), fg("gauge--free"), fg("gauge--alloc")
+    )
 
 
 class ResourceTable(DataTable[RenderableType]):

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tftui.engine.state import ClusterState
-from tftui.ui.views import Table
+from tftui.ui.render.views import Table
 
 __all__ = [
     "ALL_NAMESPACES",

@@ -1,32 +1,20 @@
-"""Waste-hunting figures for the first screen: per pool what compaction would release now and how
-fragmented its free capacity is, and a one-line cluster summary for the header.
+"""How fragmented each pool's free capacity is: the share of its free TFLOPS that sits on GPUs which
+cannot host the pool's typical request (the median per-device request of its workloads, TFLOPS and
+VRAM): free capacity nobody can use without moving workers, the figure defrag exists to lower. A
+pool without workloads has no typical request, so no figure (None), and a pool with no free
+capacity has nothing stranded (0 %).
 
-Pure functions over the console's data (no I/O). Fragmentation is the share of a pool's free TFLOPS
-that sits on GPUs which cannot host the pool's typical request (the median per-device request of
-its workloads, TFLOPS and VRAM): free capacity nobody can use without moving workers, the figure
-defrag exists to lower. A pool without workloads has no typical request, so no figure (None), and
-a pool with no free capacity has nothing stranded (0 %).
+Pure functions of the state (no I/O), kept with the loaders because the refresh worker computes
+them (`data.load`) so the UI thread only reads the result; `render.hunting` shows it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from statistics import median
-from typing import TYPE_CHECKING
 
 from tftui.engine.state import ClusterState, Res
-from tftui.ui.ops import would_release
 
-if TYPE_CHECKING:
-    from tftui.ui.data import ConsoleData
-
-__all__ = ["PoolHunt", "cluster_summary", "fragmentation", "fragmentations", "pool_hunt", "typical_request"]
-
-
-@dataclass(frozen=True, slots=True)
-class PoolHunt:
-    releasable: int | None  # nodes compaction releases (or would, when not due); None: no runtime
-    fragmentation: float | None  # % of free TFLOPS that cannot host the typical request
+__all__ = ["fragmentation", "fragmentations", "typical_request"]
 
 
 def typical_request(state: ClusterState, pool: str) -> Res | None:
@@ -93,36 +81,3 @@ def _all_fragmentations(state: ClusterState) -> dict[str, float | None]:
         pool: (stranded[pool] / free[pool] * 100.0 if free[pool] > 0 else 0.0) if pool in typical else None
         for pool in state.pools
     }
-
-
-def pool_hunt(data: ConsoleData) -> dict[str, PoolHunt]:
-    out: dict[str, PoolHunt] = {}
-    for name in data.state.pools:
-        view = data.ops.compaction.get(name)
-        releasable = len(would_release(view.result)) if view is not None else None
-        out[name] = PoolHunt(releasable, fragmentation(data.state, name))
-    return out
-
-
-def cluster_summary(data: ConsoleData, *, compact: bool = False) -> str:
-    """`TFLOPS 47% allocated · 21% used · 3 nodes releasable`: allocation against measured use over
-    every pool (use only over pools with samples; `used —` when none has any). `compact` (below 160
-    columns, where the header also carries the waste figure): `TF 47% alloc · 21% used · 3 rel`."""
-    cap = alloc = used = used_cap = 0.0
-    for name, p in data.state.pools.items():
-        cap += p.capacity.tflops
-        alloc += p.allocated.tflops
-        u = data.usage.pools.get(name)
-        if u is not None and u.has_data:
-            used += u.res.tflops
-            used_cap += p.capacity.tflops
-    if cap <= 0:
-        return ""
-    text = f"{'TF' if compact else 'TFLOPS'} {alloc / cap * 100:.0f}% {'alloc' if compact else 'allocated'}"
-    text += f" · {used / used_cap * 100:.0f}% used" if used_cap > 0 else " · used —"
-    releasable = sum(h.releasable or 0 for h in pool_hunt(data).values())
-    if releasable and compact:
-        text += f" · {releasable} rel"
-    elif releasable:
-        text += f" · {releasable} node{'s' if releasable != 1 else ''} releasable"
-    return text

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from tftui.engine.state import ClusterState
-from tftui.ui.analysis import AlertsAnalysis, Analysis, WasteAnalysis
+from tftui.ui.load.analysis import AlertsAnalysis, Analysis, WasteAnalysis
 
 __all__ = ["LOADING", "WASTE_EVERY", "PoolWaste", "pool_waste", "waste_summary"]
 

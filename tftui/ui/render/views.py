@@ -24,13 +24,11 @@ from tftui.engine.compaction import released_detail
 from tftui.engine.quota import quotas
 from tftui.engine.state import ClusterState, GPUView, NodeView, Res, WorkerView, WorkloadView
 from tftui.engine.usage import Used
-from tftui.ui.autoscaleview import AutoscaleAnalysis, rec_cell, used_cell
-from tftui.ui.data import ConsoleData
-from tftui.ui.format import NO_DATA, fmt_age, fmt_bytes, fmt_num, fmt_req_lim, fmt_res
-from tftui.ui.hunting import pool_hunt
-from tftui.ui.poolwaste import LOADING, PoolWaste
-from tftui.ui.rowcache import RowCache, Same
-from tftui.ui.widgets.gauge import (
+from tftui.ui.load.autoscale import AutoscaleAnalysis
+from tftui.ui.load.data import ConsoleData
+from tftui.ui.render.autoscaleview import rec_cell, used_cell
+from tftui.ui.render.format import NO_DATA, fmt_age, fmt_bytes, fmt_num, fmt_req_lim, fmt_res
+from tftui.ui.render.gauge import (
     DEFAULT_STYLES,
     GaugeStyles,
     gauge_plain,
@@ -39,6 +37,9 @@ from tftui.ui.widgets.gauge import (
     render_request_gauge,
     request_gauge_plain,
 )
+from tftui.ui.render.hunting import pool_hunt
+from tftui.ui.render.poolwaste import LOADING, PoolWaste
+from tftui.ui.render.rowcache import RowCache, Same
 
 LayoutName = Literal["narrow", "normal", "wide"]
 FIGURES_WIDTH = 12  # "1.2k/9.9k TF", "479Gi/1.2Ti"
@@ -398,7 +399,7 @@ POOL_COLUMNS = (
     _Col("alerts", "ALRT", 4, NOT_NARROW),
 )
 """REL: nodes compaction releases now (or would, when not due); FRAG: the share of free TFLOPS on
-GPUs that cannot host the pool's typical request (`hunting.fragmentation`); GPU-h and WASTE $:
+GPUs that cannot host the pool's typical request (`fragmentation.fragmentation`); GPU-h and WASTE $:
 the waste diagnosis over its window, ALRT: alerts firing now (`poolwaste`: `…` while the analyses
 load, `—` without metrics). From 120 to 199 columns PROVISIONING, WRKS and GPU-h give way to them."""
 

@@ -24,9 +24,9 @@ from tftui.engine.alerts import RULES, AlertHistory, evaluate_history, evaluatio
 from tftui.engine.report import ALERT_SPAN, Report, assemble
 from tftui.engine.state import ClusterState
 from tftui.sources.ports import MetricsPort, Step1Port
-from tftui.ui.autoscaleview import AutoscaleAnalysis, AutoscaleLoader
-from tftui.ui.data import ConsoleData, metrics_error_text, step1_port, store_name
-from tftui.ui.objhistory import ObjectHistory, compute_object_history
+from tftui.ui.load.autoscale import AutoscaleAnalysis, AutoscaleLoader
+from tftui.ui.load.data import ConsoleData, metrics_error_text, step1_port, store_name
+from tftui.ui.load.objhistory import ObjectHistory, compute_object_history
 
 WASTE_WINDOW: Final = timedelta(days=1)
 """Window of the waste diagnosis (the reference page's `'1d'::INTERVAL`)."""
@@ -45,7 +45,7 @@ HISTORY: Final[AnalysisKind] = "history"
 AUTOSCALE: Final[AnalysisKind] = "autoscale"
 OBJHISTORY: Final[AnalysisKind] = "objhistory"
 """A node's or a GPU's 24 h allocated and used TFLOPS (`objhistory`; subject `Kind:name`)."""
-"""The engine's autoscale recommendations for every workload (`autoscaleview.AutoscaleLoader`)."""
+"""The engine's autoscale recommendations for every workload (`load.autoscale.AutoscaleLoader`)."""
 AnalysisKey = tuple[AnalysisKind, str]
 """(kind, subject): the subject is the workload key for a history, else empty."""
 

@@ -1,44 +1,26 @@
-"""The console's autoscale figures: the engine's recommendation for every workload, and how to show it.
+"""How the console shows the autoscale figures that `load.autoscale` produced.
 
-`AutoscaleLoader.load` is the blocking part (run by the app in a thread worker, once per refresh, like
-the other analyses): it feeds `tf_worker_usage` into the engine's `AutoscaleState` — the whole
-autoscale window the first time, then only the rows since the previous load, as the runtime does —
-and asks `engine.autoscale.recommend`, exactly as `tftui recommend` does. The result carries frozen
-copies of the histograms, so the UI thread reads them while the next load updates the live ones. Everything
-else here only formats that result: the Workloads columns, the detail section (usage distribution,
-percentiles, cron rule, recommendation with bounds, would it apply and why not) and the body of the
-autoscale on/off confirmation. The console decides nothing; the external scaler is not called from
-here (only the runtime's loop calls it), which the detail says when one is configured.
+Everything here only formats an `AutoscaleAnalysis`: the Workloads columns, the detail section (usage
+distribution, percentiles, cron rule, recommendation with bounds, would it apply and why not) and the
+body of the autoscale on/off confirmation. The console decides nothing; the external scaler is not
+called from here (only the runtime's loop calls it), which the detail says when one is configured.
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from collections.abc import Sequence
+from datetime import timedelta
 from typing import Final
 
 from rich.text import Text
 
-from tftui.engine.autoscale import (
-    AutoConfig,
-    AutoscaleResult,
-    AutoscaleState,
-    WorkloadRecommendation,
-    effective_autoscaling,
-    recommend,
-)
+from tftui.engine.autoscale import WorkloadRecommendation
 from tftui.engine.histogram import DecayingHistogram
-from tftui.engine.state import ClusterState
 from tftui.model import keys
-from tftui.runtime.history import load_usage
-from tftui.sources.ports import MetricsPort
-from tftui.ui.format import NO_DATA, fmt_bytes, fmt_num
+from tftui.ui.load.autoscale import AutoscaleAnalysis
+from tftui.ui.render.format import NO_DATA, fmt_bytes, fmt_num
 
 __all__ = [
-    "AutoscaleAnalysis",
-    "AutoscaleLoader",
     "detail_text",
     "distribution",
     "rec_cell",
@@ -46,74 +28,9 @@ __all__ = [
     "used_cell",
 ]
 
-MAX_WINDOW: Final = timedelta(days=30)
-MIN_WINDOW: Final = timedelta(hours=2)
 DIST_BINS: Final = 8
 BAR: Final = 20
 PERCENTILES: Final = (0.5, 0.9, 0.99)
-
-
-@dataclass(frozen=True, slots=True)
-class Histograms:
-    """Frozen copies of one workload's TFLOPS and VRAM histograms (read by the UI thread)."""
-
-    tf: DecayingHistogram
-    vram: DecayingHistogram
-
-
-@dataclass(frozen=True, slots=True)
-class AutoscaleAnalysis:
-    """The engine's recommendations at the refresh, and the histograms they came from."""
-
-    result: AutoscaleResult
-    histograms: Mapping[str, Histograms]
-    window: timedelta
-    rows: int  # rows read by this load (all of the window the first time, then the new ones)
-
-
-def _window(state: ClusterState) -> timedelta:
-    """The longest `historyDataPeriod` (at least 2 h, at most 30 d): what the runtime loads first."""
-    window = MIN_WINDOW
-    for wv in state.workloads.values():
-        cfg = AutoConfig.parse(effective_autoscaling(state, wv).get("autoSetResources"))
-        window = max(window, min(cfg.history, MAX_WINDOW))
-    return window
-
-
-def _frozen(h: DecayingHistogram) -> DecayingHistogram:
-    c = DecayingHistogram(h.options, h.half_life)
-    c.ref, c.weights, c.total = h.ref, list(h.weights), h.total
-    c.min_bucket, c.max_bucket = h.min_bucket, h.max_bucket
-    return c
-
-
-class AutoscaleLoader:
-    """The console's usage histograms, kept between refreshes and fed incrementally."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()  # a cancelled worker's thread may still be running
-        self.state = AutoscaleState()
-        self.loaded_until: datetime | None = None
-        self.window = timedelta(0)
-
-    def load(self, metrics: MetricsPort, state: ClusterState, now: datetime) -> AutoscaleAnalysis:
-        """Read the rows not yet loaded and recommend; a failed read loads nothing (raises)."""
-        with self._lock:
-            window = _window(state)
-            last = self.loaded_until
-            if last is None or window > self.window or now < last or now - last > window:
-                self.state, self.window, start = AutoscaleState(), window, now - window
-            else:
-                start = last
-            astate = self.state
-            astate.configure(state)
-            # the first load aggregated where the rows are, later ones the new rows (load_usage
-            # materialises them first: a store failing mid-read loads nothing)
-            rows = load_usage(metrics, astate, start, now) if start < now else 0
-            self.loaded_until = now
-            result = recommend(state, astate, now)
-            frozen = {k: Histograms(_frozen(h.tf), _frozen(h.vram)) for k, h in astate.workloads.items()}
-            return AutoscaleAnalysis(result, frozen, window, rows)
 
 
 # -- table cells ---------------------------------------------------------------------------------

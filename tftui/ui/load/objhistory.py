@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from tftui.sources.ports import MetricsPort
-from tftui.ui.data import ConsoleData
+from tftui.ui.load.data import ConsoleData
 
 __all__ = ["ObjectHistory", "compute_object_history", "subject"]
 

@@ -18,7 +18,8 @@ request, `█` the part used, and the figure is use as a percentage of the reque
 `tftui report` calls USE.
 
 `render_gauge` is pure (numbers in, `rich.text.Text` out) so it can be unit-tested on exact characters
-and used directly as a DataTable cell.
+and used directly as a DataTable cell. Reading the themed styles off a widget is the table's part
+(`widgets.table.gauge_styles_of`), so the builders draw gauges without importing Textual.
 """
 
 from __future__ import annotations
@@ -30,9 +31,8 @@ from typing import Literal
 
 from rich.style import Style
 from rich.text import Text
-from textual.widget import Widget
 
-from tftui.ui.format import NO_DATA
+from tftui.ui.render.format import NO_DATA
 
 USED_CHAR = "█"
 ALLOC_CHAR = "▒"
@@ -90,21 +90,6 @@ DEFAULT_STYLES = GaugeStyles(
     free=Style(color="bright_black"),
     alloc=Style(color="blue"),
 )
-
-
-def gauge_styles_of(widget: Widget) -> GaugeStyles:
-    """Gauge styles from a widget's `gauge--*` component classes (foreground colour only).
-
-    Only the colour is taken, so the table's cursor and zebra backgrounds still show through.
-    """
-
-    def fg(name: str) -> Style:
-        styles = widget.get_component_styles(name)
-        return Style(color=styles.color.rich_color, bold=styles.text_style.bold or None)
-
-    return GaugeStyles(
-        fg("gauge--ok"), fg("gauge--warn"), fg("gauge--crit"), fg("gauge--free"), fg("gauge--alloc")
-    )
 
 
 def level_of(percent: float | None) -> Level:

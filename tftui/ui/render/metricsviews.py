@@ -18,11 +18,11 @@ from rich.text import Text
 from tftui.engine.alerts import RULES, Alert, RuleStatus
 from tftui.engine.report import Report
 from tftui.engine.waste import Finding, GPURow, NodeRow, WorkloadRow
-from tftui.ui.analysis import AlertsAnalysis, Analysis, WasteAnalysis, WorkloadHistory
-from tftui.ui.data import ConsoleData
-from tftui.ui.format import NO_DATA, fmt_bytes, fmt_num, fmt_res
-from tftui.ui.opsviews import fmt_stamp, prose, short_duration
-from tftui.ui.views import ALL, NOT_NARROW, Layout, NumCell, Row, Table, _Col, _search, _table
+from tftui.ui.load.analysis import AlertsAnalysis, Analysis, WasteAnalysis, WorkloadHistory
+from tftui.ui.load.data import ConsoleData
+from tftui.ui.render.format import NO_DATA, fmt_bytes, fmt_num, fmt_res
+from tftui.ui.render.opsviews import fmt_stamp, prose, short_duration
+from tftui.ui.render.views import ALL, NOT_NARROW, Layout, NumCell, Row, Table, _Col, _search, _table
 
 # -- shared --------------------------------------------------------------------------------------
 

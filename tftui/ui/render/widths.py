@@ -21,10 +21,10 @@ from rich.cells import cell_len
 from rich.text import Text
 
 from tftui.model.plaintext import visible
-from tftui.ui.format import ellipsize
-from tftui.ui.tableops import plain
-from tftui.ui.views import Cell, Column, Row, Table
-from tftui.ui.widgets.plain import plain_text
+from tftui.ui.render.format import ellipsize
+from tftui.ui.render.plain import plain_text
+from tftui.ui.render.tableops import plain
+from tftui.ui.render.views import Cell, Column, Row, Table
 
 CELL_PADDING = 1
 """The DataTable's padding on each side of a cell."""

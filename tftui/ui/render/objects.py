@@ -17,10 +17,10 @@ import yaml
 
 from tftui.engine.pending import explain, is_pending
 from tftui.engine.state import ClusterState, Res
-from tftui.ui.format import fmt_bytes
+from tftui.ui.render.format import fmt_bytes
 
 if TYPE_CHECKING:
-    from tftui.ui.data import ConsoleData
+    from tftui.ui.load.data import ConsoleData
 
 LIST_PREVIEW = 12
 """Longer lists in a description show this many items and the count."""

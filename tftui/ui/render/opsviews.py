@@ -17,9 +17,8 @@ from tftui.engine.placement import Preview
 from tftui.engine.plan import Plan
 from tftui.engine.state import ClusterState, Res
 from tftui.model.duration import format_duration
-from tftui.ui.data import ConsoleData
-from tftui.ui.format import NO_DATA, ellipsize, fmt_bytes, fmt_num
-from tftui.ui.ops import (
+from tftui.ui.load.data import ConsoleData
+from tftui.ui.load.ops import (
     CapacityFigures,
     CompactionView,
     DefragView,
@@ -27,7 +26,17 @@ from tftui.ui.ops import (
     JournalRow,
     kept_summary,
 )
-from tftui.ui.views import (
+from tftui.ui.render.format import NO_DATA, ellipsize, fmt_bytes, fmt_num
+from tftui.ui.render.gauge import (
+    ADDED_CHAR,
+    ALLOC_CHAR,
+    DEFAULT_STYLES,
+    FREE_CHAR,
+    SHIFT_WIDTH,
+    GaugeStyles,
+    render_shift,
+)
+from tftui.ui.render.views import (
     ALL,
     NOT_NARROW,
     WIDE_ONLY,
@@ -37,15 +46,6 @@ from tftui.ui.views import (
     _Col,
     _search,
     _table,
-)
-from tftui.ui.widgets.gauge import (
-    ADDED_CHAR,
-    ALLOC_CHAR,
-    DEFAULT_STYLES,
-    FREE_CHAR,
-    SHIFT_WIDTH,
-    GaugeStyles,
-    render_shift,
 )
 
 OK_MARK = "✓"

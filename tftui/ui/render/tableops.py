@@ -19,7 +19,7 @@ from dataclasses import replace
 from rich.text import Text
 
 from tftui.model.plaintext import csv_cell
-from tftui.ui.views import Cell, Column, GaugeCell, LazyCell, NumCell, Row, Table, rendered
+from tftui.ui.render.views import Cell, Column, GaugeCell, LazyCell, NumCell, Row, Table, rendered
 
 _NUMBER = re.compile(r"^-?\d+(?:\.\d+)?$")
 _AGE = re.compile(r"^(\d+)([smhd])$")

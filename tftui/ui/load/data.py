@@ -25,8 +25,8 @@ from tftui.model.gcpause import gc_paused
 from tftui.model.usage import GPUUsage, WorkerUsage
 from tftui.model.validated import ValidationCache
 from tftui.sources.ports import ClusterPort, MetricsPort, Step1Port
-from tftui.ui.hunting import fragmentations
-from tftui.ui.ops import ConsoleRuntime, OpsData, build_ops, event_rows, journal_rows
+from tftui.ui.load.fragmentation import fragmentations
+from tftui.ui.load.ops import ConsoleRuntime, OpsData, build_ops, event_rows, journal_rows
 
 
 @dataclass(frozen=True, slots=True)
