@@ -86,14 +86,8 @@ from tftui.model.provider import PartitionTemplate, ProviderCatalog
 from tftui.model.quantity import QuantityError, parse_quantity
 from tftui.model.selectors import selector_matches
 from tftui.sources.ports import ActionError
-from tftui.sources.sim.cluster import (
-    DEFAULT_NOW,
-    as_utc,
-    capacity_status,
-    format_bytes,
-    format_tflops,
-    generate_objects,
-)
+from tftui.sources.sim.cluster import generate_objects
+from tftui.sources.sim.demo_layout import DEFAULT_NOW, as_utc, capacity_status, format_bytes, format_tflops
 
 __all__ = [
     "AUTOSCALER_DELAY",

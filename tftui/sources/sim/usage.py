@@ -54,8 +54,8 @@ from tftui.model.provider import ProviderCatalog
 from tftui.model.usage import HistogramQuery, PodBucket
 from tftui.sources.ports import GPUUsage, MetricsTable, WorkerUsage
 from tftui.sources.sim import aggregate
-from tftui.sources.sim.cluster import DEFAULT_NOW, as_utc
 from tftui.sources.sim.columns import SimColumns
+from tftui.sources.sim.demo_layout import DEFAULT_NOW, as_utc
 from tftui.sources.sim.entities import GPU_DRIVER_OVERHEAD_BYTES as GPU_DRIVER_OVERHEAD_BYTES
 from tftui.sources.sim.entities import (
     WORKER_MEMORY_CAP,
