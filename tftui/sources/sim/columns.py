@@ -14,11 +14,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 import numpy as np
 import numpy.typing as npt
 
+from tftui.sources.sim.entities import GPU_DRIVER_OVERHEAD_BYTES, WORKER_MEMORY_CAP, SampleIndex, _Node
 from tftui.sources.sim.scenarios import (
     IDLE_MAX_FRACTION,
     MEMORY_MAX_FRACTION,
@@ -26,9 +27,6 @@ from tftui.sources.sim.scenarios import (
     RIGHT_SIZED_RANGE,
     unit,
 )
-
-if TYPE_CHECKING:
-    from tftui.sources.sim.usage import SimMetrics, _Node
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -111,13 +109,11 @@ class GpuBlock:
 class SimColumns:
     """Array view of a `SimMetrics` index: the constants of every worker, GPU and node as columns."""
 
-    def __init__(self, metrics: SimMetrics) -> None:
-        from tftui.sources.sim import usage  # the constants of the per-sample path (usage imports us)
-
+    def __init__(self, metrics: SampleIndex) -> None:
         self.m = metrics
         self.cache: dict[str, object] = {}  # the aggregates' reusable blocks (aggregate.py)
-        self._mem_cap = usage.WORKER_MEMORY_CAP
-        self._overhead = float(usage.GPU_DRIVER_OVERHEAD_BYTES)
+        self._mem_cap = WORKER_MEMORY_CAP
+        self._overhead = float(GPU_DRIVER_OVERHEAD_BYTES)
         ws, gs, ns = metrics.workers, metrics.gpus, metrics.nodes
         tzs = sorted(metrics.tzs, key=str)
         self.tzs = tzs
