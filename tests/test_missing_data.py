@@ -38,7 +38,8 @@ from tftui.ui.load.analysis import compute_history, compute_waste
 from tftui.ui.load.data import load
 from tftui.ui.render.format import NO_DATA
 from tftui.ui.render.metricsviews import workload_figures
-from tftui.ui.render.views import Gauges, layout_for, workloads_table
+from tftui.ui.render.views import Gauges, layout_for
+from tftui.ui.render.workviews import workloads_table
 
 TFK, TFL, VK, VL = (
     f"tensor-fusion.ai/{k}" for k in ("tflops-request", "tflops-limit", "vram-request", "vram-limit")

@@ -38,7 +38,9 @@ from tftui.sources.dumpfile import DumpCluster
 from tftui.sources.sim.cluster import generate_objects
 from tftui.sources.sim.usage import SimMetrics
 from tftui.ui.load.data import load
-from tftui.ui.render.views import Gauges, gpus_table, layout_for, nodes_table, pools_table, workloads_table
+from tftui.ui.render.nodeviews import gpus_table, nodes_table
+from tftui.ui.render.views import Gauges, layout_for, pools_table
+from tftui.ui.render.workviews import workloads_table
 
 JSON = dict[str, Any]
 NOW = datetime.now(UTC).replace(microsecond=0)

@@ -18,19 +18,11 @@ from tftui.model.usage import GPUUsage
 from tftui.sources.sim.cluster import DEFAULT_NOW, generate_objects
 from tftui.ui.app import SWITCH_INTERVAL, TfTuiApp
 from tftui.ui.load.data import ConsoleData, StateReader, load
+from tftui.ui.render.nodeviews import gpus_table, nodes_table
 from tftui.ui.render.rowcache import RowCache, RowCaches, Same
 from tftui.ui.render.tableops import plain
-from tftui.ui.render.views import (
-    NARROW,
-    WIDE,
-    Gauges,
-    Row,
-    Table,
-    gpus_table,
-    nodes_table,
-    workers_table,
-    workloads_table,
-)
+from tftui.ui.render.views import NARROW, WIDE, Gauges, Row, Table
+from tftui.ui.render.workviews import workers_table, workloads_table
 from tftui.ui.widgets.table import ResourceTable
 
 

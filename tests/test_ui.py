@@ -32,18 +32,10 @@ from tftui.sources.sim.usage import SimMetrics
 from tftui.ui.app import DataLoaded, LoadFailed, TfTuiApp
 from tftui.ui.load.analysis import AnalysisSettings
 from tftui.ui.load.data import load
-from tftui.ui.render.views import (
-    Gauges,
-    gpus_table,
-    layout_candidates,
-    layout_for,
-    nodes_table,
-    pools_table,
-    rendered,
-    workers_table,
-    workloads_table,
-)
+from tftui.ui.render.nodeviews import gpus_table, nodes_table
+from tftui.ui.render.views import Gauges, layout_candidates, layout_for, pools_table, rendered
 from tftui.ui.render.widths import fits
+from tftui.ui.render.workviews import workers_table, workloads_table
 from tftui.ui.screens.metrics import WorkloadScreen
 from tftui.ui.screens.modals import HelpScreen, WarningsScreen
 from tftui.ui.screens.resource import (

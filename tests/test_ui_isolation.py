@@ -10,7 +10,9 @@ from tftui.engine.usage import UsageIndex
 from tftui.sources.sim.cluster import DEFAULT_NOW, generate_objects
 from tftui.ui.forms import parse_request
 from tftui.ui.load.data import ConsoleData
-from tftui.ui.render.views import NORMAL, WIDE, Gauges, gpus_table, quota_summary
+from tftui.ui.render.nodeviews import gpus_table
+from tftui.ui.render.views import NORMAL, WIDE, Gauges
+from tftui.ui.render.workviews import quota_summary
 
 
 def data() -> ConsoleData:

@@ -25,20 +25,10 @@ from tftui.ui.app import LoadFailed, TfTuiApp
 from tftui.ui.load.data import load
 from tftui.ui.render.format import fmt_bytes, fmt_num
 from tftui.ui.render.gauge import gauge_plain, render_gauge
+from tftui.ui.render.nodeviews import gpus_table, nodes_table
 from tftui.ui.render.tableops import MARK, sort_key, sorted_table, table_csv, with_deltas
-from tftui.ui.render.views import (
-    NARROW,
-    WIDE,
-    Column,
-    Gauges,
-    LazyCell,
-    Row,
-    Table,
-    gpus_table,
-    nodes_table,
-    workers_table,
-    workloads_table,
-)
+from tftui.ui.render.views import NARROW, WIDE, Column, Gauges, LazyCell, Row, Table
+from tftui.ui.render.workviews import workers_table, workloads_table
 from tftui.ui.screens.resource import ResourceScreen
 from tftui.ui.screens.text import TextScreen
 from tftui.ui.themes import DARK

@@ -51,7 +51,8 @@ from tftui.ui.render.metricsviews import (
     workload_summary,
     workload_verdict,
 )
-from tftui.ui.render.views import Gauges, Layout, Table, workers_table
+from tftui.ui.render.views import Gauges, Layout, Table
+from tftui.ui.render.workviews import workers_table
 from tftui.ui.screens.autoscale import AUTOSCALE_BINDINGS, AutoscaleActions
 from tftui.ui.screens.ops import NEXT_TABLE
 from tftui.ui.screens.resource import ResourceScreen

@@ -25,7 +25,7 @@ from textual.widgets import Button, Static
 from tftui.engine.state import StateWarning
 from tftui.ui.actions import bindings
 from tftui.ui.render.gauge import ADDED_CHAR, ALLOC_CHAR, FREE_CHAR, USED_CHAR
-from tftui.ui.render.views import FLAG_LEGEND
+from tftui.ui.render.nodeviews import FLAG_LEGEND
 from tftui.ui.widgets.plain import PlainLabel, PlainStatic
 
 NAVIGATION = "Move"

@@ -28,7 +28,7 @@ from tftui.ui.actions import bindings
 from tftui.ui.forms import parse_request
 from tftui.ui.load.data import ConsoleData, describe_error
 from tftui.ui.render.gauge import DEFAULT_STYLES
-from tftui.ui.render.opsviews import placement_view
+from tftui.ui.render.placementview import placement_view
 from tftui.ui.render.views import Gauges, Layout, Table
 from tftui.ui.screens.resource import ResourceScreen
 from tftui.ui.widgets.chrome import Breadcrumb

@@ -28,27 +28,15 @@ from tftui.ui.load.data import ConsoleData
 from tftui.ui.load.objhistory import ObjectHistory
 from tftui.ui.load.objhistory import subject as history_subject
 from tftui.ui.privatefiles import PrivateFileError, default_folder, write_new
+from tftui.ui.render.nodeviews import gpus_table, node_summary, nodes_table
 from tftui.ui.render.objects import describe, find_object, object_yaml
 from tftui.ui.render.poolwaste import WASTE_EVERY, pool_waste
 from tftui.ui.render.rowcache import RowCache
 from tftui.ui.render.scope import RowFilter, parse_filter, scoped
 from tftui.ui.render.tableops import has_column, marked_table, sorted_table, table_csv, with_deltas
-from tftui.ui.render.views import (
-    Cell,
-    Gauges,
-    Layout,
-    Row,
-    Table,
-    gpus_table,
-    layout_candidates,
-    node_summary,
-    nodes_table,
-    pools_table,
-    quota_summary,
-    workers_table,
-    workloads_table,
-)
+from tftui.ui.render.views import Cell, Gauges, Layout, Row, Table, layout_candidates, pools_table
 from tftui.ui.render.widths import fit_table, fits
+from tftui.ui.render.workviews import quota_summary, workers_table, workloads_table
 from tftui.ui.screens.autoscale import AUTOSCALE_BINDINGS, AutoscaleActions
 from tftui.ui.screens.text import TextScreen
 from tftui.ui.widgets.chrome import Breadcrumb, ConsoleHeader, Prompt, PromptMode
