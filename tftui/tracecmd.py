@@ -138,7 +138,8 @@ def cmd_lifetimes(args: argparse.Namespace, trace: Trace, policies: Sequence[str
     """`--protocol lifetimes`: placement modes (+defrag, +nodefrag, +unblock), FGD and +admit refused."""
     from tftui.engine.report import parse_window
     from tftui.runtime.lifetimes import run_lifetimes, summary
-    from tftui.runtime.whatif import MODES, render_csv, render_json, render_table
+    from tftui.runtime.whatif_output import render_csv, render_json, render_table
+    from tftui.runtime.whatif_policy import MODES
 
     names = list(args.policy or [f"{m}+defrag" for m in MODES])
     for n in names:

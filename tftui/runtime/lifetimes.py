@@ -22,14 +22,10 @@ from typing import Any
 from tftui.engine.nodefit import pod_requests
 from tftui.engine.packing import Packing, PTask
 from tftui.engine.plan import EvictPod
-from tftui.runtime.whatif import (
-    PolicyResult,
-    SimConfig,
-    WhatIfCluster,
-    _Churn,
-    compare,
-    parse_policy,
-)
+from tftui.runtime.whatif import compare
+from tftui.runtime.whatif_cluster import WhatIfCluster
+from tftui.runtime.whatif_policy import parse_policy
+from tftui.runtime.whatif_results import PolicyResult, SimConfig, _Churn
 from tftui.sources.trace import NAMESPACE, Trace, task_objects, trace_objects
 
 JSON = dict[str, Any]
@@ -37,7 +33,7 @@ START = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 class TraceFeed:
-    """The trace's arrivals and departures (`runtime.whatif.Feed`)."""
+    """The trace's arrivals and departures (`runtime.whatif_results.Feed`)."""
 
     def __init__(self, trace: Trace, duration: timedelta, pool: str = "trace") -> None:
         self.trace = trace
