@@ -51,7 +51,10 @@ def test_batch_commands_print_the_same_on_the_acting_demo(
     assert cli.main(argv) == 0
     light = capsys.readouterr().out
     real_open = cli.open_cluster
-    monkeypatch.setattr(cli, "open_cluster", lambda args, acting=True: real_open(args, acting=True))
+    # each subcommand's module looks `open_cluster` up in its own namespace (tftui/cli/<command>.py)
+    monkeypatch.setattr(
+        f"tftui.cli.{command[0]}.open_cluster", lambda args, acting=True: real_open(args, acting=True)
+    )
     assert cli.main(argv) == 0
     acting = capsys.readouterr().out
     assert light and light == acting

@@ -33,8 +33,9 @@ from tftui.engine.plan import (
     PatchWorkloadStatus,
 )
 from tftui.model.redact import dsn_secrets, scrub
-from tftui.sources.kube import KINDS, TF_GROUP, TF_VERSION, KubeCluster
-from tftui.sources.kube import error_line as _one_line
+from tftui.sources.kube import KubeCluster
+from tftui.sources.kubebase import KINDS, TF_GROUP, TF_VERSION
+from tftui.sources.kubebase import error_line as _one_line
 from tftui.sources.ports import SourceError
 
 __all__ = [

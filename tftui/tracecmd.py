@@ -2,7 +2,8 @@
 
 `--protocol arrivals` (default) is the FGD paper's protocol (`engine.arrivals`), swept over policies
 and seeds in parallel processes (`runtime.sweep`, or a Dask cluster with `--dask`); `--protocol
-lifetimes` replays creation and deletion times through the what-if runtime (`runtime.lifetimes`).
+lifetimes` replays creation and deletion times through the what-if runtime (`runtime.lifetimes`);
+this module keeps the flag checks and output of both, so the runtime never imports the CLI.
 Output: a table (allocation at 100 % and 130 % arrived, failed tasks, moves), each policy's
 allocation curve, and the mapping of trace figures to TensorFusion requests; `--json` all of it.
 """
@@ -13,9 +14,12 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tftui.engine.arrivals import MODES, REFERENCE, PolicyError, parse_trace_policy
+
+if TYPE_CHECKING:
+    from tftui.sources.trace import Trace
 
 DEFAULT_POLICIES = (REFERENCE, *MODES, *(f"{m}+admit" for m in MODES))
 CURVE_POINTS = (10, 20, 30, 40, 50, 60, 70, 80, 90, 100, 110, 120, 130)
@@ -94,8 +98,6 @@ def cmd_trace(args: argparse.Namespace) -> int:
     except TraceError as exc:
         raise TraceUsage(str(exc)) from None
     if args.protocol == "lifetimes":
-        from tftui.runtime.lifetimes import cmd_lifetimes
-
         return cmd_lifetimes(args, trace, names)
     from tftui.runtime.sweep import Run, summarize, sweep
 
@@ -129,6 +131,38 @@ def cmd_trace(args: argparse.Namespace) -> int:
             )
     else:
         sys.stdout.write(render(trace.mapping(), summaries, seeds, args.inflate))
+    return 0
+
+
+def cmd_lifetimes(args: argparse.Namespace, trace: Trace, policies: Sequence[str]) -> int:
+    """`--protocol lifetimes`: placement modes (+defrag, +nodefrag, +unblock), FGD and +admit refused."""
+    from tftui.engine.report import parse_window
+    from tftui.runtime.lifetimes import run_lifetimes, summary
+    from tftui.runtime.whatif_output import render_csv, render_json, render_table
+    from tftui.runtime.whatif_policy import MODES
+
+    names = list(args.policy or [f"{m}+defrag" for m in MODES])
+    for n in names:
+        if n.split("+")[0].strip().upper() == "FGD":
+            raise TraceUsage(
+                f"--policy {n}: FGD is a yardstick of the arrivals protocol, not a mode a cluster runs"
+            )
+        if "admit" in [f.strip().lower() for f in n.split("+")[1:]]:
+            raise TraceUsage(f"--policy {n}: +admit is a policy of the arrivals protocol")
+    try:
+        duration = parse_window(args.duration)
+    except ValueError as exc:
+        raise TraceUsage(f"--duration: {exc}") from None
+    try:
+        results = run_lifetimes(trace, names, duration, seed=args.seed)
+    except ValueError as exc:
+        raise TraceUsage(f"--policy: {exc}") from None
+    if args.json:
+        sys.stdout.write(render_json(results))
+    elif args.csv:
+        sys.stdout.write(render_csv(results))
+    else:
+        sys.stdout.write(render_table(results) + summary(results))
     return 0
 
 

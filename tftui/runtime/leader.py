@@ -40,7 +40,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError as Urllib3Error
 
-from tftui.sources.kube import error_line as _one_line
+from tftui.sources.kubebase import error_line as _one_line
 
 __all__ = ["LeaderConfig", "LeaderElector", "default_identity"]
 

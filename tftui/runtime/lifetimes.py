@@ -14,9 +14,7 @@ the GPU-hours allocated against the GPU-hours of capacity.
 
 from __future__ import annotations
 
-import argparse
 import copy
-import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -24,17 +22,10 @@ from typing import Any
 from tftui.engine.nodefit import pod_requests
 from tftui.engine.packing import Packing, PTask
 from tftui.engine.plan import EvictPod
-from tftui.runtime.whatif import (
-    PolicyResult,
-    SimConfig,
-    WhatIfCluster,
-    _Churn,
-    compare,
-    parse_policy,
-    render_csv,
-    render_json,
-    render_table,
-)
+from tftui.runtime.whatif import compare
+from tftui.runtime.whatif_cluster import WhatIfCluster
+from tftui.runtime.whatif_policy import parse_policy
+from tftui.runtime.whatif_results import PolicyResult, SimConfig, _Churn
 from tftui.sources.trace import NAMESPACE, Trace, task_objects, trace_objects
 
 JSON = dict[str, Any]
@@ -42,7 +33,7 @@ START = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 class TraceFeed:
-    """The trace's arrivals and departures (`runtime.whatif.Feed`)."""
+    """The trace's arrivals and departures (`runtime.whatif_results.Feed`)."""
 
     def __init__(self, trace: Trace, duration: timedelta, pool: str = "trace") -> None:
         self.trace = trace
@@ -133,34 +124,3 @@ def summary(results: Sequence[PolicyResult]) -> str:
             f"{r.allocation_ratio:.1%} of the active nodes' capacity"
         )
     return "\n".join(lines) + "\n"
-
-
-def cmd_lifetimes(args: argparse.Namespace, trace: Trace, policies: Sequence[str]) -> int:
-    """`--protocol lifetimes`: placement modes (+defrag, +nodefrag, +unblock), FGD and +admit refused."""
-    from tftui.engine.report import parse_window
-    from tftui.runtime.whatif import MODES
-    from tftui.tracecmd import TraceUsage
-
-    names = list(args.policy or [f"{m}+defrag" for m in MODES])
-    for n in names:
-        if n.split("+")[0].strip().upper() == "FGD":
-            raise TraceUsage(
-                f"--policy {n}: FGD is a yardstick of the arrivals protocol, not a mode a cluster runs"
-            )
-        if "admit" in [f.strip().lower() for f in n.split("+")[1:]]:
-            raise TraceUsage(f"--policy {n}: +admit is a policy of the arrivals protocol")
-    try:
-        duration = parse_window(args.duration)
-    except ValueError as exc:
-        raise TraceUsage(f"--duration: {exc}") from None
-    try:
-        results = run_lifetimes(trace, names, duration, seed=args.seed)
-    except ValueError as exc:
-        raise TraceUsage(f"--policy: {exc}") from None
-    if args.json:
-        sys.stdout.write(render_json(results))
-    elif args.csv:
-        sys.stdout.write(render_csv(results))
-    else:
-        sys.stdout.write(render_table(results) + summary(results))
-    return 0

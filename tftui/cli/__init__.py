@@ -1,0 +1,71 @@
+"""Command line: picks a source and a front end.
+
+`tftui` opens the console on the current kubeconfig context, `--demo` on the embedded simulated
+cluster, `--from FILE` on a dump; `tftui dump` writes the objects of any source as a `kubectl`-style
+JSON List. User errors exit with status 2 and one line on stderr, never a traceback.
+
+This package keeps `main` and the dispatch; the parser, the shared source helpers and each
+subcommand live in their own modules, which import each other directly (never this `__init__`).
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+from collections.abc import Sequence
+
+from tftui.cli.common import EXIT_USAGE as EXIT_USAGE
+from tftui.cli.common import UserError as UserError
+from tftui.cli.common import default_pool as default_pool
+from tftui.cli.common import emit as emit
+from tftui.cli.common import metrics_dsn as metrics_dsn
+from tftui.cli.common import open_cluster as open_cluster
+from tftui.cli.common import open_metrics as open_metrics
+from tftui.cli.common import parse_now as parse_now
+from tftui.cli.console import cmd_console as cmd_console
+from tftui.cli.daemon import cmd_daemon as cmd_daemon
+from tftui.cli.doctor import cmd_doctor as cmd_doctor
+from tftui.cli.dump import cmd_dump as cmd_dump
+from tftui.cli.parser import build_parser as build_parser
+from tftui.cli.place import cmd_place as cmd_place
+from tftui.cli.plan import cmd_plan as cmd_plan
+from tftui.cli.recommend import cmd_recommend as cmd_recommend
+from tftui.cli.report import cmd_report as cmd_report
+from tftui.cli.simulate import cmd_simulate as cmd_simulate
+from tftui.config import ConfigError
+from tftui.model.dump import DumpError
+from tftui.model.plaintext import visible
+from tftui.model.redact import scrub
+from tftui.sources.ports import SourceError
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.daemon:
+            return cmd_daemon(args)
+        if args.command == "dump":
+            return cmd_dump(args)
+        if args.command == "place":
+            return cmd_place(args)
+        if args.command == "plan":
+            return cmd_plan(args)
+        if args.command == "report":
+            return cmd_report(args)
+        if args.command == "recommend":
+            return cmd_recommend(args)
+        if args.command == "doctor":
+            return cmd_doctor(args)
+        if args.command == "simulate":
+            return cmd_simulate(args)
+        return cmd_console(args)
+    except (UserError, DumpError, SourceError, ConfigError) as exc:
+        print(f"tftui: {visible(scrub(str(exc)))}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+    finally:
+        gc.unfreeze()  # `_settle`'s freeze ends with the command (main may be called in-process)

@@ -1,0 +1,162 @@
+"""What every subcommand shares: the source the flags name (cluster, metrics), the one-line
+user error, output that never shows raw control characters, and the parsing of `--now`.
+
+Separate so each subcommand's module imports it directly and the package `__init__` stays the
+entry point only."""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import sys
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
+
+from tftui.model.dump import validate_items
+from tftui.model.plaintext import json_visible, visible
+from tftui.sources.ports import SourceError
+
+if TYPE_CHECKING:
+    from tftui.engine.state import ClusterState
+    from tftui.sources.ports import ClusterPort, MetricsPort
+
+EXIT_USAGE = 2
+
+
+def emit(text: str, *, json_text: bool = False) -> None:
+    """Print a command's output: object text never reaches the terminal raw. Text and CSV show
+    control characters as escapes (`\\x1b`); JSON spells them `\\u001b`, so it stays valid and means
+    the same (`tftui.model.plaintext`)."""
+    sys.stdout.write(json_visible(text) if json_text else visible(text, multiline=True))
+
+
+class UserError(Exception):
+    """An error the user can fix; printed as one line, exit code 2."""
+
+
+def _demo_now() -> datetime:
+    return datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+
+
+def open_cluster(args: argparse.Namespace, *, acting: bool = True) -> ClusterPort:
+    """The ClusterPort the flags name; raises UserError with a hint when none is usable.
+
+    `acting=False` is for commands that only read the objects once (dump, place, plan, report,
+    recommend): the demo is then the generated objects as they are, without the acting simulator's
+    indexes and queues — the same objects an acting demo's first snapshot returns, at a fraction
+    of the cost at thousands of nodes."""
+    if args.demo and args.from_file:
+        raise UserError("--demo and --from are mutually exclusive")
+    if args.speed < 0:
+        raise UserError(f"--speed: must be 0 or more, got {args.speed:g}")
+    if args.nodes < 1:
+        raise UserError(f"--nodes: must be at least 1, got {args.nodes}")
+    if args.demo and not acting:
+        from tftui.sources.sim.cluster import SimCluster
+
+        return SimCluster(seed=args.seed, nodes=args.nodes, now=_demo_now())
+    if args.demo:
+        from tftui.sources.sim.acting import ActingSimCluster
+
+        return ActingSimCluster(seed=args.seed, nodes=args.nodes, now=_demo_now())
+    if args.from_file:
+        from tftui.sources.dumpfile import DumpCluster
+
+        return DumpCluster(args.from_file)
+    return _live_cluster(args)
+
+
+def _live_cluster(args: argparse.Namespace) -> ClusterPort:
+    """The kubeconfig context (or in-cluster config) as a list+watch cache, synced before use."""
+    from tftui.sources.kube import KubeCluster
+
+    hint = "try `tftui --demo` for the embedded demo cluster or `tftui --from dump.json` for a dump"
+    try:
+        cluster = KubeCluster(context=args.context, kubeconfig=args.kubeconfig)
+    except SourceError as exc:
+        raise UserError(f"no Kubernetes cluster reachable ({exc}); {hint}") from None
+    try:
+        cluster.wait_synced(timeout=30)
+    except SourceError as exc:
+        cluster.close()
+        raise UserError(f"no Kubernetes cluster reachable ({exc}); {hint}") from None
+    return cluster
+
+
+def metrics_dsn(args: argparse.Namespace) -> str | None:
+    """`--metrics-dsn`, else env TFTUI_METRICS_DSN — except for `--demo`, which reads its simulator
+    unless a DSN is given explicitly (a global env DSN must not mix another cluster's metrics in)."""
+    return args.metrics_dsn or (None if args.demo else os.environ.get("TFTUI_METRICS_DSN")) or None
+
+
+def open_metrics(args: argparse.Namespace, cluster: ClusterPort) -> MetricsPort | None:
+    dsn = metrics_dsn(args)
+    if dsn:
+        from tftui.sources.greptime import GreptimeMetrics
+
+        return GreptimeMetrics(dsn)
+    if args.demo:
+        from tftui.sources.sim.usage import SimMetrics
+
+        # the acting demo (console, daemon): usage follows its clock and its replaced workers
+        follow = cluster if callable(getattr(cluster, "advance", None)) else None
+        return SimMetrics(cluster.snapshot(), seed=args.seed, now=_demo_now(), follow=follow)
+    return None
+
+
+def _state(cluster: ClusterPort) -> ClusterState:
+    from tftui.engine.state import ClusterState
+
+    state = ClusterState.build(validate_items(cluster.snapshot(), cluster.describe()))
+    _settle()
+    return state
+
+
+def _settle() -> None:
+    """Move everything built so far out of the cyclic GC's sight (`gc.freeze`): a one-shot command
+    keeps its objects, state and metrics index until it exits, and every full collection after the
+    build would rescan those millions of objects (at 5,000 nodes, seconds of a `report`'s run).
+    Garbage made afterwards is still collected."""
+    gc.freeze()
+
+
+def default_pool(state: ClusterState, wanted: str | None) -> str:
+    """The pool the user named, else the one annotated as default, else the only/first one."""
+    from tftui.model import keys
+
+    if wanted is not None:
+        if wanted not in state.pools:
+            known = ", ".join(sorted(state.pools)) or "none"
+            raise UserError(f"--pool: no GPUPool named {wanted!r} (pools: {known})")
+        return wanted
+    if not state.pools:
+        raise UserError("the cluster has no GPUPool")
+    for name in sorted(state.pools):
+        ann = state.pools[name].obj["metadata"].get("annotations") or {}
+        if ann.get(keys.IS_DEFAULT_POOL) == keys.TRUE:
+            return name
+    return sorted(state.pools)[0]
+
+
+def parse_now(value: str | None, demo: bool) -> datetime:
+    """`--now`: an RFC3339 time with an offset; default the demo's clock or the real one."""
+    if value is None:
+        return _demo_now() if demo else datetime.now(UTC)
+    from tftui.engine.compaction import parse_rfc3339
+
+    try:
+        return parse_rfc3339(value)
+    except ValueError:
+        raise UserError(
+            f"--now: not an RFC 3339 time with offset: {value!r} (e.g. 2026-12-01T08:30:00Z)"
+        ) from None
+
+
+def _duration_arg(flag: str, value: str) -> timedelta:
+    from tftui.model.duration import DurationError, parse_duration
+
+    try:
+        return parse_duration(value)
+    except DurationError as exc:
+        raise UserError(f"{flag}: {exc}") from None
