@@ -28,6 +28,7 @@ from textual.pilot import Pilot
 from textual.widgets import Button, Input, Static
 
 import tftui.ui.app as app_module
+import tftui.ui.screens.base as base_module
 import tftui.ui.screens.metrics as metrics_module
 import tftui.ui.screens.modals as modals_module
 import tftui.ui.screens.ops as ops_module
@@ -381,6 +382,7 @@ async def test_c_from_the_compaction_screen_acts_on_the_selected_pool(
 
 UI_MODULES = [
     app_module,
+    base_module,
     resource_module,
     metrics_module,
     ops_module,

@@ -394,7 +394,7 @@ async def test_large_view_shows_a_page_but_filter_sort_marks_and_export_see_ever
 ) -> None:
     """Past `ROW_LIMIT` rows (1,000; 20 here so the demo's GPUs exceed it) the DataTable gets only
     the first page and the breadcrumb says how to reach the rest; nothing else is limited."""
-    monkeypatch.setattr("tftui.ui.screens.resource.ROW_LIMIT", 20)
+    monkeypatch.setattr("tftui.ui.screens.base.ROW_LIMIT", 20)
     app = make_app(demo, metrics, config=ConsoleConfig(export_dir=tmp_path / "out"))
     async with app.run_test(size=(160, 40), notifications=True) as pilot:
         await settle(pilot)

@@ -9,22 +9,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import cast
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from tftui.ui.actions import REGISTRY
-from tftui.ui.screens.resource import VIEWS
-
-if TYPE_CHECKING:
-    from tftui.ui.app import TfTuiApp
+from tftui.ui.host import Host
+from tftui.ui.screens.base import VIEWS
 
 
 class ActionCommands(Provider):
     """Registry actions active on the current screen, then `:view` switches."""
 
     def _commands(self) -> list[tuple[str, str, Callable[[], object]]]:
-        app: TfTuiApp = self.app  # type: ignore[assignment]
+        app, host = self.app, cast(Host, self.app)
         screen = self.screen
         out: list[tuple[str, str, Callable[[], object]]] = []
         seen: set[str] = set()
@@ -33,14 +31,14 @@ class ActionCommands(Provider):
             entry = REGISTRY.get(binding.id or "")
             if entry is None or not entry.palette or not active.enabled or entry.id in seen:
                 continue
-            if not app.allows(entry.name):
+            if not host.allows(entry.name):
                 continue
             seen.add(entry.id)
             key = binding.key_display or app.get_key_display(binding)
             run = partial(app.call_later, app.run_action, binding.action, active.node)
             out.append((f"{entry.description} ({key})", entry.tooltip, run))
         for view in VIEWS:
-            out.append((f"View :{view}", f"Switch to the {view} view", partial(app.switch_view, view)))
+            out.append((f"View :{view}", f"Switch to the {view} view", partial(host.switch_view, view)))
         return out
 
     async def discover(self) -> Hits:

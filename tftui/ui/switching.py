@@ -10,22 +10,18 @@ in the background. The embedded demo and a dump have a single context, and say s
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
-from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from textual.message import Message
 from textual.worker import get_current_worker
 
 from tftui.model import redact
 from tftui.sources.contexts import ContextInfo
-from tftui.sources.ports import ClusterPort, MetricsPort
+from tftui.sources.ports import ClusterPort
+from tftui.ui.appbase import ANALYSIS_GROUP, REFRESH_GROUP, ConsoleBase, make_runtime
 from tftui.ui.background import in_thread
 from tftui.ui.load.data import StateReader, describe_error
 from tftui.ui.render.scope import ALL_NAMESPACES, cluster_namespaces
-
-if TYPE_CHECKING:
-    from tftui.ui.app import TfTuiApp
 
 SWITCH_GROUP = "context"
 NS_COMMANDS = frozenset({"ns", "namespace", "namespaces"})
@@ -57,22 +53,15 @@ def one_context_words(source: str) -> str:
     return f"one context: {source} (nothing to switch to)"
 
 
-class ScopeCommands:
+class ScopeCommands(ConsoleBase):
     """Mixed into `TfTuiApp`: the `:ns` scope and `:ctx` switching (see the module docstring)."""
 
-    _cluster: ClusterPort
-    _metrics: MetricsPort | None
-    _clock: Callable[[], datetime]
-    _cluster_lock: threading.Lock
-    _reader: StateReader
-    _shown_once: bool
-    _read_only_requested: bool
     switched: ClusterPort | None = None
     """The source a context switch opened (closed by `run` after the console ends)."""
 
     @property
-    def _app(self) -> TfTuiApp:
-        return self  # type: ignore[return-value]
+    def _app(self) -> ConsoleBase:
+        return self
 
     # -- commands --------------------------------------------------------------------------------
 
@@ -156,8 +145,6 @@ class ScopeCommands:
         self._app.post_message(ContextSwitched(name, old))
 
     def on_context_switched(self, message: ContextSwitched) -> None:
-        from tftui.ui.app import ANALYSIS_GROUP, REFRESH_GROUP, make_runtime
-
         app = self._app
         app.workers.cancel_group(app, REFRESH_GROUP)
         app.workers.cancel_group(app, ANALYSIS_GROUP)

@@ -4,14 +4,12 @@ neither shows nor accepts it; the write itself goes through `TfTuiApp.perform`."
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import cast
 
 from textual.binding import BindingType
 
 from tftui.ui.actions import bindings
-
-if TYPE_CHECKING:
-    from tftui.ui.app import TfTuiApp
+from tftui.ui.host import Host
 
 AUTOSCALE_BINDINGS: list[BindingType] = bindings("workload")
 
@@ -23,7 +21,7 @@ class AutoscaleActions:
         raise NotImplementedError
 
     def action_workload_autoscale(self) -> None:
-        app: TfTuiApp = self.app  # type: ignore[attr-defined]
+        app = cast(Host, self.app)  # type: ignore[attr-defined]
         key = self.selected_workload()
         if key is None:
             app.notify("no workload selected", severity="warning")

@@ -54,8 +54,8 @@ from tftui.ui.render.metricsviews import (
 from tftui.ui.render.views import Gauges, Layout, Table
 from tftui.ui.render.workviews import workers_table
 from tftui.ui.screens.autoscale import AUTOSCALE_BINDINGS, AutoscaleActions
+from tftui.ui.screens.base import ResourceScreen
 from tftui.ui.screens.ops import NEXT_TABLE
-from tftui.ui.screens.resource import ResourceScreen
 from tftui.ui.widgets.plain import PlainLabel, PlainStatic
 from tftui.ui.widgets.spark import ScaledSparkline
 from tftui.ui.widgets.table import ResourceTable

@@ -29,7 +29,8 @@ from tftui.ui.render.opsviews import (
     journal_table,
 )
 from tftui.ui.render.views import Gauges, Layout, Table
-from tftui.ui.screens.resource import POOL_BINDINGS, NodeScreen, PoolActions, ResourceScreen
+from tftui.ui.screens.base import ResourceScreen
+from tftui.ui.screens.resource import POOL_BINDINGS, NodeScreen, PoolActions
 from tftui.ui.widgets.plain import PlainLabel, PlainStatic
 from tftui.ui.widgets.table import ResourceTable
 

@@ -30,7 +30,7 @@ from tftui.ui.load.data import ConsoleData, describe_error
 from tftui.ui.render.gauge import DEFAULT_STYLES
 from tftui.ui.render.placementview import placement_view
 from tftui.ui.render.views import Gauges, Layout, Table
-from tftui.ui.screens.resource import ResourceScreen
+from tftui.ui.screens.base import ResourceScreen
 from tftui.ui.widgets.chrome import Breadcrumb
 from tftui.ui.widgets.plain import PlainLabel, PlainStatic
 

@@ -1,19 +1,14 @@
-"""The root views `:` switches to, by canonical name (aliases live in `resource.VIEW_ALIASES`)."""
+"""The root views `:` switches to, by canonical name (aliases live in `base.VIEW_ALIASES`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from tftui.ui.screens.base import ResourceScreen
 from tftui.ui.screens.metrics import AlertsScreen, WasteScreen
 from tftui.ui.screens.ops import CompactionScreen, DefragScreen, EventsScreen
 from tftui.ui.screens.placement import PlacementScreen
-from tftui.ui.screens.resource import (
-    GpusScreen,
-    NodesScreen,
-    PoolsScreen,
-    ResourceScreen,
-    WorkloadsScreen,
-)
+from tftui.ui.screens.resource import GpusScreen, NodesScreen, PoolsScreen, WorkloadsScreen
 from tftui.ui.screens.scopes import ContextsScreen, NamespacesScreen
 from tftui.ui.screens.whatif import WhatIfScreen
 from tftui.ui.screens.xray import XrayScreen

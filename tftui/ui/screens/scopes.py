@@ -17,7 +17,7 @@ from tftui.ui.actions import bindings
 from tftui.ui.load.data import ConsoleData
 from tftui.ui.render.scope import cluster_namespaces
 from tftui.ui.render.views import Column, Gauges, Layout, Row, Table
-from tftui.ui.screens.resource import ResourceScreen
+from tftui.ui.screens.base import ResourceScreen
 from tftui.ui.switching import one_context_words
 from tftui.ui.widgets.plain import PlainStatic
 from tftui.ui.widgets.table import ResourceTable

@@ -27,7 +27,7 @@ from tftui.ui.background import in_thread
 from tftui.ui.load.data import ConsoleData, describe_error
 from tftui.ui.render.views import Column, Gauges, Layout, Row, Table
 from tftui.ui.render.whatif import chart_lines, kept_by
-from tftui.ui.screens.resource import ResourceScreen
+from tftui.ui.screens.base import ResourceScreen
 from tftui.ui.widgets.plain import PlainStatic
 from tftui.ui.widgets.table import ResourceTable
 

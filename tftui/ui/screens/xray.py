@@ -20,7 +20,7 @@ from tftui.engine.usage import Used
 from tftui.ui.load.data import ConsoleData
 from tftui.ui.render.scope import namespaces_of
 from tftui.ui.render.views import Layout
-from tftui.ui.screens.resource import ResourceScreen
+from tftui.ui.screens.base import ResourceScreen
 from tftui.ui.widgets.plain import PlainTree
 
 Ref = tuple[str, str]

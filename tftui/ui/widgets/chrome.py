@@ -6,7 +6,7 @@ changes, so every screen in the stack shows the same source, refresh time and wa
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import ClassVar, Literal, cast
 
 from textual.app import ComposeResult
 from textual.binding import BindingType
@@ -15,14 +15,12 @@ from textual.suggester import SuggestFromList
 from textual.widgets import Input, Label
 
 from tftui.ui.actions import bindings
+from tftui.ui.host import Host
 from tftui.ui.load.analysis import WASTE
 from tftui.ui.render.format import fmt_time
 from tftui.ui.render.hunting import cluster_summary
 from tftui.ui.render.poolwaste import WASTE_EVERY, waste_summary
 from tftui.ui.widgets.plain import PlainLabel
-
-if TYPE_CHECKING:
-    from tftui.ui.app import TfTuiApp
 
 PromptMode = Literal["command", "filter"]
 
@@ -45,13 +43,12 @@ class ConsoleHeader(Vertical):
         yield PlainLabel("", id="header-status")
 
     def on_mount(self) -> None:
-        app: TfTuiApp = self.app  # type: ignore[assignment]
         for attribute in ("data", "cluster_error", "loading", "paused", "stale", "analyses"):
-            self.watch(app, attribute, self._render_state, init=False)
+            self.watch(self.app, attribute, self._render_state, init=False)
         self._render_state()
 
     def _render_state(self) -> None:
-        app: TfTuiApp = self.app  # type: ignore[assignment]
+        app = cast(Host, self.app)
         data = app.data
         source = data.source if data is not None else app.source_hint
         user = app.context_user()  # the kubeconfig user entry's name, never its credential

@@ -1,0 +1,243 @@
+"""The console's refresh loop and its on-demand analyses (a mixin of `TfTuiApp`).
+
+Loading never blocks the UI: a thread worker reads the ports and builds `ConsoleData`, then posts
+`DataLoaded` or `LoadFailed`; the handlers only assign reactives. The slow metrics work is computed
+on demand by the screens that show it (`request_analysis`), in thread workers, once per refresh.
+Separate from the app class because it is the one part that owns the timing and the workers.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+from functools import partial
+from typing import Any
+
+from textual.worker import Worker, WorkerState, get_current_worker
+
+from tftui.model.gcpause import gc_paused
+from tftui.ui.appbase import (
+    ANALYSIS_GROUP,
+    CONFIRM_GROUP,
+    MAX_BACKOFF_TICKS,
+    REFRESH_GROUP,
+    REFRESH_SHARE,
+    STALE_AFTER,
+    WRITE_GROUP,
+    AnalysisReady,
+    ConsoleBase,
+    DataLoaded,
+    LoadFailed,
+)
+from tftui.ui.background import in_thread
+from tftui.ui.load.analysis import (
+    HISTORY,
+    HISTORY_CACHED,
+    OBJHISTORY,
+    Analysis,
+    AnalysisKey,
+    AnalysisKind,
+    Cancelled,
+    run_analysis,
+)
+from tftui.ui.load.data import (
+    ClusterLoadError,
+    ConsoleData,
+    connection_error,
+    describe_error,
+    load,
+    load_rest,
+    load_state,
+)
+
+
+class Refreshing(ConsoleBase):
+    """Refreshes (timer, back-off, stale marking) and analyses, computed once per refresh."""
+
+    # -- refresh -------------------------------------------------------------------------------
+
+    def _refreshing(self) -> bool:
+        return any(
+            w.group == REFRESH_GROUP and w.state in (WorkerState.PENDING, WorkerState.RUNNING)
+            for w in self.workers
+        )
+
+    def _tick(self) -> None:
+        """Periodic refresh: never overlaps a running one, backs off after failures, not when paused."""
+        data = self.data
+        if data is not None and self._refresh_interval is not None:
+            age = (self._clock() - data.refreshed_at).total_seconds()
+            self.stale = age > STALE_AFTER * self._refresh_interval * max(1.0, self._sim_speed)
+        if self.paused:
+            return
+        if self._skip_ticks > 0:
+            self._skip_ticks -= 1
+            return
+        if time.monotonic() < self._next_refresh:
+            return  # the last refresh was slow: the interval stretches (REFRESH_SHARE)
+        if not self._refreshing():
+            self.action_refresh()
+
+    def action_refresh(self) -> None:
+        """Start a refresh now (a newer one supersedes a running one)."""
+        self.loading = True
+        self._load_worker()
+
+    def _run_simulation(self) -> None:
+        """Move the embedded cluster's clock by the wall time since the last refresh × `sim_speed`
+        and let the runtime reconcile what came due (compaction periods, defrag windows)."""
+        run_for = getattr(self.runtime, "run_for", None)
+        if self._sim_speed <= 0 or run_for is None or not callable(getattr(self._cluster, "advance", None)):
+            return
+        wall = time.monotonic()
+        last, self._sim_wall = self._sim_wall, wall
+        if last is not None and wall > last:
+            run_for(timedelta(seconds=(wall - last) * self._sim_speed))
+
+    def _load_worker(self) -> None:
+        self.run_worker(
+            in_thread(self._load_work, name="tftui-refresh"),
+            exclusive=True,
+            group=REFRESH_GROUP,
+            exit_on_error=False,
+            description="refresh",
+        )
+
+    def _load_work(self) -> None:
+        worker = get_current_worker()
+        now = self._clock()
+        started, cpu = time.monotonic(), time.thread_time()
+        try:
+            lost = connection_error(self._cluster)
+            if lost is not None:  # a live cluster's cache would show stale objects as current
+                if not worker.is_cancelled:
+                    self.post_message(LoadFailed(f"disconnected: {lost}", now))
+                return
+            with self._cluster_lock:
+                self._run_simulation()
+                now = self._clock()
+                if self._shown_once:
+                    data = load(self._cluster, self._metrics, now, self.runtime, self._reader)
+                else:  # first screen: the pools view as soon as the state is built
+                    first = load_state(self._cluster, self._metrics, now, self._reader)
+                    if not worker.is_cancelled:
+                        self.post_message(DataLoaded(first))
+                    self._shown_once = True
+                    with gc_paused():
+                        data = load_rest(first, self._cluster, self._metrics, self.runtime, self._reader)
+        except ClusterLoadError as exc:
+            if not worker.is_cancelled:
+                self.post_message(LoadFailed(str(exc), now, exc.source))
+            return
+        finally:
+            took = time.monotonic() - started
+            self.last_refresh_seconds = took
+            self.last_refresh_cpu_seconds = time.thread_time() - cpu
+            if self._refresh_interval is not None and took > REFRESH_SHARE * self._refresh_interval:
+                self._next_refresh = started + took / REFRESH_SHARE
+        if not worker.is_cancelled:
+            self.post_message(DataLoaded(data))
+
+    def on_data_loaded(self, message: DataLoaded) -> None:
+        if self.dropped(message.data.source):
+            return  # read from the context the console switched away from
+        self._failures = self._skip_ticks = 0
+        self.data_seq += 1
+        self.source_hint = message.data.source
+        self.cluster_error = None
+        self.loading = bool(message.data.pending)
+        self.stale = False
+        self.data = message.data
+
+    def on_load_failed(self, message: LoadFailed) -> None:
+        self._failures += 1
+        self._skip_ticks = min(2 ** (self._failures - 1) - 1, MAX_BACKOFF_TICKS)
+        if message.source and self.data is None:
+            self.source_hint = message.source
+        self.loading = False
+        self.cluster_error = message.error
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """A bug in loading or writing must not kill the console: report it."""
+        if event.worker.group == ANALYSIS_GROUP and event.worker.is_finished:
+            self._analysis_gone(event.worker)
+        if event.state != WorkerState.ERROR:
+            return
+        error = event.worker.error
+        text = describe_error(error) if error else "failed"
+        if event.worker.group == REFRESH_GROUP:
+            self.on_load_failed(LoadFailed(text, self._clock()))
+        elif event.worker.group in (WRITE_GROUP, CONFIRM_GROUP):
+            self._writing.clear()
+            self.notify(f"{event.worker.description}: {text}", severity="error", timeout=10)
+
+    # -- analyses: computed on demand, once per refresh -------------------------------------------
+
+    def analysis(self, kind: AnalysisKind, subject: str = "") -> Analysis | None:
+        """The latest analysis of `kind` (possibly of an earlier refresh), or None."""
+        return self.analyses.get((kind, subject))
+
+    def computing(self, kind: AnalysisKind, subject: str = "") -> bool:
+        """Whether that analysis is being computed right now (for the "computing…" state)."""
+        return (kind, subject) in self._computing
+
+    def request_analysis(self, kind: AnalysisKind, subject: str = "") -> None:
+        """Make sure the analysis for the refresh on screen exists or is being computed.
+
+        Nothing happens before the first refresh, when it is already cached for this refresh, or
+        while one of the same key is running (its result re-renders the screen, which asks again).
+        """
+        key: AnalysisKey = (kind, subject)
+        data = self.data
+        if data is None or data.pending or key in self._computing:
+            return  # before the first refresh, or its metrics are still loading
+        have = self.analyses.get(key)
+        if have is not None and have.seq == self.data_seq:
+            return
+        name = f"{kind}:{subject}" if subject else kind
+        worker = self.run_worker(
+            in_thread(partial(self._analysis_work, key, data, self.data_seq), name=f"tftui-{name}"),
+            name=name,
+            group=ANALYSIS_GROUP,
+            description=f"{kind} analysis",
+            exit_on_error=False,
+        )
+        self._computing[key] = worker
+
+    def _analysis_work(self, key: AnalysisKey, data: ConsoleData, seq: int) -> None:
+        worker = get_current_worker()
+        try:
+            result = run_analysis(
+                key,
+                self._metrics,
+                data,
+                seq,
+                self.analysis_settings,
+                cancelled=lambda: worker.is_cancelled,
+                autoscale=self._autoscale_loader,
+            )
+        except Cancelled:
+            return
+        if not worker.is_cancelled:
+            self.post_message(AnalysisReady(result))
+
+    def on_analysis_ready(self, message: AnalysisReady) -> None:
+        result = message.analysis
+        self._computing.pop(result.key, None)
+        analyses = dict(self.analyses)
+        previous = analyses.pop(result.key, None)  # re-inserted last: the newest history is kept
+        analyses[result.key] = result.keeping(previous)
+        histories = [k for k in analyses if k[0] in (HISTORY, OBJHISTORY)]
+        for stale in histories[: max(0, len(histories) - HISTORY_CACHED)]:
+            del analyses[stale]
+        self.analyses = analyses
+
+    def _analysis_gone(self, worker: Worker[Any]) -> None:
+        """A finished analysis worker that delivered nothing (a bug, a cancel): forget it, so the
+        next request starts over. One that delivered was already removed by `on_analysis_ready`."""
+        for key, running in list(self._computing.items()):
+            if running is worker:
+                del self._computing[key]
+                if worker.state == WorkerState.ERROR:
+                    error = describe_error(worker.error) if worker.error else "failed"
+                    self.notify(f"{worker.description}: {error}", severity="error", timeout=10)
