@@ -290,16 +290,10 @@ class ClusterState:
     _derived: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
-    def build(
-        cls, source: Snapshot | Iterable[dict[str, Any]], *, previous: ClusterState | None = None
-    ) -> ClusterState:
-        """The state of `source`. With `previous` (the state of an earlier snapshot of the same
-        cluster) the views of objects that are the very same dicts in both are reused and only what
-        changed is recomputed (`engine.incremental`); the result is the same either way."""
-        if previous is not None:
-            from tftui.engine.incremental import update_state  # it builds on this module
-
-            return update_state(previous, source)
+    def build(cls, source: Snapshot | Iterable[dict[str, Any]]) -> ClusterState:
+        """The state of `source`, built from scratch. To derive it from the state of an earlier
+        snapshot of the same cluster (reusing the views of unchanged objects, same result), call
+        `engine.incremental.update_state`: it builds on this module, so this module never calls it."""
         snap = source if isinstance(source, Snapshot) else Snapshot.of(source)
         st = cls(snapshot=snap)
         with gc_paused():

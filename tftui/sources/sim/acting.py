@@ -60,7 +60,7 @@ from datetime import datetime, timedelta
 from random import Random
 from typing import Any, Final
 
-from tftui.engine import quota
+from tftui.engine import incremental, quota
 from tftui.engine.fit import Request, RequestError
 from tftui.engine.nodefit import node_fit, pod_requests
 from tftui.engine.partitions import mig_start
@@ -941,7 +941,8 @@ class ActingSimCluster:
                 if kind not in lists:
                     lists[kind] = list(map(self._objs.__getitem__, ks))
             snap = Snapshot(objects, {k: v for k, v in lists.items() if v})
-        state = ClusterState.build(snap, previous=self._last_state)
+        prev = self._last_state
+        state = ClusterState.build(snap) if prev is None else incremental.update_state(prev, snap)
         self._last_state = state
         self._owned.clear()  # the state holds these dicts now: copy before changing them
         return state
