@@ -24,13 +24,13 @@ from tests.fixtures.engine_builders import HOUR, NOW, build, gpu, gpunode, node,
 from tftui.engine import cron
 from tftui.engine.defrag import (
     DefragConfig,
-    _budget,
-    _Ctx,
     campaign_window,
     evict_refused,
     plan_defrag,
     validate_defrag,
 )
+from tftui.engine.defragindex import _Ctx
+from tftui.engine.defragsim import _budget
 from tftui.engine.fit import Request, reject_reason
 from tftui.engine.plan import (
     AnnotateNode,

@@ -1,4 +1,4 @@
-"""`ClusterState.build(..., previous=...)` (engine.incremental) gives exactly the full build's state:
+"""`engine.incremental.update_state` gives exactly the full build's state:
 checked on every state a what-if run with churn, defrag evictions and node releases builds."""
 
 from __future__ import annotations
@@ -151,7 +151,7 @@ def test_incremental_state_equals_the_full_build_after_structural_changes() -> N
     prev = ClusterState.build(list(objs))
     done = []
     for what in _mutations(objs, rng):
-        inc = ClusterState.build(list(objs), previous=prev)
+        inc = incremental.update_state(prev, list(objs))
         assert_same_state(inc, ClusterState.build(list(objs)))
         done.append(what)
         prev = inc

@@ -19,18 +19,15 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
-from tftui.engine.state import (
-    ClusterState,
-    GPUView,
-    Res,
-    WorkerView,
-    WorkloadView,
+from tftui.engine.state.cluster import ClusterState
+from tftui.engine.state.derive import (
     add_compaction_sums,
     add_node_to_pool,
     add_partition,
     convert_percent,
     virtual_capacity,
 )
+from tftui.engine.state.views import GPUView, Res, WorkerView, WorkloadView
 from tftui.model import keys
 from tftui.model.dump import Snapshot
 from tftui.model.gcpause import gc_paused

@@ -32,7 +32,8 @@ from tftui.engine.alerts import (
     evaluation_times,
 )
 from tftui.engine.state import ClusterState
-from tftui.engine.waste import (
+from tftui.engine.waste import diagnose
+from tftui.engine.wastemodel import (
     CAPACITY_WASTE,
     REQUEST_WASTE,
     Diagnosis,
@@ -41,7 +42,6 @@ from tftui.engine.waste import (
     NodeRow,
     Totals,
     WorkloadRow,
-    diagnose,
 )
 from tftui.model.duration import DurationError, format_duration, parse_duration
 from tftui.model.metrics import Step1

@@ -27,248 +27,60 @@ Rules that keep the diagnosis honest:
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from datetime import timedelta
-from typing import Final, Literal, TypeVar
+from typing import TypeVar
 
-from tftui.engine.prices import gpu_price
-from tftui.engine.state import ClusterState, NodeView, PoolView, WorkerView, WorkloadView
-from tftui.model import keys
+from tftui.engine.state import ClusterState
+from tftui.engine.wastefixes import (
+    _empty_node_fixes,
+    _fragmentation_fixes,
+    _idle_fixes,
+    _names,
+    _node_over_request_fixes,
+    _node_under_request_fixes,
+    _over_request_fixes,
+    _saturation_fixes,
+    _under_request_fixes,
+    _vram_bound_fixes,
+    _workers_over_request_fixes,
+    _workers_under_request_fixes,
+)
+from tftui.engine.wastemodel import (
+    _EPS,
+    EMPTY_ALLOC_PCT,
+    FRAGMENTED_MIN_NODES,
+    HIGH_ALLOC_PCT,
+    HIGH_USED_PCT,
+    IDLE_COMPUTE_PCT,
+    IDLE_REQUEST_RATIO,
+    IDLE_VRAM_PCT,
+    LEVELS,
+    LIMIT_NEAR_RATIO,
+    LOW_ALLOC_PCT,
+    LOW_USED_PCT,
+    OVER_REQUEST_RATIO,
+    UNDER_REQUEST_MARGIN_PCT,
+    VRAM_BOUND_GAP_PCT,
+    VRAM_BOUND_MIN_PCT,
+    Cls,
+    Level,
+    _gpu_price,
+    _hours,
+    _money,
+    gib,
+)
+from tftui.engine.wastemodel import CAPACITY_WASTE as CAPACITY_WASTE
+from tftui.engine.wastemodel import REQUEST_WASTE as REQUEST_WASTE
+from tftui.engine.wastemodel import Diagnosis as Diagnosis
+from tftui.engine.wastemodel import Finding as Finding
+from tftui.engine.wastemodel import GPURow as GPURow
+from tftui.engine.wastemodel import NodeRow as NodeRow
+from tftui.engine.wastemodel import Totals as Totals
+from tftui.engine.wastemodel import WorkloadRow as WorkloadRow
+from tftui.engine.wastemodel import num as num
 from tftui.model.metrics import GPUUsageSummary, NodeAllocation, Step1, WorkloadRequest, WorkloadUsage
-
-# -- thresholds (M4; upstream anchors: alerts at 90/95 % allocated, IdleGPU at < 1 %
-#    compute and < 5 % VRAM, defrag at ≤ 40 % of GPUs occupied, autoscaler margin 0.15) ------------
-
-HIGH_ALLOC_PCT: Final = 70.0  # over-request / saturation: allocated TFLOPS % at or above
-LOW_USED_PCT: Final = 20.0  # over-request: used compute % at or below
-HIGH_USED_PCT: Final = 70.0  # saturation: used compute % at or above
-LOW_ALLOC_PCT: Final = 40.0  # fragmentation: node allocation (larger of TFLOPS/VRAM %) at or below
-FRAGMENTED_MIN_NODES: Final = 2  # ... on at least this many partly used nodes of one pool
-EMPTY_ALLOC_PCT: Final = 0.0  # empty node: allocation at or below (and no worker on it now)
-IDLE_COMPUTE_PCT: Final = 1.0  # idle reservation: compute below, % of the GPU (IdleGPU: `compute < 1`)
-IDLE_VRAM_PCT: Final = 5.0  # idle GPU: VRAM peak below (IdleGPU threshold)
-IDLE_REQUEST_RATIO: Final = 0.05  # idle workload: average TFLOPS below this share of its request
-VRAM_BOUND_MIN_PCT: Final = 70.0  # VRAM-bound: VRAM allocated at or above ...
-VRAM_BOUND_GAP_PCT: Final = 30.0  # ... and this many points above TFLOPS allocated (demo H100: 87.9 vs 40.4)
-OVER_REQUEST_RATIO: Final = 0.3  # workload over-request: average TFLOPS (or VRAM peak) / request below
-UNDER_REQUEST_MARGIN_PCT: Final = 5.0  # node/GPU under-request: used compute % above allocated % + margin
-LIMIT_NEAR_RATIO: Final = 0.95  # workload under-request: TFLOPS peak at or above this share of its limit
-HEADROOM: Final = 1.15  # suggested request = peak × (1 + autoscaler's default marginFraction 0.15)
-SAMPLE_INTERVAL: Final = timedelta(minutes=1)  # upstream writes one row per object per minute
-
-GI: Final = 1024**3
-_EPS: Final = 1e-9
-
-Level = Literal["node", "gpu", "workload"]
-Cls = Literal[
-    "over-request",
-    "fragmentation",
-    "empty-node",
-    "idle-reservation",
-    "saturation",
-    "vram-bound",
-    "under-request",
-    "ok",
-    "no-data",
-]
-LEVELS: Final[tuple[Level, ...]] = ("workload", "node", "gpu")
-#: classes whose waste `Totals` adds (disjoint: requested-but-unused, and unrequested capacity)
-REQUEST_WASTE: Final = frozenset({"over-request", "idle-reservation"})
-CAPACITY_WASTE: Final = frozenset({"empty-node", "fragmentation"})
-
-
-@dataclass(frozen=True, slots=True)
-class Finding:
-    """One pattern found on one object, the evidence in figures, the settings that fix it, its cost."""
-
-    level: Level
-    name: str  # node name, GPU name, or "namespace/workload"
-    pool: str | None
-    cls: Cls
-    detail: str
-    fixes: tuple[str, ...]  # first = the main lever; each names the field, annotation or command
-    wasted_gpu_hours: float | None  # None: capacity unknown; 0.0 for risks (saturation, under-request)
-    wasted_money: float | None  # USD; None: no price known
-
-
-@dataclass(frozen=True, slots=True)
-class NodeRow:
-    """Query 1 joined with query 2 over the node's GPUs: allocated vs used, and the verdict."""
-
-    name: str
-    pool: str | None
-    gpus: int
-    in_cluster: bool  # False: rows in the window, but the GPUNode is gone
-    tflops_allocated_pct: float | None
-    vram_allocated_pct: float | None
-    compute_used_pct: float | None  # capacity-weighted average over its GPUs; None unless all reported
-    vram_peak_pct: float | None  # highest GPU VRAM peak
-    gpus_reporting: int
-    hours: float  # hours of allocation rows in the window
-    price_per_gpu_hour: float | None
-    classes: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class GPURow:
-    """Query 2 for one GPU, with its current allocation from the snapshot."""
-
-    name: str
-    node: str | None
-    pool: str | None
-    model: str
-    in_cluster: bool
-    tflops_allocated_pct: float | None  # now (snapshot)
-    vram_allocated_pct: float | None  # now (snapshot)
-    compute_used_pct: float | None  # window average
-    vram_peak_pct: float | None  # window peak
-    hours: float  # hours of usage rows in the window (0: none, figures based on them unknown)
-    price_per_hour: float | None
-    classes: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class WorkloadRow:
-    """Queries 3 and 4 for one workload: request per device vs average and peak use per device."""
-
-    namespace: str
-    name: str
-    pool: str | None
-    in_cluster: bool
-    workers: int | None
-    gpu_count: int | None
-    tflops_request: float | None
-    tflops_limit: float | None  # current, from the snapshot
-    tflops_avg: float | None
-    tflops_peak: float | None
-    vram_request_bytes: float | None
-    vram_peak_bytes: float | None
-    device_tflops: float | None  # capacity of the GPUs it runs on (mean), for shares
-    device_vram_bytes: float | None
-    device_hours: float
-    autoscale: bool
-    classes: tuple[str, ...]
-
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
-    @property
-    def tflops_use_ratio(self) -> float | None:
-        if self.tflops_avg is None or not self.tflops_request:
-            return None
-        return self.tflops_avg / self.tflops_request
-
-
-@dataclass(frozen=True, slots=True)
-class Totals:
-    """Disjoint waste over the window: requests above usage, and capacity nobody requested."""
-
-    requests_gpu_hours: float
-    requests_money: float
-    capacity_gpu_hours: float
-    capacity_money: float
-    unpriced: int  # findings counted in GPU-hours whose money is unknown
-
-    @property
-    def gpu_hours(self) -> float:
-        return self.requests_gpu_hours + self.capacity_gpu_hours
-
-    @property
-    def money(self) -> float:
-        return self.requests_money + self.capacity_money
-
-
-@dataclass(frozen=True, slots=True)
-class Diagnosis:
-    window: timedelta
-    nodes: tuple[NodeRow, ...]
-    gpus: tuple[GPURow, ...]
-    workloads: tuple[WorkloadRow, ...]
-    findings: tuple[Finding, ...]  # by wasted GPU-hours, largest first
-    totals: Totals
-
-
-# -- helpers -------------------------------------------------------------------------------------
-
-
-def num(x: float, digits: int = 1) -> str:
-    """A figure for fix and detail text: `digits` decimals (one more below 1), trailing zeros dropped."""
-    text = f"{x:.{digits + 1 if abs(x) < 1 else digits}f}"
-    if "." in text:
-        text = text.rstrip("0").rstrip(".")
-    return "0" if text == "-0" else text
-
-
-def gib(x: float) -> str:
-    return f"{num(x / GI)}Gi"
-
-
-def _ceil_gi(x: float) -> int:
-    return max(1, math.ceil(x / GI - _EPS))
-
-
-def _ceil_tflops(x: float) -> int:
-    return max(1, math.ceil(x - _EPS))
-
-
-def _hours(samples: int, window: timedelta, objects: int = 1) -> float:
-    covered = min(SAMPLE_INTERVAL * samples, window * max(objects, 1))
-    return covered / timedelta(hours=1)
-
-
-def _gpu_price(state: ClusterState, gpu: str) -> float | None:
-    gv = state.gpus.get(gpu)
-    if gv is None:
-        return None
-    node = state.nodes.get(gv.node) if gv.node else None
-    if node is not None and node.cost_per_hour is not None and node.gpus:
-        return node.cost_per_hour / len(node.gpus)
-    return gpu_price(state, gv.model)
-
-
-def _money(gpu_hours: float | None, price: float | None) -> float | None:
-    if gpu_hours is None or price is None:
-        return None
-    return gpu_hours * price
-
-
-def _pool_path(state: ClusterState, pool: str | None, path: str) -> str:
-    """Where a pool setting is edited: the TensorFusionCluster's specTemplate (the controller copies it)."""
-    pv = state.pools.get(pool) if pool else None
-    if pv is None:
-        return f"GPUPool {pool or '<pool>'} spec.{path}"
-    if pv.cluster and pv.name.startswith(pv.cluster + "-"):
-        short = pv.name[len(pv.cluster) + 1 :]
-        return f"TensorFusionCluster {pv.cluster} spec.gpuPools[{short}].specTemplate.{path}"
-    return f"GPUPool {pv.name} spec.{path}"
-
-
-def _pool_spec(pv: PoolView | None) -> dict[str, object]:
-    return (pv.obj.get("spec") or {}) if pv is not None else {}
-
-
-def _capacity_text(spec: dict[str, object], key: str) -> str | None:
-    cap = spec.get("capacityConfig")
-    unit = cap.get(key) if isinstance(cap, dict) else None
-    if not isinstance(unit, dict):
-        return None
-    parts = [f"{unit[k]} {label}" for k, label in (("tflops", "TFLOPS"), ("vram", "VRAM")) if unit.get(k)]
-    return ", ".join(parts) or None
-
-
-def _compaction(spec: dict[str, object]) -> dict[str, object]:
-    nmc = spec.get("nodeManagerConfig")
-    nc = nmc.get("nodeCompaction") if isinstance(nmc, dict) else None
-    return nc if isinstance(nc, dict) else {}
-
-
-def _template_name(pv: PoolView | None) -> str:
-    return pv.template if pv is not None and pv.template else "<the pool's SchedulingConfigTemplate>"
-
 
 # -- figures -------------------------------------------------------------------------------------
 
@@ -639,201 +451,6 @@ def _request_waste(row: WorkloadRow) -> float | None:
     held = max(row.tflops_request / row.device_tflops, row.vram_request_bytes / row.device_vram_bytes)
     needed = max(row.tflops_avg / row.device_tflops, row.vram_peak_bytes / row.device_vram_bytes)
     return max(0.0, held - needed) * row.device_hours
-
-
-# -- fix texts -----------------------------------------------------------------------------------
-
-
-def _names(items: Iterable[str], limit: int = 3) -> str:
-    names = sorted(set(items))
-    if not names:
-        return "no worker"
-    more = f" and {len(names) - limit} more" if len(names) > limit else ""
-    return ", ".join(names[:limit]) + more
-
-
-def _kubectl_workload(ns: str, name: str) -> str:
-    return f"kubectl get tensorfusionworkload {name} -n {ns} -o jsonpath='{{.status.recommendation}}'"
-
-
-def _over_request_fixes(row: WorkloadRow, wv: WorkloadView, tf_over: bool, vram_over: bool) -> list[str]:
-    target = "all" if tf_over and vram_over else ("compute" if tf_over else "vram")
-    fixes: list[str] = []
-    if wv.autoscale:
-        fixes.append(
-            f"autoscaling is on: check its recommendation with `{_kubectl_workload(row.namespace, row.name)}`"
-        )
-    else:
-        fixes.append(
-            f'turn on autoscaling: pod-template annotations tensor-fusion.ai/autoscale: "true" and '
-            f"tensor-fusion.ai/autoscale-target: {target} (or TensorFusionWorkload {row.key} "
-            f"spec.autoScalingConfig.autoSetResources.enable: true, targetResource: {target})"
-        )
-    assert row.tflops_peak is not None and row.vram_peak_bytes is not None
-    if tf_over:
-        limit = f", keep {keys.TFLOPS_LIMIT} {num(row.tflops_limit)}" if row.tflops_limit else ""
-        fixes.append(
-            f"or lower {keys.TFLOPS_REQUEST} to {_ceil_tflops(row.tflops_peak * HEADROOM)} "
-            f"(peak {num(row.tflops_peak)} × {HEADROOM}{limit})"
-        )
-    if vram_over:
-        fixes.append(
-            f"or lower {keys.VRAM_REQUEST} to {_ceil_gi(row.vram_peak_bytes * HEADROOM)}Gi "
-            f"(peak {gib(row.vram_peak_bytes)} × {HEADROOM})"
-        )
-    return fixes
-
-
-def _under_request_fixes(row: WorkloadRow, avg_over: bool, vram_over: bool, near_limit: bool) -> list[str]:
-    assert row.tflops_avg is not None and row.tflops_peak is not None and row.vram_peak_bytes is not None
-    fixes: list[str] = []
-    if avg_over:
-        fixes.append(
-            f"raise {keys.TFLOPS_REQUEST} to {_ceil_tflops(row.tflops_avg * HEADROOM)} "
-            f"(average {num(row.tflops_avg)} > request {num(row.tflops_request or 0.0)} TFLOPS per GPU)"
-        )
-    if near_limit and row.tflops_limit:
-        fixes.append(
-            f"raise {keys.TFLOPS_LIMIT} to {_ceil_tflops(max(row.tflops_peak, row.tflops_limit) * HEADROOM)} "
-            f"(peak {num(row.tflops_peak)} vs limit {num(row.tflops_limit)})"
-        )
-    if vram_over:
-        fixes.append(
-            f"raise {keys.VRAM_REQUEST} to {_ceil_gi(row.vram_peak_bytes * HEADROOM)}Gi "
-            f"(peak {gib(row.vram_peak_bytes)} > request {gib(row.vram_request_bytes or 0.0)})"
-        )
-    fixes.append(
-        f"with autoscaling, let it grow: TensorFusionWorkload {row.key} "
-        "spec.autoScalingConfig.autoSetResources.maxComputeResourcesRatio (default 10.0)"
-    )
-    fixes.append(f"latency-sensitive: {keys.QOS}: high or critical")
-    return fixes
-
-
-def _idle_fixes(st: ClusterState, pv: PoolView | None, qos: list[str], workloads: list[str]) -> list[str]:
-    q = qos[0] if len(qos) == 1 else "|".join(qos) or "low"
-    names = _names(workloads)
-    return [
-        f"freeze it while idle: SchedulingConfigTemplate {_template_name(pv)} "
-        f"spec.hypervisor.autoFreezeAndResume.autoFreeze: [{{qos: {q}, enable: true}}]",
-        f"or scale {names} to zero when unused: TensorFusionWorkload spec.replicas: 0",
-        "or schedule it: TensorFusionWorkload spec.autoScalingConfig.cronScalingRules",
-    ]
-
-
-def _workers_over_request_fixes(workers: list[WorkerView]) -> list[str]:
-    names = _names(f"{w.namespace}/{w.workload or w.name}" for w in workers)
-    return [
-        f'turn on autoscaling for {names}: pod-template annotation tensor-fusion.ai/autoscale: "true" '
-        "(or spec.autoScalingConfig.autoSetResources.enable: true)",
-        f"or lower {keys.TFLOPS_REQUEST} of {names} (see the workload findings)",
-    ]
-
-
-def _workers_under_request_fixes(workers: list[WorkerView]) -> list[str]:
-    names = _names(f"{w.namespace}/{w.workload or w.name}" for w in workers)
-    return [f"raise {keys.TFLOPS_REQUEST} or {keys.TFLOPS_LIMIT} of {names} (see the workload findings)"]
-
-
-def _node_over_request_fixes(st: ClusterState, nv: NodeView) -> list[str]:
-    return _workers_over_request_fixes(st.workers_of_node(nv.name))
-
-
-def _node_under_request_fixes(st: ClusterState, nv: NodeView) -> list[str]:
-    return _workers_under_request_fixes(st.workers_of_node(nv.name))
-
-
-def _empty_node_fixes(st: ClusterState, nv: NodeView, pv: PoolView | None) -> list[str]:
-    spec = _pool_spec(pv)
-    pool = pv.name if pv else (nv.pool or "<pool>")
-    fixes: list[str] = []
-    if nv.do_not_disrupt:
-        fixes.append(
-            f"remove label {keys.DO_NOT_DISRUPT}=true from GPUNode/Node {nv.name}: compaction skips it"
-        )
-    period = _compaction(spec).get("period") or "5m"
-    bounds = [f"{k} ({t})" for k, t in (("minResources", _capacity_text(spec, "minResources")),
-                                          ("warmResources", _capacity_text(spec, "warmResources"))) if t]  # fmt: skip
-    keep = f" if the pool stays at or above {' and '.join(bounds)}" if bounds else ""
-    fixes.append(
-        f"node compaction releases it every {_pool_path(st, pool, 'nodeManagerConfig.nodeCompaction.period')} "
-        f"(now {period}){keep}"
-    )
-    fixes.append(
-        f'now: kubectl annotate gpupool {pool} --overwrite {keys.MANUAL_COMPACTION}="$(date -u +%Y-%m-%dT%H:%M:%SZ)"'
-    )
-    if pv is not None and pv.provisioning_mode == "AutoSelect":
-        fixes.append(
-            f"AutoSelect pool: compaction only labels the Node {keys.SHOULD_DELETE}=true; "
-            "a node autoscaler must remove it"
-        )
-    return fixes
-
-
-def _fragmentation_fixes(st: ClusterState, nv: NodeView, pv: PoolView | None) -> list[str]:
-    spec = _pool_spec(pv)
-    fixes: list[str] = []
-    mode = pv.placement_mode if pv else "NodeCompactGPULowLoad"
-    if mode != "CompactFirst":
-        if pv is not None and pv.template:
-            fixes.append(
-                f"SchedulingConfigTemplate {pv.template} spec.placement.mode: CompactFirst (now {mode}): "
-                f"kubectl patch schedulingconfigtemplate {pv.template} --type=merge "
-                """-p '{"spec":{"placement":{"mode":"CompactFirst"}}}'"""
-            )
-        else:
-            fixes.append(
-                f"give {_pool_path(st, pv.name if pv else nv.pool, 'schedulingConfigTemplate')} a "
-                "SchedulingConfigTemplate with spec.placement.mode: CompactFirst"
-            )
-    defrag = _compaction(spec).get("defrag")
-    defrag = defrag if isinstance(defrag, dict) else {}
-    path = _pool_path(st, pv.name if pv else nv.pool, "nodeManagerConfig.nodeCompaction.defrag")
-    if defrag.get("enabled") is True:
-        fixes.append(
-            f"defrag is on ({path}: schedule {defrag.get('schedule', '0 3 * * *')!r}, "
-            f"utilizationThresholdPercent {defrag.get('utilizationThresholdPercent', 40)}): "
-            f"check PodDisruptionBudgets cover the workers on {nv.name} (else DefragSkipMissingPDB)"
-        )
-    else:
-        fixes.append(
-            f"{path}.enabled: true (with schedule, timezone, utilizationThresholdPercent: 40) and "
-            f"PodDisruptionBudgets for the workers on {nv.name}"
-        )
-    if nv.do_not_disrupt:
-        fixes.append(f"remove label {keys.DO_NOT_DISRUPT}=true from {nv.name} where safe")
-    fixes.append("then node compaction releases the emptied nodes (within minResources/warmResources)")
-    return fixes
-
-
-def _saturation_fixes(st: ClusterState, pv: PoolView | None) -> list[str]:
-    spec = _pool_spec(pv)
-    pool = pv.name if pv else None
-    cur = _capacity_text(spec, "maxResources")
-    fixes = [
-        f"raise {_pool_path(st, pool, 'capacityConfig.maxResources')}"
-        + (f" (now {cur})" if cur else "")
-        + " and warmResources"
-    ]
-    if pv is not None and pv.provisioning_mode in ("Provisioned", "Karpenter"):
-        fixes.append(f"{pv.provisioning_mode} pool: the controller adds nodes once maxResources allows")
-    else:
-        fixes.append(
-            f"AutoSelect pool: label more GPU nodes to match {_pool_path(st, pool, 'nodeManagerConfig.nodeSelector')}"
-        )
-    return fixes
-
-
-def _vram_bound_fixes(st: ClusterState, workers: list[WorkerView], pv: PoolView | None) -> list[str]:
-    top = sorted(workers, key=lambda w: (-w.request.vram * w.gpu_count, w.key))[:3]
-    listing = ", ".join(f"{w.namespace}/{w.workload or w.name} {gib(w.request.vram)}" for w in top)
-    over = f"{pv.vram_expand_mem}/{pv.vram_expand_disk}" if pv else "?"
-    return [
-        f"review {keys.VRAM_REQUEST}" + (f" of {listing}" if listing else "") + " (per GPU)",
-        f"{_pool_path(st, pv.name if pv else None, 'capacityConfig.oversubscription')}.vramExpandToHostMem/"
-        f"vramExpandToHostDisk (now {over}) to back VRAM with host memory",
-        "route compute-light models to other GPU models: TensorFusionWorkload spec.gpuModel",
-    ]
 
 
 _Row = TypeVar("_Row", NodeRow, GPURow, WorkloadRow)

@@ -6,7 +6,7 @@ relisted after a dropped watch hands equal objects again under the same `uid` an
 `resourceVersion`, which the API server changes on every write. So an object is validated once;
 later snapshots reuse its validated dict, found by the identity of the source dict or by
 (kind, namespace, name, uid, resourceVersion). Reusing the very same validated dicts is also what
-lets `ClusterState.build(..., previous=...)` (engine.incremental) share the views of unchanged
+lets `engine.incremental.update_state` share the views of unchanged
 objects. Only the objects not seen before go through pydantic, in chunks, so a thread validating a
 big first snapshot hands the interpreter back between chunks (pydantic-core keeps the GIL for a
 whole call) and the console keeps serving keys.

@@ -17,7 +17,7 @@ cost a few plan calls; the Runtime is only entered when a pool or autoscale is d
 workers are read from the scheduler's queue, so an instant with nothing due builds no state.
 
 **A change costs what it touches.** States are derived from the previous one
-(`ClusterState.build(..., previous=...)`, `engine.incremental`: the cluster copies on write, so an
+(`engine.incremental.update_state`: the cluster copies on write, so an
 unchanged object is the same dict and keeps its views; equal to a full build), the simulated
 cluster's status pass re-indexes only the pods changed since the last pass, and defrag derives its
 indexes, target judgements and candidate simulations once per state (`ClusterState.derived`). A

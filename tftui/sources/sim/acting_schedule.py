@@ -10,7 +10,7 @@ import heapq
 from collections.abc import Iterable
 from datetime import datetime
 
-from tftui.engine import quota
+from tftui.engine import incremental, quota
 from tftui.engine.fit import Request, RequestError
 from tftui.engine.nodefit import node_fit, pod_requests
 from tftui.engine.placement import apply_placement, place
@@ -102,7 +102,8 @@ class _ActingScheduler(_ActingWrites):
                 if kind not in lists:
                     lists[kind] = list(map(self._objs.__getitem__, ks))
             snap = Snapshot(objects, {k: v for k, v in lists.items() if v})
-        state = ClusterState.build(snap, previous=self._last_state)
+        prev = self._last_state
+        state = ClusterState.build(snap) if prev is None else incremental.update_state(prev, snap)
         self._last_state = state
         self._owned.clear()  # the state holds these dicts now: copy before changing them
         return state

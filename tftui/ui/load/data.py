@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, cast
 
+from tftui.engine import incremental
 from tftui.engine.state import ClusterState
 from tftui.engine.usage import UsageIndex
 from tftui.model.dump import Snapshot
@@ -221,11 +222,10 @@ class StateReader:
                 previous = self.previous
                 # the very same objects as last time (C-level identity checks): the same state
                 self.unchanged = previous is not None and _same_objects(snap, previous.snapshot)
-                state = (
-                    previous
-                    if previous is not None and self.unchanged
-                    else ClusterState.build(snap, previous=previous)
-                )
+                if previous is None:
+                    state = ClusterState.build(snap)
+                else:
+                    state = previous if self.unchanged else incremental.update_state(previous, snap)
         except Exception as exc:
             raise ClusterLoadError(describe_error(exc), source) from exc
         built_all = self.previous is None or validated > FREEZE_AFTER

@@ -11,21 +11,46 @@ cluster most needs to see it.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any, TypeVar, cast
 
+from tftui.engine.state.derive import (
+    _model_tflops,
+    _uses_native_gpu,
+    add_compaction_sums,
+    add_node_to_pool,
+    add_partition,
+    convert_percent,
+    percent_tflops,
+    virtual_capacity,
+)
+from tftui.engine.state.views import (
+    DEFAULT_PLACEMENT_MODE,
+    DEFAULT_PROVISIONING_MODE,
+    DEFAULT_TFLOPS_OVERSELL,
+    DEFAULT_VRAM_EXPAND_DISK,
+    DEFAULT_VRAM_EXPAND_MEM,
+    ENDED_PHASES,
+    GPUView,
+    NodeView,
+    PoolView,
+    Res,
+    StateWarning,
+    WorkerView,
+    WorkloadView,
+    _int,
+    _ref,
+    parse_time,
+)
 from tftui.model import keys
 from tftui.model.dump import Snapshot
 from tftui.model.gcpause import gc_paused
-from tftui.model.isolation import PARTITIONED, SHARED, GPUIsolation, gpu_isolation
+from tftui.model.isolation import PARTITIONED, SHARED, gpu_isolation
 from tftui.model.provider import ProviderCatalog
 from tftui.model.quantity import QuantityError, quantity_float
 from tftui.model.schedconfig import DEFAULT as DEFAULT_SCHEDULER
 from tftui.model.schedconfig import SchedulerSettings, scheduler_settings
-from tftui.model.times import within_range
 
 #: The field path of each pod annotation the build reads quantities from (for its warnings).
 _ANN_PATH = {
@@ -39,224 +64,7 @@ _ANN_PATH = {
         keys.COMPUTE_PERCENT_LIMIT,
     )
 }
-DEFAULT_PLACEMENT_MODE = "NodeCompactGPULowLoad"
-DEFAULT_PROVISIONING_MODE = "AutoSelect"
-# CRD defaults of GPUPool.spec.capacityConfig.oversubscription (S2)
-DEFAULT_TFLOPS_OVERSELL = 500
-DEFAULT_VRAM_EXPAND_MEM = 50
-DEFAULT_VRAM_EXPAND_DISK = 70
-ENDED_PHASES = frozenset({"Succeeded", "Failed"})
 T = TypeVar("T")
-
-
-@dataclass(slots=True)
-class Res:
-    """A TFLOPS and VRAM (bytes) pair; the unit every capacity figure is kept in."""
-
-    tflops: float = 0.0
-    vram: float = 0.0
-
-    def __add__(self, other: Res) -> Res:
-        return Res(self.tflops + other.tflops, self.vram + other.vram)
-
-    def __sub__(self, other: Res) -> Res:
-        return Res(self.tflops - other.tflops, self.vram - other.vram)
-
-    def add(self, other: Res, times: float = 1.0) -> None:
-        """In-place accumulate; the build loop uses it to avoid allocating per step."""
-        self.tflops += other.tflops * times
-        self.vram += other.vram * times
-
-    def copy(self) -> Res:
-        return Res(self.tflops, self.vram)
-
-
-@dataclass(frozen=True, slots=True)
-class StateWarning:
-    """An inconsistency found while indexing (object kept, problem shown in the header).
-
-    `blocking`: a figure the engine needs could not be read (an invalid or out-of-range quantity);
-    the pool the object belongs to is not acted on while it stays (`blocked_pools`).
-    """
-
-    ref: str  # "Kind namespace/name" or "Kind name"
-    message: str
-    blocking: bool = False
-
-    def __str__(self) -> str:
-        return f"{self.ref}: {self.message}"
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionUse:
-    """A hardware partition a worker holds on a GPU; where it sits comes from the GPU's
-    `status.allocatedPartitions` entry for the pod (None: not recorded yet)."""
-
-    worker: str  # "ns/name"
-    template: str  # the pod's `partition-id`, as written
-    slot: tuple[int, int] | None = None  # MIG slots [start, end)
-    group: int | None = None  # Ascend vGroup
-
-
-_NO_ISOLATION = GPUIsolation()
-
-
-@dataclass(slots=True)
-class GPUView:
-    name: str
-    node: str | None
-    pool: str | None
-    model: str
-    vendor: str
-    phase: str
-    used_by: str
-    index: int | None
-    capacity: Res
-    allocated: Res = field(default_factory=Res)
-    workers: list[str] = field(default_factory=list)  # worker keys "ns/name"
-    obj: dict[str, Any] = field(default_factory=dict, repr=False)
-    isolation: GPUIsolation = _NO_ISOLATION
-    partitions: list[PartitionUse] = field(default_factory=list)  # in worker order
-
-    @property
-    def available(self) -> Res:
-        return self.capacity - self.allocated
-
-
-@dataclass(slots=True)
-class NodeView:
-    """A GPUNode with its Kubernetes Node (same name) and derived figures."""
-
-    name: str
-    pool: str | None
-    phase: str
-    manage_mode: str
-    cost_per_hour: float | None
-    created: datetime | None
-    do_not_disrupt: bool
-    unschedulable: bool
-    claim: str | None  # GPUNodeClaim named by the node-provisioner label
-    gpus: list[str] = field(default_factory=list)
-    workers: list[str] = field(default_factory=list)
-    native_gpu_pods: list[str] = field(default_factory=list)  # pods using GPUs outside TensorFusion
-    capacity: Res = field(default_factory=Res)
-    allocated: Res = field(default_factory=Res)
-    limits: Res = field(default_factory=Res)  # Σ worker limits, once per worker (S1)
-    virtual: Res = field(default_factory=Res)
-    ram_bytes: float = 0.0
-    disk_bytes: float = 0.0
-    obj: dict[str, Any] = field(default_factory=dict, repr=False)
-    node_obj: dict[str, Any] | None = field(default=None, repr=False)
-
-    @property
-    def available(self) -> Res:
-        return self.capacity - self.allocated
-
-    @property
-    def virtual_available(self) -> Res:
-        return self.virtual - self.limits
-
-
-@dataclass(slots=True)
-class WorkerView:
-    """A TensorFusion worker pod: the unit that holds GPU allocations."""
-
-    key: str  # "namespace/name"
-    namespace: str
-    name: str
-    uid: str
-    workload: str | None
-    pool: str | None
-    node: str | None
-    phase: str
-    qos: str
-    gpu_ids: list[str]
-    gpu_count: int
-    request: Res  # per device
-    limit: Res  # per device
-    created: datetime | None
-    terminating: bool
-    obj: dict[str, Any] = field(default_factory=dict, repr=False)
-    isolation: str = "soft"  # annotation `isolation` (soft when unset)
-    partition: str = ""  # annotation `partition-id` of a partitioned worker
-    percent: float | None = None  # compute-percent request (per device) instead of TFLOPS
-
-    @property
-    def allocated(self) -> Res:
-        """Total booked across devices (request × devices)."""
-        return Res(self.request.tflops * self.gpu_count, self.request.vram * self.gpu_count)
-
-
-@dataclass(slots=True)
-class WorkloadView:
-    key: str  # "namespace/name"
-    namespace: str
-    name: str
-    pool: str | None
-    replicas: int | None
-    gpu_count: int
-    qos: str
-    request: Res  # per worker per device, from spec
-    limit: Res
-    workers: list[str] = field(default_factory=list)
-    allocated: Res = field(default_factory=Res)
-    autoscale: bool = False
-    obj: dict[str, Any] | None = field(default=None, repr=False)  # None: workers without a workload object
-    # compute percent of a GPU (request, limit) instead of TFLOPS: `request`/`limit` hold it converted
-    # with the capacity of the first worker's GPU (see `convert_percent`)
-    percent: tuple[float | None, float | None] = (None, None)
-
-
-@dataclass(slots=True)
-class PoolView:
-    name: str
-    cluster: str | None
-    provisioning_mode: str
-    placement_mode: str
-    template: str | None
-    tflops_oversell: int
-    vram_expand_mem: int
-    vram_expand_disk: int
-    nodes: list[str] = field(default_factory=list)
-    gpu_count: int = 0
-    worker_count: int = 0
-    capacity: Res = field(default_factory=Res)
-    allocated: Res = field(default_factory=Res)
-    limits: Res = field(default_factory=Res)
-    virtual: Res = field(default_factory=Res)
-    obj: dict[str, Any] = field(default_factory=dict, repr=False)
-
-    @property
-    def available(self) -> Res:
-        return self.capacity - self.allocated
-
-    @property
-    def virtual_available(self) -> Res:
-        return self.virtual - self.limits
-
-
-def _ref(obj: dict[str, Any]) -> str:
-    meta = obj.get("metadata", {})
-    ns = meta.get("namespace")
-    return f"{obj.get('kind')} {ns}/{meta.get('name')}" if ns else f"{obj.get('kind')} {meta.get('name')}"
-
-
-def parse_time(value: Any) -> datetime | None:
-    """RFC3339 timestamp → aware datetime; None for absent, unparsable or out-of-range values
-    (`model.times`: arithmetic on year 1 or 9999 would overflow)."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        dt = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=UTC)
-    return dt if within_range(dt) else None
-
-
-def _int(value: Any, default: int) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else default
 
 
 @dataclass(slots=True)
@@ -290,16 +98,10 @@ class ClusterState:
     _derived: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
-    def build(
-        cls, source: Snapshot | Iterable[dict[str, Any]], *, previous: ClusterState | None = None
-    ) -> ClusterState:
-        """The state of `source`. With `previous` (the state of an earlier snapshot of the same
-        cluster) the views of objects that are the very same dicts in both are reused and only what
-        changed is recomputed (`engine.incremental`); the result is the same either way."""
-        if previous is not None:
-            from tftui.engine.incremental import update_state  # it builds on this module
-
-            return update_state(previous, source)
+    def build(cls, source: Snapshot | Iterable[dict[str, Any]]) -> ClusterState:
+        """The state of `source`, built from scratch. To derive it from the state of an earlier
+        snapshot of the same cluster (reusing the views of unchanged objects, same result), call
+        `engine.incremental.update_state`: it builds on this module, so this module never calls it."""
         snap = source if isinstance(source, Snapshot) else Snapshot.of(source)
         st = cls(snapshot=snap)
         with gc_paused():
@@ -820,109 +622,3 @@ def _blocked_pools(st: ClusterState) -> dict[str, StateWarning]:
         if pool is not None and pool in st.pools:
             out.setdefault(pool, w)
     return out
-
-
-def _model_tflops(model: Any) -> float | None:
-    """FP16 TFLOPS of a GPU model by (short or family) name from the public table, if known."""
-    if not isinstance(model, str) or not model:
-        return None
-    from tftui.model.gpuinfo import lookup  # the table loads lazily, on the first percent workload
-
-    info = lookup(model)
-    return info.tflops if info else None
-
-
-def convert_percent(view: WorkloadView, capacity: float | None, fallback: float | None) -> None:
-    """A compute-percent workload's TFLOPS: of its first worker's GPU (`capacity`), else of its
-    `gpuModel` in the GPU table (`fallback`), else left at 0 (unknown until a worker runs)."""
-    req_pct, lim_pct = view.percent
-    cap = capacity if capacity is not None else fallback
-    if cap is None:
-        return
-    if req_pct is not None:
-        view.request = Res(percent_tflops(req_pct, cap), view.request.vram)
-    if lim_pct is not None:
-        view.limit = Res(percent_tflops(lim_pct, cap), view.limit.vram)
-
-
-def percent_tflops(percent: float, capacity_tflops: float) -> float:
-    """A compute percent of a GPU as whole TFLOPS (the controller truncates)."""
-    return float(math.trunc(percent * capacity_tflops / 100.0))
-
-
-def add_partition(gpu: GPUView, worker: WorkerView) -> None:
-    """Record a partitioned worker on its GPU, with the slot the GPU's status gives its pod."""
-    if not worker.partition:
-        return
-    entry = (((gpu.obj.get("status") or {}).get("allocatedPartitions") or {}).get(worker.uid)) or {}
-    start, end, group = (
-        entry.get("allocatedSlotStart"),
-        entry.get("allocatedSlotEnd"),
-        entry.get("isolationGroupId"),
-    )
-    slot = (start, end) if isinstance(start, int) and isinstance(end, int) and end > start else None
-    gpu.partitions.append(
-        PartitionUse(worker.key, worker.partition, slot, group if isinstance(group, int) else None)
-    )
-
-
-def add_node_to_pool(pool: PoolView, node: NodeView) -> None:
-    """Add a node's figures to its pool's sums (full and incremental builds alike)."""
-    pool.capacity.add(node.capacity)
-    pool.allocated.add(node.allocated)
-    pool.limits.add(node.limits)
-    pool.virtual.add(node.virtual)
-    pool.gpu_count += len(node.gpus)
-    pool.worker_count += len(node.workers)
-
-
-def virtual_capacity(node: NodeView, pool: PoolView | None) -> Res:
-    """A node's virtual capacity under its pool's oversubscription (CRD defaults without a pool)."""
-    oversell = pool.tflops_oversell if pool else DEFAULT_TFLOPS_OVERSELL
-    mem = pool.vram_expand_mem if pool else DEFAULT_VRAM_EXPAND_MEM
-    disk = pool.vram_expand_disk if pool else DEFAULT_VRAM_EXPAND_DISK
-    return Res(
-        node.capacity.tflops * oversell / 100.0,
-        # upstream truncates each expansion term to whole bytes (node_capacity.go)
-        node.capacity.vram + (node.ram_bytes * mem) // 100 + (node.disk_bytes * disk) // 100,
-    )
-
-
-def add_compaction_sums(per_node: dict[str, list[int]], gpu: GPUView) -> None:
-    """Add a GPU to its node's `compaction_sums` entry if upstream's capacity view counts it."""
-    if gpu.used_by != "tensor-fusion" or gpu.node is None:
-        return
-    if gpu.obj["metadata"].get("deletionTimestamp"):
-        return
-    avail, cap = gpu.available, gpu.capacity
-    acc = per_node.setdefault(gpu.node, [0, 0, 0, 0])
-    acc[0] += go_value(avail.tflops)
-    acc[1] += go_value(avail.vram)
-    acc[2] += go_value(cap.tflops)
-    acc[3] += go_value(cap.vram)
-
-
-def go_value(x: float) -> int:
-    """`Quantity.Value()` of a derived float figure: rounds away from zero, ignoring float noise.
-
-    Figures are sums of exact quantities kept as floats; 99.99999999999 is the exact integer 100
-    and must not round up to 101.
-    """
-    if x == int(x):
-        return int(x)
-    r = round(x)
-    if abs(x - r) <= 1e-9 * max(1.0, abs(x)):
-        return int(r)
-    return int(math.copysign(math.ceil(abs(x)), x))
-
-
-def _uses_native_gpu(spec: dict[str, Any], names: tuple[str, ...]) -> bool:
-    """Whether a container asks for a device-plugin GPU resource (`names`, from the ProviderConfigs)."""
-    for c in spec.get("containers") or ():
-        res = c.get("resources") or {}
-        for section in (res.get("limits") or {}, res.get("requests") or {}):
-            for name in names:
-                value = section.get(name)
-                if value not in (None, "0", 0):
-                    return True
-    return False

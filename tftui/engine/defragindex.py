@@ -1,0 +1,220 @@
+"""Defrag's per-call index and context, and the node utilisation figures its decisions start from.
+
+The index is derived once per state (`ClusterState.derived`) and the context once per step, so
+eligibility and simulation look pods, PDBs and markers up by node instead of scanning the snapshot;
+kept apart from the step so the eligibility and simulation modules use it without importing the step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from tftui.engine.defragconfig import (
+    USED_BY_TF,
+    DefragConfig,
+    _annotations,
+    _aware,
+    _labels,
+    _meta,
+    _selector_matches,
+)
+from tftui.engine.plan import Action, pool_event
+from tftui.engine.state import ClusterState, GPUView, NodeView, Res, WorkerView
+from tftui.model import keys
+
+# -- per-call index ------------------------------------------------------------------------------
+
+
+class _Index:
+    """The pool-independent part of a step's index, derived once per `ClusterState` (the state
+    never changes after `build`), so the steps of every pool and every quiet reconcile share it.
+    What only a due campaign reads (workers per node, PDBs) is built on first use."""
+
+    def __init__(self, state: ClusterState) -> None:
+        self.state = state
+        self.k8s_nodes: dict[str, dict[str, Any]] = {}
+        for n in state.snapshot.kind("Node"):
+            self.k8s_nodes[_meta(n).get("name", "")] = n
+        # what the safety sweep looks at: pods labelled defrag-evicted (by namespace, name) and the
+        # Nodes labelled defrag-source or defrag-evict-skip (by name); the rest cannot carry a marker
+        evicted = state.pods_labelled(keys.DEFRAG_EVICTED, keys.TRUE)
+        self.evicted_pods = sorted(
+            evicted, key=lambda o: (_meta(o).get("namespace", ""), _meta(o).get("name", ""))
+        )
+        self.marked_nodes = sorted(
+            name
+            for name, n in self.k8s_nodes.items()
+            if _labels(n).get(keys.DEFRAG_SOURCE) == keys.TRUE
+            or _labels(n).get(keys.DEFRAG_EVICT_SKIP) == keys.TRUE
+        )
+        self._workers: dict[str, tuple[list[WorkerView], list[WorkerView]]] = {}
+        self._elsewhere: dict[str, tuple[list[WorkerView], list[WorkerView]]] | None = None
+        self._terminating: set[str] | None = None
+        self._pdbs: (
+            tuple[
+                dict[str, dict[tuple[str, str], list[tuple[int, dict[str, Any]]]]],
+                dict[str, list[tuple[int, dict[str, Any]]]],
+            ]
+            | None
+        ) = None
+
+    def workers_on(self, node: str) -> tuple[list[WorkerView], list[WorkerView]]:
+        """(live, terminating) workers on `node`, sorted by key."""
+        got = self._workers.get(node)
+        if got is not None:
+            return got
+        nv = self.state.nodes.get(node)
+        if nv is not None:  # a GPUNode lists every worker whose spec.nodeName names it
+            views = sorted((self.state.workers[k] for k in nv.workers), key=lambda w: w.key)
+            got = ([w for w in views if not w.terminating], [w for w in views if w.terminating])
+        else:  # a Node without a GPUNode: found by a scan, once per state
+            if self._elsewhere is None:
+                self._elsewhere = {}
+                for w in sorted(self.state.workers.values(), key=lambda w: w.key):
+                    if w.node and w.node not in self.state.nodes:
+                        live, leaving = self._elsewhere.setdefault(w.node, ([], []))
+                        (leaving if w.terminating else live).append(w)
+            got = self._elsewhere.get(node, ([], []))
+        self._workers[node] = got
+        return got
+
+    @property
+    def terminating_pods(self) -> set[str]:
+        if self._terminating is None:
+            out = set()
+            for p in self.state.snapshot.kind("Pod"):
+                m = _meta(p)
+                if m.get("deletionTimestamp"):
+                    out.add(f"{m.get('namespace', '')}/{m.get('name')}")
+            self._terminating = out
+        return self._terminating
+
+    @property
+    def pdbs(
+        self,
+    ) -> tuple[
+        dict[str, dict[tuple[str, str], list[tuple[int, dict[str, Any]]]]],
+        dict[str, list[tuple[int, dict[str, Any]]]],
+    ]:
+        """PDBs by namespace, then by one of their matchLabels pairs (so a pod only tests PDBs that
+        can match it), and PDBs with matchExpressions only, tested for every pod. Values: (rank, PDB)."""
+        if self._pdbs is None:
+            pairs: dict[str, dict[tuple[str, str], list[tuple[int, dict[str, Any]]]]] = {}
+            scan: dict[str, list[tuple[int, dict[str, Any]]]] = {}
+            ranked = sorted(
+                self.state.pdbs, key=lambda o: (_meta(o).get("namespace", ""), _meta(o).get("name", ""))
+            )
+            for rank, pdb in enumerate(ranked):
+                ns = _meta(pdb).get("namespace", "")
+                selector = (pdb.get("spec") or {}).get("selector")
+                ml = selector.get("matchLabels") if isinstance(selector, dict) else None
+                if isinstance(ml, dict) and ml:
+                    pair = min(ml.items())
+                    pairs.setdefault(ns, {}).setdefault(pair, []).append((rank, pdb))
+                else:
+                    scan.setdefault(ns, []).append((rank, pdb))
+            self._pdbs = (pairs, scan)
+        return self._pdbs
+
+
+@dataclass(slots=True)
+class _Ctx:
+    """What one step needs from the snapshot: the state's shared `_Index` (all lists sorted by
+    name; read-only) plus this step's pool, config and time."""
+
+    state: ClusterState
+    pool: str
+    cfg: DefragConfig
+    now: datetime
+    max_workers: int
+    index: _Index
+
+    @property
+    def k8s_nodes(self) -> dict[str, dict[str, Any]]:
+        return self.index.k8s_nodes
+
+    @property
+    def terminating_pods(self) -> set[str]:
+        return self.index.terminating_pods
+
+    def active(self, node: str) -> list[WorkerView]:
+        """The node's live workers, sorted by key."""
+        return self.index.workers_on(node)[0]
+
+    def leaving(self, node: str) -> list[WorkerView]:
+        """The node's terminating workers, sorted by key."""
+        return self.index.workers_on(node)[1]
+
+    @classmethod
+    def build(
+        cls, state: ClusterState, pool: str, cfg: DefragConfig, now: datetime, max_workers: int
+    ) -> _Ctx:
+        return cls(state, pool, cfg, now.astimezone(UTC), max_workers, state.derived("defrag", _Index))
+
+    def event(self, type_: Literal["Normal", "Warning"], reason: str, message: str) -> Action:
+        return pool_event(self.pool, type_, reason, message)
+
+    def covering(self, w: WorkerView) -> list[dict[str, Any]]:
+        """PDBs (non-empty selector) in the worker's namespace that select it."""
+        labels = _labels(w.obj)
+        pdb_pairs, pdb_scan = self.index.pdbs
+        pairs = pdb_pairs.get(w.namespace, {})
+        maybe = list(pdb_scan.get(w.namespace, ()))
+        for item in labels.items():
+            maybe += pairs.get(item, ())
+        maybe.sort(key=lambda rp: rp[0])
+        return [p for _, p in maybe if _selector_matches((p.get("spec") or {}).get("selector"), labels)]
+
+    def owned(self, obj: dict[str, Any] | None, label: str, pool_key: str) -> bool:
+        return _labels(obj).get(label) == keys.TRUE and _annotations(obj).get(pool_key) == self.pool
+
+    def fresh(self, w: WorkerView) -> bool:
+        created = _aware(w.created)
+        return created is not None and self.now - created < self.cfg.max_duration
+
+
+# -- node figures ----------------------------------------------------------------------------------
+
+
+def _pool_gpus(state: ClusterState, node: NodeView, pool: str) -> list[GPUView]:
+    """The node's GPUs that count for `pool` (D3, as upstream): labelled for the pool
+    (`tensor-fusion.ai/gpupool`, as compaction counts them), TF-usable, capacity set.
+    Derived once per state and pool (read-only)."""
+    per_node: dict[str, list[GPUView]] = state.derived(
+        f"defrag-pool-gpus/{pool}",
+        lambda st: {n.name: _node_pool_gpus(st, n, pool) for n in st.nodes_of(pool)},
+    )
+    got = per_node.get(node.name)
+    return got if got is not None else _node_pool_gpus(state, node, pool)
+
+
+def _node_pool_gpus(state: ClusterState, node: NodeView, pool: str) -> list[GPUView]:
+    out = []
+    for g in sorted(state.gpus_of(node.name), key=lambda g: g.name):
+        cap = (g.obj.get("status") or {}).get("capacity") or {}
+        if (
+            (g.obj["metadata"].get("labels") or {}).get(keys.GPUPOOL) == pool
+            and g.used_by in ("", USED_BY_TF)
+            and cap.get("tflops") is not None
+            and cap.get("vram") is not None
+        ):
+            out.append(g)
+    return out
+
+
+def _is_used(capacity: Res, available: Res) -> bool:
+    """D3 (upstream's definition): used when available < capacity in TFLOPS or VRAM."""
+    return available.tflops < capacity.tflops or available.vram < capacity.vram
+
+
+def _util(used: int, total: int) -> float:
+    return used * 100.0 / total if total else 0.0
+
+
+def gpu_utilization(state: ClusterState, node: NodeView, pool: str) -> tuple[int, int]:
+    """(GPUs in use, GPUs that count) of `node` for `pool`: the utilization defrag compares with
+    its threshold (the share of the node's pool GPUs with something allocated, not TFLOPS)."""
+    gpus = _pool_gpus(state, node, pool)
+    return sum(1 for g in gpus if _is_used(g.capacity, g.available)), len(gpus)
