@@ -1,4 +1,4 @@
-"""The one-way imports (docs/architecture.md): model ← engine ← runtime ← front ends; sources never import ui."""
+"""The one-way imports of docs/architecture.md: model ← engine ← runtime ← front ends; sources never import ui; no circles."""
 
 from __future__ import annotations
 
@@ -114,3 +114,79 @@ def test_console_builders_and_loaders_load_without_textual(package: str) -> None
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """Every tftui module → the tftui modules it imports (any import: top level, in a function, or
+    under TYPE_CHECKING — a deferred import still ties the two modules together)."""
+    paths = {}
+    for f in ROOT.rglob("*.py"):
+        parts = f.relative_to(ROOT.parent).with_suffix("").parts
+        paths[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = f
+    graph: dict[str, set[str]] = {m: set() for m in paths}
+    for mod, f in paths.items():
+        package = mod.split(".") if f.name == "__init__.py" else mod.split(".")[:-1]
+        for node in ast.walk(ast.parse(f.read_text(), str(f))):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    base = ".".join(package[: len(package) - node.level + 1] + ([base] if base else []))
+                names = [base, *(f"{base}.{a.name}" for a in node.names)]
+            graph[mod].update(n for n in names if n in paths and n != mod)
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_no_import_cycles() -> None:
+    """No module reaches itself through imports: a circle makes every module in it load, test and
+    change only together (the console's screens receive what they need, never the app class)."""
+    assert _cycles(_module_graph()) == []
+
+
+def test_the_cycle_finder_finds_a_circle() -> None:
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
