@@ -484,6 +484,10 @@ def load(path: str | Path) -> Snapshot:
 
 
 def dumps(objects: Iterable[dict[str, Any]]) -> str:
-    """The objects as one `kubectl`-style JSON List (stable key order as given)."""
+    """The objects as one `kubectl`-style JSON List, keys sorted.
+
+    Sorted so a dump does not depend on the path its objects took (generated, validated into a
+    model, or kept as the source's dicts): dump → `--from` → dump gives the same bytes.
+    """
     doc = {"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""}, "items": list(objects)}
-    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+    return json.dumps(doc, indent=2, ensure_ascii=False, sort_keys=True) + "\n"
