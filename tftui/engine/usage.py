@@ -6,11 +6,14 @@ metrics never become a decision): every aggregate carries how many of its GPUs o
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from tftui.engine.state import ClusterState, Res
 from tftui.model.usage import GPUUsage, WorkerUsage
+
+K = TypeVar("K")
 
 
 @dataclass(slots=True)
@@ -141,19 +144,10 @@ class UsageIndex:
                     u.set(None if pct is None else pct / 100.0 * gpu.capacity.tflops, sample.memory_bytes)
                 fresh.add(name)
             idx.gpus[name] = u
-        old_nodes, old_aggs = prev_state.nodes, prev.nodes
         for name, node in state.nodes.items():
-            was_node = old_nodes.get(name)
-            agg = old_aggs.get(name)
-            if (
-                agg is None
-                or was_node is None
-                or (was_node is not node and was_node.gpus != node.gpus)
-                or (fresh and not fresh.isdisjoint(node.gpus))
-            ):
-                agg = Used(expected=len(node.gpus))
-                for g in node.gpus:
-                    agg.add(idx.gpus[g])
+            was_node = prev_state.nodes.get(name)
+            was_gpus = None if was_node is None else node.gpus if was_node is node else was_node.gpus
+            agg = _rolled_up(prev.nodes.get(name), was_gpus, node.gpus, fresh, idx.gpus)
             idx.nodes[name] = agg
             if node.pool in state.pools:
                 pu = idx.pools.setdefault(node.pool, Used())
@@ -174,18 +168,27 @@ class UsageIndex:
                     u.set(ws.tflops, ws.memory_bytes)
                 new_workers.add(key)
             idx.workers[key] = u
-        old_wls, old_wl_used = prev_state.workloads, prev.workloads
         for key, wl in state.workloads.items():
-            was_wl = old_wls.get(key)
-            agg = old_wl_used.get(key)
-            if (
-                agg is None
-                or was_wl is None
-                or (was_wl is not wl and was_wl.workers != wl.workers)
-                or (new_workers and not new_workers.isdisjoint(wl.workers))
-            ):
-                agg = Used(expected=len(wl.workers))
-                for w in wl.workers:
-                    agg.add(idx.workers[w])
-            idx.workloads[key] = agg
+            was_wl = prev_state.workloads.get(key)
+            was_workers = None if was_wl is None else wl.workers if was_wl is wl else was_wl.workers
+            idx.workloads[key] = _rolled_up(
+                prev.workloads.get(key), was_workers, wl.workers, new_workers, idx.workers
+            )
         return idx
+
+
+def _rolled_up(
+    agg: Used | None, was_members: object, members: Sequence[K], fresh: set[K], leaves: Mapping[K, Used]
+) -> Used:
+    """A node's (workload's) sum of its GPUs' (workers') usage: the last sum while it had the same
+    members (`was_members`, None when it is new) and none of them has a new entry, else summed again."""
+    if (
+        agg is None
+        or was_members is None
+        or was_members != members
+        or (fresh and not fresh.isdisjoint(members))
+    ):
+        agg = Used(expected=len(members))
+        for m in members:
+            agg.add(leaves[m])
+    return agg
