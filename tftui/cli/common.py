@@ -13,7 +13,7 @@ import sys
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from tftui.model.dump import validate_items
+from tftui.model.dump import Snapshot, validate_items
 from tftui.model.plaintext import json_visible, visible
 from tftui.sources.ports import SourceError
 
@@ -106,9 +106,16 @@ def open_metrics(args: argparse.Namespace, cluster: ClusterPort) -> MetricsPort 
 
 
 def _state(cluster: ClusterPort) -> ClusterState:
+    """The cluster's state; the generated demo's objects (`SimCluster.generated`) are indexed as
+    they are: validating them again would only drop the fields the engine never reads."""
     from tftui.engine.state import ClusterState
 
-    state = ClusterState.build(validate_items(cluster.snapshot(), cluster.describe()))
+    objects = cluster.snapshot()
+    if getattr(cluster, "generated", False) is True:
+        snap = Snapshot.of(objects)
+    else:
+        snap = validate_items(objects, cluster.describe())
+    state = ClusterState.build(snap)
     _settle()
     return state
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import gc
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 from tftui.model.quantity import parse_quantity
 from tftui.sources.sim.demo_build import _Builder
@@ -119,7 +119,14 @@ def _add_isolation_pool(objects: list[JSON], b: _Builder) -> None:
 
 
 class SimCluster:
-    """`ClusterPort` over the generated demo objects (built once, at construction)."""
+    """`ClusterPort` over the generated demo objects (built once, at construction).
+
+    `generated` tells a one-shot command that the objects are the generator's own, of the model's
+    types by construction (the test suite validates the generator's output): it may index them
+    without validating them again, which at 5,000 nodes was a fifth of `plan`'s run.
+    """
+
+    generated: Final = True
 
     def __init__(
         self,
