@@ -139,10 +139,13 @@ class SimColumns:
         pairs = [(i, gpu_index[id(g)]) for i, w in enumerate(ws) for g in w.gpus]
         self.p_worker = np.array([p[0] for p in pairs], dtype=np.int64)
         self.p_gpu = np.array([p[1] for p in pairs], dtype=np.int64)
-        # the pairs grouped by GPU (stable: each GPU's workers in order) for one reduceat per block
+        # the pairs grouped by GPU (stable: each GPU's workers in order), as slots: slot k holds the
+        # k-th worker of every GPU that has more than k, so a GPU's sum is its workers added in order
         by_gpu = np.argsort(self.p_gpu, kind="stable")
-        self._gw_worker = self.p_worker[by_gpu]
-        self._gw_gpus, self._gw_starts = np.unique(self.p_gpu[by_gpu], return_index=True)
+        gw_worker, gw_gpu = self.p_worker[by_gpu], self.p_gpu[by_gpu]
+        gpus_with, starts, counts = np.unique(gw_gpu, return_index=True, return_counts=True)
+        rank = np.arange(len(gw_gpu)) - np.repeat(starts, counts)
+        self._slots = [(gw_gpu[rank == k], gw_worker[rank == k]) for k in range(int(rank.max(initial=-1)) + 1)]
         self.g_key = np.array([g.key for g in gs], dtype=np.uint64)
         self.g_created = np.array([g.created for g in gs], dtype=np.int64)
         self.g_tz = np.array([tz_index[g.tz] for g in gs], dtype=np.int64)
@@ -250,11 +253,15 @@ class SimColumns:
         pct_sum = np.zeros(shape)
         mem_sum = np.zeros(shape)
         present = np.zeros(shape, dtype=np.int64)
-        if len(self.p_gpu):
-            at, starts, ws = self._gw_gpus, self._gw_starts, self._gw_worker
-            pct_sum[at] = np.add.reduceat(w.pct[ws], starts, axis=0)
-            mem_sum[at] = np.add.reduceat(w.mem[ws], starts, axis=0)
-            present[at] = np.add.reduceat(w.alive[ws].astype(np.int64), starts, axis=0)
+        for k, (at, ws) in enumerate(self._slots):  # each GPU at most once per slot: no collisions
+            if k == 0:  # every GPU with workers: its first worker's sample is the sum so far
+                pct_sum[at] = w.pct[ws]
+                mem_sum[at] = w.mem[ws]
+                present[at] = w.alive[ws]
+            else:
+                pct_sum[at] += w.pct[ws]
+                mem_sum[at] += w.mem[ws]
+                present[at] += w.alive[ws]
         pct = np.where(present > 0, np.round(np.minimum(pct_sum, 100.0), 3), 0.0)
         cap_v = self.g_cap_v[:, None]
         mem = np.where(present > 0, np.minimum(mem_sum + self._overhead, cap_v), 0.0)
