@@ -270,7 +270,27 @@ def _merge_asr(base: dict[str, Any], over: Mapping[str, Any], *, pool_rule: bool
         base[k] = v
 
 
-def effective_autoscaling(state: ClusterState, wv: WorkloadView) -> dict[str, Any]:
+def effective_autoscaling(state: ClusterState, wv: WorkloadView) -> Mapping[str, Any]:
+    """The workload's `autoScalingConfig` after upstream's admission order (`_effective`), computed
+    once per state and workload view: a plan asks four times per workload (window, histograms,
+    recommendation, external scaler), 18,000 workloads at 5,000 nodes. Shared: read it, never change it.
+    """
+    cache: dict[str, tuple[WorkloadView, Mapping[str, Any]]] = state.derived(
+        "effective-autoscaling", _no_cache
+    )
+    hit = cache.get(wv.key)
+    if hit is not None and hit[0] is wv:
+        return hit[1]
+    asc = _effective(state, wv)
+    cache[wv.key] = (wv, asc)
+    return asc
+
+
+def _no_cache(_state: ClusterState) -> dict[str, tuple[WorkloadView, Mapping[str, Any]]]:
+    return {}
+
+
+def _effective(state: ClusterState, wv: WorkloadView) -> dict[str, Any]:
     """The workload's `autoScalingConfig` after upstream's admission order (A1).
 
     WorkloadProfile base → the workload's own spec → autoscale pod annotations → first matching pool
