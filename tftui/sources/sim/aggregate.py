@@ -355,13 +355,23 @@ def pod_buckets(c: SimColumns, q: HistogramQuery) -> list[PodBucket]:
             t[0], t[1], t[2] = min(t[0], w.namespace), min(t[1], w.workload), min(t[2], w.name)
     uids = list(uid_index)
     out: list[PodBucket] = []
-    for j in np.argsort(order, kind="stable"):
-        u, b = divmod(int(uniq[j]), _BUCKET_SPAN)
+    at = np.argsort(order, kind="stable")  # the groups in stream order, read as Python numbers once
+    pod_of, bucket_of = np.divmod(uniq[at], _BUCKET_SPAN)
+    counts = count[at].astype(np.int64).tolist()
+    for u, b, wt, n, f, la, peak in zip(
+        pod_of.tolist(),
+        bucket_of.tolist(),
+        weight[at].tolist(),
+        counts,
+        lo[at].tolist(),
+        hi[at].tolist(),
+        mx[at].tolist(),
+        strict=True,
+    ):
         ns, wl, pod = tags[u]
         out.append(
-            PodBucket(namespace=ns, workload=wl, pod=pod or uids[u], bucket=b - 1, weight=float(weight[j]),
-                      count=int(count[j]), first=float(lo[j]), last=float(hi[j]), peak_memory=float(mx[j]),
-                      vram_count=int(count[j]), vram_first=float(lo[j]), vram_last=float(hi[j]))
+            PodBucket(namespace=ns, workload=wl, pod=pod or uids[u], bucket=b - 1, weight=wt, count=n,
+                      first=f, last=la, peak_memory=peak, vram_count=n, vram_first=f, vram_last=la)
         )  # fmt: skip
     return out
 
