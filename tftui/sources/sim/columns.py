@@ -143,9 +143,11 @@ class SimColumns:
         # k-th worker of every GPU that has more than k, so a GPU's sum is its workers added in order
         by_gpu = np.argsort(self.p_gpu, kind="stable")
         gw_worker, gw_gpu = self.p_worker[by_gpu], self.p_gpu[by_gpu]
-        gpus_with, starts, counts = np.unique(gw_gpu, return_index=True, return_counts=True)
+        _gpus, starts, counts = np.unique(gw_gpu, return_index=True, return_counts=True)
         rank = np.arange(len(gw_gpu)) - np.repeat(starts, counts)
-        self._slots = [(gw_gpu[rank == k], gw_worker[rank == k]) for k in range(int(rank.max(initial=-1)) + 1)]
+        self._slots = [
+            (gw_gpu[rank == k], gw_worker[rank == k]) for k in range(int(rank.max(initial=-1)) + 1)
+        ]
         self.g_key = np.array([g.key for g in gs], dtype=np.uint64)
         self.g_created = np.array([g.created for g in gs], dtype=np.int64)
         self.g_tz = np.array([tz_index[g.tz] for g in gs], dtype=np.int64)
