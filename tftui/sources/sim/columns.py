@@ -11,6 +11,7 @@ read as 0.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -64,19 +65,56 @@ def smooth_v(key: U64, t: I64, period: int) -> F64:
 
 
 def smooth_grid(key: U64, ts: I64, period: int) -> F64:
-    """`smooth_v(key, ts[None, :], period)` with each knot hashed once (keys × knots, not × times)."""
+    """`smooth_v(key, ts[None, :], period)` with each knot hashed once (keys × knots, not × times).
+
+    The same operations on the same operands, bit for bit: b − a is taken between neighbouring
+    knots, and each run of times between two knots broadcasts its knot column instead of gathering
+    one per time."""
     k, r = np.divmod(ts, period)
-    k0 = int(k.min()) if len(k) else 0
-    knots = unit_v(key, np.arange(k0, (int(k.max()) if len(k) else 0) + 2, dtype=np.int64)[None, :])
-    a = knots[:, k - k0]
-    b = knots[:, k - k0 + 1]
+    out = np.empty((len(key), len(ts)), dtype=np.float64)
+    if not len(ts):
+        return out
+    k0 = int(k.min())
+    knots = unit_v(key, np.arange(k0, int(k.max()) + 2, dtype=np.int64)[None, :])
+    step = knots[:, 1:] - knots[:, :-1]
     w = (1.0 - np.cos(np.pi * r / period)) * 0.5
-    return 2.0 * (a + (b - a) * w) - 1.0
+    edges = [0, *(np.flatnonzero(np.diff(k)) + 1).tolist(), len(ts)]
+    for lo, hi in itertools.pairwise(edges):  # a run of times with the same knot pair
+        j = int(k[lo]) - k0
+        seg = out[:, lo:hi]
+        np.multiply(step[:, j : j + 1], w[lo:hi], out=seg)
+        seg += knots[:, j : j + 1]
+    out *= 2.0
+    out -= 1.0
+    return out
 
 
 def jitter_v(key: U64, t: I64) -> F64:
     """`scenarios.jitter`: per-minute noise in [-1, 1]."""
     return 2.0 * unit_v(key ^ _JITTER_XOR, t // 60) - 1.0
+
+
+def quarter_jitter(key: U64, t: I64) -> F64:
+    """`0.25 * jitter_v(key, t)`, bit for bit, hashed in place over the block.
+
+    unit = y·2⁻⁵³ for an integer y < 2⁵³, so 0.25·(2·unit − 1) = y·2⁻⁵⁴ − 0.25 with every step
+    exact (scalings by powers of two, and a difference that is representable)."""
+    with np.errstate(over="ignore"):
+        x = (key ^ _JITTER_XOR) ^ ((t // 60).astype(np.uint64) * _C_N)
+        x += _C_ADD
+        tmp = x >> np.uint64(30)
+        x ^= tmp
+        x *= _C_M1
+        np.right_shift(x, np.uint64(27), out=tmp)
+        x ^= tmp
+        x *= _C_M2
+        np.right_shift(x, np.uint64(31), out=tmp)
+        x ^= tmp
+        np.right_shift(x, np.uint64(11), out=x)
+    out = x.astype(np.float64)
+    out *= 2.0**-54
+    out -= 0.25
+    return out
 
 
 def _bump(hour: F64, peak_hour: F64) -> F64:
@@ -124,6 +162,7 @@ class SimColumns:
         self.w_created = np.array([w.created for w in ws], dtype=np.int64)
         self.w_tz = np.array([tz_index[w.tz] for w in ws], dtype=np.int64)
         self.w_cap = np.array([w.gpus[0].cap_t for w in ws], dtype=f)
+        self._all_caps = bool((self.w_cap > 0).all())
         self.w_req_t = np.array([w.req_t for w in ws], dtype=f)
         self.w_lim_t = np.array([w.lim_t for w in ws], dtype=f)
         self.w_req_v = np.array([w.req_v for w in ws], dtype=f)
@@ -221,9 +260,11 @@ class SimColumns:
         t = ts[None, :]
         key = self.w_key[:, None]
         drift = smooth_grid(key, ts, 900)
-        noise = 0.75 * drift + 0.25 * jitter_v(key, t)
+        noise = 0.75 * drift
+        noise += quarter_jitter(key, t)
         frac = np.empty_like(noise)
-        mem_frac = self.w_mem_level[:, None] + 0.03 * drift
+        mem_frac = 0.03 * drift
+        mem_frac += self.w_mem_level[:, None]
         for code, idx in self._by_profile:
             level = self.w_level[idx, None]
             nz = noise[idx]
@@ -235,18 +276,35 @@ class SimColumns:
                 bump = _bump(hours[self.w_tz[idx]], self.w_peak_hour[idx, None])
                 frac[idx] = np.maximum(level + (self.w_peak[idx, None] - level) * bump + 0.03 * nz, 0.01)
                 mem_frac[idx] += 0.2 * bump
-            else:
-                diurnal = 0.03 * np.sin(2.0 * np.pi * (hours[self.w_tz[idx]] - 9.0) / 24.0)
-                frac[idx] = _clip(level + diurnal + 0.04 * nz, *RIGHT_SIZED_RANGE)
+            else:  # the diurnal term depends on the timezone and time only: once per timezone
+                diurnal = 0.03 * np.sin(2.0 * np.pi * (hours - 9.0) / 24.0)
+                x = diurnal[self.w_tz[idx]]
+                x += level  # (level + diurnal) + 0.04·noise, in that order
+                nz *= 0.04
+                x += nz
+                frac[idx] = _clip(x, *RIGHT_SIZED_RANGE)
+        np.multiply(frac, self.w_req_t[:, None], out=frac)
+        np.minimum(frac, self.w_lim_t[:, None], out=frac)
         cap = self.w_cap[:, None]
-        used = np.minimum(np.minimum(frac * self.w_req_t[:, None], self.w_lim_t[:, None]), cap)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            pct = np.where(cap > 0, used / cap * 100.0, 0.0)
-        pct = np.round(pct, 3)
+        used = np.minimum(frac, cap, out=frac)
+        if self._all_caps:  # no device without capacity: nothing to mask
+            used /= cap
+            used *= 100.0
+            pct = np.round(used, 3, out=used)
+        else:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                pct = np.round(np.where(cap > 0, used / cap * 100.0, 0.0), 3)
         mem_frac = _clip(mem_frac, 0.02, MEMORY_MAX_FRACTION)
-        mem = np.trunc(np.minimum(mem_frac * self.w_req_v[:, None], self._mem_cap * self.w_lim_v[:, None]))
+        np.multiply(mem_frac, self.w_req_v[:, None], out=mem_frac)
+        mem = np.trunc(
+            np.minimum(mem_frac, self._mem_cap * self.w_lim_v[:, None], out=mem_frac), out=mem_frac
+        )
         alive = self.w_created[:, None] <= t
-        return WorkerBlock(alive=alive, pct=np.where(alive, pct, 0.0), mem=np.where(alive, mem, 0.0))
+        young = np.flatnonzero(self.w_created > ts.min()) if len(ts) else np.arange(0)
+        if len(young):  # only workers created inside the block have samples that do not exist yet
+            pct[young] = np.where(alive[young], pct[young], 0.0)
+            mem[young] = np.where(alive[young], mem[young], 0.0)
+        return WorkerBlock(alive=alive, pct=pct, mem=mem)
 
     def gpus(self, ts: I64, hours: F64, w: WorkerBlock) -> GpuBlock:
         """`SimMetrics._gpu_sample` for every GPU at every t: its workers' sum, or a native load."""
