@@ -19,9 +19,11 @@ from typing import Any, Union, get_args, get_origin
 import pytest
 
 from tftui import cli
-from tftui.engine import autoscale_checks
+from tftui.cli import common as cli_common
+from tftui.engine import autoscale_checks, autoscale_config
 from tftui.engine.alerts import RULES, format_value, render
 from tftui.engine.autoscale_checks import problems
+from tftui.engine.autoscale_config import effective_autoscaling
 from tftui.engine.report import DIGITS, _hints, build_report, parse_window, to_json
 from tftui.engine.state import ClusterState
 from tftui.model import keys
@@ -175,3 +177,58 @@ def test_autoscale_checks_reuse_only_unchanged_objects() -> None:
         fresh = {k: autoscale_checks._all(state).get(k, []) for k in state.workloads}
         assert memoised == fresh
     assert problems(sim.state(), key) == []
+
+
+# -- the generated demo without a second validation ------------------------------------------------
+
+
+@pytest.mark.parametrize(("seed", "nodes"), [(7, 40), (3, 90), (11, 300)])
+def test_the_generated_demo_is_valid_as_it_comes(seed: int, nodes: int) -> None:
+    """What lets the batch commands skip validating the demo: the generator's objects pass it."""
+    objects = SimCluster(seed=seed, nodes=nodes, now=NOW).snapshot()
+    assert SimCluster.generated is True
+    assert len(validate_items(objects, "demo").objects) == len(objects)
+
+
+@pytest.mark.parametrize("command", [["report", "--json"], ["plan", "--json"], ["recommend", "--json"]])
+def test_batch_commands_print_the_same_with_the_demo_validated(
+    command: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[str] = []
+    real = cli_common.validate_items
+
+    def counted(items: Any, source: str = "<objects>") -> Any:
+        calls.append(source)
+        return real(items, source)
+
+    monkeypatch.setattr(cli_common, "validate_items", counted)
+    argv = [command[0], "--demo", "--nodes", "60", *command[1:]]
+    assert cli.main(argv) == 0
+    light = capsys.readouterr().out
+    assert calls == []  # the generated demo is indexed as it is
+    monkeypatch.setattr(SimCluster, "generated", False)
+    assert cli.main(argv) == 0
+    validated = capsys.readouterr().out
+    assert calls == ["demo"]
+    assert light and light == validated
+
+
+# -- effective autoscaling, once per state and workload --------------------------------------------
+
+
+def test_effective_autoscaling_is_computed_once_per_state_and_view() -> None:
+    objects = generate_objects(7, 60, DEFAULT_NOW)
+    state = ClusterState.build(validate_items(objects, "demo"))
+    assert state.workloads
+    for wv in state.workloads.values():
+        got = effective_autoscaling(state, wv)
+        assert got == autoscale_config._effective(state, wv)
+        assert effective_autoscaling(state, wv) is got
+    # another state, or another view of the same key, is computed afresh and gives the same
+    other = ClusterState.build(validate_items(objects, "demo"))
+    key, wv = next(iter(state.workloads.items()))
+    first = effective_autoscaling(state, wv)
+    assert effective_autoscaling(other, other.workloads[key]) is not first
+    copy = dataclasses.replace(wv)
+    again = effective_autoscaling(state, copy)
+    assert again is not first and again == first
