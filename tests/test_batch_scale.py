@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import re
 import types
 from datetime import UTC, datetime, timedelta
@@ -24,6 +25,7 @@ from tftui.engine import autoscale_checks, autoscale_config
 from tftui.engine.alerts import RULES, format_value, render
 from tftui.engine.autoscale_checks import problems
 from tftui.engine.autoscale_config import effective_autoscaling
+from tftui.engine.histogram import TFLOPS_OPTIONS, VRAM_OPTIONS, DecayingHistogram, Options, go_seconds
 from tftui.engine.report import DIGITS, _hints, build_report, parse_window, to_json
 from tftui.engine.state import ClusterState
 from tftui.model import keys
@@ -232,3 +234,31 @@ def test_effective_autoscaling_is_computed_once_per_state_and_view() -> None:
     copy = dataclasses.replace(wv)
     again = effective_autoscaling(state, copy)
     assert again is not first and again == first
+
+
+# -- histograms: moving the reference of an empty histogram ----------------------------------------
+
+
+@pytest.mark.parametrize("options", [TFLOPS_OPTIONS, VRAM_OPTIONS])
+def test_an_empty_histogram_moves_its_reference_as_scaling_its_zeros_would(options: Options) -> None:
+    t = go_seconds(NOW)
+    for weights in ([0.0] * options.num_buckets, [-0.0] * options.num_buckets):
+        fast, slow = DecayingHistogram(options, 86400.0), DecayingHistogram(options, 86400.0)
+        fast.weights, slow.weights = list(weights), list(weights)
+        fast.min_bucket, fast.max_bucket = slow.min_bucket, slow.max_bucket = 3, options.num_buckets - 2
+        fast._shift(t)
+        # the reference: `_shift` with the scaling spelled out (every weight times the factor)
+        new_ref = math.floor(t / 86400.0 + 0.5) * 86400.0
+        factor = 2.0 ** round((slow.ref - new_ref) / 86400.0)
+        slow.weights = [w * factor for w in slow.weights]
+        slow.total *= factor
+        slow._update_min_max()
+        slow.ref = new_ref
+        assert [math.copysign(1, w) for w in fast.weights] == [math.copysign(1, w) for w in slow.weights]
+        assert (fast.weights, fast.total, fast.ref) == (slow.weights, slow.total, slow.ref)
+        assert (fast.min_bucket, fast.max_bucket) == (slow.min_bucket, slow.max_bucket)
+    one = DecayingHistogram(TFLOPS_OPTIONS, 3600.0)
+    one.add(5.0, 1.0, go_seconds(NOW))
+    one.add(500.0, 1.0, go_seconds(NOW) + 200 * 3600.0)  # a shift with a weight to scale: not empty
+    old = one.weights[TFLOPS_OPTIONS.find_bucket(5.0)]
+    assert 0.0 < old < 1e-20 and one.weights[TFLOPS_OPTIONS.find_bucket(500.0)] == 1.0

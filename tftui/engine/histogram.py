@@ -101,6 +101,12 @@ class DecayingHistogram:
         self.ref = new_ref
 
     def _scale(self, factor: float) -> None:
+        if self.total == 0.0 and not any(self.weights):
+            # nothing to scale (a new histogram moving its reference to its first sample, twice per
+            # workload in a history load): 0·factor is 0, and the bounds walk to the ends
+            self.total *= factor
+            self.min_bucket, self.max_bucket = self.options.num_buckets - 1, 0
+            return
         self.weights = [w * factor for w in self.weights]
         self.total *= factor
         self._update_min_max()
