@@ -21,6 +21,7 @@ import pytest
 
 from tftui import cli
 from tftui.cli import common as cli_common
+from tftui.engine import alerts as alerts_mod
 from tftui.engine import autoscale_checks, autoscale_config
 from tftui.engine.alerts import RULES, format_value, render
 from tftui.engine.autoscale_checks import problems
@@ -262,3 +263,48 @@ def test_an_empty_histogram_moves_its_reference_as_scaling_its_zeros_would(optio
     one.add(500.0, 1.0, go_seconds(NOW) + 200 * 3600.0)  # a shift with a weight to scale: not empty
     old = one.weights[TFLOPS_OPTIONS.find_bucket(5.0)]
     assert 0.0 < old < 1e-20 and one.weights[TFLOPS_OPTIONS.find_bucket(500.0)] == 1.0
+
+
+# -- alert texts: rendered again only when the row changed ------------------------------------------
+
+
+def test_alert_texts_are_reused_only_for_the_very_same_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    rule = next(r for r in RULES if "{{" in r.summary)
+    field_ = _FIELD.search(rule.summary)
+    assert field_ is not None
+    column = field_.group(1)
+    base: dict[str, Any] = {c: "x" for c in ("node", "pool", "uuid", "workload", "worker")}
+    rows = [1, 1, 1.0, 1.0, 0.0, -0.0, -0.0, True, 2.5, 2.5]  # equal values of other types re-render
+    renders: list[Any] = []
+    real = alerts_mod.render
+
+    def counted(template: str, row: Any) -> str:
+        if template == rule.summary:
+            renders.append(row[column])
+        return real(template, row)
+
+    monkeypatch.setattr(alerts_mod, "render", counted)
+    ev = alerts_mod.AlertEvaluator(RULES)
+    start = NOW
+    for i, value in enumerate(rows):
+        row = {**base, column: value}
+        ev.observe(rule.name, start + timedelta(minutes=i), [row])
+        (alert,) = ev._tracks[rule.name].alerts.values()
+        assert alert.summary == real(rule.summary, {**row, "Threshold": rule.threshold})
+    assert [type(v) for v in renders] == [int, float, float, float, bool, float]
+    assert renders == [1, 1.0, 0.0, -0.0, True, 2.5]
+
+
+def test_alert_history_is_the_same_with_every_text_rendered(monkeypatch: pytest.MonkeyPatch) -> None:
+    objects = generate_objects(7, 60, DEFAULT_NOW)
+    state = ClusterState.build(validate_items(objects, "demo"))
+
+    def run() -> str:
+        port = SimStep1(SimMetrics(objects, seed=7, now=DEFAULT_NOW))
+        report = build_report(port, state, window=parse_window("1d"), now=DEFAULT_NOW, cluster="demo")
+        assert report.alerts
+        return json.dumps(to_json(report), sort_keys=True)
+
+    reused = run()
+    monkeypatch.setattr(alerts_mod, "_same_row", lambda a, b: False)
+    assert run() == reused

@@ -259,6 +259,19 @@ class _RuleTrack:
     no_data: str | None = None  # reason of the last evaluation when it had no data
 
 
+def _same_row(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Equal values of equal types (1, 1.0 and True render differently, and so may 0.0 and -0.0)."""
+    if a.keys() != b.keys():
+        return False
+    for k, x in a.items():
+        y = b[k]
+        if type(x) is not type(y) or x != y:
+            return False
+        if type(x) is float and math.copysign(1.0, x) != math.copysign(1.0, y):
+            return False
+    return True
+
+
 class AlertEvaluator:
     """Upstream's per-rule consecutive-count state machine, fed one evaluation result at a time."""
 
@@ -288,13 +301,17 @@ class AlertEvaluator:
             fired_at = prev.fired_at if prev else None
             if fired_at is None and count >= rule.consecutive:
                 fired_at = now
+            if prev is not None and _same_row(prev.row, raw):  # the same row renders the same texts
+                summary, description = prev.summary, prev.description
+            else:
+                summary, description = render(rule.summary, row), render(rule.description, row)
             alert = Alert(
                 rule=rule.name,
                 severity=rule.severity,
                 instance=instance,
                 fingerprint=fp,
-                summary=render(rule.summary, row),
-                description=render(rule.description, row),
+                summary=summary,
+                description=description,
                 runbook_url=rule.runbook_url,
                 starts_at=prev.starts_at if prev else now,
                 fired_at=fired_at,
