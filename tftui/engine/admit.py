@@ -16,8 +16,11 @@ Bounds (stated, so the search cost is known): at most `max_moves` moves, the `CA
 largest movable workers of a node, and `max_trials` tried subsets per search; at most `max_chain`
 chain moves per set, `max_chain_trials` tried chain moves per search, on the first `CHAIN_NODES` nodes
 where one eviction would do among the `CHAIN_SCAN` with the most free GPU. A search that finds
-nothing is remembered until a pod leaves the packing: a task asking no less then finds nothing
-either (a packing that only gained pods has no more room anywhere).
+nothing is remembered until a pod leaves the packing or a PDB budget changes: a task asking no less
+then finds nothing either (a packing that only gained pods has no more room anywhere). Per node,
+the move-count bound and the candidate move sets of a task shape are kept while the node's version
+(every bind and unbind), its cordon and the PDB budgets are unchanged: a replay asks them of every
+node for few distinct shapes, and few nodes change between two searches.
 
 `explain` is the console's answer to "why is this worker pending": which filter stage stopped it
 (capacity, fragmentation, quota, model, CPU, nodes) and the move set that would admit it.
@@ -90,15 +93,22 @@ class Admitter:
     searches: int = 0
     trials: int = 0
     _movable: tuple[int, dict[tuple[object, ...], bool]] = (-1, {})
-    _epoch: int = -1
+    _epoch: tuple[int, int] = (-1, -1)
     _chain_left: int = 0
     _chain_order: dict[tuple[object, ...], list[int]] = field(default_factory=dict)
     _near: list[int] = field(default_factory=list)
+    # _bound per (task shape, node): valid while the node's version and the PDB budgets are the same
+    # (a search asks it of every node; few shapes recur and few nodes change between searches)
+    _bounds: dict[tuple[object, ...], tuple[int, int, int | None]] = field(default_factory=dict)
+    _combo_cache: dict[
+        int, tuple[tuple[int, int, bool], dict[tuple[object, ...], tuple[tuple[str, ...], ...]]]
+    ] = field(default_factory=dict)
 
     def admit(self, task: PTask) -> tuple[Choice, Admission] | None:
         """Make room for `task` and place it (the packing keeps the moves), or leave the packing as
         it was and return None."""
-        if self.pk.freed != self._epoch:  # pods left since the last search: what failed may not now
+        if (self.pk.freed, self.pk.budgets.epoch) != self._epoch:  # pods left or PDBs changed since
+            # the last search: what failed may not now
             self.failed = {}
         if any(_dominates(task, t) for t in self.failed.get(0, ())):
             return None  # a task no larger found nothing, and the packing has only filled up since
@@ -138,12 +148,21 @@ class Admitter:
             self.failed.setdefault(0, []).append(task)
         else:
             self.failed = {}
-        self._epoch = self.pk.freed
+        self._epoch = (self.pk.freed, self.pk.budgets.epoch)
         return got
 
     def _bound(self, task: PTask, node: PNode) -> int | None:
         """At least how many of the node's movable workers must go for `task` to fit there (None:
         never: cordoned, no acceptable GPU, or not even with all of them gone)."""
+        key = (_shape(task), node.idx, node.unschedulable)
+        got = self._bounds.get(key)
+        if got is not None and got[0] == node.version and got[1] == self.pk.budgets.epoch:
+            return got[2]
+        b = self._bound_now(task, node)
+        self._bounds[key] = (node.version, self.pk.budgets.epoch, b)
+        return b
+
+    def _bound_now(self, task: PTask, node: PNode) -> int | None:
         if node.unschedulable:
             return None
         pods = [
@@ -184,17 +203,39 @@ class Admitter:
         self, task: PTask, node: PNode, k: int, movable: dict[tuple[object, ...], bool], chain: bool = False
     ) -> list[tuple[str, ...]]:
         """Subsets of `k` movable workers of `node` whose removal would let `task` fit there."""
+        combos = self._combos(task, node, k)
+        if chain or not combos:
+            return list(combos)
+        # a worker that fits nowhere now will not fit anywhere once this task is placed (without a
+        # chain move making room for it)
+        pods = self.pk.pods
+        return [c for c in combos if all(self._placeable(pods[key].task, movable) for key in c)]
+
+    def _combos(self, task: PTask, node: PNode, k: int) -> tuple[tuple[str, ...], ...]:
+        """`_subsets` before the placeable filter, kept while the node and the PDB budgets are the
+        same (one search asks it of many nodes, and the next search of the same shape again)."""
+        key = (_shape(task), k)
+        kept = self._combo_cache.get(node.idx)
+        at = (node.version, self.pk.budgets.epoch, node.unschedulable)
+        if kept is None or kept[0] != at:
+            kept = self._combo_cache[node.idx] = (at, {})
+        got = kept[1].get(key)
+        if got is None:
+            got = kept[1][key] = self._combos_now(task, node, k)
+        return got
+
+    def _combos_now(self, task: PTask, node: PNode, k: int) -> tuple[tuple[str, ...], ...]:
         if node.unschedulable or not self.pk.on_node[node.idx]:
-            return []
+            return ()
         if task.count and not any(self.pk.gpu_fits_free(task, g) for g in node.gpus):
-            return []  # no GPU of the node could ever take it (model, capacity)
+            return ()  # no GPU of the node could ever take it (model, capacity)
         cands = [
             (key, p)
             for key, p in self.pk.pods_on(node.idx)
             if p.blocked is None and p.task.count and (p.pdb is None or self.pk.budgets.get(p.pdb, 0) > 0)
         ]
         if len(cands) < k:
-            return []
+            return ()
         if task.count == 1 and task.request is None:  # quick bound: some GPU must reach the share
             back: dict[int, float] = {}
             for _, p in cands:
@@ -202,15 +243,11 @@ class Admitter:
                     back[pos] = back.get(pos, 0.0) + t
             need = task.tflops if task.pct is None else 0.0
             if not any(g.free_t + back.get(pos, 0.0) >= need for pos, g in enumerate(node.gpus) if g.ok):
-                return []
+                return ()
         cands.sort(key=lambda kp: (-sum(t for t, _ in kp[1].taken), kp[0]))
         cands = cands[:CANDIDATES_PER_NODE]
         if not _fits_without(self.pk, task, node, [p for _, p in cands]):
-            return []  # not even with all of them gone
-        # a worker that fits nowhere now will not fit anywhere once this task is placed (without a
-        # chain move making room for it)
-        if not chain:
-            cands = [(key, p) for key, p in cands if self._placeable(p.task, movable)]
+            return ()  # not even with all of them gone
         out = []
         for combo in itertools.combinations(cands, k):
             pods = [p for _, p in combo]
@@ -220,7 +257,7 @@ class Admitter:
                 out.append(tuple(key for key, _ in combo))
         # the least GPU moved first: small workers are the easiest to place again
         out.sort(key=lambda keys: (sum(sum(t for t, _ in self.pk.pods[k].taken) for k in keys), keys))
-        return out
+        return tuple(out)
 
     def _try(
         self, task: PTask, node: PNode, subset: Sequence[str], trials: int, chain: int = 0

@@ -27,12 +27,15 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from tftui.engine.fit import Mode, Request, gpu_level_score, node_level_score, reject_reason
 from tftui.engine.nodefit import NodeFit, PodRes, affinity_ok, node_fit, pod_requests
 from tftui.engine.placement import DEFAULT_MAX_WORKER_PER_NODE
 from tftui.engine.state import ClusterState, GPUView, Res
 
 INF = math.inf
+FEW = 64  # candidate nodes below which a placement sorts them instead of walking the ranking
 
 
 @dataclass(slots=True)
@@ -103,6 +106,49 @@ class PPod:
     pdb: str | None = None  # the one PDB covering it (its budget is in `Packing.budgets`)
 
 
+class Budgets(dict[str, int]):
+    """PDB → disruptions it still allows; `epoch` counts every change, so searches that keep answers
+    per node while the budgets are the same can tell (whoever writes them, however)."""
+
+    __slots__ = ("epoch",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.epoch = 0
+
+    def __setitem__(self, key: str, value: int) -> None:
+        self.epoch += 1
+        super().__setitem__(key, value)
+
+    def __delitem__(self, key: str) -> None:
+        self.epoch += 1
+        super().__delitem__(key)
+
+    def update(self, *args: Any, **kw: int) -> None:
+        self.epoch += 1
+        super().update(*args, **kw)
+
+    def pop(self, key: str, *default: Any) -> Any:
+        self.epoch += 1
+        return super().pop(key, *default)
+
+    def setdefault(self, key: str, default: int = 0) -> int:
+        self.epoch += 1
+        return super().setdefault(key, default)
+
+    def clear(self) -> None:
+        self.epoch += 1
+        super().clear()
+
+    def popitem(self) -> tuple[str, int]:
+        self.epoch += 1
+        return super().popitem()
+
+    def __ior__(self, other: Any) -> Budgets:  # type: ignore[override,misc]
+        self.update(other)
+        return self
+
+
 class Packing:
     """Nodes (in a fixed order), bound pods, and per-mode node rankings."""
 
@@ -114,7 +160,7 @@ class Packing:
         self.max_workers = max_workers
         self.pods: dict[str, PPod] = {}
         self.on_node: list[dict[str, None]] = [{} for _ in self.nodes]  # node → its pods' keys
-        self.budgets: dict[str, int] = {}  # PDB → disruptions it still allows
+        self.budgets = Budgets()  # PDB → disruptions it still allows
         self.changed: set[int] = set(range(len(self.nodes)))  # nodes changed since a consumer looked
         self.version = 0
         self.freed = 0  # unbinds so far: a packing that only gained pods has no more room anywhere
@@ -122,6 +168,11 @@ class Packing:
         self._scores: dict[Mode, list[int]] = {}
         self._maxima: tuple[int, tuple[float, float, float, float]] = (-1, (INF, INF, INF, INF))
         self._sorted: dict[Mode, list[tuple[int, int, int]]] = {}
+        # the quick-rejection figures of every node as arrays, so a placement finds the few nodes
+        # that could take a task without walking all of them (kept by `_touch`)
+        self._free = np.array(
+            [(n.max_t, n.max_v, n.cpu, n.mem) for n in self.nodes], dtype=np.float64
+        ).reshape(len(self.nodes), 4)
 
     # -- state ----------------------------------------------------------------------------------
 
@@ -179,16 +230,11 @@ class Packing:
     def maxima(self) -> tuple[float, float, float, float]:
         """The largest free GPU TFLOPS, VRAM, node CPU and memory in the pool (per version)."""
         if self._maxima[0] != self.version:
-            n = self.nodes
-            self._maxima = (
-                self.version,
-                (
-                    max((x.max_t for x in n), default=-INF),
-                    max((x.max_v for x in n), default=-INF),
-                    max((x.cpu for x in n), default=-INF),
-                    max((x.mem for x in n), default=-INF),
-                ),
-            )
+            if not self.nodes:
+                self._maxima = (self.version, (-INF, -INF, -INF, -INF))
+            else:
+                t, v, c, m = self._free.max(axis=0).tolist()
+                self._maxima = (self.version, (t, v, c, m))
         return self._maxima[1]
 
     def pods_on(self, i: int) -> list[tuple[str, PPod]]:
@@ -197,6 +243,7 @@ class Packing:
     def _touch(self, i: int) -> None:
         n = self.nodes[i]
         _maxima(n)
+        self._free[i] = (n.max_t, n.max_v, n.cpu, n.mem)
         n.version += 1
         self.version += 1
         self.changed.add(i)
@@ -295,7 +342,15 @@ class Packing:
         if need_t > top[0] or need_v > top[1] or task.cpu > top[2] or task.mem > top[3]:
             return None  # no node has that much anywhere
         nodes = self.nodes
-        for _, _, i in self.ranking(mode):
+        ranking = self.ranking(mode)
+        f = self._free
+        near = np.flatnonzero((f[:, 0] >= need_t) & (f[:, 1] >= need_v) & (f[:, 2] >= task.cpu)).tolist()
+        if len(near) <= FEW:  # the few candidates in ranking order, not the whole ranking walked
+            scores, rank = self._scores[mode], self._rank
+            walk: Iterable[tuple[int, int, int]] = sorted((-scores[i], rank[nodes[i].name], i) for i in near)
+        else:
+            walk = ranking
+        for _, _, i in walk:
             n = nodes[i]
             if n.max_t < need_t or n.max_v < need_v or n.cpu < task.cpu or i in exclude:
                 continue
