@@ -106,6 +106,11 @@ def test_placement_over_the_candidate_index_equals_walking_the_whole_ranking(
         task = _task(rng, f"t{step}")
         mode = rng.choice(MODES)
         exclude = {rng.randrange(len(pk.nodes))} if rng.random() < 0.3 else set()
+        if rng.random() < 0.05:
+            n = pk.nodes[rng.randrange(len(pk.nodes))]
+            n.unschedulable = not n.unschedulable
+        if not task.count:  # kube-scheduler's scores over all nodes at once = node by node
+            assert pk.place_kube(task, exclude) == pk._place_kube_walk(task, exclude), f"step {step}"
         indexed = pk.place_mode(task, mode, exclude)
         monkeypatch.setattr(packing_mod, "FEW", -1)  # never the index: the whole ranking walked
         walked = pk.place_mode(task, mode, exclude)

@@ -171,8 +171,12 @@ class Packing:
         # the quick-rejection figures of every node as arrays, so a placement finds the few nodes
         # that could take a task without walking all of them (kept by `_touch`)
         self._free = np.array(
-            [(n.max_t, n.max_v, n.cpu, n.mem) for n in self.nodes], dtype=np.float64
-        ).reshape(len(self.nodes), 4)
+            [(n.max_t, n.max_v, n.cpu, n.mem, n.pods) for n in self.nodes], dtype=np.float64
+        ).reshape(len(self.nodes), 5)
+        self._alloc = np.array([(n.cpu_alloc, n.mem_alloc) for n in self.nodes], dtype=np.float64).reshape(
+            len(self.nodes), 2
+        )
+        self._ranks = np.array([self._rank[n.name] for n in self.nodes], dtype=np.int64)
 
     # -- state ----------------------------------------------------------------------------------
 
@@ -233,7 +237,7 @@ class Packing:
             if not self.nodes:
                 self._maxima = (self.version, (-INF, -INF, -INF, -INF))
             else:
-                t, v, c, m = self._free.max(axis=0).tolist()
+                t, v, c, m = self._free[:, :4].max(axis=0).tolist()
                 self._maxima = (self.version, (t, v, c, m))
         return self._maxima[1]
 
@@ -243,7 +247,7 @@ class Packing:
     def _touch(self, i: int) -> None:
         n = self.nodes[i]
         _maxima(n)
-        self._free[i] = (n.max_t, n.max_v, n.cpu, n.mem)
+        self._free[i] = (n.max_t, n.max_v, n.cpu, n.mem, n.pods)
         n.version += 1
         self.version += 1
         self.changed.add(i)
@@ -363,7 +367,35 @@ class Packing:
 
     def place_kube(self, task: PTask, exclude: Collection[int] = ()) -> tuple[int, tuple[int, ...]] | None:
         """LeastAllocated + BalancedAllocation over CPU and memory (integer maths as kube-scheduler),
-        the highest sum first, ties by name."""
+        the highest sum first, ties by name: over every node at once (`_place_kube_walk` is the same
+        per node, used where the pod has node selectors or affinity)."""
+        pod = task.pod
+        if not self.nodes or (pod is not None and (pod.node_selector or pod.affinity)):
+            return self._place_kube_walk(task, exclude)
+        f = self._free
+        cordoned = np.fromiter((n.unschedulable for n in self.nodes), dtype=bool, count=len(self.nodes))
+        ok = (f[:, 4] >= 1) & (f[:, 2] + 1e-9 >= task.cpu) & (f[:, 3] + 0.5 >= task.mem) & ~cordoned
+        if exclude:
+            ok[np.fromiter(exclude, dtype=np.int64)] = False
+        idx = np.flatnonzero(ok)
+        if not idx.size:
+            return None
+        least = np.zeros(idx.size)
+        fracs = []
+        with np.errstate(invalid="ignore", divide="ignore"):
+            for col, want in ((2, task.cpu), (3, task.mem)):
+                free, alloc = f[idx, col], self._alloc[idx, col - 2]
+                open_ = (alloc == INF) | (alloc <= 0)
+                used = alloc - free + want
+                least += np.where(open_, 100.0, np.floor_divide((alloc - used) * 100, alloc))
+                fracs.append(np.where(open_, 0.0, np.minimum(1.0, used / alloc)))
+        score = np.floor_divide(least, 2) + np.trunc((1 - np.abs(fracs[0] - fracs[1]) / 2) * 100)
+        top = idx[score == score.max()]
+        return int(top[np.argmin(self._ranks[top])]), ()
+
+    def _place_kube_walk(
+        self, task: PTask, exclude: Collection[int] = ()
+    ) -> tuple[int, tuple[int, ...]] | None:
         best: tuple[int, int, int] | None = None
         for n in self.nodes:
             if n.idx in exclude or self.node_refusal(task, n) is not None:
