@@ -114,3 +114,22 @@ def test_the_simulated_scheduler_binds_only_where_cpu_is_free() -> None:
     for n in bound.values():
         per_node[n] = per_node.get(n, 0) + 1
     assert per_node == {"a": 2, "b": 1} or per_node == {"a": 1, "b": 2}
+
+
+def test_pod_requests_follow_a_replaced_spec_part_and_keep_through_a_binding() -> None:
+    """Requests are remembered by the identity of the spec parts they are read from: a binding
+    (nodeName set in place) keeps them, a new containers list, selector or affinity is read again."""
+    pod: JSON = {"spec": {"containers": [{"resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]}}
+    first = pod_requests(pod)
+    assert (first.cpu, first.memory) == (1000.0, float(1 << 30))
+    pod["spec"]["nodeName"] = "gpu-1"
+    assert pod_requests(pod) is first
+    pod["spec"]["containers"] = [{"resources": {"requests": {"cpu": "2", "memory": "2Gi"}}}]
+    again = pod_requests(pod)
+    assert (again.cpu, again.memory) == (2000.0, float(2 << 30))
+    pod["spec"]["nodeSelector"] = {"zone": "a"}
+    assert pod_requests(pod).node_selector == (("zone", "a"),)
+    pod["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]}}}  # fmt: skip
+    assert len(pod_requests(pod).affinity) == 1
+    assert pod_requests({"spec": "not an object"}).cpu == 0.0

@@ -67,9 +67,42 @@ def _requests(raw: tuple[tuple[tuple[Any, Any], ...], tuple[tuple[Any, Any], ...
     return cpu, mem
 
 
+# pod_requests by the identity of the spec parts it reads: a simulation asks it of every pod of a
+# node on every state, and a pod's containers, selector and affinity are replaced, never edited,
+# when the pod changes (the memo holds them, so an id is not reused while its entry lives)
+_BY_SPEC: dict[int, tuple[object, object, object, object, object, PodRes]] = {}
+_BY_SPEC_MAX: Final = 1 << 17
+
+
 def pod_requests(pod: Mapping[str, Any]) -> PodRes:
     """The requests and node constraints of `pod` (a Pod object)."""
-    spec = pod.get("spec") or {}
+    spec = pod.get("spec")
+    if not isinstance(spec, Mapping):
+        return _pod_requests({})
+    parts = (
+        spec.get("containers"),
+        spec.get("initContainers"),
+        spec.get("nodeSelector"),
+        spec.get("affinity"),
+    )
+    hit = _BY_SPEC.get(id(spec))
+    if (
+        hit is not None
+        and hit[0] is spec
+        and hit[1] is parts[0]
+        and hit[2] is parts[1]
+        and hit[3] is parts[2]
+        and hit[4] is parts[3]
+    ):
+        return hit[5]
+    got = _pod_requests(spec)
+    if len(_BY_SPEC) >= _BY_SPEC_MAX:
+        _BY_SPEC.clear()
+    _BY_SPEC[id(spec)] = (spec, *parts, got)
+    return got
+
+
+def _pod_requests(spec: Mapping[str, Any]) -> PodRes:
 
     def raw(section: str) -> tuple[tuple[Any, Any], ...]:
         out = []
