@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Group, RenderableType
+from rich.cells import cell_len
 from rich.segment import Segment
 from rich.table import Table as RichTable
 from rich.text import Text
@@ -149,7 +150,17 @@ class PlainLabel(Label):
         )
 
     def update(self, content: VisualType = "", *, layout: bool = True) -> None:
-        super().update(_widget_content(content, multiline=False), layout=layout)
+        """As `Label.update`, without the work when nothing the screen shows changes: the same
+        text again repaints nothing, and a text of the same width repaints this label only.
+        (Textual lays out the whole screen again on every `update`, and the header's labels are
+        updated on every refresh: at 5,000 nodes each layout redrew the full screen.)"""
+        shown = _widget_content(content, multiline=False)
+        before = self.content
+        if isinstance(shown, str) and isinstance(before, str):
+            if shown == before:
+                return
+            layout = layout and cell_len(shown) != cell_len(before)
+        super().update(shown, layout=layout)
 
 
 class ControlFilter(LineFilter):
