@@ -41,7 +41,7 @@ to once per period instead of once per loop.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
@@ -282,7 +282,7 @@ def released_detail(state: ClusterState, node: NodeView) -> str | None:
     return _released_detail(state, node)
 
 
-def _pool_totals(state: ClusterState, pool: str, released: set[str]) -> _Totals:
+def _pool_totals(state: ClusterState, pool: str, released: Collection[str]) -> _Totals:
     """C3's available and total over the GPUs labelled with `pool`, leaving out already-released nodes.
 
     The per-node sums are indexed by `ClusterState.build` (`compaction_sums`), so this is O(nodes).

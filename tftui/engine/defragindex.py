@@ -182,9 +182,9 @@ def _pool_gpus(state: ClusterState, node: NodeView, pool: str) -> list[GPUView]:
     """The node's GPUs that count for `pool` (D3, as upstream): labelled for the pool
     (`tensor-fusion.ai/gpupool`, as compaction counts them), TF-usable, capacity set.
     Derived once per state and pool (read-only)."""
-    per_node: dict[str, list[GPUView]] = state.derived(
-        f"defrag-pool-gpus/{pool}",
-        lambda st: {n.name: _node_pool_gpus(st, n, pool) for n in st.nodes_of(pool)},
+    pv = state.pools.get(pool)
+    per_node = state.derived_per_node(
+        f"defrag-pool-gpus/{pool}", pv.nodes if pv else (), lambda st, n: _node_pool_gpus(st, n, pool)
     )
     got = per_node.get(node.name)
     return got if got is not None else _node_pool_gpus(state, node, pool)
@@ -216,5 +216,14 @@ def _util(used: int, total: int) -> float:
 def gpu_utilization(state: ClusterState, node: NodeView, pool: str) -> tuple[int, int]:
     """(GPUs in use, GPUs that count) of `node` for `pool`: the utilization defrag compares with
     its threshold (the share of the node's pool GPUs with something allocated, not TFLOPS)."""
+    pv = state.pools.get(pool)
+    per_node = state.derived_per_node(
+        f"defrag-utilization/{pool}", pv.nodes if pv else (), lambda st, n: _node_utilization(st, n, pool)
+    )
+    got = per_node.get(node.name)
+    return got if got is not None else _node_utilization(state, node, pool)
+
+
+def _node_utilization(state: ClusterState, node: NodeView, pool: str) -> tuple[int, int]:
     gpus = _pool_gpus(state, node, pool)
     return sum(1 for g in gpus if _is_used(g.capacity, g.available)), len(gpus)

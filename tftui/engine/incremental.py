@@ -47,7 +47,9 @@ def update_state(prev: ClusterState, source: Snapshot | Iterable[dict[str, Any]]
         return ClusterState.build(snap)
     with gc_paused():
         try:
-            return _Update(prev, snap).run()
+            state = _Update(prev, snap).run()
+            state.derived_from(prev)
+            return state
         except _Fallback:
             pass
     return ClusterState.build(snap)

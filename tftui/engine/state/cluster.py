@@ -11,6 +11,8 @@ cluster most needs to see it.
 
 from __future__ import annotations
 
+import operator
+import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
@@ -67,7 +69,7 @@ _ANN_PATH = {
 T = TypeVar("T")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, weakref_slot=True)
 class ClusterState:
     """Pools, nodes, GPUs, workers and workloads of one snapshot, indexed by name."""
 
@@ -96,6 +98,9 @@ class ClusterState:
     _pool_gpus: dict[str | None, list[GPUView]] | None = field(default=None, repr=False, compare=False)
     # indexes other engine modules derive from this state once (see `derived`)
     _derived: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    # the state this one was derived from incrementally (a weak reference: no chain of states is
+    # kept alive), whose per-node derived values `derived_per_node` may re-use
+    _basis: weakref.ref[ClusterState] | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def build(cls, source: Snapshot | Iterable[dict[str, Any]]) -> ClusterState:
@@ -538,6 +543,38 @@ class ClusterState:
         if got is None:
             got = self._derived[key] = make(self)
         return cast(T, got)
+
+    def derived_per_node(
+        self, key: str, names: Iterable[str], make: Callable[[ClusterState, NodeView], T]
+    ) -> dict[str, T]:
+        """Node name → `make(self, node)` for the nodes `names`, computed once per state under
+        `key`. `make` may read nothing but the node's view and its GPUs' views: a state derived
+        from a basis (`derived_from`) then re-uses the basis's value for every node whose view and
+        GPU views are the very objects of the basis (a refresh changes a few nodes of thousands)."""
+        got: dict[str, T] | None = self._derived.get(key)
+        if got is not None:
+            return got
+        basis = self._basis() if self._basis is not None else None
+        before: dict[str, T] | None = basis._derived.get(key) if basis is not None else None
+        out: dict[str, T] = {}
+        for name in names:
+            node = self.nodes[name]
+            if (
+                before is not None
+                and basis is not None
+                and name in before
+                and basis.nodes.get(name) is node
+                and all(map(operator.is_, map(self.gpus.__getitem__, node.gpus), map(basis.gpus.get, node.gpus)))
+            ):
+                out[name] = before[name]
+            else:
+                out[name] = make(self, node)
+        self._derived[key] = out
+        return out
+
+    def derived_from(self, basis: ClusterState) -> None:
+        """Mark this state as derived from `basis` (sharing the views of unchanged objects)."""
+        self._basis = weakref.ref(basis)
 
     def blocked_pools(self) -> dict[str, StateWarning]:
         """Pool → the first blocking warning on one of its objects (its pool, nodes, GPUs, workers,

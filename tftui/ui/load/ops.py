@@ -232,7 +232,7 @@ def compaction_capacity(
     """
     engine = compaction_engine
     pv = state.pools[pool]
-    gone_before = {n.name for n in state.nodes.values() if engine._released_detail(state, n) is not None}
+    gone_before: frozenset[str] = state.derived("console-released-nodes", _released_nodes)
     t = engine._pool_totals(state, pool, gone_before)
     lim = engine._limits(pv.obj)
     before = CapacityFigures(
@@ -249,6 +249,12 @@ def compaction_capacity(
             n_t, n_v = engine._node_totals(node)
             gone.add(Res(float(n_t), float(n_v)))
     return before, before.without(gone)
+
+
+def _released_nodes(state: ClusterState) -> frozenset[str]:
+    """Every node that already counts as released (the same for every pool: once per state)."""
+    detail = compaction_engine._released_detail
+    return frozenset(n.name for n in state.nodes.values() if detail(state, n) is not None)
 
 
 def would_release(result: CompactionResult) -> list[str]:

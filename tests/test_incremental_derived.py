@@ -1,0 +1,172 @@
+"""Values derived once per state and carried from the state a refresh derived it from: each equals
+what a fresh build gives after a change of what it is keyed on (a node's view or its GPUs' views)
+and after a change it must not be keyed on, and unchanged nodes keep the very same values."""
+
+from __future__ import annotations
+
+import copy
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from tests.test_refresh_reuse import Objects, full_build
+from tftui.engine import compaction, incremental
+from tftui.engine import usage as usage_module
+from tftui.engine.defragindex import _pool_gpus, gpu_utilization
+from tftui.engine.state import ClusterState
+from tftui.engine.usage import UsageIndex
+from tftui.model import keys
+from tftui.sources.sim.cluster import DEFAULT_NOW, generate_objects
+from tftui.ui.load.data import StateReader, load
+from tftui.ui.load.ops import build_ops, compaction_capacity
+
+
+def utilizations(state: ClusterState) -> dict[tuple[str, str], tuple[int, int]]:
+    return {
+        (pool, node.name): gpu_utilization(state, node, pool)
+        for pool in state.pools
+        for node in state.nodes_of(pool)
+    }
+
+
+def pool_gpus(state: ClusterState) -> dict[tuple[str, str], list[str]]:
+    return {
+        (pool, node.name): [g.name for g in _pool_gpus(state, node, pool)]
+        for pool in state.pools
+        for node in state.nodes_of(pool)
+    }
+
+
+def is_worker(o: dict[str, Any]) -> bool:
+    return o["kind"] == "Pod" and (o["metadata"].get("labels") or {}).get(keys.COMPONENT) == keys.COMPONENT_WORKER
+
+
+def test_per_node_defrag_figures_follow_the_nodes_that_changed_and_only_those() -> None:
+    objs = generate_objects(5, 30, DEFAULT_NOW)
+    cluster = Objects(objs)
+    reader = StateReader()
+    _, first = reader.read(cluster)
+    before, before_gpus = utilizations(first), pool_gpus(first)
+
+    # what the values are keyed on: a GPU whose only worker ends is no longer in use on its node
+    state = first
+    by_gpu: dict[str, list[int]] = {}
+    for i, o in enumerate(objs):
+        w = state.workers.get(f"{o['metadata'].get('namespace', '')}/{o['metadata']['name']}")
+        if is_worker(o) and w is not None:
+            for g in w.gpu_ids:
+                by_gpu.setdefault(g, []).append(i)
+    gpu, (pod,) = next((g, pods) for g, pods in by_gpu.items() if len(pods) == 1)
+    node = state.gpus[gpu].node
+    objs[pod] = ended = copy.deepcopy(objs[pod])
+    ended["status"]["phase"] = "Succeeded"
+    _, second = reader.read(cluster)
+    assert second is not first and second.nodes[node or ""] is not first.nodes[node or ""]
+    after = utilizations(second)
+    fresh = full_build(objs)
+    assert after == utilizations(fresh) and pool_gpus(second) == pool_gpus(fresh)
+    changed = [k for k in after if k[1] == node]
+    assert changed and any(after[k] != before[k] for k in changed)  # a kept value would be stale
+    assert pool_gpus(second) == before_gpus
+    # every other node's value is the one computed on the first state (the same list object)
+    pool = changed[0][0]
+    kept = [n for n in second.nodes_of(pool) if n.name != node]
+    first_lists = {n.name: _pool_gpus(first, first.nodes[n.name], pool) for n in kept}
+    assert kept and all(_pool_gpus(second, n, pool) is first_lists[n.name] for n in kept)
+
+    # what they must not be keyed on: a workload object's annotation changes no node
+    wl = next(i for i, o in enumerate(objs) if o["kind"] == "TensorFusionWorkload")
+    objs[wl] = noted = copy.deepcopy(objs[wl])
+    noted["metadata"].setdefault("annotations", {})["note"] = "x"
+    _, third = reader.read(cluster)
+    assert third is not second
+    assert utilizations(third) == utilizations(full_build(objs)) == after
+    assert all(_pool_gpus(third, n, pool) is _pool_gpus(second, n, pool) for n in second.nodes_of(pool))
+
+
+def test_a_state_whose_basis_is_gone_computes_its_own_values() -> None:
+    objs = generate_objects(6, 12, DEFAULT_NOW)
+    first = ClusterState.build(full_build(objs).snapshot)
+    utilizations(first)
+    i = next(i for i, o in enumerate(objs) if is_worker(o))
+    objs[i] = changed = copy.deepcopy(objs[i])
+    changed["status"]["phase"] = "Succeeded"
+    second = incremental.update_state(first, objs)
+    del first  # the basis is held weakly: no chain of states stays alive
+    assert utilizations(second) == utilizations(full_build(objs))
+
+
+def test_released_nodes_are_found_once_per_state(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The capacity figures of every pool leave out the same released nodes: looked for once per
+    state, not once per pool (each pool scanned every node), and a newly released node counts."""
+    objs = generate_objects(7, 40, DEFAULT_NOW)
+    state = full_build(objs)
+    calls = {"n": 0}
+    detail = compaction._released_detail
+
+    def counting(st: ClusterState, node: Any) -> str | None:
+        calls["n"] += 1
+        return detail(st, node)
+
+    monkeypatch.setattr(compaction, "_released_detail", counting)
+    ops = build_ops(state, DEFAULT_NOW)
+    assert len(state.pools) >= 3
+    assert calls["n"] <= 2 * len(state.nodes)  # the engine's own scan of pool nodes, plus one pass
+    i = next(i for i, o in enumerate(objs) if o["kind"] == "Node")
+    name = objs[i]["metadata"]["name"]
+    objs[i] = marked = copy.deepcopy(objs[i])
+    marked["metadata"].setdefault("labels", {})[keys.SHOULD_DELETE] = keys.TRUE
+    later = full_build(objs)
+    pool = later.nodes[name].pool or ""
+    figures = compaction_capacity(later, pool, [])
+    assert figures != compaction_capacity(state, pool, [])
+    assert figures[0].total == ops.compaction[pool].before.total - _totals(state, pool, name)
+    monkeypatch.undo()
+    assert build_ops(later, DEFAULT_NOW) == build_ops(ClusterState.build(later.snapshot), DEFAULT_NOW)
+
+
+def _totals(state: ClusterState, pool: str, node: str) -> Any:
+    from tftui.engine.state import Res
+
+    t = state.compaction_sums.get(pool, {}).get(node)
+    return Res(float(t[2]), float(t[3])) if t else Res()
+
+
+def test_a_join_with_the_same_keys_looks_only_at_replaced_workloads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The usual refresh (same GPUs, workers and workloads, a few views replaced): the join sums
+    again only the workloads whose view was replaced, and equals a full join."""
+    objs = generate_objects(8, 20, DEFAULT_NOW)
+    cluster = Objects(objs)
+    reader = StateReader()
+    first = load(cluster, None, DEFAULT_NOW, reader=reader)
+    i = next(i for i, o in enumerate(objs) if is_worker(o))
+    objs[i] = noted = copy.deepcopy(objs[i])
+    noted["metadata"]["annotations"]["note"] = "x"  # the same worker, a new view
+    calls = {"n": 0}
+    rolled = usage_module._rolled_up
+
+    def counting(*args: Any) -> Any:
+        calls["n"] += 1
+        return rolled(*args)
+
+    monkeypatch.setattr(usage_module, "_rolled_up", counting)
+    second = load(cluster, None, DEFAULT_NOW + timedelta(seconds=1), reader=reader)
+    assert list(second.state.workers) == list(first.state.workers)
+    replaced = [k for k, v in second.state.workloads.items() if first.state.workloads.get(k) is not v]
+    assert calls["n"] <= len(second.state.nodes) + len(replaced) < len(second.state.nodes) + len(
+        second.state.workloads
+    )
+    full = UsageIndex.build(second.state, {}, {})
+    for name in ("gpus", "nodes", "pools", "workers", "workloads"):
+        assert list(getattr(second.usage, name)) == list(getattr(full, name)), name
+        assert getattr(second.usage, name) == getattr(full, name), name
+    assert all(second.usage.workers[k] is first.usage.workers[k] for k in second.state.workers)
+    # a GPU whose capacity changed, same keys: a new entry for it, equal to a full join
+    g = next(i for i, o in enumerate(objs) if o["kind"] == "GPU")
+    objs[g] = bigger = copy.deepcopy(objs[g])
+    bigger["status"]["capacity"]["tflops"] = "999"
+    third = load(cluster, None, DEFAULT_NOW + timedelta(seconds=2), reader=reader)
+    gname = bigger["metadata"]["name"]
+    assert third.usage.gpus[gname] is not second.usage.gpus[gname]
+    assert third.usage == UsageIndex.build(third.state, {}, {})
