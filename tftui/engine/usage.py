@@ -6,11 +6,13 @@ metrics never become a decision): every aggregate carries how many of its GPUs o
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import itertools
+import operator
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from tftui.engine.state import ClusterState, Res
+from tftui.engine.state import ClusterState, GPUView, Res
 from tftui.model.usage import GPUUsage, WorkerUsage
 
 K = TypeVar("K")
@@ -133,15 +135,21 @@ class UsageIndex:
         idx = cls()
         fresh: set[str] = set()  # GPUs whose entry is new
         old_gpus, old_used = prev_state.gpus, prev.gpus
-        for name, gpu in state.gpus.items():
+        if _same_keys(state.gpus, old_gpus) and _same_keys(old_gpus, old_used):
+            # the usual refresh: the same GPUs in the same order, a few views replaced (C-level
+            # identity checks find them); every other entry is the last one, as the loop below keeps
+            idx.gpus = dict(old_used)
+            for name in _replaced(state.gpus, old_gpus):
+                gpu = state.gpus[name]
+                if old_gpus[name].capacity.tflops != gpu.capacity.tflops:
+                    idx.gpus[name] = _gpu_used(gpu, gpu_usage.get(name))
+                    fresh.add(name)
+        gpus_left = () if idx.gpus else state.gpus.items()
+        for name, gpu in gpus_left:
             was = old_gpus.get(name)
             u = old_used.get(name)
             if u is None or was is None or (was is not gpu and was.capacity.tflops != gpu.capacity.tflops):
-                u = Used(expected=1)
-                sample = gpu_usage.get(name)
-                if sample is not None:
-                    pct = sample.compute_percent
-                    u.set(None if pct is None else pct / 100.0 * gpu.capacity.tflops, sample.memory_bytes)
+                u = _gpu_used(gpu, gpu_usage.get(name))
                 fresh.add(name)
             idx.gpus[name] = u
         for name, node in state.nodes.items():
@@ -159,7 +167,10 @@ class UsageIndex:
         # whenever the worker was there last time
         old_workers = prev.workers
         new_workers: set[str] = set()
-        for key, worker in state.workers.items():
+        same_workers = _same_keys(state.workers, old_workers)
+        if same_workers:  # every worker was there last time: every entry is kept
+            idx.workers = dict(old_workers)
+        for key, worker in () if same_workers else state.workers.items():
             u = old_workers.get(key)
             if u is None:
                 u = Used(expected=1)
@@ -168,13 +179,40 @@ class UsageIndex:
                     u.set(ws.tflops, ws.memory_bytes)
                 new_workers.add(key)
             idx.workers[key] = u
-        for key, wl in state.workloads.items():
+        workloads: Iterable[str] = state.workloads
+        if not new_workers and _same_keys(state.workloads, prev_state.workloads):
+            # a workload whose view is the last one has the same workers, none with a new entry:
+            # `_rolled_up` would keep its sum; only the replaced views are looked at
+            idx.workloads = dict(prev.workloads) if _same_keys(prev.workloads, state.workloads) else {}
+            if idx.workloads:
+                workloads = _replaced(state.workloads, prev_state.workloads)
+        for key in workloads:
+            wl = state.workloads[key]
             was_wl = prev_state.workloads.get(key)
             was_workers = None if was_wl is None else wl.workers if was_wl is wl else was_wl.workers
             idx.workloads[key] = _rolled_up(
                 prev.workloads.get(key), was_workers, wl.workers, new_workers, idx.workers
             )
         return idx
+
+
+def _same_keys(a: Mapping[str, object], b: Mapping[str, object]) -> bool:
+    """The same keys in the same order (C-level comparisons; keys are usually the same strings)."""
+    return len(a) == len(b) and all(map(operator.eq, a, b))
+
+
+def _replaced(new: Mapping[str, object], old: Mapping[str, object]) -> list[str]:
+    """The keys (of two mappings with the same keys in the same order) whose values are not the
+    very same objects."""
+    return list(itertools.compress(new, map(operator.is_not, new.values(), old.values())))
+
+
+def _gpu_used(gpu: GPUView, sample: GPUUsage | None) -> Used:
+    u = Used(expected=1)
+    if sample is not None:
+        pct = sample.compute_percent
+        u.set(None if pct is None else pct / 100.0 * gpu.capacity.tflops, sample.memory_bytes)
+    return u
 
 
 def _rolled_up(
