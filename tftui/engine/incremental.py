@@ -108,6 +108,13 @@ def _worker_views_of(prev: ClusterState, pods: list[dict[str, Any]]) -> list[Wor
 
 
 _OBJ = operator.attrgetter("obj")
+_NATIVE_PODS = "incremental-native-gpu-pods"
+"""Derived key: node → the pod objects of its native-GPU pods (kept for the next update)."""
+
+
+def _pod_key(pod: dict[str, Any]) -> str:
+    meta = pod["metadata"]
+    return f"{meta.get('namespace', '')}/{meta['name']}"
 
 
 def _pool_config(st: ClusterState) -> list[tuple[str, int, int, int]]:
@@ -125,6 +132,10 @@ class _Update:
         self.prev = prev
         self.snap = snap
         self.st = ClusterState(snapshot=snap)
+        self.pods_pos: dict[int, int] = {}  # position of each pod in the snapshot, by id (pods changed)
+        self.pods_removed: set[int] = set()  # ids of the pod objects that went
+        self.native_added: list[dict[str, Any]] = []  # new non-worker pods, in snapshot order
+        self.node_struct = False  # a node came, went or moved: every pod's native node is redone
 
     def run(self) -> ClusterState:
         prev, snap, st = self.prev, self.snap, self.st
@@ -157,6 +168,13 @@ class _Update:
         self._labels_and_sums(labels_dirty, node_dirty)
         if st.warnings:
             raise _Fallback  # warnings come in build order; let the full build write them
+        if _NATIVE_PODS not in st._derived and _NATIVE_PODS in prev._derived and not self.node_struct:
+            # kept for the next update (no node of this one needed it): the same pods, or a few
+            # new or gone ones to carry over
+            if self.pods_pos:
+                self._native_pods()
+            else:
+                st._derived[_NATIVE_PODS] = prev._derived[_NATIVE_PODS]
         return st
 
     # -- nodes -------------------------------------------------------------------------------------
@@ -257,10 +275,12 @@ class _Update:
         native_dirty: set[str | None] = set()
         if redo and not pos:
             pos = _positions(snap.kind("Pod"))
+        self.pods_pos, self.pods_removed, self.node_struct = pos, removed_ids, bool(node_struct)
         for pod in _in_order([*added, *redo], pos):
             meta = pod["metadata"]
             if (meta.get("labels") or {}).get(keys.COMPONENT) != keys.COMPONENT_WORKER:
                 native_dirty.add(st._native_gpu_node(pod))
+                self.native_added.append(pod)
                 continue
             got = st._worker_view(pod)
             if got is None:
@@ -387,17 +407,42 @@ class _Update:
             st.nodes[n] = view
 
     def _native_pods(self) -> dict[str, list[str]]:
-        """Node → its live non-worker pods that use GPUs outside TensorFusion, in pod order."""
+        """Node → its live non-worker pods that use GPUs outside TensorFusion, in pod order.
+
+        From the previous state's answer when it kept one and no node came or went: the pods
+        that went are dropped and the new non-worker pods added, in snapshot order (a pod's
+        native node depends on its own object, the node list and the providers, and a change of
+        the providers never reaches this path); otherwise every pod is scanned."""
         st = self.st
-        out: dict[str, list[str]] = {}
-        for pod in self.snap.kind("Pod"):
-            meta = pod["metadata"]
-            if (meta.get("labels") or {}).get(keys.COMPONENT) == keys.COMPONENT_WORKER:
-                continue
-            n = st._native_gpu_node(pod)
-            if n is not None:
-                out.setdefault(n, []).append(f"{meta.get('namespace', '')}/{meta['name']}")
-        return out
+        before: dict[str, list[dict[str, Any]]] | None = self.prev._derived.get(_NATIVE_PODS)
+        if before is not None and not self.node_struct and self.pods_pos:
+            index = dict(before)
+            gone, pos = self.pods_removed, self.pods_pos
+            touched: set[str] = set()
+            for n, pods in before.items():
+                if gone and any(id(p) in gone for p in pods):
+                    index[n] = [p for p in pods if id(p) not in gone]
+                    touched.add(n)
+            for pod in self.native_added:
+                n = st._native_gpu_node(pod)
+                if n is not None:
+                    index[n] = [*index.get(n, ()), pod]
+                    touched.add(n)
+            for n in touched:
+                index[n].sort(key=lambda p: pos[id(p)])
+                if not index[n]:
+                    del index[n]
+        else:
+            index = {}
+            for pod in self.snap.kind("Pod"):
+                meta = pod["metadata"]
+                if (meta.get("labels") or {}).get(keys.COMPONENT) == keys.COMPONENT_WORKER:
+                    continue
+                n = st._native_gpu_node(pod)
+                if n is not None:
+                    index.setdefault(n, []).append(pod)
+        st._derived[_NATIVE_PODS] = index
+        return {n: [_pod_key(p) for p in pods] for n, pods in index.items()}
 
     def _pools(self) -> None:
         """Every pool's node list and sums, and every node's allocation and virtual figures, as
