@@ -39,7 +39,10 @@ def pool_gpus(state: ClusterState) -> dict[tuple[str, str], list[str]]:
 
 
 def is_worker(o: dict[str, Any]) -> bool:
-    return o["kind"] == "Pod" and (o["metadata"].get("labels") or {}).get(keys.COMPONENT) == keys.COMPONENT_WORKER
+    return (
+        o["kind"] == "Pod"
+        and (o["metadata"].get("labels") or {}).get(keys.COMPONENT) == keys.COMPONENT_WORKER
+    )
 
 
 def test_per_node_defrag_figures_follow_the_nodes_that_changed_and_only_those() -> None:
@@ -154,8 +157,10 @@ def test_a_join_with_the_same_keys_looks_only_at_replaced_workloads(monkeypatch:
     second = load(cluster, None, DEFAULT_NOW + timedelta(seconds=1), reader=reader)
     assert list(second.state.workers) == list(first.state.workers)
     replaced = [k for k, v in second.state.workloads.items() if first.state.workloads.get(k) is not v]
-    assert calls["n"] <= len(second.state.nodes) + len(replaced) < len(second.state.nodes) + len(
-        second.state.workloads
+    assert (
+        calls["n"]
+        <= len(second.state.nodes) + len(replaced)
+        < len(second.state.nodes) + len(second.state.workloads)
     )
     full = UsageIndex.build(second.state, {}, {})
     for name in ("gpus", "nodes", "pools", "workers", "workloads"):

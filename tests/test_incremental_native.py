@@ -20,7 +20,10 @@ def native_pod(name: str, node: str) -> dict[str, Any]:
     return {
         "kind": "Pod",
         "metadata": {"name": name, "namespace": "default"},
-        "spec": {"nodeName": node, "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
+        "spec": {
+            "nodeName": node,
+            "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
+        },
         "status": {"phase": "Running"},
     }
 
@@ -72,7 +75,9 @@ def test_native_gpu_pods_follow_the_pods_that_changed(monkeypatch: pytest.Monkey
     assert natives(state)[nodes[0]] == ["default/cuda-e", "default/cuda-c"]
     state = step(lambda: objs.pop(pod("cuda-d")))
     assert nodes[2] not in natives(state)
-    plain = next(i for i, o in enumerate(objs) if o["kind"] == "Pod" and o["metadata"]["name"].startswith("cuda"))
+    plain = next(
+        i for i, o in enumerate(objs) if o["kind"] == "Pod" and o["metadata"]["name"].startswith("cuda")
+    )
     before = natives(state)
     # what they must not be keyed on: another pod (a native one's unrelated field, any worker)
     objs[plain] = noted = copy.deepcopy(objs[plain])

@@ -564,7 +564,9 @@ class ClusterState:
                 and basis is not None
                 and name in before
                 and basis.nodes.get(name) is node
-                and all(map(operator.is_, map(self.gpus.__getitem__, node.gpus), map(basis.gpus.get, node.gpus)))
+                and all(
+                    map(operator.is_, map(self.gpus.__getitem__, node.gpus), map(basis.gpus.get, node.gpus))
+                )
             ):
                 out[name] = before[name]
             else:

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.console import Group, RenderableType
 from rich.cells import cell_len
+from rich.console import Group, RenderableType
 from rich.segment import Segment
 from rich.table import Table as RichTable
 from rich.text import Text
