@@ -424,10 +424,10 @@ class _Update:
                     index[n] = [p for p in pods if id(p) not in gone]
                     touched.add(n)
             for pod in self.native_added:
-                n = st._native_gpu_node(pod)
-                if n is not None:
-                    index[n] = [*index.get(n, ()), pod]
-                    touched.add(n)
+                on = st._native_gpu_node(pod)
+                if on is not None:
+                    index[on] = [*index.get(on, ()), pod]
+                    touched.add(on)
             for n in touched:
                 index[n].sort(key=lambda p: pos[id(p)])
                 if not index[n]:
@@ -438,9 +438,9 @@ class _Update:
                 meta = pod["metadata"]
                 if (meta.get("labels") or {}).get(keys.COMPONENT) == keys.COMPONENT_WORKER:
                     continue
-                n = st._native_gpu_node(pod)
-                if n is not None:
-                    index.setdefault(n, []).append(pod)
+                on = st._native_gpu_node(pod)
+                if on is not None:
+                    index.setdefault(on, []).append(pod)
         st._derived[_NATIVE_PODS] = index
         return {n: [_pod_key(p) for p in pods] for n, pods in index.items()}
 
