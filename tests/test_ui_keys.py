@@ -205,6 +205,25 @@ async def test_shift_letters_sort_and_repeat_reverses(demo: SimCluster, metrics:
         assert before  # the nodes table had rows to sort
 
 
+async def test_a_new_sort_order_starts_at_its_top(demo: SimCluster, metrics: SimMetrics) -> None:
+    """The waste hunt reads a sort from the top: the cursor does not follow its row into the list."""
+    app = make_app(demo, metrics)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(pilot)
+        await pilot.press("colon", *"workloads", "enter")
+        await settle(pilot)
+        table = main(app)
+        first = table.cursor_key
+        await pilot.press("X")  # largest allocated − used gap first
+        await pilot.pause()
+        assert table.row_keys[0] != first  # the old first row moved (else this proves nothing)
+        assert table.cursor_row == 0 and table.cursor_key == table.row_keys[0]
+        assert table.scroll_offset.y == 0
+        await pilot.press("down", "down", "X")  # reversed: again from the top
+        await pilot.pause()
+        assert table.cursor_row == 0 and table.scroll_offset.y == 0
+
+
 async def test_mark_copy_and_export(tmp_path: Path, demo: SimCluster, metrics: SimMetrics) -> None:
     app = make_app(demo, metrics, config=ConsoleConfig(export_dir=tmp_path / "out"))
     async with app.run_test(size=(120, 40), notifications=True) as pilot:

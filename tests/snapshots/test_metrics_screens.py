@@ -12,14 +12,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
-from textual.pilot import Pilot
 
-from tests.snapshots.conftest import ANALYSIS, SIZES, fixed_clock, settle
+from tests.snapshots.conftest import SIZES, RunBefore, demo_app, steps
 from tftui.model.metrics import AlertResult, AlertRow, Step1
 from tftui.model.usage import GPUUsage, WorkerUsage
 from tftui.sources.ports import SourceError
-from tftui.sources.sim.acting import ActingSimCluster
-from tftui.sources.sim.cluster import DEFAULT_NOW
 from tftui.ui.app import TfTuiApp
 
 WORKLOAD = "ml-serving/bert-ner"  # 3 workers with a full day of history, over-requested
@@ -61,36 +58,12 @@ class UnreachableStore:
         raise self._fail()
 
 
-def steps(
-    view: str = "pools", *presses: str, workload: str | None = None
-) -> Callable[[Pilot[Any]], Awaitable[None]]:
-    """A `run_before`: wait for data, open a view (or a workload), press keys, wait for the analyses."""
-
-    async def run_before(pilot: Pilot[Any]) -> None:
-        app = pilot.app
-        assert isinstance(app, TfTuiApp)
-        await settle(pilot)
-        if view != "pools":
-            assert app.switch_view(view)
-            await settle(pilot)
-        if workload is not None:
-            app.open_workload(workload)
-            await settle(pilot)
-        if presses:
-            await pilot.press(*presses)
-            await settle(pilot)
-        app.clear_notifications()
-        await pilot.pause()
-
-    return run_before
-
-
-SCREENS: dict[str, Callable[[Pilot[Any]], Awaitable[None]]] = {
-    "waste": steps("waste"),
-    "finding": steps("waste", "enter"),  # the largest finding: an empty node with three fixes
-    "workload": steps("workloads", workload=WORKLOAD),
-    "alerts": steps("alerts"),
-    "unreachable": steps("pools"),
+SCREENS: dict[str, RunBefore] = {
+    "waste": steps(view="waste"),
+    "finding": steps("enter", view="waste"),  # the largest finding: an empty node with three fixes
+    "workload": steps(view="workloads", workload=WORKLOAD),
+    "alerts": steps(view="alerts"),
+    "unreachable": steps(),
 }
 
 
@@ -100,10 +73,7 @@ def test_metrics_view(
     screen: str, size: tuple[int, int], snap_compare: Any, make_app: Callable[[], TfTuiApp]
 ) -> None:
     if screen == "unreachable":
-        cluster = ActingSimCluster(seed=7, nodes=40, now=DEFAULT_NOW)
-        app = TfTuiApp(
-            cluster, UnreachableStore(), clock=fixed_clock, refresh_interval=None, analysis=ANALYSIS
-        )
+        app = demo_app(UnreachableStore())
     else:
         app = make_app()
     assert snap_compare(app, run_before=SCREENS[screen], terminal_size=size)

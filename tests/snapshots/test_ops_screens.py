@@ -7,47 +7,15 @@ The events screen is taken after a confirmed manual compaction, so it shows what
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-from textual.pilot import Pilot
 
-from tests.snapshots.conftest import SIZES, settle
+from tests.snapshots.conftest import SIZES, RunBefore, steps
 from tftui.ui.app import TfTuiApp
 
-
-def steps(
-    *presses: str,
-    view: str | None = None,
-    push: Callable[[], Any] | None = None,
-    then_view: str | None = None,
-) -> Callable[[Pilot[Any]], Awaitable[None]]:
-    """A `run_before`: wait for data, open a view (or push a screen), press keys, open `then_view`."""
-
-    async def run_before(pilot: Pilot[Any]) -> None:
-        app = pilot.app
-        assert isinstance(app, TfTuiApp)
-        await settle(pilot)
-        if view is not None:
-            assert app.switch_view(view)
-            await settle(pilot)
-        if push is not None:
-            await app.push_screen(push())
-            await settle(pilot)
-        if presses:
-            await pilot.press(*presses)
-            await settle(pilot)
-        if then_view is not None:
-            assert app.switch_view(then_view)
-            await settle(pilot)
-        app.clear_notifications()  # toasts time out on the wall clock
-        await pilot.pause()
-
-    return run_before
-
-
-SCREENS: dict[str, Callable[[Pilot[Any]], Awaitable[None]]] = {
+SCREENS: dict[str, RunBefore] = {
     # `p` on the first pool row (demo-dev): the form with its defaults and the preview per mode
     "place": steps("p"),
     "compaction": steps(view="compaction"),

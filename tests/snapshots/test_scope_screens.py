@@ -1,68 +1,64 @@
 """Screenshots of the k9s scoping screens and the waste-hunting states: `:ns`, a view scoped to a
-namespace, `:ctx` on the demo (one context), `:xray` with a branch open, the pools sorted by waste $
-and the nodes by used %, and the pools view without metrics (`—`, never 0).
+namespace, `:ctx` on the demo (one context), `:xray` with a branch open, the pools sorted by waste $,
+the nodes by used %, the workloads by the allocated − used gap, and the pools view
+without metrics (`—`, never 0); each also in the light theme. And the header's clock word: the
+demo's clock standing still (`clock paused`) and running (`--speed 60`: `clock ×60`).
 
 Same demo and determinism kit as `test_screens.py`; the SVGs live in `snapshots/test_scope_screens/`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from textual.pilot import Pilot
 
-from tests.snapshots.conftest import ANALYSIS, SIZES, fixed_clock, settle
-from tftui.sources.sim.acting import ActingSimCluster
-from tftui.sources.sim.cluster import DEFAULT_NOW
+from tests.snapshots.conftest import SIZES, RunBefore, demo_app, steps
+from tftui.config import ConsoleConfig
 from tftui.sources.sim.usage import SimMetrics
-from tftui.ui.app import TfTuiApp
 
 
-def steps(
-    *presses: str, view: str | None = None, command: str | None = None
-) -> Callable[[Pilot[Any]], Awaitable[None]]:
-    async def run_before(pilot: Pilot[Any]) -> None:
-        app = pilot.app
-        assert isinstance(app, TfTuiApp)
-        await settle(pilot)
-        if command is not None:
-            assert app.run_command(command)
-            await settle(pilot)
-        if view is not None:
-            assert app.switch_view(view)
-            await settle(pilot)
-        if presses:
-            await pilot.press(*presses)
-            await settle(pilot)
-        app.clear_notifications()  # toasts time out on the wall clock
-        await pilot.pause()
-
-    return run_before
+@dataclass(frozen=True)
+class Case:
+    run_before: RunBefore
+    metrics: bool = True  # whether the console has the demo's metrics
+    light: bool = False
+    sim_speed: float = 0.0
 
 
-SCREENS: dict[str, tuple[Callable[[Pilot[Any]], Awaitable[None]], bool]] = {
-    "ns": (steps(view="ns"), True),
-    "ns-scoped-workloads": (steps(command="ns speech", view="workloads"), True),
-    "ctx": (steps(view="ctx"), True),
-    "xray": (steps("enter", view="xray"), True),
-    "pools-sorted-money": (steps("dollar_sign"), True),
-    "nodes-sorted-used": (steps("U", view="nodes"), True),
-    "pools-no-metrics": (steps(), False),
+SCREENS: dict[str, Case] = {
+    "ns": Case(steps(view="ns")),
+    "ns-scoped-workloads": Case(steps(command="ns speech", view="workloads")),
+    "ctx": Case(steps(view="ctx")),
+    "xray": Case(steps("enter", view="xray")),
+    "pools-sorted-money": Case(steps("dollar_sign")),
+    "nodes-sorted-used": Case(steps("U", view="nodes")),
+    "pools-no-metrics": Case(steps(), metrics=False),
 }
-"""name → (steps, whether the console has the demo's metrics)."""
+"""The dark-theme screens (their names and SVGs predate the light ones)."""
+
+NEW: dict[str, Case] = {
+    # shift+x twice: largest gap first
+    "workloads-sorted-gap": Case(steps("X", "X", view="workloads")),
+    "clock-paused": Case(steps()),
+    "clock-running": Case(steps(), sim_speed=60.0),
+}
+SCREENS |= NEW
+SCREENS |= {
+    f"{name}-light": Case(c.run_before, c.metrics, light=True, sim_speed=c.sim_speed)
+    for name, c in SCREENS.items()
+    if not name.startswith("clock-")
+}
 
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 @pytest.mark.parametrize("screen", list(SCREENS))
 def test_scope_view(screen: str, size: tuple[int, int], snap_compare: Any, demo_metrics: SimMetrics) -> None:
-    run_before, with_metrics = SCREENS[screen]
-    app = TfTuiApp(
-        ActingSimCluster(seed=7, nodes=40, now=DEFAULT_NOW),
-        demo_metrics if with_metrics else None,
-        clock=fixed_clock,
-        refresh_interval=None,
-        analysis=ANALYSIS,
+    case = SCREENS[screen]
+    app = demo_app(
+        demo_metrics if case.metrics else None,
+        config=ConsoleConfig(theme="light") if case.light else None,
+        sim_speed=case.sim_speed,
     )
-    assert snap_compare(app, run_before=run_before, terminal_size=size)
+    assert snap_compare(app, run_before=case.run_before, terminal_size=size)

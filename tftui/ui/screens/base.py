@@ -468,6 +468,11 @@ class ResourceScreen(Screen[None]):
         else:
             self.sort_column, self.sort_reverse = column, column in LARGEST_FIRST
         self.render_data()
+        # a new order is read from its top (the largest gap, the most dollars): the cursor does
+        # not follow its row into the middle of the list
+        for table in tables:
+            if table.row_count:
+                table.move_cursor(row=0, animate=False)
 
     def action_mark(self) -> None:
         table = self.active_table()
