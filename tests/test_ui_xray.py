@@ -99,3 +99,59 @@ async def test_xray_labels_are_plain_text() -> None:
         await settle(pilot)
         assert any(text(c).startswith(shown(NODE)) for c in holder.children)
         assert isinstance(app.screen, XrayScreen)  # the markup in the names did not stop it
+
+
+def paths(node: TreeNode[Any], above: tuple[str, ...] = ()) -> set[tuple[str, ...]]:
+    """Every root-to-leaf path of the built tree, by object key."""
+    out: set[tuple[str, ...]] = set()
+    for child in node.children:
+        here = (*above, child.data[1]) if child.data else above
+        out |= paths(child, here) if child.children else {here}
+    return out
+
+
+async def test_xray_filter_keeps_matches_with_their_ancestors_and_esc_clears(demo: SimCluster) -> None:
+    app = TfTuiApp(demo, None, clock=lambda: DEFAULT_NOW, refresh_interval=None)
+    async with app.run_test(size=(160, 48)) as pilot:
+        tree = await open_xray(pilot)
+        assert app.data is not None
+        st = app.data.state
+        await pilot.press("enter")  # the operator opens the first pool before filtering
+        await settle(pilot)
+        first_pool = tree.root.children[0].data
+        worker = next(
+            w
+            for w in sorted(st.workers.values(), key=lambda w: w.key)
+            if w.gpu_ids and w.node and not any(w.key in o and o != w.key for o in st.workers)
+        )
+        gpu = worker.gpu_ids[0]
+        node = st.nodes[str(worker.node)]
+        # a worker's name: only its branch stays, pool → node → GPU → worker, open down to it
+        await pilot.press("slash", *worker.key, "enter")
+        await settle(pilot)
+        holders = {g for g, v in st.gpus.items() if worker.key in v.workers}
+        assert paths(tree.root) == {(str(node.pool), node.name, g, worker.key) for g in holders}
+        assert gpu in holders
+        assert all(n.is_expanded for n in tree.root.children)
+        assert tree.cursor_node is not None and tree.cursor_node.data == ("Pod", worker.key)
+        assert "1/" in str(app.screen.query_one("#crumbs").content)
+        # a node's name: the node (a match, its GPUs not) under its pool
+        await pilot.press("slash", "ctrl+u", *node.name, "enter")
+        await settle(pilot)
+        assert paths(tree.root) == {(str(node.pool), node.name)}
+        # inverse: every line but the worker's (its GPU and node stay, they do not name it)
+        await pilot.press("slash", "ctrl+u", *f"!{worker.key}", "enter")
+        await settle(pilot)
+        kept = paths(tree.root)
+        assert not any(worker.key in p for p in kept)
+        assert any(p[:3] == (str(node.pool), node.name, gpu) for p in kept)
+        # nothing matches: an empty tree, said in the breadcrumb
+        await pilot.press("slash", "ctrl+u", *"no-such-object", "enter")
+        await settle(pilot)
+        assert not tree.root.children
+        # esc clears: the whole lazy tree again, with what was open before the filter
+        await pilot.press("escape")
+        await settle(pilot)
+        assert [c.data[1] for c in tree.root.children if c.data] == sorted(st.pools)
+        opened = [c.data for c in tree.root.children if c.is_expanded]
+        assert opened == [first_pool]
