@@ -10,6 +10,7 @@ from typing import Any
 
 from rich.text import Text
 from textual.pilot import Pilot
+from textual.widgets import Static
 from textual.widgets.tree import TreeNode
 
 from tests.hostile import NODE, POOL, HostileCluster, shown
@@ -134,7 +135,7 @@ async def test_xray_filter_keeps_matches_with_their_ancestors_and_esc_clears(dem
         assert gpu in holders
         assert all(n.is_expanded for n in tree.root.children)
         assert tree.cursor_node is not None and tree.cursor_node.data == ("Pod", worker.key)
-        assert "1/" in str(app.screen.query_one("#crumbs").content)
+        assert "1/" in str(app.screen.query_one("#crumbs", Static).content)
         # a node's name: the node (a match, its GPUs not) under its pool
         await pilot.press("slash", "ctrl+u", *node.name, "enter")
         await settle(pilot)

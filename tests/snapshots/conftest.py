@@ -18,15 +18,14 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from pytest_textual_snapshot import SVGImageExtension
 from textual.pilot import Pilot
-from textual.widgets import Input
 
 from tftui.config import ConsoleConfig
 from tftui.sources.ports import MetricsPort
 from tftui.sources.sim.acting import ActingSimCluster
 from tftui.sources.sim.cluster import DEFAULT_NOW, SimCluster
 from tftui.sources.sim.usage import SimMetrics
-from tftui.ui.load.analysis import AnalysisSettings
 from tftui.ui.app import TfTuiApp
+from tftui.ui.load.analysis import AnalysisSettings
 from tftui.ui.screens.resource import NodeScreen
 
 if TYPE_CHECKING:

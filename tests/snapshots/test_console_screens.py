@@ -31,7 +31,9 @@ SCREENS: dict[str, tuple[RunBefore, ConsoleConfig | None, bool]] = {
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 @pytest.mark.parametrize("screen", list(SCREENS))
-def test_console_view(screen: str, size: tuple[int, int], snap_compare: Any, demo_metrics: SimMetrics) -> None:
+def test_console_view(
+    screen: str, size: tuple[int, int], snap_compare: Any, demo_metrics: SimMetrics
+) -> None:
     run_before, config, read_only = SCREENS[screen]
     app = demo_app(demo_metrics, config=config, read_only=read_only)
     assert snap_compare(app, run_before=run_before, terminal_size=size)

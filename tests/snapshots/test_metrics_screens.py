@@ -7,7 +7,7 @@ SVGs live in `snapshots/test_metrics_screens/`.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -72,8 +72,5 @@ SCREENS: dict[str, RunBefore] = {
 def test_metrics_view(
     screen: str, size: tuple[int, int], snap_compare: Any, make_app: Callable[[], TfTuiApp]
 ) -> None:
-    if screen == "unreachable":
-        app = demo_app(UnreachableStore())
-    else:
-        app = make_app()
+    app = demo_app(UnreachableStore()) if screen == "unreachable" else make_app()
     assert snap_compare(app, run_before=SCREENS[screen], terminal_size=size)

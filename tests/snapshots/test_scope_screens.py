@@ -41,6 +41,8 @@ SCREENS: dict[str, Case] = {
 NEW: dict[str, Case] = {
     # shift+x twice: largest gap first
     "workloads-sorted-gap": Case(steps("X", "X", view="workloads")),
+    # `/` in :xray: one node under its pool
+    "xray-filtered": Case(steps("slash", *"dev-4090-05", "enter", view="xray")),
     "clock-paused": Case(steps()),
     "clock-running": Case(steps(), sim_speed=60.0),
 }

@@ -48,7 +48,10 @@ async def open_whatif(pilot: Pilot[Any]) -> None:
 
 @pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_whatif_view(
-    size: tuple[int, int], snap_compare: Any, make_app: Callable[[], TfTuiApp], monkeypatch: pytest.MonkeyPatch
+    size: tuple[int, int],
+    snap_compare: Any,
+    make_app: Callable[[], TfTuiApp],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(whatif_ui, "compare", cached_compare)
     assert snap_compare(make_app(), run_before=open_whatif, terminal_size=size)

@@ -178,7 +178,9 @@ class XrayScreen(ResourceScreen):
             return all(req.matches(labels) for req in rf.selector)
         return (rf.text in label.lower()) != rf.inverse
 
-    def _filtered(self, data: ConsoleData, rf: RowFilter, label: str, ref: Ref, expandable: bool) -> Branch | None:
+    def _filtered(
+        self, data: ConsoleData, rf: RowFilter, label: str, ref: Ref, expandable: bool
+    ) -> Branch | None:
         """The branch of `ref` with only what matches or leads to a match; None when nothing does."""
         kept: list[Branch] = []
         if expandable:
@@ -191,7 +193,9 @@ class XrayScreen(ResourceScreen):
 
     def _add_filtered(self, parent: TreeNode[Ref], branch: Branch, hits: list[TreeNode[Ref]]) -> None:
         label, ref, hit, kept = branch
-        node = parent.add(label, data=ref, allow_expand=bool(kept)) if kept else parent.add_leaf(label, data=ref)
+        node = (
+            parent.add(label, data=ref, allow_expand=bool(kept)) if kept else parent.add_leaf(label, data=ref)
+        )
         if hit:
             hits.append(node)
         for child in kept:
