@@ -21,7 +21,10 @@ from tests.kubeapi import KubeApiServer
 from tests.waiting import wait_until
 from tftui.sources.kube import KubeCluster
 from tftui.sources.sim.cluster import DEFAULT_NOW, SimCluster, generate_objects
+from tftui.sources.sim.usage import SimMetrics
 from tftui.ui.app import TfTuiApp
+from tftui.ui.load.analysis import AUTOSCALE
+from tftui.ui.load.autoscale import AutoscaleAnalysis
 from tftui.ui.render.scope import SelectorError, parse_filter, parse_selector
 from tftui.ui.screens.resource import NodesScreen, PoolsScreen, WorkloadsScreen
 from tftui.ui.screens.scopes import ContextsScreen, NamespacesScreen
@@ -267,6 +270,54 @@ async def test_ctx_switches_the_live_source_and_the_header_names_context_and_use
             # a context that does not exist: one line, the console stays
             await command(pilot, "ctx nowhere")
             assert app.data is not None and app.data.source == "Lab-West"
+    finally:
+        kube.close()
+        if app.switched is not None:
+            app.switched.close()  # type: ignore[attr-defined]
+
+
+async def test_ctx_keeps_the_metrics_source_and_reloads_the_autoscale_history(
+    server: KubeApiServer, second: KubeApiServer, tmp_path: Path
+) -> None:
+    """The store given at start serves the new context too; what was read from it for the old
+    context's workloads (the autoscaler's histograms, "loaded up to now") starts over."""
+    kc = two_contexts(tmp_path / "kubeconfig", server.url, second.url)
+    kube = KubeCluster(kubeconfig=str(kc), retries=2, backoff=0.01, max_backoff=0.05, request_timeout=3)
+    kube.wait_synced(10)
+    # one store for both contexts: it holds the usage of the second one's workers
+    metrics = SimMetrics(generate_objects(seed=3, nodes=12), seed=3, now=DEFAULT_NOW)
+    app = make_app(kube, metrics)
+    try:
+        async with app.run_test(size=(160, 48)) as pilot:
+            await wait_until(pilot, lambda: app.data is not None and not app.data.pending)
+            await settle(pilot)
+            source = app.data.metrics_source  # type: ignore[union-attr]
+            assert source
+            app.request_analysis(AUTOSCALE)
+            await wait_until(pilot, lambda: (AUTOSCALE, "") in app.analyses)
+            first = app.analyses[(AUTOSCALE, "")].value
+            assert isinstance(first, AutoscaleAnalysis) and first.rows > 0
+            await command(pilot, "ctx Lab-West")
+            await wait_until(
+                pilot,
+                lambda: app.data is not None and app.data.source == "Lab-West" and not app.data.pending,
+                timeout=15,
+            )
+            await settle(pilot)
+            assert app._metrics is metrics and app.data.metrics_source == source
+            assert app.runtime is not None
+            used = [u for u in app.data.usage.nodes.values() if u.has_data]
+            assert used  # the store's usage meets the new context's nodes
+            app.request_analysis(AUTOSCALE)
+            await wait_until(
+                pilot,
+                lambda: (AUTOSCALE, "") in app.analyses and app.analyses[(AUTOSCALE, "")].seq == app.data_seq,
+            )
+            after = app.analyses[(AUTOSCALE, "")]
+            assert after.error is None and isinstance(after.value, AutoscaleAnalysis)
+            # the whole window again, not "nothing new since the old context's load"
+            assert after.value.rows > 0
+            assert set(after.value.result.workloads) <= set(app.data.state.workloads)
     finally:
         kube.close()
         if app.switched is not None:

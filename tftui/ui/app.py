@@ -114,6 +114,7 @@ class TfTuiApp(ScopeCommands, Refreshing, Writes):
         self._metrics = metrics
         self.analysis_settings = analysis or AnalysisSettings()
         self.data_seq = 0
+        self.analyses_from = 0
         """Number of the refresh on screen (analyses are cached per refresh)."""
         self._computing: dict[AnalysisKey, Worker[None]] = {}
         self._autoscale_loader = AutoscaleLoader()  # usage histograms, fed incrementally

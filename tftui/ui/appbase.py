@@ -158,6 +158,8 @@ class ConsoleBase(App[None]):
     runtime: ConsoleRuntime | None
     read_only: bool
     data_seq: int
+    analyses_from: int
+    """Analyses requested for an earlier refresh are dropped when they land (a context switch)."""
     source_hint: str
     row_caches: RowCaches[Row]
     writes_in_flight: dict[str, str]

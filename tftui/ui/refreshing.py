@@ -223,6 +223,8 @@ class Refreshing(ConsoleBase):
 
     def on_analysis_ready(self, message: AnalysisReady) -> None:
         result = message.analysis
+        if result.seq < self.analyses_from:
+            return  # read for the context switched away from
         self._computing.pop(result.key, None)
         analyses = dict(self.analyses)
         previous = analyses.pop(result.key, None)  # re-inserted last: the newest history is kept

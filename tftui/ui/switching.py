@@ -20,6 +20,7 @@ from tftui.sources.contexts import ContextInfo
 from tftui.sources.ports import ClusterPort
 from tftui.ui.appbase import ANALYSIS_GROUP, REFRESH_GROUP, ConsoleBase, make_runtime
 from tftui.ui.background import in_thread
+from tftui.ui.load.autoscale import AutoscaleLoader
 from tftui.ui.load.data import StateReader, describe_error
 from tftui.ui.render.scope import ALL_NAMESPACES, cluster_namespaces
 
@@ -153,7 +154,13 @@ class ScopeCommands(ConsoleBase):
         )
         app.read_only = app.runtime is None
         self.switched = self._cluster
+        # the metrics source stays (one store for every context, as given at start); what was read
+        # from it for the old context does not: its analyses, and the autoscaler's histograms with
+        # their "loaded up to" mark (kept, the new context's workloads would get only new rows)
         app.analyses = {}
+        app._computing = {}
+        app.analyses_from = app.data_seq + 1
+        app._autoscale_loader = AutoscaleLoader()
         app.namespace = None  # namespaces are per cluster
         app.source_hint = message.name
         app.cluster_error = None
