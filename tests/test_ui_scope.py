@@ -304,9 +304,11 @@ async def test_ctx_keeps_the_metrics_source_and_reloads_the_autoscale_history(
                 timeout=15,
             )
             await settle(pilot)
-            assert app._metrics is metrics and app.data.metrics_source == source
+            data = app.data
+            assert data is not None
+            assert app._metrics is metrics and data.metrics_source == source
             assert app.runtime is not None
-            used = [u for u in app.data.usage.nodes.values() if u.has_data]
+            used = [u for u in data.usage.nodes.values() if u.has_data]
             assert used  # the store's usage meets the new context's nodes
             app.request_analysis(AUTOSCALE)
             await wait_until(
@@ -317,7 +319,7 @@ async def test_ctx_keeps_the_metrics_source_and_reloads_the_autoscale_history(
             assert after.error is None and isinstance(after.value, AutoscaleAnalysis)
             # the whole window again, not "nothing new since the old context's load"
             assert after.value.rows > 0
-            assert set(after.value.result.workloads) <= set(app.data.state.workloads)
+            assert set(after.value.result.workloads) <= set(data.state.workloads)
     finally:
         kube.close()
         if app.switched is not None:
