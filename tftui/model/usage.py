@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,3 +87,50 @@ class PodBucket:
     vram_count: int = 0
     vram_first: float | None = None
     vram_last: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectHistoryQuery:
+    """A node's or a GPU's allocated and used TFLOPS over [start, end), bucketed (console sparklines).
+
+    Used: per sample time, Σ compute % × TFLOPS capacity / Σ capacity over the object's
+    `tf_gpu_usage` rows (a node's share of its compute in use) — unknown for that time when a row
+    lacks compute % or its GPU is not in `gpu_tflops`. Allocated (nodes only): per sample time the
+    mean `tf_node_metrics.allocated_tflops_percent`, unknown when a row lacks it. A bucket is the mean
+    of its known sample times; without any it is None (no data, never 0).
+    """
+
+    kind: str  # "GPUNode" or "GPU"
+    name: str
+    start: datetime
+    end: datetime
+    bucket: timedelta
+    gpu_tflops: tuple[tuple[str, float], ...]  # GPU name → TFLOPS capacity (the object's GPUs)
+
+    @property
+    def buckets(self) -> int:
+        return max(1, -(-(self.end - self.start) // self.bucket))
+
+    def index(self, seconds_from_start: float) -> int:
+        """The bucket of a sample time (clamped: the last bucket may be shorter)."""
+        return min(self.buckets - 1, max(0, int(seconds_from_start // self.bucket.total_seconds())))
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectSeries:
+    """`ObjectHistoryQuery`'s answer: the mean per bucket (None: no known sample time in it)."""
+
+    used: tuple[float | None, ...]
+    allocated: tuple[float | None, ...]  # all None for a GPU (no per-GPU allocation series)
+    rows: int  # the object's rows in the window (both tables)
+
+
+def bucket_means(n: int, parts: Iterable[tuple[int, float, int]]) -> tuple[float | None, ...]:
+    """Means per bucket from (bucket, Σ of known sample-time values, their count) parts."""
+    sums = [0.0] * n
+    counts = [0] * n
+    for i, total, count in parts:
+        i = min(n - 1, max(0, i))
+        sums[i] += total
+        counts[i] += count
+    return tuple(s / c if c else None for s, c in zip(sums, counts, strict=True))

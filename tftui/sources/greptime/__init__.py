@@ -4,7 +4,8 @@
 (M5, M8; replayed over a span in a few queries per table) with SQL that aggregates in the
 database; Python only finishes what needs the GPU capacities the tables lack (TFLOPS from
 compute %, VRAM % from bytes). The code is split by what it reads: `store` (connection, errors,
-detection), `step1`, `alerts` and `usage` (latest samples, autoscale histograms, raw rows).
+detection), `step1`, `alerts`, `usage` (latest samples, autoscale histograms, raw rows) and
+`objhistory` (a node's or a GPU's bucketed allocated and used TFLOPS for the console's sparklines).
 
 Every query is tested on PostgreSQL and on a GreptimeDB-dialect server (DataFusion, GreptimeDB's
 engine, behind pgwire), which refuses what GreptimeDB refuses: two output expressions of one name
@@ -76,6 +77,7 @@ Errors: anything the server or network does wrong becomes one `SourceError` line
 from __future__ import annotations
 
 from tftui.sources.greptime.alerts import RULES, AlertQueries, RuleSpec, alert_row_key
+from tftui.sources.greptime.objhistory import ObjectHistoryQueries
 from tftui.sources.greptime.step1 import Step1Queries
 from tftui.sources.greptime.store import (
     _WRITER,
@@ -105,7 +107,7 @@ __all__ = [
 ]
 
 
-class GreptimeMetrics(Step1Queries, AlertQueries, UsageQueries):
+class GreptimeMetrics(Step1Queries, AlertQueries, UsageQueries, ObjectHistoryQueries):
     """`Step1Port` and `MetricsPort` over GreptimeDB (or any PostgreSQL with the same tables).
 
     The pool is opened on first use, after a probe connection has proven the DSN works — so a bad

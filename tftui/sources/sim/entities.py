@@ -27,6 +27,11 @@ _TDP: Final = (("H100", 700.0, 70.0), ("H200", 700.0, 70.0), ("A100", 400.0, 55.
                ("4090", 450.0, 25.0))  # fmt: skip
 
 
+def _pct(part: float, whole: float) -> float:
+    """A percentage as the simulated rows carry it (3 decimals; 0 of nothing)."""
+    return round(part / whole * 100.0, 3) if whole > 0 else 0.0
+
+
 def _tdp(model: str) -> tuple[float, float]:
     for key, tdp, idle in _TDP:
         if key in model:

@@ -51,7 +51,7 @@ from typing import Any, Final
 from zoneinfo import ZoneInfo
 
 from tftui.model.provider import ProviderCatalog
-from tftui.model.usage import HistogramQuery, PodBucket
+from tftui.model.usage import HistogramQuery, ObjectHistoryQuery, ObjectSeries, PodBucket
 from tftui.sources.ports import GPUUsage, MetricsTable, WorkerUsage
 from tftui.sources.sim import aggregate
 from tftui.sources.sim.columns import SimColumns
@@ -63,11 +63,13 @@ from tftui.sources.sim.entities import (
     _Gpu,
     _model,
     _Node,
+    _pct,
     _pricing,
     _q,
     _tdp,
     _Worker,
 )
+from tftui.sources.sim.objhistory import object_series
 from tftui.sources.sim.scenarios import (
     PROFILE_ANNOTATION,
     compute_fraction,
@@ -444,6 +446,11 @@ class SimMetrics:
         """The autoscaler's history window aggregated as the store does, from numpy blocks (no rows)."""
         return aggregate.pod_buckets(self.columns, q)
 
+    def object_history(self, q: ObjectHistoryQuery) -> ObjectSeries:
+        """One node's or GPU's bucketed allocated and used TFLOPS, from its own samples only."""
+        self._sync()
+        return object_series(self, q)
+
     def rows(self, table: MetricsTable, start: datetime, end: datetime) -> Iterator[dict[str, Any]]:
         """Rows of `table` with start <= ts < end, ordered by ts; generated on demand."""
         emit = {
@@ -561,7 +568,3 @@ def _running_workers(objects: list[dict[str, Any]]) -> frozenset[tuple[str, str,
         gpus = str((meta.get("annotations") or {}).get(f"{TF}/gpu-ids", ""))
         out.add((str(meta.get("uid") or meta.get("name", "")), phase, gpus))
     return frozenset(out)
-
-
-def _pct(part: float, whole: float) -> float:
-    return round(part / whole * 100.0, 3) if whole > 0 else 0.0
