@@ -313,6 +313,39 @@ async def test_theme_key_and_config(demo: SimCluster, metrics: SimMetrics) -> No
         assert app.theme == "tftui-dark"
 
 
+def _contrast(a: Any, b: Any) -> float:
+    """WCAG contrast ratio of two Rich colours."""
+
+    def lum(c: Any) -> float:
+        def ch(v: int) -> float:
+            x = v / 255
+            return x / 12.92 if x <= 0.03928 else ((x + 0.055) / 1.055) ** 2.4
+
+        r, g, b_ = c.get_truecolor()
+        return 0.2126 * ch(r) + 0.7152 * ch(g) + 0.0722 * ch(b_)
+
+    hi, lo = sorted((lum(a), lum(b)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+@pytest.mark.parametrize("theme", ["dark", "light"])
+async def test_the_allocated_figure_reads_on_the_cursor_row(
+    theme: str, demo: SimCluster, metrics: SimMetrics
+) -> None:
+    """The cursor row keeps the cells' colours: the allocated layer's must not be the cursor's
+    background (it was `$primary` in both themes: `6%/ 2%` read `  / 2%` on the selected row)."""
+    app = make_app(demo, metrics, config=ConsoleConfig(theme=theme))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        table = main(app)
+        cursor = table.get_component_rich_style("datatable--cursor").bgcolor
+        background = table.rich_style.bgcolor
+        alloc = table.gauge_styles().alloc.color
+        assert cursor is not None and background is not None and alloc is not None
+        assert _contrast(alloc, cursor) >= 1.8
+        assert _contrast(alloc, background) >= 3.0
+
+
 async def test_production_context_is_unmistakable(demo: SimCluster, metrics: SimMetrics) -> None:
     app = make_app(demo, metrics, config=ConsoleConfig(production=("dem*",)))
     async with app.run_test(size=(80, 24)) as pilot:

@@ -85,7 +85,7 @@ class ResourceTable(DataTable[RenderableType]):
     ResourceTable > .gauge--warn { color: $warning; }
     ResourceTable > .gauge--crit { color: $error; text-style: bold; }
     ResourceTable > .gauge--free { color: $foreground 35%; }
-    ResourceTable > .gauge--alloc { color: $primary; }
+    ResourceTable > .gauge--alloc { color: $gauge-alloc; }
     """
     BINDINGS: ClassVar[list[BindingType]] = bindings("table")
 
