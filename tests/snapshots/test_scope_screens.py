@@ -39,8 +39,8 @@ SCREENS: dict[str, Case] = {
 """The dark-theme screens (their names and SVGs predate the light ones)."""
 
 NEW: dict[str, Case] = {
-    # shift+x twice: largest gap first
-    "workloads-sorted-gap": Case(steps("X", "X", view="workloads")),
+    # shift+x: the largest allocated − used gap first (of the request: the least used share)
+    "workloads-sorted-gap": Case(steps("X", view="workloads")),
     # `/` in :xray: one node under its pool
     "xray-filtered": Case(steps("slash", *"dev-4090-05", "enter", view="xray")),
     "clock-paused": Case(steps()),
