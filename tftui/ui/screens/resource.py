@@ -193,7 +193,7 @@ class NodeScreen(ResourceScreen):
     COUNT_LABELS: ClassVar[dict[str, str]] = {"gpus": "GPUs", "workers": "workers"}
     OBJECT_KINDS: ClassVar[dict[str, str]] = {"gpus": "GPU", "workers": "Pod"}
     CACHE_BUILDS: ClassVar[bool] = True
-    ANALYSIS_EVERY: ClassVar[int] = WASTE_EVERY  # the 24 h history streams a day of rows
+    ANALYSIS_EVERY: ClassVar[int] = WASTE_EVERY  # 15-minute buckets of a day: hardly move per refresh
 
     def __init__(self, node: str, trail: tuple[str, ...]) -> None:
         super().__init__(trail)
@@ -235,7 +235,7 @@ class WorkersScreen(ResourceScreen):
     BINDINGS: ClassVar[list[BindingType]] = bindings("worker")
     OBJECT_KINDS: ClassVar[dict[str, str]] = {"main": "Pod"}
     CACHE_BUILDS: ClassVar[bool] = True
-    ANALYSIS_EVERY: ClassVar[int] = WASTE_EVERY  # a GPU's 24 h history streams a day of rows
+    ANALYSIS_EVERY: ClassVar[int] = WASTE_EVERY  # 15-minute buckets of a day: hardly move per refresh
 
     def __init__(self, kind: str, name: str, trail: tuple[str, ...]) -> None:
         super().__init__(trail)
