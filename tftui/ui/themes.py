@@ -4,8 +4,8 @@ Widgets and TCSS use only theme variables (`$warning`, `$error`, `$production`),
 colours, so the light theme keeps every cue readable on a light terminal (k9s #169, #3388): its
 warning, error and success colours are darker than the dark theme's, which would vanish on white.
 `$production` is the header band of a production context (config `production:` patterns).
-`$gauge-alloc` colours the allocated layer of a gauge and its figure: not `$primary`, which is the
-cursor row's background (the allocated figure vanished on the selected row in both themes).
+A gauge's allocated layer and figure are `$primary-lighten-3`, not `$primary`: that is the cursor
+row's background (the allocated figure vanished on the selected row in both themes).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ DARK = Theme(
     accent="#ffa62b",
     foreground="#e0e0e0",
     dark=True,
-    variables={"production": "#b3001b", "production-text": "#ffffff", "gauge-alloc": "#6DB2FF"},
+    variables={"production": "#b3001b", "production-text": "#ffffff"},
 )
 LIGHT = Theme(
     name="tftui-light",
@@ -37,12 +37,7 @@ LIGHT = Theme(
     surface="#e8e8e8",
     panel="#dcdcdc",
     dark=False,
-    variables={
-        "production": "#c8102e",
-        "production-text": "#ffffff",
-        "footer-key-foreground": "#004578",
-        "gauge-alloc": "#0178D4",
-    },
+    variables={"production": "#c8102e", "production-text": "#ffffff", "footer-key-foreground": "#004578"},
 )
 THEMES: dict[str, Theme] = {"dark": DARK, "light": LIGHT}
 """Config `theme:` value → Textual theme."""

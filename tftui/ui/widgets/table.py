@@ -85,7 +85,7 @@ class ResourceTable(DataTable[RenderableType]):
     ResourceTable > .gauge--warn { color: $warning; }
     ResourceTable > .gauge--crit { color: $error; text-style: bold; }
     ResourceTable > .gauge--free { color: $foreground 35%; }
-    ResourceTable > .gauge--alloc { color: $gauge-alloc; }
+    ResourceTable > .gauge--alloc { color: $primary-lighten-3; }  /* $primary is the cursor row's background */
     """
     BINDINGS: ClassVar[list[BindingType]] = bindings("table")
 
