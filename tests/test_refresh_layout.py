@@ -65,3 +65,24 @@ async def test_a_wider_text_lays_the_screen_out_again() -> None:
         label.update("[b]x[/b]\x1b")
         await pilot.pause()
         assert str(label.render()) == "[b]x[/b]\\x1b"
+
+
+async def test_the_header_keeps_its_width_when_a_refresh_starts_and_ends(demo: Any, metrics: Any) -> None:
+    """The refresh mark's cell is kept while no refresh runs: start and end repaint the time label
+    alone, never the whole screen."""
+    from tests.test_ui import make_app, settle
+
+    app = make_app(demo, metrics)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        label = app.screen.query_one("#header-time", PlainLabel)
+        idle = str(label.render())
+        calls = spy(label)
+        app.loading = True
+        await pilot.pause()
+        running = str(label.render())
+        app.loading = False
+        await pilot.pause()
+        assert running.endswith(" ⟳") and running[:-2] == idle[:-2]
+        assert len(running) == len(idle) == len(str(label.render()))
+        assert calls and all(not c.get("layout") for c in calls)

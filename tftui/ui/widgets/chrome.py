@@ -65,7 +65,9 @@ class ConsoleHeader(Vertical):
         if data is None:
             when = "loading…" if app.cluster_error is None else "no data"
         else:
-            when = f"refreshed {fmt_time(data.refreshed_at)}" + (" ⟳" if app.loading else "")
+            # the mark's cell is kept while no refresh runs: the header keeps its width, so the start
+            # and end of every refresh repaint one label instead of laying the whole screen out
+            when = f"refreshed {fmt_time(data.refreshed_at)}" + (" ⟳" if app.loading else "  ")
             if data.pending:  # the first screen: the state is shown, the rest still comes
                 when += f" · loading {' and '.join(data.pending)}…"
         self.query_one("#header-time", Label).update(when)
