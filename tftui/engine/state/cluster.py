@@ -23,6 +23,7 @@ from tftui.engine.state.derive import (
     add_compaction_sums,
     add_node_to_pool,
     add_partition,
+    blocked_pools_of,
     convert_percent,
     percent_tflops,
     virtual_capacity,
@@ -581,7 +582,10 @@ class ClusterState:
     def blocked_pools(self) -> dict[str, StateWarning]:
         """Pool → the first blocking warning on one of its objects (its pool, nodes, GPUs, workers,
         workloads): the engine's figures for that pool are not to be trusted, so it is not acted on."""
-        return self.derived("blocked-pools", _blocked_pools)
+        return self.derived(
+            "blocked-pools",
+            lambda st: blocked_pools_of(st.warnings, st.pools, st.nodes, st.gpus, st.workers, st.workloads),
+        )
 
     def labelled_pods(self) -> dict[tuple[str, str], list[dict[str, Any]]]:
         """(label, value) → the pods carrying it, in snapshot order: the answers `pods_labelled`
@@ -634,30 +638,3 @@ class ClusterState:
     def workers_of_workload(self, key: str) -> list[WorkerView]:
         wv = self.workloads.get(key)
         return [self.workers[w] for w in wv.workers] if wv else []
-
-
-def _blocked_pools(st: ClusterState) -> dict[str, StateWarning]:
-    out: dict[str, StateWarning] = {}
-    for w in st.warnings:
-        if not w.blocking:
-            continue
-        kind, _, name = w.ref.partition(" ")
-        pool: str | None = None
-        if kind == "GPUPool":
-            pool = name
-        elif kind in ("GPUNode", "Node"):
-            nv = st.nodes.get(name)
-            pool = nv.pool if nv else None
-        elif kind == "GPU":
-            gv = st.gpus.get(name)
-            pool = gv.pool if gv else None
-        elif kind == "Pod":
-            wk = st.workers.get(name)
-            node = st.nodes.get(wk.node) if wk is not None and wk.node else None
-            pool = (wk.pool if wk else None) or (node.pool if node else None)
-        elif kind == "TensorFusionWorkload":
-            wv = st.workloads.get(name)
-            pool = wv.pool if wv else None
-        if pool is not None and pool in st.pools:
-            out.setdefault(pool, w)
-    return out

@@ -8,6 +8,7 @@ functions, which is what keeps their results equal; kept apart so neither build 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from tftui.engine.state.views import (
@@ -19,6 +20,7 @@ from tftui.engine.state.views import (
     PartitionUse,
     PoolView,
     Res,
+    StateWarning,
     WorkerView,
     WorkloadView,
 )
@@ -128,3 +130,38 @@ def _uses_native_gpu(spec: dict[str, Any], names: tuple[str, ...]) -> bool:
                 if value not in (None, "0", 0):
                     return True
     return False
+
+
+def blocked_pools_of(
+    warnings: list[StateWarning],
+    pools: Mapping[str, PoolView],
+    nodes: Mapping[str, NodeView],
+    gpus: Mapping[str, GPUView],
+    workers: Mapping[str, WorkerView],
+    workloads: Mapping[str, WorkloadView],
+) -> dict[str, StateWarning]:
+    """Pool → the first blocking warning on one of its objects (`ClusterState.blocked_pools`)."""
+    out: dict[str, StateWarning] = {}
+    for w in warnings:
+        if not w.blocking:
+            continue
+        kind, _, name = w.ref.partition(" ")
+        pool: str | None = None
+        if kind == "GPUPool":
+            pool = name
+        elif kind in ("GPUNode", "Node"):
+            nv = nodes.get(name)
+            pool = nv.pool if nv else None
+        elif kind == "GPU":
+            gv = gpus.get(name)
+            pool = gv.pool if gv else None
+        elif kind == "Pod":
+            wk = workers.get(name)
+            node = nodes.get(wk.node) if wk is not None and wk.node else None
+            pool = (wk.pool if wk else None) or (node.pool if node else None)
+        elif kind == "TensorFusionWorkload":
+            wv = workloads.get(name)
+            pool = wv.pool if wv else None
+        if pool is not None and pool in pools:
+            out.setdefault(pool, w)
+    return out
