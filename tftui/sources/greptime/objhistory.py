@@ -19,7 +19,7 @@ from typing import Any
 from psycopg import sql
 
 from tftui.model.usage import ObjectHistoryQuery, ObjectSeries, bucket_means
-from tftui.sources.greptime.store import Store, _f, _naive_utc
+from tftui.sources.greptime.store import Store, _f, _naive_utc, capacity_case
 
 __all__ = ["ObjectHistoryQueries"]
 
@@ -41,20 +41,7 @@ class ObjectHistoryQueries(Store):
             "step": q.bucket.total_seconds(),
         }
         # capacity per GPU, grouped by value: CASE WHEN uuid IN (…) THEN c … END (else NULL: unknown)
-        by_cap: dict[float, list[str]] = {}
-        for gpu, cap in q.gpu_tflops:
-            if cap > 0:
-                by_cap.setdefault(float(cap), []).append(gpu)
-        cap_expr: sql.Composable = sql.SQL("nullif(0.0, 0.0)")  # a typed NULL
-        if by_cap:
-            whens = []
-            for i, (cap, gpus) in enumerate(sorted(by_cap.items())):
-                names = [f"g{i}_{j}" for j in range(len(gpus))]
-                params.update(zip(names, gpus, strict=True))
-                params[f"c{i}"] = cap
-                whens.append(sql.SQL("WHEN uuid IN ({}) THEN {}").format(
-                    sql.SQL(", ").join(sql.Placeholder(n) for n in names), sql.Placeholder(f"c{i}")))  # fmt: skip
-            cap_expr = sql.SQL("CASE {} END").format(sql.SQL(" ").join(whens))
+        cap_expr = capacity_case(q.gpu_tflops, params)
         bucket = sql.SQL("floor((e - %(origin)s) / %(step)s)")
         used = sql.SQL(
             "SELECT {b} AS b, sum(CASE WHEN n = k AND c > 0 THEN s / c END) AS used_sum, "

@@ -6,7 +6,7 @@ import logging
 import os
 import re
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -430,3 +430,22 @@ class Store:
 
 def _div(a: float, b: float) -> float:
     return a / b if b else 0.0
+
+
+def capacity_case(gpu_tflops: Iterable[tuple[str, float]], params: dict[str, Any]) -> sql.Composable:
+    """`CASE WHEN uuid IN (…) THEN c … END` over the GPUs of known (positive) TFLOPS, grouped by
+    value, with its parameters added to `params`; NULL for any other GPU (unknown is no sample)."""
+    by_cap: dict[float, list[str]] = {}
+    for gpu, cap in gpu_tflops:
+        if cap > 0:
+            by_cap.setdefault(float(cap), []).append(gpu)
+    if not by_cap:
+        return sql.SQL("nullif(0.0, 0.0)")  # a typed NULL
+    whens = []
+    for i, (cap, gpus) in enumerate(sorted(by_cap.items())):
+        names = [f"g{i}_{j}" for j in range(len(gpus))]
+        params.update(zip(names, gpus, strict=True))
+        params[f"c{i}"] = cap
+        whens.append(sql.SQL("WHEN uuid IN ({}) THEN {}").format(
+            sql.SQL(", ").join(sql.Placeholder(n) for n in names), sql.Placeholder(f"c{i}")))  # fmt: skip
+    return sql.SQL("CASE {} END").format(sql.SQL(" ").join(whens))

@@ -18,6 +18,7 @@ from tftui.sources.greptime.store import (
     _naive_utc,
     _num,
     _opt,
+    capacity_case,
 )
 from tftui.sources.ports import GPUUsage, MetricsTable, SourceError, WorkerUsage
 
@@ -117,20 +118,7 @@ class UsageQueries(Store):
             "lr": q.tflops.log_ratio,
         }
         # capacity per GPU, grouped by value: CASE WHEN uuid IN (…) THEN c … END (else NULL: unknown)
-        by_cap: dict[float, list[str]] = {}
-        for gpu, cap in q.gpu_tflops:
-            if cap:
-                by_cap.setdefault(float(cap), []).append(gpu)
-        cap_expr: sql.Composable = sql.SQL("nullif(0.0, 0.0)")  # a typed NULL
-        if by_cap and t.has("uuid"):
-            whens = []
-            for i, (cap, gpus) in enumerate(sorted(by_cap.items())):
-                names = [f"g{i}_{j}" for j in range(len(gpus))]
-                params.update(zip(names, gpus, strict=True))
-                params[f"c{i}"] = cap
-                whens.append(sql.SQL("WHEN uuid IN ({}) THEN {}").format(
-                    sql.SQL(", ").join(sql.Placeholder(n) for n in names), sql.Placeholder(f"c{i}")))  # fmt: skip
-            cap_expr = sql.SQL("CASE {} END").format(sql.SQL(" ").join(whens))
+        cap_expr = capacity_case(q.gpu_tflops if t.has("uuid") else (), params)
         pct = sql.SQL("compute_percentage / 100.0 * {}").format(cap_expr)
         value: sql.Composable
         if t.has("compute_tflops") and t.has("compute_percentage"):
