@@ -17,6 +17,7 @@ from tftui.cli.common import (
     open_metrics,
     parse_now,
 )
+from tftui.model.jsontext import dumps_indented
 from tftui.model.plaintext import visible
 from tftui.sources.ports import SourceError
 
@@ -32,8 +33,6 @@ def cmd_plan(args: argparse.Namespace) -> int:
     The autoscale section is additive: its actions follow the pools' actions, and the JSON gains a
     top-level `autoscale` summary per workload (`autoscaleSkipped` says why when there is none).
     """
-    import json
-
     from tftui.engine.planning import plan_cluster
     from tftui.textout import render_plan
 
@@ -48,7 +47,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         doc["autoscale"] = summary
         if skipped is not None:
             doc["autoscaleSkipped"] = skipped
-        emit(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", json_text=True)
+        emit(dumps_indented(doc) + "\n", json_text=True)
     else:
         emit(render_plan(plan) + _render_autoscale(summary, skipped))
     return 0

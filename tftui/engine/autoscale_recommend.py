@@ -6,7 +6,6 @@ What `engine.autoscale.plan_autoscale` turns into actions and what the console s
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -49,6 +48,7 @@ from tftui.engine.state import ClusterState, WorkloadView
 from tftui.model import keys
 from tftui.model.duration import format_duration
 from tftui.model.gcpause import without_gc
+from tftui.model.jsontext import dumps_indented
 
 # -- per-workload result -------------------------------------------------------------------------
 
@@ -132,7 +132,7 @@ class AutoscaleResult:
         }
 
     def dumps(self) -> str:
-        return json.dumps(self.to_json(), indent=2, ensure_ascii=False) + "\n"
+        return dumps_indented(self.to_json()) + "\n"
 
 
 def _targeted(rec: Resources, current: Resources, target: str) -> Resources:

@@ -7,10 +7,11 @@ canonical form used by `--json` and by tests: same snapshot and `now` → byte-i
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
+
+from tftui.model.jsontext import dumps_indented
 
 EventType = Literal["Normal", "Warning"]
 DefragState = Literal["disabled", "invalid", "not-due", "skip-missed", "blocked", "idle", "evict"]
@@ -320,4 +321,4 @@ class Plan:
 
     def dumps(self) -> str:
         """Canonical text: stable key order, two-space indent, trailing newline."""
-        return json.dumps(self.to_json(), indent=2, ensure_ascii=False) + "\n"
+        return dumps_indented(self.to_json()) + "\n"

@@ -44,6 +44,7 @@ from tftui.engine.wastemodel import (
     WorkloadRow,
 )
 from tftui.model.duration import DurationError, format_duration, parse_duration
+from tftui.model.jsontext import dumps_indented, sorted_tree
 from tftui.model.metrics import Step1
 
 KIND: Final = "tftui.step1-report"
@@ -216,11 +217,11 @@ def _dataclass_hints(cls: type) -> tuple[tuple[str, Any], ...] | None:
 
 
 def _field_names(cls: type) -> tuple[str, ...] | None:
-    """The field names of a dataclass, None for any other type (memoised per class)."""
+    """The field names of a dataclass, sorted (the saved text's key order), None for any other type."""
     try:
         return _FIELD_NAMES[cls]
     except KeyError:
-        got = _FIELD_NAMES[cls] = tuple(f.name for f in fields(cls)) if is_dataclass(cls) else None
+        got = _FIELD_NAMES[cls] = tuple(sorted(f.name for f in fields(cls))) if is_dataclass(cls) else None
         return got
 
 
@@ -399,22 +400,22 @@ def _encode(value: Any) -> Any:
     names = _field_names(cls)
     if names is not None:
         return {name: _encode(getattr(value, name)) for name in names}
-    return value
+    return sorted_tree(value) if cls is dict else value
 
 
 def to_json(value: Any) -> Any:
-    """Plain JSON data of a report value (dataclasses → objects, times → RFC 3339, durations → Go)."""
+    """Plain JSON data of a report value (dataclasses → sorted objects, times → RFC 3339, durations → Go)."""
     return _encode(value)
 
 
 def dumps(data: Any) -> str:
-    """Canonical text: sorted keys, two-space indent, UTF-8 kept, final newline."""
-    return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    """Canonical text: sorted keys, two-space indent, UTF-8 kept, final newline (`json.dumps`'s)."""
+    return dumps_indented(sorted_tree(data)) + "\n"
 
 
 def save(report: Report) -> str:
-    """The report as canonical JSON, tagged with its kind and format version."""
-    return dumps({"kind": KIND, "version": VERSION, **to_json(report)})
+    """The report as canonical JSON, tagged with its kind and format version (`to_json` sorts below)."""
+    return dumps_indented(dict(sorted({"kind": KIND, "version": VERSION, **to_json(report)}.items()))) + "\n"
 
 
 def _decode(tp: Any, value: Any, path: str) -> Any:
