@@ -10,9 +10,12 @@ reference computation it replaces.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import json
 import math
 import re
+import subprocess
+import sys
 import types
 from datetime import UTC, datetime, timedelta
 from typing import Any, Union, get_args, get_origin
@@ -27,7 +30,7 @@ from tftui.engine.alerts import RULES, format_value, render
 from tftui.engine.autoscale_checks import problems
 from tftui.engine.autoscale_config import effective_autoscaling
 from tftui.engine.histogram import TFLOPS_OPTIONS, VRAM_OPTIONS, DecayingHistogram, Options, go_seconds
-from tftui.engine.report import DIGITS, _hints, build_report, parse_window, to_json
+from tftui.engine.report import DIGITS, KIND, VERSION, _hints, build_report, parse_window, save, to_json
 from tftui.engine.state import ClusterState
 from tftui.model import keys
 from tftui.model.dump import validate_items
@@ -63,6 +66,34 @@ def test_batch_commands_print_the_same_on_the_acting_demo(
     assert cli.main(argv) == 0
     acting = capsys.readouterr().out
     assert light and light == acting
+
+
+def test_one_shot_commands_run_without_the_cyclic_gc_and_restore_it(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[bool] = []
+    real_plan = cli.cmd_plan
+
+    def plan(args: Any) -> int:
+        seen.append(gc.isenabled())
+        return real_plan(args)
+
+    monkeypatch.setattr(cli, "cmd_plan", plan)
+    assert gc.isenabled()
+    assert cli.main(["plan", "--demo", "--nodes", "4", "--json"]) == 0
+    assert seen == [False] and gc.isenabled()
+    assert json.loads(capsys.readouterr().out)["pools"]
+    assert cli.main(["plan", "--demo", "--nodes", "0"]) == 2  # a user error restores it too
+    assert gc.isenabled()
+
+
+def test_the_executable_prints_what_main_prints_and_ends_at_once(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["plan", "--demo", "--nodes", "4", "--json"]
+    assert cli.main(argv) == 0
+    expected = capsys.readouterr().out
+    done = subprocess.run([sys.executable, "-m", "tftui", *argv], capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout == expected  # flushed whole before the process ended (errors: test_cli.py)
 
 
 # -- alerts --------------------------------------------------------------------------------------
@@ -140,7 +171,10 @@ def test_report_rounding_and_encoding_match_the_reference() -> None:
 
     for value in (report, raw):
         assert _round(value) == _round_reference(value)
-        assert json.dumps(to_json(value)) == json.dumps(_encode_reference(value))
+        assert to_json(value) == _encode_reference(value)
+        # the saved text: built with sorted keys and written by pydantic-core, json.dumps's bytes
+        doc = {"kind": KIND, "version": VERSION, **_encode_reference(value)}
+        assert save(value) == json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
 # -- quantities and the autoscale checks -----------------------------------------------------------

@@ -1,5 +1,5 @@
 """`python -m tftui` is the `tftui` command."""
 
-from tftui.cli import main
+from tftui.cli import run
 
-raise SystemExit(main())
+run()
