@@ -24,6 +24,7 @@ from datetime import datetime
 from typing import Any, Final
 
 from tftui.model.quantity import parse_quantity
+from tftui.sources.sim import democache
 from tftui.sources.sim.demo_build import _Builder
 from tftui.sources.sim.demo_emit import _Emitter
 from tftui.sources.sim.demo_layout import (
@@ -139,7 +140,10 @@ class SimCluster:
     ) -> None:
         self.seed = seed
         self.now = as_utc(now or DEFAULT_NOW).replace(microsecond=0)
-        self._objects = generate_objects(seed, nodes, self.now, gpus_per_node=gpus_per_node, workers=workers)
+        self._objects = democache.cached(
+            lambda: generate_objects(seed, nodes, self.now, gpus_per_node=gpus_per_node, workers=workers),
+            seed=seed, nodes=nodes, now=self.now, gpus_per_node=gpus_per_node, workers=workers,
+        )  # fmt: skip
 
     def describe(self) -> str:
         """Always `demo`: the header shows the embedded cluster."""

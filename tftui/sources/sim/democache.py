@@ -1,0 +1,128 @@
+"""The large generated demo kept on disk between runs of the batch commands.
+
+Generating the 5,000-node demo costs about 6 CPU-s of every `plan`, `report` or `recommend` on it,
+reading it back about 1.5. The file is keyed by everything its content depends on — the
+generator's arguments, every file of the installed tftui package (its code and data, path and
+bytes) and the interpreter's version — so a change to any of them gives another key, never a
+stale demo; the content is checked against a digest written with it, and the file is written
+whole then renamed, so a crash or a full disk leaves either no file or a complete one. Anything
+unexpected (no writable cache directory, a damaged file) means generating, as without a cache.
+
+Where: `$XDG_CACHE_HOME/tftui/demo` (default `~/.cache/tftui/demo`); the newest `KEEP` files are
+kept. Demos under `MIN_NODES` are not cached: they generate in about the time the file takes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import json
+import marshal
+import os
+import sys
+import tempfile
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Final
+
+__all__ = ["KEEP", "MIN_NODES", "cache_dir", "cached"]
+
+MIN_NODES: Final = 1000
+KEEP: Final = 3
+_VERSION: Final = 4  # marshal's format
+_DIGEST_SIZE: Final = 32
+_SUFFIX: Final = ".demo"
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "tftui" / "demo"
+
+
+@functools.cache
+def _code_digest() -> str:
+    """Every file of the tftui package, path and bytes, and the interpreter's version."""
+    root = Path(__file__).resolve().parents[2]
+    h = hashlib.blake2b(sys.version.encode(), digest_size=_DIGEST_SIZE)
+    for path in sorted(root.rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts:
+            h.update(path.relative_to(root).as_posix().encode() + b"\0")
+            h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def _key(inputs: dict[str, Any]) -> str:
+    text = json.dumps({"code": _code_digest(), **inputs}, sort_keys=True, default=str)
+    return hashlib.blake2b(text.encode(), digest_size=_DIGEST_SIZE).hexdigest()
+
+
+def cached(
+    make: Callable[[], list[dict[str, Any]]],
+    *,
+    seed: int,
+    nodes: int,
+    now: datetime,
+    gpus_per_node: int | None = None,
+    workers: int | None = None,
+) -> list[dict[str, Any]]:
+    """`make()` — `generate_objects` with these arguments — from the cache when it holds them."""
+    if nodes < MIN_NODES:
+        return make()
+    inputs = {"seed": seed, "nodes": nodes, "now": now.isoformat(), "gpus_per_node": gpus_per_node,
+              "workers": workers}  # fmt: skip
+    path = cache_dir() / (_key(inputs) + _SUFFIX)
+    objects = _load(path)
+    if objects is None:
+        objects = make()
+        _store(path, objects)
+    return objects
+
+
+def _load(path: Path) -> list[dict[str, Any]] | None:
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    digest, payload = data[:_DIGEST_SIZE], memoryview(data)[_DIGEST_SIZE:]
+    if hashlib.blake2b(payload, digest_size=_DIGEST_SIZE).digest() != digest:
+        return None
+    try:
+        objects = marshal.loads(payload)
+    except (EOFError, ValueError, TypeError):
+        return None
+    with contextlib.suppress(OSError):
+        os.utime(path)  # the newest used: kept by the pruning
+    return objects if isinstance(objects, list) else None
+
+
+def _store(path: Path, objects: list[dict[str, Any]]) -> None:
+    try:
+        payload = marshal.dumps(objects, _VERSION)
+    except ValueError:  # a type marshal does not know: nothing to keep
+        return
+    digest = hashlib.blake2b(payload, digest_size=_DIGEST_SIZE).digest()
+    tmp: str | None = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(digest)
+            fh.write(payload)
+        os.replace(tmp, path)
+        tmp = None
+        _prune(path.parent)
+    except OSError:
+        pass  # no cache then: the next run generates again
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+def _prune(folder: Path) -> None:
+    files = sorted(folder.glob("*" + _SUFFIX), key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in files[KEEP:]:
+        with contextlib.suppress(OSError):
+            old.unlink()
