@@ -240,13 +240,13 @@ def test_plan_and_recommend_on_the_demo_read_aggregates_with_todays_results(
 ) -> None:
     args = (command, "--demo", "--nodes", "12", "--json", "--now", "2026-11-30T12:00:00Z")
     aggregated: list[Any] = []
-    real = SimMetrics.usage_histograms
+    real = SimMetrics.usage_histogram_arrays  # the aggregate as columns (`usage_histograms`' groups)
 
     def counted(self: SimMetrics, q: Any) -> Any:
         aggregated.append(q)
         return real(self, q)
 
-    monkeypatch.setattr(SimMetrics, "usage_histograms", counted)
+    monkeypatch.setattr(SimMetrics, "usage_histogram_arrays", counted)
     monkeypatch.setattr(SimMetrics, "rows", _no_raw_rows(SimMetrics.rows))
     new = _run(capsys, *args)
     assert len(aggregated) == 1  # one aggregated read, no raw tf_worker_usage rows

@@ -29,6 +29,7 @@ from tftui.engine import autoscale_checks, autoscale_config
 from tftui.engine.alerts import RULES, format_value, render
 from tftui.engine.autoscale_checks import problems
 from tftui.engine.autoscale_config import effective_autoscaling
+from tftui.engine.autoscale_usage import AutoscaleState
 from tftui.engine.histogram import TFLOPS_OPTIONS, VRAM_OPTIONS, DecayingHistogram, Options, go_seconds
 from tftui.engine.report import DIGITS, KIND, VERSION, _hints, build_report, parse_window, save, to_json
 from tftui.engine.state import ClusterState
@@ -342,3 +343,39 @@ def test_alert_history_is_the_same_with_every_text_rendered(monkeypatch: pytest.
     reused = run()
     monkeypatch.setattr(alerts_mod, "_same_row", lambda a, b: False)
     assert run() == reused
+
+
+# -- the autoscaler's history load from columns ----------------------------------------------------
+
+
+def _histograms(a: AutoscaleState) -> list[Any]:
+    """Everything a history load sets, in the dicts' order."""
+
+    def h(x: DecayingHistogram) -> tuple[Any, ...]:
+        return (x.weights, x.total, x.ref, x.min_bucket, x.max_bucket, x.half_life)
+
+    return [
+        (key, w.samples, w.tf_first, w.vram_first, w.vram_samples, h(w.tf), h(w.vram),
+         [(pod, s.last_tf, s.last_vram, s.window_end, s.peak) for pod, s in w.samplers.items()])
+        for key, w in a.workloads.items()
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("hours", [2, 20])
+def test_history_load_from_columns_is_the_loop_over_groups(hours: int) -> None:
+    objects = generate_objects(7, 60, DEFAULT_NOW)
+    state = ClusterState.build(validate_items(objects, "demo"))
+    metrics = SimMetrics(objects, seed=7, now=DEFAULT_NOW)
+    got = []
+    for columns in (False, True):
+        a = AutoscaleState()
+        a.configure(state)
+        q = a.history_query(DEFAULT_NOW - timedelta(hours=hours), DEFAULT_NOW)
+        assert q is not None
+        if columns:
+            n = a.add_pod_bucket_arrays(q, metrics.usage_histogram_arrays(q))
+        else:
+            n = a.add_pod_buckets(q, metrics.usage_histograms(q))
+        got.append((n, _histograms(a)))
+    assert got[0][0] > 0 and len(got[0][1]) > 100
+    assert repr(got[0]) == repr(got[1])  # the same values of the same types (a count stays an int)

@@ -11,6 +11,8 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
+import numpy as np
+
 from tftui.engine.autoscale_config import (
     DEFAULT_PERIOD,
     TFLOPS_SAMPLE_WEIGHT,
@@ -22,7 +24,7 @@ from tftui.engine.autoscale_config import (
 from tftui.engine.histogram import TFLOPS_OPTIONS, VRAM_OPTIONS, DecayingHistogram, go_seconds, unix_to_go
 from tftui.engine.state import ClusterState
 from tftui.model.gcpause import without_gc
-from tftui.model.usage import HistogramQuery, PodBucket
+from tftui.model.usage import HistogramQuery, PodBucket, PodBucketArrays
 
 # -- usage state ---------------------------------------------------------------------------------
 
@@ -268,6 +270,75 @@ class AutoscaleState:
             hist.vram.add(smp.peak, VRAM_SAMPLE_WEIGHT, smp.window_end)
         return n
 
+    def add_pod_bucket_arrays(self, query: HistogramQuery, g: PodBucketArrays) -> int:
+        """`add_pod_buckets(query, g.groups())`, the same histograms bit for bit, from the columns.
+
+        The sums are numpy's `bincount` over the groups in their order, which adds each bucket's
+        weights one by one in that order from 0.0, as the loop does; buckets, workloads and pods are
+        visited in the order of their first group, as the loop's dicts are. What is left per
+        workload and pod (the histograms' own updates) is the loop's code."""
+        n = len(g.pods)
+        if not len(g.pod):
+            return 0
+        wkeys: dict[str, int] = {}
+        wl_of_pod = np.array([wkeys.setdefault(f"{ns}/{wl}", len(wkeys)) for ns, wl, _ in g.pods], np.int64)
+        wl_of = wl_of_pod[g.pod]
+        nw = len(wkeys)
+        tf = g.bucket >= 0
+        b = np.minimum(g.bucket, query.tflops.last)
+        span = int(b.max(initial=0)) + 1
+        cells, first_at, inv = np.unique(wl_of[tf] * span + b[tf], return_index=True, return_inverse=True)
+        sums = np.bincount(inv, g.weight[tf], len(cells)).tolist()
+        by_first = np.argsort(first_at, kind="stable")  # the cells in the order they first occur
+        cell_wl, cell_b = np.divmod(cells[by_first], span)
+        weights: list[dict[int, float]] = [{} for _ in range(nw)]
+        for w, bb, i in zip(cell_wl.tolist(), cell_b.tolist(), by_first.tolist(), strict=True):
+            weights[w][bb] = sums[i]
+        tf_count = np.bincount(wl_of[tf], g.count[tf], nw).astype(np.int64).tolist()
+        tf_first = np.full(nw, np.inf)
+        np.minimum.at(tf_first, wl_of[tf], g.first[tf])
+        first = np.full(n, np.inf)
+        np.minimum.at(first, g.pod, g.first)
+        last_tf = np.full(n, -np.inf)
+        np.maximum.at(last_tf, g.pod[tf], g.last[tf])
+        last = np.full(n, -np.inf)
+        np.maximum.at(last, g.pod, g.last)
+        peak = np.full(n, -np.inf)
+        np.maximum.at(peak, g.pod, g.peak_memory)
+        v_n = np.bincount(g.pod, g.count, n).astype(np.int64).tolist()
+        ref_go = unix_to_go(query.ref_unix)
+        names = list(wkeys)
+        for w in _by_first_group(wl_of):
+            wkey = names[w]
+            hist = self.workloads.get(wkey)
+            if hist is None:
+                hist = self.workloads[wkey] = WorkloadHistory(self.periods.get(wkey, DEFAULT_PERIOD))
+            if tf_count[w]:
+                hist.samples += tf_count[w]
+                hist.tf_first = min(hist.tf_first, unix_to_go(float(tf_first[w])))
+                tfh = hist.tf
+                tfh._factor(unix_to_go(float(tf_first[w])))
+                scale = TFLOPS_SAMPLE_WEIGHT * 2.0 ** ((ref_go - tfh.ref) / tfh.half_life)
+                tfh.add_weights({bb: x * scale for bb, x in weights[w].items()})
+        # pods by first VRAM sample (every group has VRAM: its first time), then their first group
+        seen = np.array(_by_first_group(g.pod), dtype=np.int64)
+        ordered = seen[np.argsort(first[seen], kind="stable")]
+        for p, f, lt, la, pk, cnt in zip(
+            ordered.tolist(), first[ordered].tolist(), last_tf[ordered].tolist(), last[ordered].tolist(),
+            peak[ordered].tolist(), [v_n[i] for i in ordered.tolist()], strict=True,
+        ):  # fmt: skip
+            ns, wl, pod = g.pods[p]
+            hist = self.workloads[f"{ns}/{wl}"]
+            smp = hist.samplers[pod] = _Sampler()
+            smp.last_tf = unix_to_go(lt) if lt > -math.inf else -math.inf
+            smp.last_vram = unix_to_go(la)
+            smp.window_end = unix_to_go(f) + VRAM_WINDOW
+            smp.peak = float(pk)
+            hist.vram_samples += cnt
+            hist.vram_first = min(hist.vram_first, unix_to_go(f))
+            hist.vram.add(smp.peak, VRAM_SAMPLE_WEIGHT, smp.window_end)
+        return int(g.count.sum())
+
     def _entry(
         self,
         ns: str,
@@ -288,3 +359,9 @@ class AutoscaleState:
         if smp is None:
             smp = hist.samplers[pod] = _Sampler()
         return buf, smp, hist
+
+
+def _by_first_group(ids: Any) -> list[int]:
+    """The distinct values of `ids` in the order they first occur."""
+    values, first = np.unique(ids, return_index=True)
+    return values[np.argsort(first, kind="stable")].tolist()

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from tftui.engine.autoscale import AutoscaleState
-from tftui.model.usage import HistogramQuery, PodBucket
+from tftui.model.usage import HistogramQuery, PodBucket, PodBucketArrays
 
 __all__ = ["load_usage"]
 
@@ -28,6 +28,10 @@ def load_usage(metrics: _Rows, astate: AutoscaleState, start: datetime, end: dat
     a window in the histograms (the aggregated answer arrives whole or not at all).
     """
     query: HistogramQuery | None = astate.history_query(start, end)
+    columns = getattr(metrics, "usage_histogram_arrays", None)
+    if query is not None and callable(columns):  # the same groups as columns (the simulator)
+        arrays: PodBucketArrays = columns(query)
+        return astate.add_pod_bucket_arrays(query, arrays)
     aggregate = getattr(metrics, "usage_histograms", None)
     if query is not None and callable(aggregate):
         groups: list[PodBucket] = aggregate(query)

@@ -26,7 +26,7 @@ from tftui.model.metrics import (
     WorkloadUsage,
     add_usage_group,
 )
-from tftui.model.usage import HistogramQuery, PodBucket
+from tftui.model.usage import HistogramQuery, PodBucket, PodBucketArrays
 from tftui.sources.greptime import RULES, alert_row_key
 from tftui.sources.sim.columns import F64, I64, SimColumns, pct_of
 
@@ -289,6 +289,11 @@ def alert_rows(frame: _Frame, rule: str, now: datetime) -> list[AlertRow]:
 
 def pod_buckets(c: SimColumns, q: HistogramQuery) -> list[PodBucket]:
     """`histograms.pod_buckets(q, metrics.rows("tf_worker_usage", q.start, q.end))`, in blocks."""
+    return pod_bucket_arrays(c, q).groups()
+
+
+def pod_bucket_arrays(c: SimColumns, q: HistogramQuery) -> PodBucketArrays:
+    """`pod_buckets` as columns (no object per group)."""
     m = c.m
     caps = {g: float(cap) for g, cap in q.gpu_tflops if cap}
     half = {(ns, wl): float(hl) for ns, wl, hl in q.half_lives}
@@ -334,7 +339,9 @@ def pod_buckets(c: SimColumns, q: HistogramQuery) -> list[PodBucket]:
             (uniq, np.bincount(inv, weight, k), np.bincount(inv, minlength=k), lo, hi, mx, order[first_at])
         )
     if not parts:
-        return []
+        none = np.zeros(0, dtype=np.int64)
+        return PodBucketArrays([], none, none, none.astype(np.float64), none, none.astype(np.float64),
+                               none.astype(np.float64), none.astype(np.float64))  # fmt: skip
     keys = np.concatenate([p[0] for p in parts])
     uniq, inv = np.unique(keys, return_inverse=True)
     k = len(uniq)
@@ -354,26 +361,15 @@ def pod_buckets(c: SimColumns, q: HistogramQuery) -> list[PodBucket]:
         else:
             t[0], t[1], t[2] = min(t[0], w.namespace), min(t[1], w.workload), min(t[2], w.name)
     uids = list(uid_index)
-    out: list[PodBucket] = []
-    at = np.argsort(order, kind="stable")  # the groups in stream order, read as Python numbers once
+    names = [(t[0], t[1], t[2] or uids[u]) for u, t in sorted(tags.items())]  # per uid
+    index: dict[tuple[str, str, str], int] = {}
+    of_uid = np.array([index.setdefault(n, len(index)) for n in names], dtype=np.int64)
+    at = np.argsort(order, kind="stable")  # the groups in stream order
     pod_of, bucket_of = np.divmod(uniq[at], _BUCKET_SPAN)
-    counts = count[at].astype(np.int64).tolist()
-    for u, b, wt, n, f, la, peak in zip(
-        pod_of.tolist(),
-        bucket_of.tolist(),
-        weight[at].tolist(),
-        counts,
-        lo[at].tolist(),
-        hi[at].tolist(),
-        mx[at].tolist(),
-        strict=True,
-    ):
-        ns, wl, pod = tags[u]
-        out.append(
-            PodBucket(namespace=ns, workload=wl, pod=pod or uids[u], bucket=b - 1, weight=wt, count=n,
-                      first=f, last=la, peak_memory=peak, vram_count=n, vram_first=f, vram_last=la)
-        )  # fmt: skip
-    return out
+    return PodBucketArrays(
+        pods=list(index), pod=of_uid[pod_of], bucket=bucket_of - 1, weight=weight[at],
+        count=count[at].astype(np.int64), first=lo[at], last=hi[at], peak_memory=mx[at],
+    )  # fmt: skip
 
 
 # -- latest sample ---------------------------------------------------------------------------------

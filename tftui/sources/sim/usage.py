@@ -51,7 +51,7 @@ from typing import Any, Final
 from zoneinfo import ZoneInfo
 
 from tftui.model.provider import ProviderCatalog
-from tftui.model.usage import HistogramQuery, ObjectHistoryQuery, ObjectSeries, PodBucket
+from tftui.model.usage import HistogramQuery, ObjectHistoryQuery, ObjectSeries, PodBucket, PodBucketArrays
 from tftui.sources.ports import GPUUsage, MetricsTable, WorkerUsage
 from tftui.sources.sim import aggregate
 from tftui.sources.sim.columns import SimColumns
@@ -445,6 +445,10 @@ class SimMetrics:
     def usage_histograms(self, q: HistogramQuery) -> list[PodBucket]:
         """The autoscaler's history window aggregated as the store does, from numpy blocks (no rows)."""
         return aggregate.pod_buckets(self.columns, q)
+
+    def usage_histogram_arrays(self, q: HistogramQuery) -> PodBucketArrays:
+        """`usage_histograms` as columns (`AutoscaleState.add_pod_bucket_arrays`)."""
+        return aggregate.pod_bucket_arrays(self.columns, q)
 
     def object_history(self, q: ObjectHistoryQuery) -> ObjectSeries:
         """One node's or GPU's bucketed allocated and used TFLOPS, from its own samples only."""
