@@ -57,10 +57,12 @@ def run() -> None:
     (`os._exit` once stdout and stderr are flushed) instead of tearing down its heap: at 5,000
     nodes, freeing the millions of objects a plan or a report built, and the interpreter's final
     collections over them, cost 4–7 CPU-s after the output was written. Nothing is left to do by
-    then: output files are closed, no exit handler of tftui's holds work, and logging is flushed."""
+    then: output files are closed, no exit handler of tftui's holds work, and logging is flushed.
+    Under a profiler or a tracer (cProfile, coverage) the process exits normally, so they can
+    write their results."""
     args = build_parser().parse_args()
     code = _run(args)
-    if _one_shot(args):
+    if _one_shot(args) and sys.getprofile() is None and sys.gettrace() is None:
         logging.shutdown()
         with contextlib.suppress(BrokenPipeError):  # the reader went away: as `main` takes it
             sys.stdout.flush()
