@@ -8,9 +8,11 @@ import math
 import random
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tftui.model import jsontext
 from tftui.model.jsontext import dumps_indented, sorted_tree
 
 
@@ -51,3 +53,15 @@ _json = st.recursive(
 def test_any_json_data(data: Any) -> None:
     assert dumps_indented(data) == _ref(data)
     assert dumps_indented(sorted_tree(data)) == json.dumps(data, indent=2, ensure_ascii=False, sort_keys=True)
+
+
+def test_names_and_uuids_that_look_like_exponents_keep_the_fast_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    data = {
+        "workload": "speech/asr-prototype-2",
+        "gpu": "gpu-0032fe4d-758e-4b77",
+        "share": 0.00012,
+        "n": [1e-10],
+    }
+    expected = _ref(data)
+    monkeypatch.setattr(jsontext.json, "dumps", None)  # the slow path would fail
+    assert dumps_indented(data) == expected

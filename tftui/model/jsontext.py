@@ -8,9 +8,8 @@ there against 0.2–0.5 s in pydantic-core, already a dependency (the model vali
 The two agree on indentation, separators, string escapes (C0 controls as `\\u00XX`, the rest
 kept as UTF-8), integers of any size, `NaN`/`Infinity` and floats, except one case: a float
 of magnitude under 1e-4, which Python writes `1e-05` / `2.5e-07` and pydantic-core `0.00001` /
-`2.5e-7`. Such a number always shows in pydantic-core's text as `0.0000` followed by a digit or
-as an `e-` with a single exponent digit, so the text is searched for both and, if either occurs
-(in a number or merely inside a string), the standard library encodes the data instead. Any
+`2.5e-7`. Such a number token (`0.0000…` or a single-digit negative exponent) is searched for
+in pydantic-core's text and, if one occurs, the standard library encodes the data instead. Any
 value pydantic-core refuses (a lone surrogate) takes that path too, so the result is always the
 standard library's text.
 
@@ -29,8 +28,10 @@ from pydantic_core import PydanticSerializationError, to_json
 
 __all__ = ["dumps_indented", "sorted_tree"]
 
-# what only pydantic-core writes for a float below 1e-4 (Python: `1e-05` … `9.9e-05`, `1e-07`)
-_DIVERGENT: Final = re.compile(rb"0\.0000[0-9]|e-[0-9](?![0-9])")
+# a number token only pydantic-core writes, for a float below 1e-4 (Python: `1e-05`, `2.5e-07`):
+# with `indent` every number stands after `": ` (a member) or at a line's start (an element), and
+# before `,` or the line's end; anything alike inside a string only costs the slower path
+_DIVERGENT: Final = re.compile(rb'(?m)(?:^ *|": )-?(?:[0-9](?:\.[0-9]+)?e-[0-9]|0\.0000[0-9]+)(?:,|$)')
 
 
 def dumps_indented(data: Any) -> str:
