@@ -18,6 +18,7 @@ import subprocess
 import sys
 import types
 from datetime import UTC, datetime, timedelta
+from fractions import Fraction
 from typing import Any, Union, get_args, get_origin
 
 import pytest
@@ -35,7 +36,7 @@ from tftui.engine.report import DIGITS, KIND, VERSION, _hints, build_report, par
 from tftui.engine.state import ClusterState
 from tftui.model import keys
 from tftui.model.dump import validate_items
-from tftui.model.quantity import QuantityError, parse_quantity
+from tftui.model.quantity import Quantity, QuantityError, parse_quantity
 from tftui.runtime.whatif import WhatIfCluster
 from tftui.sources.sim.acting import ActingSimCluster
 from tftui.sources.sim.cluster import DEFAULT_NOW, SimCluster, generate_objects
@@ -379,3 +380,21 @@ def test_history_load_from_columns_is_the_loop_over_groups(hours: int) -> None:
         got.append((n, _histograms(a)))
     assert got[0][0] > 0 and len(got[0][1]) > 100
     assert repr(got[0]) == repr(got[1])  # the same values of the same types (a count stays an int)
+
+
+def test_quantity_comparisons_are_the_fractions_comparisons() -> None:
+    import operator
+    import random
+
+    rng = random.Random(5)
+    texts = ["0", "1n", "-1n", "100m", "1", "1.5", "1500m", "1Gi", "1073741824", "1G", "-2Ki", "999999999n",
+             "1e3", "1k", "12345678901234567890", "0.5Ei"]  # fmt: skip
+    qs = [parse_quantity(t) for t in texts]
+    qs += [
+        Quantity(Fraction(rng.randrange(-(10**12), 10**12), rng.choice((1, 2, 5, 1000, 10**9))))
+        for _ in range(60)
+    ]
+    for a in qs:
+        for b in qs:
+            for op in (operator.eq, operator.ne, operator.lt, operator.le, operator.gt, operator.ge):
+                assert op(a, b) == op(a.amount, b.amount), (op, a, b)
