@@ -29,9 +29,24 @@ from pydantic_core import PydanticSerializationError, to_json
 __all__ = ["dumps_indented", "sorted_tree"]
 
 # a number token only pydantic-core writes, for a float below 1e-4 (Python: `1e-05`, `2.5e-07`):
-# with `indent` every number stands after `": ` (a member) or at a line's start (an element), and
-# before `,` or the line's end; anything alike inside a string only costs the slower path
-_DIVERGENT: Final = re.compile(rb'(?m)(?:^ *|": )-?(?:[0-9](?:\.[0-9]+)?e-[0-9]|0\.0000[0-9]+)(?:,|$)')
+# with `indent` every number ends its line, after `": ` (a member) or the indentation (an element).
+# The literal parts are searched first (fast), then the candidate's line is checked; anything
+# alike inside a string only costs the slower path.
+_CANDIDATES: Final = (
+    re.compile(rb"e-[0-9](?:,|\n|\Z)"),
+    re.compile(rb"0\.0000[0-9]"),
+)  # each: a literal first
+_TOKEN: Final = re.compile(rb'(?:^ *|": )-?(?:[0-9](?:\.[0-9]+)?e-[0-9]|0\.0000[0-9]+),?$')
+
+
+def _divergent(raw: bytes) -> bool:
+    for candidate in _CANDIDATES:
+        for m in candidate.finditer(raw):
+            start = raw.rfind(b"\n", 0, m.start()) + 1
+            end = raw.find(b"\n", m.start())
+            if _TOKEN.search(raw[start : end if end >= 0 else len(raw)]) is not None:
+                return True
+    return False
 
 
 def dumps_indented(data: Any) -> str:
@@ -40,7 +55,7 @@ def dumps_indented(data: Any) -> str:
         raw = to_json(data, indent=2)
     except (PydanticSerializationError, ValueError, TypeError):
         raw = None
-    if raw is None or _DIVERGENT.search(raw) is not None:
+    if raw is None or _divergent(raw):
         return json.dumps(data, indent=2, ensure_ascii=False)
     return raw.decode("utf-8")
 
