@@ -218,11 +218,9 @@ def _dataclass_hints(cls: type) -> tuple[tuple[str, Any], ...] | None:
 
 def _field_names(cls: type) -> tuple[str, ...] | None:
     """The field names of a dataclass, sorted (the saved text's key order), None for any other type."""
-    try:
-        return _FIELD_NAMES[cls]
-    except KeyError:
-        got = _FIELD_NAMES[cls] = tuple(sorted(f.name for f in fields(cls))) if is_dataclass(cls) else None
-        return got
+    if cls not in _FIELD_NAMES:
+        _FIELD_NAMES[cls] = tuple(sorted(f.name for f in fields(cls))) if is_dataclass(cls) else None
+    return _FIELD_NAMES[cls]
 
 
 @functools.cache
