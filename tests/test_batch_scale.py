@@ -2,9 +2,11 @@
 
 `report`/`plan`/`recommend` read the demo as its generated objects (no acting simulator), the alert
 replay renders templates from a pre-split form and memoises fingerprints, the report rounds and
-encodes with per-type plans, quantities are parsed once per string, and the autoscale checks reuse
-a workload's problems while its objects are the very same dicts. Each is compared here with the
-reference computation it replaces.
+encodes with per-type plans and sorted keys, quantities are parsed once per string and compare
+their fractions directly, the autoscale checks reuse a workload's problems while its objects are
+the very same dicts, and the autoscaler's history load goes from the simulator's columns to the
+histograms. Each is compared here with the reference computation it replaces; the one-shot
+commands' garbage collector and exit are checked too.
 """
 
 from __future__ import annotations
