@@ -66,9 +66,10 @@ def metrics_part(nodes: int) -> float:
 
 
 def json_floor(nodes: int) -> tuple[float, float]:
-    """CPU seconds of the report's JSON (`engine.report.save`) and of `json.dumps` of the very same
-    data with the same options — the floor the output can reach — with the built objects frozen
-    out of the cyclic GC as the command does."""
+    """CPU seconds of the report's JSON (`engine.report.save`, pydantic-core's encoder) and of
+    `json.dumps` of the very same data with the same options (the standard library's indenting
+    encoder, what the text must equal byte for byte), with the built objects frozen out of the
+    cyclic GC."""
     import gc
     import json
 
