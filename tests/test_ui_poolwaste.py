@@ -14,6 +14,7 @@ from rich.text import Text
 from textual.pilot import Pilot
 
 from tftui.engine.report import Report
+from tftui.engine.wastemodel import workload_waste
 from tftui.sources.sim.cluster import DEFAULT_NOW, SimCluster
 from tftui.sources.sim.usage import SimMetrics
 from tftui.ui.app import TfTuiApp
@@ -125,3 +126,56 @@ async def test_pools_screen_keeps_names_and_modes_whole_at_120_columns(
             assert "…" not in cell(app, pool, "placement")
         assert "NodeCompactGPULowLoad" in {cell(app, p, "placement") for p in pools}
         assert cell(app, pools[0], "money").startswith("$")
+
+
+# -- the workloads view's WASTE $ ----------------------------------------------------------------
+
+SILENT = ("ml-batch", "embed-batch")
+"""A workload the metrics have no rows of (its pods left out of what the simulator measures)."""
+
+
+def without_silent(demo: SimCluster) -> SimMetrics:
+    def silent(o: dict[str, Any]) -> bool:
+        meta = o["metadata"]
+        return (
+            o.get("kind") == "Pod"
+            and meta.get("namespace") == SILENT[0]
+            and (meta.get("labels") or {}).get("tensor-fusion.ai/workload") == SILENT[1]
+        )
+
+    return SimMetrics([o for o in demo.snapshot() if not silent(o)], seed=7, now=DEFAULT_NOW)
+
+
+async def test_workloads_show_and_sort_by_the_engines_waste_money(demo: SimCluster) -> None:
+    app = make_app(demo, without_silent(demo))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("colon", *"workloads", "enter")
+        await settle(pilot)
+        waste = app.analysis(WASTE)
+        assert waste is not None and isinstance(waste.value, WasteAnalysis)
+        report = waste.value.report
+        figures = workload_waste(report.workloads, report.findings)
+        table = app.screen.query_one("#main", ResourceTable)
+        assert "WASTE $" in [str(c.label) for c in table.columns.values()]
+        # two demo workloads: the engine's figure, and the figure itself (pinned)
+        for key, shown in (("research/dpo-finetune", "$4.68"), ("ml-batch/dlrm-train", "$1.89")):
+            fig = figures[key]
+            assert fig is not None and fig.money is not None and not fig.unpriced
+            assert cell(app, key, "money").strip() == f"${fig.money:,.2f}" == shown
+        # no metrics for it in the window: unknown, never $0
+        assert figures["/".join(SILENT)] is None
+        assert cell(app, "/".join(SILENT), "money").strip() == "—"
+        # `$`: the most wasted dollars first, unknown last; again: reversed, unknown still last
+        await pilot.press("dollar_sign")
+        await settle(pilot)
+        order = [str(k) for k in table.row_keys]
+        known = {k: v.money for k, v in figures.items() if v is not None and v.money is not None}
+        ranked = sorted(known, key=lambda k: -known[k])
+        assert order[:2] == ["research/dpo-finetune", "research/llama3-8b-sft"]
+        assert [known[k] for k in order[: len(ranked)]] == [known[k] for k in ranked]
+        assert order[-1] == "/".join(SILENT)
+        await pilot.press("dollar_sign")
+        await settle(pilot)
+        order = [str(k) for k in table.row_keys]
+        assert [known[k] for k in order[: len(ranked)]] == sorted(known.values())
+        assert order[-1] == "/".join(SILENT)

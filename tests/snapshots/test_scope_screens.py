@@ -1,7 +1,8 @@
 """Screenshots of the k9s scoping screens and the waste-hunting states: `:ns`, a view scoped to a
 namespace, `:ctx` on the demo (one context), `:xray` with a branch open, the pools sorted by waste $,
 the nodes by used %, the workloads by the allocated − used gap, and the pools view
-without metrics (`—`, never 0); each also in the light theme. And the header's clock word: the
+without metrics (`—`, never 0); each also in the light theme. The workloads sorted by waste $
+(dark only). And the header's clock word: the
 demo's clock standing still (`clock paused`) and running (`--speed 60`: `clock ×60`).
 
 Same demo and determinism kit as `test_screens.py`; the SVGs live in `snapshots/test_scope_screens/`.
@@ -51,6 +52,11 @@ SCREENS |= {
     f"{name}-light": Case(c.run_before, c.metrics, light=True, sim_speed=c.sim_speed)
     for name, c in SCREENS.items()
     if not name.startswith("clock-")
+}
+SCREENS |= {
+    # `$` on the workloads view: the most wasted dollars first (WASTE $ from 120 columns; at 80
+    # the view has no room for it and `$` says so)
+    "workloads-sorted-money": Case(steps("dollar_sign", view="workloads")),
 }
 
 

@@ -34,14 +34,13 @@ from tftui.engine.alerts import (
 from tftui.engine.state import ClusterState
 from tftui.engine.waste import diagnose
 from tftui.engine.wastemodel import (
-    CAPACITY_WASTE,
-    REQUEST_WASTE,
     Diagnosis,
     Finding,
     GPURow,
     NodeRow,
     Totals,
     WorkloadRow,
+    disjoint_waste,
 )
 from tftui.model.duration import DurationError, format_duration, parse_duration
 from tftui.model.jsontext import dumps_indented, sorted_tree
@@ -267,16 +266,7 @@ def _pools(state: ClusterState, diag: Diagnosis, metrics_only: bool = False) -> 
         nodes = [n for n in diag.nodes if n.pool == name and n.in_cluster]
         caps = {n.name: state.nodes[n.name].capacity for n in nodes}
         gpus = [g for g in diag.gpus if g.pool == name and g.in_cluster]
-        waste = [
-            f
-            for f in diag.findings
-            if f.pool == name
-            and f.wasted_gpu_hours is not None
-            and (
-                (f.level == "workload" and f.cls in REQUEST_WASTE)
-                or (f.level == "node" and f.cls in CAPACITY_WASTE)
-            )
-        ]
+        waste = [f for f in diag.findings if f.pool == name and disjoint_waste(f)]
         cap_t = pv.capacity.tflops if pv else sum(c.tflops for c in caps.values())
         cap_v = pv.capacity.vram if pv else sum(c.vram for c in caps.values())
         rows.append(

@@ -69,6 +69,7 @@ from tftui.engine.wastemodel import (
     _gpu_price,
     _hours,
     _money,
+    disjoint_waste,
     gib,
 )
 from tftui.engine.wastemodel import CAPACITY_WASTE as CAPACITY_WASTE
@@ -495,16 +496,15 @@ def _totals(findings: Iterable[Finding]) -> Totals:
     req_h = req_m = cap_h = cap_m = 0.0
     unpriced = 0
     for f in findings:
-        if f.wasted_gpu_hours is None:
+        if not disjoint_waste(f):
             continue
-        if f.level == "workload" and f.cls in REQUEST_WASTE:
+        assert f.wasted_gpu_hours is not None
+        if f.level == "workload":
             req_h += f.wasted_gpu_hours
             req_m += f.wasted_money or 0.0
-        elif f.level == "node" and f.cls in CAPACITY_WASTE:
+        else:
             cap_h += f.wasted_gpu_hours
             cap_m += f.wasted_money or 0.0
-        else:
-            continue
         if f.wasted_money is None and f.wasted_gpu_hours > 0:
             unpriced += 1
     return Totals(req_h, req_m, cap_h, cap_m, unpriced)

@@ -8,6 +8,7 @@ read these types and figures without classifying anything.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Final, Literal
@@ -156,6 +157,61 @@ class Totals:
     @property
     def money(self) -> float:
         return self.requests_money + self.capacity_money
+
+
+def disjoint_waste(f: Finding) -> bool:
+    """Whether `f` is waste `Totals`, a pool's and a workload's figure add: requests above usage
+    (a workload's over-request or idle reservation) or capacity nobody requested (an empty or
+    fragmented node), with its GPU-hours known. The other findings re-count the same capacity."""
+    if f.wasted_gpu_hours is None:
+        return False
+    return (f.level == "workload" and f.cls in REQUEST_WASTE) or (
+        f.level == "node" and f.cls in CAPACITY_WASTE
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class WasteFigure:
+    """The waste of a set of disjoint findings (a pool's, a workload's) over the window."""
+
+    gpu_hours: float
+    money: float | None  # USD; None: waste was found but none of it has a price
+    unpriced: bool  # some of the waste has no price: `money` is a lower bound
+
+
+def waste_figure(findings: Iterable[Finding]) -> WasteFigure:
+    """GPU-hours and money of the `disjoint_waste` findings among `findings` (the others ignored)."""
+    hours = money = 0.0
+    wasting = unpriced = 0
+    for f in findings:
+        if not disjoint_waste(f):
+            continue
+        hours += f.wasted_gpu_hours or 0.0
+        money += f.wasted_money or 0.0
+        if f.wasted_gpu_hours:
+            wasting += 1
+            unpriced += f.wasted_money is None
+    return WasteFigure(hours, None if wasting and unpriced == wasting else money, unpriced > 0)
+
+
+def workload_waste(
+    workloads: Iterable[WorkloadRow], findings: Iterable[Finding]
+) -> dict[str, WasteFigure | None]:
+    """Workload key → its wasted GPU-hours and money over the window, as the pool figure and the
+    totals count it; None (unknown, never 0) when the workload had no metrics in the window
+    (`no-data`) or its waste could not be sized (the capacity of its GPUs unknown)."""
+    mine: dict[str, list[Finding]] = {}
+    for f in findings:
+        if f.level == "workload" and f.cls in REQUEST_WASTE:
+            mine.setdefault(f.name, []).append(f)
+    out: dict[str, WasteFigure | None] = {}
+    for row in workloads:
+        found = mine.get(row.key, [])
+        if "no-data" in row.classes or any(f.wasted_gpu_hours is None for f in found):
+            out[row.key] = None
+        else:
+            out[row.key] = waste_figure(found)
+    return out
 
 
 @dataclass(frozen=True, slots=True)

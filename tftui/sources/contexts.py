@@ -9,8 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kubernetes import config
-
 from tftui.model import redact
 from tftui.sources.ports import SourceError
 
@@ -34,6 +32,10 @@ def list_contexts(kubeconfig: str | None, current: str | None = None) -> list[Co
     """Every context of the kubeconfig (the client's default file when None), sorted by name;
     `current` (the one in use) is marked, else the file's current-context. One-line `SourceError`
     when the file cannot be read."""
+    # imported here: the console imports this module at start, and the kubernetes package costs
+    # about half a CPU-second to import (a dump or the demo never needs it)
+    from kubernetes import config
+
     try:
         contexts, active = config.list_kube_config_contexts(config_file=kubeconfig)
     except Exception as exc:  # the client raises several unrelated types for a bad kubeconfig

@@ -119,7 +119,9 @@ class Refreshing(ConsoleBase):
                 if self._shown_once:
                     data = load(self._cluster, self._metrics, now, self.runtime, self._reader)
                 else:  # first screen: the pools view as soon as the state is built
-                    first = load_state(self._cluster, self._metrics, now, self._reader)
+                    # no usage index yet (an empty one costs a pass over every GPU and worker, and
+                    # shows exactly what no index shows: no figures); `load_rest` joins the usage
+                    first = load_state(self._cluster, self._metrics, now, self._reader, usage=False)
                     if not worker.is_cancelled:
                         self.post_message(DataLoaded(first))
                     self._shown_once = True

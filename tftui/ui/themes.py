@@ -4,8 +4,9 @@ Widgets and TCSS use only theme variables (`$warning`, `$error`, `$production`),
 colours, so the light theme keeps every cue readable on a light terminal (k9s #169, #3388): its
 warning, error and success colours are darker than the dark theme's, which would vanish on white.
 `$production` is the header band of a production context (config `production:` patterns).
-A gauge's allocated layer and figure are `$primary-lighten-3`, not `$primary`: that is the cursor
-row's background (the allocated figure vanished on the selected row in both themes).
+A gauge's allocated layer and figure are `$primary-lighten-3`, not `$primary`, and the cursor row is
+a 25 % tint of `$primary` (`ResourceTable`): on solid `$primary` the allocated figure vanished and
+red figures were unreadable on the selected row in both themes.
 """
 
 from __future__ import annotations

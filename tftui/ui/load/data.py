@@ -226,16 +226,18 @@ class StateReader:
                     state = ClusterState.build(snap)
                 else:
                     state = previous if self.unchanged else incremental.update_state(previous, snap)
+                if (previous is None or validated > FREEZE_AFTER) and len(objects) > FREEZE_AFTER:
+                    # a big build (the first, a relist): its millions of long-lived dicts and views
+                    # would make every later full collection rescan them (seconds at 5,000 nodes);
+                    # frozen, the collector skips them. They are still freed by reference counting
+                    # when replaced. Frozen before the collector is back on: all of them are young,
+                    # and the first allocation after `gc.enable()` would start a collection of the
+                    # youngest generation that scans every one (about a CPU-second at 5,000 nodes).
+                    gc.freeze()
         except Exception as exc:
             raise ClusterLoadError(describe_error(exc), source) from exc
-        built_all = self.previous is None or validated > FREEZE_AFTER
         self.validated = validated
         self.previous = state
-        if built_all and len(objects) > FREEZE_AFTER:
-            # a big build (the first, a relist): its millions of long-lived dicts and views would
-            # make every later full collection rescan them (seconds at 5,000 nodes); frozen, the
-            # collector skips them. They are still freed by reference counting when replaced.
-            gc.freeze()
         return source, state
 
 

@@ -1,11 +1,12 @@
-"""Per-pool waste and firing alerts for the pools view and the header, from the slow analyses.
+"""Per-pool and per-workload waste and firing alerts for the pools and workloads views and the
+header, from the slow analyses.
 
 The waste diagnosis and the alert replay arrive after the first screen (`TfTuiApp.request_analysis`),
 so each figure has three states: loading (`…`, the analysis is still being computed), unknown
-(`—`: no metrics, the store failed, or the pool has no samples in the window) and a number.
+(`—`: no metrics, the store failed, or the object has no samples in the window) and a number.
 Missing metrics are never shown as 0. The figures themselves are the engine's (`report.PoolRow`,
-`AlertHistory.firing`); only the mapping of an alert to its pool (its `pool` label, else its
-node's pool) happens here.
+`wastemodel.workload_waste`, `AlertHistory.firing`); only the mapping of an alert to its pool (its
+`pool` label, else its node's pool) happens here.
 """
 
 from __future__ import annotations
@@ -14,9 +15,18 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from tftui.engine.state import ClusterState
+from tftui.engine.wastemodel import waste_figure, workload_waste
 from tftui.ui.load.analysis import AlertsAnalysis, Analysis, WasteAnalysis
 
-__all__ = ["LOADING", "WASTE_EVERY", "PoolWaste", "pool_waste", "waste_summary"]
+__all__ = [
+    "LOADING",
+    "WASTE_EVERY",
+    "PoolWaste",
+    "WorkloadWaste",
+    "pool_waste",
+    "waste_summary",
+    "workloads_waste",
+]
 
 LOADING: Final = "…"
 """What a figure shows while its analysis is still being computed."""
@@ -86,13 +96,9 @@ def pool_waste(
                 hours = money = None  # no samples for this pool in the window: unknown, not 0
             else:
                 hours = row.wasted_gpu_hours
-                priced = [
-                    f
-                    for f in report.findings
-                    if f.pool == name and f.wasted_gpu_hours and f.wasted_gpu_hours > 0
-                ]
-                unpriced = any(f.wasted_money is None for f in priced)
-                money = None if priced and all(f.wasted_money is None for f in priced) else row.wasted_money
+                figure = waste_figure(f for f in report.findings if f.pool == name)
+                unpriced = figure.unpriced
+                money = None if figure.money is None else row.wasted_money
         count: int | Literal["…"] | None
         if a_state == "loading":
             count = LOADING
@@ -102,6 +108,28 @@ def pool_waste(
             count = firing.get(name, 0)
         out[name] = PoolWaste(hours, money, unpriced, count)
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadWaste:
+    money: Figure  # USD over the window; None: no metrics for it in the window, or not sizeable
+    unpriced: bool  # some of its waste has no price: `money` is a lower bound
+
+
+def workloads_waste(waste: Analysis | None, computing: bool) -> dict[str, WorkloadWaste] | None:
+    """Workload key → its wasted money over the diagnosis window (`wastemodel.workload_waste`, the
+    figure the pool column and the totals add); None while loading (every cell `…`). Without
+    metrics, or for a workload the window has no samples of, the figure is unknown (`—`)."""
+    w_state = _state(waste, computing)
+    if w_state == "loading":
+        return None
+    if waste is None or not isinstance(waste.value, WasteAnalysis):
+        return {}
+    report = waste.value.report
+    return {
+        key: WorkloadWaste(None, False) if fig is None else WorkloadWaste(fig.money, fig.unpriced)
+        for key, fig in workload_waste(report.workloads, report.findings).items()
+    }
 
 
 def waste_summary(waste: Analysis | None, computing: bool) -> str:

@@ -7,7 +7,7 @@ autoscale analysis derived.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from rich.text import Text
 
@@ -18,6 +18,7 @@ from tftui.ui.load.autoscale import AutoscaleAnalysis
 from tftui.ui.load.data import ConsoleData
 from tftui.ui.render.autoscaleview import rec_cell, used_cell
 from tftui.ui.render.format import NO_DATA, fmt_bytes, fmt_num, fmt_req_lim, fmt_res
+from tftui.ui.render.poolwaste import LOADING, WorkloadWaste
 from tftui.ui.render.rowcache import RowCache, Same
 from tftui.ui.render.views import (
     ALL,
@@ -28,6 +29,9 @@ from tftui.ui.render.views import (
     Row,
     Table,
     _Col,
+    _figure,
+    _money,
+    _money_plus,
     _search,
     _table,
 )
@@ -39,7 +43,7 @@ WORKLOAD_COLUMNS = (
     _Col("namespace", "NAMESPACE", 10, WIDE_ONLY, flex=1),
     _Col("name", "NAME", 20, WIDE_ONLY, flex=1),
     _Col("pool", "POOL", (0, 10, 12), NOT_NARROW, flex=1),
-    _Col("workers", "WRKS", 4, NOT_NARROW),
+    _Col("workers", "WRKS", 4, WIDE_ONLY),  # from 120 to 199 columns WASTE $ takes its room
     _Col("qos", "QOS", 8, WIDE_ONLY),
     _Col("request", "REQUEST/GPU", 12, NOT_NARROW),
     _Col("used", "USED/GPU", 12, WIDE_ONLY),
@@ -47,11 +51,14 @@ WORKLOAD_COLUMNS = (
     _Col("autoscale", "AUTOSCALE", 9, ALL),
     _Col("tflops", "TFLOPS use/req", None, ALL),
     _Col("vram", "VRAM use/req", None, ALL),
+    _Col("money", "WASTE $", 3, NOT_NARROW),  # at 80 columns the names and gauges come first
 )
 """`USED/GPU` is usage per device at the recommender's target percentiles, `RECOMMENDED` the
 engine's recommended request per device (bold: it would be applied); both `—` without data.
 `AUTOSCALE` says whether autoscaling is on (`a` turns it on or off). The gauges are use against the
-request (Σ request × devices): the same percentage `tftui report` calls USE."""
+request (Σ request × devices): the same percentage `tftui report` calls USE. `WASTE $`: the money
+its requests above its use cost over the waste diagnosis' window (`poolwaste.workloads_waste`: `…`
+while it loads, `—` without metrics for the workload, `+` where part of it has no price)."""
 
 
 def workloads_table(
@@ -60,10 +67,13 @@ def workloads_table(
     autoscale: AutoscaleAnalysis | None = None,
     autoscale_pending: bool = False,
     cache: RowCache[Row] | None = None,
+    waste: Mapping[str, WorkloadWaste] | None = None,
 ) -> Table:
-    """Workloads; `autoscale` (the engine's recommendations, when computed) fills USED and REC.
-    With `cache`, rows whose workload, usage, autoscaling and analysis are as last time are re-used."""
+    """Workloads; `autoscale` (the engine's recommendations, when computed) fills USED and REC,
+    `waste` (`poolwaste.workloads_waste`; None: loading) WASTE $. With `cache`, rows whose
+    workload, usage, autoscaling and analyses are as last time are re-used."""
     st, usage = data.state, data.usage
+    unknown = WorkloadWaste(None, False)
 
     def enabled_of(wl: WorkloadView) -> bool:
         return AutoConfig.parse(effective_autoscaling(st, wl).get("autoSetResources")).enable
@@ -73,6 +83,12 @@ def workloads_table(
         wl = st.workloads[key]
         used = usage.workloads.get(key)
         tflops, vram = gauges.request_cells(wl.allocated, used)
+        ww = waste.get(key, unknown) if waste is not None else None
+        money = (
+            _figure(LOADING, _money)
+            if ww is None
+            else _figure(ww.money, _money_plus if ww.unpriced else _money)
+        )
         return Row(
             key,
             {
@@ -88,6 +104,7 @@ def workloads_table(
                 "autoscale": "on" if enabled else "off",
                 "tflops": tflops,
                 "vram": vram,
+                "money": money,
             },
             _search(key, wl.pool, wl.qos, "autoscale-on" if enabled else "autoscale-off"),
         )
@@ -96,7 +113,8 @@ def workloads_table(
     for key in sorted(st.workloads):
         wl = st.workloads[key]
         enabled = enabled_of(wl)
-        deps = (wl, usage.workloads.get(key), enabled, Same(autoscale), autoscale_pending)
+        ww = waste.get(key) if waste is not None else LOADING
+        deps = (wl, usage.workloads.get(key), enabled, Same(autoscale), autoscale_pending, ww)
         items.append((key, deps, (key, enabled)))
     if cache is None:
         return _table(WORKLOAD_COLUMNS, gauges.layout, (make(arg) for _, _, arg in items))

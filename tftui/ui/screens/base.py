@@ -23,7 +23,7 @@ from textual.widgets import DataTable, Footer, Input
 from tftui.model.gcpause import gc_paused
 from tftui.ui.actions import bindings
 from tftui.ui.host import Host
-from tftui.ui.load.analysis import AnalysisKey
+from tftui.ui.load.analysis import AnalysisKey, AnalysisKind
 from tftui.ui.load.data import ConsoleData
 from tftui.ui.privatefiles import PrivateFileError, default_folder, write_new
 from tftui.ui.render.objects import describe, find_object, object_yaml
@@ -219,6 +219,10 @@ class ResourceScreen(Screen[None]):
         """The slow analyses this screen shows: requested on every render, cached per refresh."""
         return ()
 
+    def analysis_every(self, kind: AnalysisKind) -> int:
+        """Refreshes after which the analysis `kind` is computed again (`ANALYSIS_EVERY`)."""
+        return self.ANALYSIS_EVERY
+
     def crumb_count(self, counts: list[str]) -> str:
         """The breadcrumb's count part (screens waiting for an analysis say so)."""
         return ", ".join(counts)
@@ -262,7 +266,7 @@ class ResourceScreen(Screen[None]):
             return
         for kind, subject in self.analysis_keys():
             have = self.tui.analysis(kind, subject)
-            if have is None or self.tui.data_seq - have.seq >= self.ANALYSIS_EVERY:
+            if have is None or self.tui.data_seq - have.seq >= self.analysis_every(kind):
                 self.tui.request_analysis(kind, subject)
         width = self.size.width or self.app.size.width
         tables = list(self.query(ResourceTable))

@@ -15,13 +15,13 @@ from textual.widgets import Static
 
 from tftui.engine.pending import is_pending
 from tftui.ui.actions import bindings
-from tftui.ui.load.analysis import ALERTS, AUTOSCALE, OBJHISTORY, WASTE, AnalysisKey
+from tftui.ui.load.analysis import ALERTS, AUTOSCALE, OBJHISTORY, WASTE, AnalysisKey, AnalysisKind
 from tftui.ui.load.autoscale import AutoscaleAnalysis
 from tftui.ui.load.data import ConsoleData
 from tftui.ui.load.objhistory import ObjectHistory
 from tftui.ui.load.objhistory import subject as history_subject
 from tftui.ui.render.nodeviews import gpus_table, node_summary, nodes_table
-from tftui.ui.render.poolwaste import WASTE_EVERY, pool_waste
+from tftui.ui.render.poolwaste import WASTE_EVERY, pool_waste, workloads_waste
 from tftui.ui.render.views import Gauges, Layout, Table, pools_table
 from tftui.ui.render.workviews import quota_summary, workers_table, workloads_table
 from tftui.ui.screens.autoscale import AUTOSCALE_BINDINGS, AutoscaleActions
@@ -149,7 +149,11 @@ class WorkloadsScreen(AutoscaleActions, ResourceScreen):
         super().__init__(("workloads",))
 
     def analysis_keys(self) -> tuple[AnalysisKey, ...]:
-        return ((AUTOSCALE, ""),)
+        return ((AUTOSCALE, ""), (WASTE, ""))  # recommendations; the waste $ column
+
+    def analysis_every(self, kind: AnalysisKind) -> int:
+        # the waste diagnosis over a day hardly moves between refreshes (as on the pools view)
+        return WASTE_EVERY if kind == WASTE else self.ANALYSIS_EVERY
 
     def selected_workload(self) -> str | None:
         return self.query_one("#main", ResourceTable).cursor_key
@@ -177,8 +181,9 @@ class WorkloadsScreen(AutoscaleActions, ResourceScreen):
     def build(self, table_id: str, data: ConsoleData, gauges: Gauges) -> Table:
         value = analysis.value if (analysis := self.tui.analysis(AUTOSCALE)) is not None else None
         auto = value if isinstance(value, AutoscaleAnalysis) else None
+        waste = workloads_waste(self.tui.analysis(WASTE), self.tui.computing(WASTE))
         return workloads_table(
-            data, gauges, auto, self.tui.computing(AUTOSCALE), cache=self.rows_of(table_id)
+            data, gauges, auto, self.tui.computing(AUTOSCALE), cache=self.rows_of(table_id), waste=waste
         )
 
     def open(self, table_id: str, key: str) -> None:

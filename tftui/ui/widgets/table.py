@@ -85,7 +85,11 @@ class ResourceTable(DataTable[RenderableType]):
     ResourceTable > .gauge--warn { color: $warning; }
     ResourceTable > .gauge--crit { color: $error; text-style: bold; }
     ResourceTable > .gauge--free { color: $foreground 35%; }
-    ResourceTable > .gauge--alloc { color: $primary-lighten-3; }  /* $primary is the cursor row's background */
+    ResourceTable > .gauge--alloc { color: $primary-lighten-3; }
+    /* the cursor row: a tint of $primary, not $primary itself, with the theme's text colour: red,
+       yellow and green figures and the gauges' layers stay legible on it in both themes (on solid
+       $primary a red figure had a contrast of 1.2 to 1.3; on this tint 2.4 dark, 3.9 light) */
+    ResourceTable:focus > .datatable--cursor { background: $primary 25%; color: $foreground; }
     """
     BINDINGS: ClassVar[list[BindingType]] = bindings("table")
 

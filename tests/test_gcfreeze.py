@@ -1,0 +1,54 @@
+"""A big load is frozen out of the cyclic GC while the collector is still paused.
+
+Objects allocated while the collector is off are all young: the first allocation after
+`gc.enable()` would start a collection of the youngest generation that scans every one of them
+(about a CPU-second for a 5,000-node dump, before the first screen). So the dump loader and the
+console's state reader call `gc.freeze()` inside the pause. The thresholds are lowered so that the
+small demo counts as big; `gc.freeze` is replaced by a probe (the test process keeps its GC)."""
+
+from __future__ import annotations
+
+import gc
+from pathlib import Path
+
+import pytest
+
+from tftui.model.dump import dumps
+from tftui.sources import dumpfile
+from tftui.sources.dumpfile import DumpCluster
+from tftui.sources.sim.cluster import DEFAULT_NOW, SimCluster
+from tftui.ui.load import data as load_data
+from tftui.ui.load.data import StateReader
+
+
+@pytest.fixture
+def freezes(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Whether the collector was enabled at each `gc.freeze()` call."""
+    seen: list[bool] = []
+    monkeypatch.setattr(gc, "freeze", lambda: seen.append(gc.isenabled()))
+    monkeypatch.setattr(dumpfile, "FREEZE_AFTER", 10)
+    monkeypatch.setattr(load_data, "FREEZE_AFTER", 10)
+    return seen
+
+
+def test_a_big_dump_is_frozen_before_the_collector_is_back_on(tmp_path: Path, freezes: list[bool]) -> None:
+    path = tmp_path / "dump.json"
+    path.write_text(dumps(SimCluster(seed=7, nodes=4, now=DEFAULT_NOW).snapshot()))
+    assert gc.isenabled()
+    cluster = DumpCluster(path)
+    assert freezes == [False]
+    assert gc.isenabled()
+    # the reader's first build of it is frozen the same way, inside its own pause
+    StateReader().read(cluster)
+    assert freezes == [False, False]
+    assert gc.isenabled()
+
+
+def test_a_small_dump_is_not_frozen(
+    tmp_path: Path, freezes: list[bool], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(dumpfile, "FREEZE_AFTER", 10**6)
+    path = tmp_path / "dump.json"
+    path.write_text(dumps(SimCluster(seed=7, nodes=4, now=DEFAULT_NOW).snapshot()))
+    DumpCluster(path)
+    assert freezes == []
