@@ -43,6 +43,19 @@ def _snapshot_dirname(cls: type[SVGImageExtension], *, test_location: PyTestLoca
 SVGImageExtension.dirname = classmethod(_snapshot_dirname)
 
 SIZES = [(80, 24), (120, 40), (200, 50)]
+LIGHT_SIZE = (120, 40)
+"""The light theme is shot at one size: the layout at each size is the dark shots' business, the
+light ones check the colours, which do not depend on the size (each shot is a console start-up)."""
+
+
+def cases(names: list[str], light: Callable[[str], bool]) -> list[Any]:
+    """`(screen, size)` parameters: every size for a dark screen, `LIGHT_SIZE` for a light one; the
+    ids (`name-WxH`) are the ones the SVG files are named after."""
+    return [
+        pytest.param(name, size, id=f"{name}-{size[0]}x{size[1]}")
+        for name in names
+        for size in ([LIGHT_SIZE] if light(name) else SIZES)
+    ]
 RunBefore = Callable[[Pilot[Any]], Awaitable[None]]
 """What `snap_compare` runs before the shot (`view`, `steps`)."""
 ANALYSIS = AnalysisSettings(waste_window=timedelta(hours=1))

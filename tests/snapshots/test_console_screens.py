@@ -1,6 +1,6 @@
 """Screenshots of the screens and dialogs added with the action registry: the worker list, the
 YAML and describe views, warnings, the command palette, a sorted and marked table, the light
-theme and a read-only production context.
+theme (at 120×40 only) and a read-only production context.
 
 Same demo and determinism kit as `test_screens.py`; the SVGs live in `snapshots/test_console_screens/`.
 """
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.snapshots.conftest import SIZES, RunBefore, demo_app, steps
+from tests.snapshots.conftest import RunBefore, cases, demo_app, steps
 from tftui.config import ConsoleConfig
 from tftui.sources.sim.usage import SimMetrics
 
@@ -29,8 +29,7 @@ SCREENS: dict[str, tuple[RunBefore, ConsoleConfig | None, bool]] = {
 }
 
 
-@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
-@pytest.mark.parametrize("screen", list(SCREENS))
+@pytest.mark.parametrize(("screen", "size"), cases(list(SCREENS), lambda name: name == "light"))
 def test_console_view(
     screen: str, size: tuple[int, int], snap_compare: Any, demo_metrics: SimMetrics
 ) -> None:

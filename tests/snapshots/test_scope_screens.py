@@ -1,8 +1,8 @@
 """Screenshots of the k9s scoping screens and the waste-hunting states: `:ns`, a view scoped to a
 namespace, `:ctx` on the demo (one context), `:xray` with a branch open, the pools sorted by waste $,
 the nodes by used %, the workloads by the allocated − used gap, and the pools view
-without metrics (`—`, never 0); each also in the light theme. The workloads sorted by waste $
-(dark only). And the header's clock word: the
+without metrics (`—`, never 0); each also in the light theme (at 120×40 only). The workloads sorted
+by waste $ (dark only). And the header's clock word: the
 demo's clock standing still (`clock paused`) and running (`--speed 60`: `clock ×60`).
 
 Same demo and determinism kit as `test_screens.py`; the SVGs live in `snapshots/test_scope_screens/`.
@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.snapshots.conftest import SIZES, RunBefore, demo_app, steps
+from tests.snapshots.conftest import RunBefore, cases, demo_app, steps
 from tftui.config import ConsoleConfig
 from tftui.sources.sim.usage import SimMetrics
 
@@ -60,8 +60,7 @@ SCREENS |= {
 }
 
 
-@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
-@pytest.mark.parametrize("screen", list(SCREENS))
+@pytest.mark.parametrize(("screen", "size"), cases(list(SCREENS), lambda name: SCREENS[name].light))
 def test_scope_view(screen: str, size: tuple[int, int], snap_compare: Any, demo_metrics: SimMetrics) -> None:
     case = SCREENS[screen]
     app = demo_app(
