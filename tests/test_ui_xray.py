@@ -14,6 +14,7 @@ from textual.widgets import Static
 from textual.widgets.tree import TreeNode
 
 from tests.hostile import NODE, POOL, HostileCluster, shown
+from tests.waiting import type_text
 from tftui.sources.sim.cluster import DEFAULT_NOW, SimCluster
 from tftui.ui.app import TfTuiApp
 from tftui.ui.screens.text import TextScreen
@@ -128,7 +129,9 @@ async def test_xray_filter_keeps_matches_with_their_ancestors_and_esc_clears(dem
         gpu = worker.gpu_ids[0]
         node = st.nodes[str(worker.node)]
         # a worker's name: only its branch stays, pool → node → GPU → worker, open down to it
-        await pilot.press("slash", *worker.key, "enter")
+        await pilot.press("slash")
+        await type_text(pilot, worker.key)
+        await pilot.press("enter")
         await settle(pilot)
         holders = {g for g, v in st.gpus.items() if worker.key in v.workers}
         assert paths(tree.root) == {(str(node.pool), node.name, g, worker.key) for g in holders}
@@ -137,17 +140,23 @@ async def test_xray_filter_keeps_matches_with_their_ancestors_and_esc_clears(dem
         assert tree.cursor_node is not None and tree.cursor_node.data == ("Pod", worker.key)
         assert "1/" in str(app.screen.query_one("#crumbs", Static).content)
         # a node's name: the node (a match, its GPUs not) under its pool
-        await pilot.press("slash", "ctrl+u", *node.name, "enter")
+        await pilot.press("slash", "ctrl+u")
+        await type_text(pilot, node.name)
+        await pilot.press("enter")
         await settle(pilot)
         assert paths(tree.root) == {(str(node.pool), node.name)}
         # inverse: every line but the worker's (its GPU and node stay, they do not name it)
-        await pilot.press("slash", "ctrl+u", *f"!{worker.key}", "enter")
+        await pilot.press("slash", "ctrl+u")
+        await type_text(pilot, f"!{worker.key}")
+        await pilot.press("enter")
         await settle(pilot)
         kept = paths(tree.root)
         assert not any(worker.key in p for p in kept)
         assert any(p[:3] == (str(node.pool), node.name, gpu) for p in kept)
         # nothing matches: an empty tree, said in the breadcrumb
-        await pilot.press("slash", "ctrl+u", *"no-such-object", "enter")
+        await pilot.press("slash", "ctrl+u")
+        await type_text(pilot, "no-such-object")
+        await pilot.press("enter")
         await settle(pilot)
         assert not tree.root.children
         # esc clears: the whole lazy tree again, with what was open before the filter
