@@ -319,23 +319,24 @@ def luminance(rgb: RGB) -> float:
 
 
 def test_speed_light_theme_and_numeric_export_in_tmux(tmux: Tmux, tmp_path: Path) -> None:
-    """`--speed 60`: the clock runs and usage keeps coming; ctrl+t: the light theme draws the free
+    """`--speed 120`: the clock runs and usage keeps coming; ctrl+t: the light theme draws the free
     dots readable from its first frame; ctrl+s: a new file each time, parsed as CSV, numbers."""
     exports = tmp_path / "exports"
     config = tmp_path / "config.yaml"
     config.write_text(f"export_dir: {exports}\n")
     tmux.env["COLORTERM"] = "truecolor"
     tmux.start(
-        f"COLORTERM=truecolor TFTUI_CONFIG={shlex.quote(str(config))} {demo_console('--speed', '60')}; "
+        f"COLORTERM=truecolor TFTUI_CONFIG={shlex.quote(str(config))} {demo_console('--speed', '120')}; "
         f"echo '{EXIT_MARK}' $?; sleep 60"
     )
-    tmux.wait_for(lambda s: "demo-inference" in s and "clock ×60" in s, "the pools table and 'clock ×60'")
+    tmux.wait_for(lambda s: "demo-inference" in s and "clock ×120" in s, "the pools table and 'clock ×120'")
     tmux.open_prompt(":")
     tmux.keys("nodes", literal=True)
     tmux.keys("Enter")
     tmux.wait_text("nodes (")
 
-    # the simulated clock passes a quarter of an hour (15 s here); usage is still measured then
+    # the simulated clock passes a quarter of an hour (8 s at ×120: the first periodic refresh, 10 s
+    # in, shows 12:20); usage is still measured then
     def later(screen: str) -> bool:
         m = re.search(r"refreshed (\d\d):(\d\d):\d\d UTC", screen)
         return m is not None and (int(m.group(1)), int(m.group(2))) >= (12, 16)
@@ -363,7 +364,7 @@ def test_speed_light_theme_and_numeric_export_in_tmux(tmux: Tmux, tmp_path: Path
     while not readable(tmux("capture-pane", "-p", "-e", "-t", "tftui")):
         assert time.monotonic() < deadline, "the light theme's free dots never became readable"
         time.sleep(0.05)
-    tmux.press_until(("R",), "clock ×60", literal=True)
+    tmux.press_until(("R",), "clock ×120", literal=True)
     tmux.wait_for(lambda s: "⏸ paused" not in s, "the refresh to resume")
 
     paths: list[Path] = []
