@@ -246,14 +246,14 @@ class Admitter:
                 return ()
         cands.sort(key=lambda kp: (-sum(t for t, _ in kp[1].taken), kp[0]))
         cands = cands[:CANDIDATES_PER_NODE]
-        if not _fits_without(self.pk, task, node, [p for _, p in cands]):
+        if not fits_without(self.pk, task, node, [p for _, p in cands]):
             return ()  # not even with all of them gone
         out = []
         for combo in itertools.combinations(cands, k):
             pods = [p for _, p in combo]
             if not _pdb_ok(self.pk, pods):
                 continue
-            if _fits_without(self.pk, task, node, pods):
+            if fits_without(self.pk, task, node, pods):
                 out.append(tuple(key for key, _ in combo))
         # the least GPU moved first: small workers are the easiest to place again
         out.sort(key=lambda keys: (sum(sum(t for t, _ in self.pk.pods[k].taken) for k in keys), keys))
@@ -371,7 +371,7 @@ def _pdb_ok(pk: Packing, pods: Sequence[PPod]) -> bool:
     return all(pk.budgets.get(b, 0) >= n for b, n in need.items())
 
 
-def _fits_without(pk: Packing, task: PTask, node: PNode, pods: Sequence[PPod]) -> bool:
+def fits_without(pk: Packing, task: PTask, node: PNode, pods: Sequence[PPod]) -> bool:
     """Whether `task` would pass the node's filters with `pods` gone (GPU shares given back)."""
     back: dict[int, tuple[float, float]] = {}
     cpu = mem = 0.0
@@ -392,6 +392,15 @@ def _fits_without(pk: Packing, task: PTask, node: PNode, pods: Sequence[PPod]) -
     if not task.count:
         return True
     ok = 0
+    if task.request is None:  # the plain filter (`Packing.gpu_fits`), without touching the GPUs
+        models = task.models
+        for pos, g in enumerate(node.gpus):
+            if not g.ok or (models is not None and g.model not in models):
+                continue
+            bt, bv = back.get(pos, (0.0, 0.0))
+            t, v = task.take(g)
+            ok += g.free_t + bt >= t and g.free_v + bv >= v
+        return ok >= task.count
     for pos, g in enumerate(node.gpus):
         bt, bv = back.get(pos, (0.0, 0.0))
         g.free_t += bt
