@@ -122,12 +122,13 @@ def cmd_trace(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
     elif args.csv:
         sys.stdout.write(
-            "policy,seeds,allocated_pct_at_100,allocated_pct_at_130,failed_tasks,moves,cpu_seconds\n"
+            "policy,seeds,allocated_pct_at_100,allocated_pct_at_130,failed_tasks,moves,cpu_seconds,"
+            "preempted_tasks\n"
         )
         for s in summaries:
             sys.stdout.write(
                 f"{s.policy},{' '.join(map(str, s.seeds))},{_f(s.at(100))},{_f(s.at(130))},"
-                f"{s.failed:.1f},{s.moves:.1f},{s.cpu_seconds:.2f}\n"
+                f"{s.failed:.1f},{s.moves:.1f},{s.cpu_seconds:.2f},{s.preempted:.1f}\n"
             )
     else:
         sys.stdout.write(render(trace.mapping(), summaries, seeds, args.inflate))
@@ -135,7 +136,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
 
 def cmd_lifetimes(args: argparse.Namespace, trace: Trace, policies: Sequence[str]) -> int:
-    """`--protocol lifetimes`: placement modes (+defrag, +nodefrag, +unblock), FGD and +admit refused."""
+    """`--protocol lifetimes`: placement modes (+defrag, +nodefrag, +unblock), FGD, +admit and +preempt
+    refused."""
     from tftui.engine.report import parse_window
     from tftui.runtime.lifetimes import run_lifetimes, summary
     from tftui.runtime.whatif_output import render_csv, render_json, render_table
@@ -147,8 +149,9 @@ def cmd_lifetimes(args: argparse.Namespace, trace: Trace, policies: Sequence[str
             raise TraceUsage(
                 f"--policy {n}: FGD is a yardstick of the arrivals protocol, not a mode a cluster runs"
             )
-        if "admit" in [f.strip().lower() for f in n.split("+")[1:]]:
-            raise TraceUsage(f"--policy {n}: +admit is a policy of the arrivals protocol")
+        for flag in ("admit", "preempt"):
+            if flag in [f.strip().lower() for f in n.split("+")[1:]]:
+                raise TraceUsage(f"--policy {n}: +{flag} is a policy of the arrivals protocol")
     try:
         duration = parse_window(args.duration)
     except ValueError as exc:
@@ -172,7 +175,7 @@ def _f(x: float | None) -> str:
 
 def render(mapping: dict[str, Any], summaries: Sequence[Any], seeds: Sequence[int], inflate: float) -> str:
     """The table, the curves and the mapping, as plain text."""
-    heads = ("policy", "alloc % @100", "alloc % @130", "failed", "moves", "CPU s")
+    heads = ("policy", "alloc % @100", "alloc % @130", "failed", "moves", "preempted", "CPU s")
     rows = [
         (
             s.policy,
@@ -180,6 +183,7 @@ def render(mapping: dict[str, Any], summaries: Sequence[Any], seeds: Sequence[in
             _f(s.at(130)) or "—",
             f"{s.failed:.0f}",
             f"{s.moves:.0f}",
+            f"{s.preempted:.0f}",
             f"{s.cpu_seconds:.1f}",
         )
         for s in summaries

@@ -15,7 +15,11 @@ node. A task's share is exact (no TFLOPS truncation): the protocol's ratios are 
 Policies: a placement mode (`CompactFirst`, `LowLoadFirst`, `NodeCompactGPULowLoad`: the
 TensorFusion scheduler's choice, `engine.packing`; pods without GPUs by kube-scheduler's default)
 or `FGD` (`engine.fgd`), each optionally `+admit` (`engine.admit`: when a task does not fit, the
-smallest set of moves that makes room, carried out).
+smallest set of moves that makes room, carried out) and `+preempt` (`engine.preempt`: then, as
+kube-scheduler does for a pod of higher priority, evict the lower-priority pods its default
+preemption picks; each victim is re-created and placed again if it fits anywhere, else it is
+counted as preempted). A task's priority is its QoS's PriorityClass (the trace's LS and Guaranteed
+are QoS high: 10000; the rest 0).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from tftui.engine.admit import MAX_MOVES, Admitter
 from tftui.engine.fgd import FGD, POPULARITY, workload_classes
 from tftui.engine.fit import MODES, Mode
 from tftui.engine.packing import PGPU, Packing, PNode, PTask
+from tftui.engine.preempt import Preempter
 
 FULL: Final = 1000
 REFERENCE: Final = "FGD"
@@ -46,23 +51,23 @@ class TracePolicy:
     name: str
     placement: str  # a mode or FGD
     admit: bool = False
+    preempt: bool = False
 
 
 def parse_trace_policy(text: str) -> TracePolicy:
-    """`FGD` or a placement mode, optionally `+admit`."""
+    """`FGD` or a placement mode, optionally `+admit` and `+preempt`."""
     head, *flags = [p.strip() for p in text.split("+")]
     match = [p for p in POLICIES if p.lower() == head.lower()]
     if not match:
         raise PolicyError(f"policy {text!r}: unknown placement {head!r} (one of {', '.join(POLICIES)})")
-    admit = False
+    chosen = {f.lower() for f in flags}
     for f in flags:
-        if f.lower() != "admit":
+        if f.lower() not in ("admit", "preempt"):
             raise PolicyError(
-                f"policy {text!r}: option {f!r} is not one of the arrivals protocol (only +admit; "
-                "+defrag, +autoscale and the like need --protocol lifetimes)"
+                f"policy {text!r}: option {f!r} is not one of the arrivals protocol (only +admit and "
+                "+preempt; +defrag, +autoscale and the like need --protocol lifetimes)"
             )
-        admit = True
-    return TracePolicy(text, match[0], admit)
+    return TracePolicy(text, match[0], "admit" in chosen, "preempt" in chosen)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +81,7 @@ class Task:
     milli: int
     models: frozenset[str] | None
     creation: int = 0
+    priority: int = 0  # the pod's priority (its QoS's PriorityClass value)
 
     @property
     def demand(self) -> int:
@@ -118,7 +124,9 @@ def arrival_order(
         t = base[rng.randrange(len(base))]
         if demand + t.demand > target:
             break
-        out.append(Task(f"{t.name}-tuned-{i}", t.cpu, t.mem, t.count, t.milli, t.models, t.creation))
+        out.append(
+            Task(f"{t.name}-tuned-{i}", t.cpu, t.mem, t.count, t.milli, t.models, t.creation, t.priority)
+        )
         demand += t.demand
         i += 1
     return out
@@ -149,6 +157,9 @@ class ArrivalResult:
     failed: int = 0
     moves: int = 0
     admitted: int = 0  # tasks placed only thanks to moves
+    preemptions: int = 0  # tasks placed only by evicting pods of lower priority
+    evicted: int = 0  # pods those preemptions evicted
+    preempted: int = 0  # evicted pods that found no room again (counted as arrived, not placed)
     searches: int = 0
     arrived: list[int] = field(default_factory=list, repr=False)  # milli-GPUs after each task
     allocated: list[int] = field(default_factory=list, repr=False)
@@ -175,6 +186,9 @@ class ArrivalResult:
             "failed_tasks": self.failed,
             "moves": self.moves,
             "admitted_by_moves": self.admitted,
+            "preemptions": self.preemptions,
+            "evicted_by_preemption": self.evicted,
+            "preempted_tasks": self.preempted,
             "allocated_pct_at": {str(x): _r(curve.get(x)) for x in (100, 130)},
             "final_allocated_pct": _r(100.0 * self.allocated[-1] / self.capacity) if self.allocated else None,
             "curve": [[x, round(v, 3)] for x, v in curve.items()],
@@ -210,14 +224,25 @@ def run_arrivals(
 
         def place(t: PTask, exclude: Any = ()) -> tuple[int, tuple[int, ...]] | None:
             return fgd.place(t, exclude)
+
+        def place_on(t: PTask, node: int) -> tuple[int, tuple[int, ...]] | None:
+            return fgd.place(t, [i for i in range(len(pk.nodes)) if i != node])
     else:
         mode: Mode = policy.placement  # type: ignore[assignment]
 
         def place(t: PTask, exclude: Any = ()) -> tuple[int, tuple[int, ...]] | None:
             return pk.place_mode(t, mode, exclude)
 
+        def place_on(t: PTask, node: int) -> tuple[int, tuple[int, ...]] | None:
+            fitting = pk.fitting_gpus(t, pk.nodes[node])
+            return None if fitting is None else (node, pk.pick_gpus(mode, t, pk.nodes[node], fitting))
+
     admitter = Admitter(pk, place, max_moves=max_moves) if policy.admit else None
     res = ArrivalResult(policy.name, seed, capacity, tasks=len(arrivals))
+    demand: dict[str, int] = {}  # bound pod → milli-GPUs
+    priorities: dict[str, int] = {}  # bound pod → priority (absent: 0)
+    started: dict[str, int] = {}  # bound pod → when it was (last) placed
+    preempter = Preempter(pk, Random(f"preempt-{seed}")) if policy.preempt else None
     arrived = allocated = 0
     for i, t in enumerate(arrivals):
         arrived += t.demand
@@ -225,6 +250,36 @@ def run_arrivals(
         key = f"{i}/{t.name}"
         pt = PTask(key, pt.cpu, pt.mem, pt.count, pt.tflops, pt.vram, None, pt.models)
         choice = place(pt)
+        # kube-scheduler's preemption runs in the same scheduling attempt (upstream keeps
+        # DefaultPreemption on); what stays pending is then tftui's to admit by moves
+        if choice is None and preempter is not None and t.priority > 0:
+            found = preempter.find(pt, t.priority, priorities, started)
+            if found is not None:
+                evicted = [(k, pk.unbind(k)) for k in found.victims]
+                choice = place_on(pt, found.node)
+                if choice is None:  # cannot happen: the same fit as the search's; undo all the same
+                    for k, p in reversed(evicted):
+                        pk.restore(k, p)
+                else:
+                    pk.bind(key, pt, *choice)
+                    _note(key, t.demand, t.priority, i, demand, priorities, started)
+                    allocated += t.demand
+                    res.preemptions += 1
+                    res.evicted += len(evicted)
+                    for k, p in evicted:  # re-created by its controller; no preemption of its own
+                        allocated -= demand[k]
+                        again = place(p.task)
+                        if again is None:
+                            res.preempted += 1
+                            for d in (demand, priorities, started):
+                                d.pop(k, None)
+                        else:
+                            pk.bind(k, p.task, *again)
+                            started[k] = i
+                            allocated += demand[k]
+                    res.arrived.append(arrived)
+                    res.allocated.append(allocated)
+                    continue
         if choice is None and admitter is not None:
             got = admitter.admit(pt)
             if got is not None:
@@ -235,6 +290,7 @@ def run_arrivals(
             res.failed += 1
         else:
             pk.bind(key, pt, *choice)
+            _note(key, t.demand, t.priority, i, demand, priorities, started)
             allocated += t.demand
         res.arrived.append(arrived)
         res.allocated.append(allocated)
@@ -242,6 +298,21 @@ def run_arrivals(
         res.searches = admitter.searches
     res.cpu_seconds = time.process_time() - cpu0
     return res
+
+
+def _note(
+    key: str,
+    milli: int,
+    priority: int,
+    at: int,
+    demand: dict[str, int],
+    priorities: dict[str, int],
+    started: dict[str, int],
+) -> None:
+    demand[key] = milli
+    started[key] = at
+    if priority:
+        priorities[key] = priority
 
 
 def protocol_input_of_state(state: Any) -> tuple[list[Node], list[Task]]:

@@ -171,6 +171,7 @@ class PolicySummary:
     moves: float
     cpu_seconds: float
     runs: list[ArrivalResult]
+    preempted: float = 0.0  # evicted by preemption and not placed again, mean per run
 
     def at(self, pct: int) -> float | None:
         return self.curve.get(pct)
@@ -182,6 +183,7 @@ class PolicySummary:
             "curve": [[x, round(v, 3)] for x, v in self.curve.items()],
             "failed_tasks": round(self.failed, 1),
             "moves": round(self.moves, 1),
+            "preempted_tasks": round(self.preempted, 1),
             "cpu_seconds": round(self.cpu_seconds, 2),
             "per_seed": {str(r.seed): r.to_json() for r in self.runs},
         }
@@ -214,6 +216,7 @@ def summarize(results: Sequence[ArrivalResult]) -> list[PolicySummary]:
                 sum(r.moves for r in runs) / k,
                 sum(r.cpu_seconds for r in runs),
                 runs,
+                sum(r.preempted for r in runs) / k,
             )
         )
     return out

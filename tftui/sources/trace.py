@@ -500,6 +500,7 @@ def task_objects(task: TraceTask, models: Sequence[str], pool: str = "trace") ->
 def protocol_input(trace: Trace) -> tuple[list[Any], list[Any]]:
     """The trace's nodes and tasks in the arrivals protocol's units (`engine.arrivals`)."""
     from tftui.engine.arrivals import Node, Task
+    from tftui.engine.preempt import QOS_PRIORITY
 
     nodes = [Node(n.name, n.cpu_milli, n.memory_mib, n.gpus, n.model) for n in trace.nodes]
     tasks = [
@@ -511,6 +512,7 @@ def protocol_input(trace: Trace) -> tuple[list[Any], list[Any]]:
             t.gpu_milli,
             frozenset(t.gpu_spec) or None,
             t.creation,
+            QOS_PRIORITY.get(_QOS.get(t.qos, "medium"), 0),
         )
         for t in trace.tasks
     ]

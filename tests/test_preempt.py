@@ -1,0 +1,134 @@
+"""kube-scheduler's default preemption over a packing (`engine.preempt`) and `+preempt` in a replay."""
+
+from __future__ import annotations
+
+from random import Random
+
+import pytest
+
+from tftui.engine.arrivals import Node, PolicyError, Task, packing_of, parse_trace_policy, ptask, run_arrivals
+from tftui.engine.packing import Packing
+from tftui.engine.preempt import QOS_PRIORITY, Preempter, candidates_wanted
+from tftui.sources.trace import protocol_input, read_trace
+
+HIGH = QOS_PRIORITY["high"]
+
+
+def _packing(nodes: int, pods: list[tuple[str, int, int, int]]) -> Packing:
+    """One-GPU nodes n0…; `pods` as (key, node, milli-GPUs, CPU milli) bound in that order."""
+    pk = packing_of([Node(f"n{i}", 8000, 8000, 1, "T4") for i in range(nodes)])
+    for key, node, milli, cpu in pods:
+        pk.bind(key, ptask(Task(key, cpu, 0, 1, milli, None)), node, (0,))
+    return pk
+
+
+def _find(pk: Packing, milli: int, priorities: dict[str, int], started: dict[str, int] | None = None):  # type: ignore[no-untyped-def]
+    task = ptask(Task("new", 0, 0, 1, milli, None))
+    order = started if started is not None else {k: i for i, k in enumerate(pk.pods)}
+    return Preempter(pk, Random(1)).find(task, HIGH, priorities, order)
+
+
+def test_only_pods_of_lower_priority_are_victims() -> None:
+    pk = _packing(2, [("low", 0, 600, 0), ("high", 1, 600, 0)])
+    got = _find(pk, 1000, {"high": HIGH})
+    assert got is not None and (got.node, got.victims, got.pdb_violations) == (0, ("low",), 0)
+    assert pk.pods.keys() == {"low", "high"}  # the search leaves the packing as it was
+    assert _find(_packing(1, [("high", 0, 600, 0)]), 1000, {"high": HIGH}) is None  # equal: never
+
+
+def test_the_more_important_pod_is_given_back_first_so_the_younger_one_goes() -> None:
+    # 400 + 400 on one GPU, 200 free: a 500 needs one of them gone; the older one is reprieved
+    pk = _packing(1, [("old", 0, 400, 0), ("young", 0, 400, 0)])
+    got = _find(pk, 500, {}, {"old": 0, "young": 5})
+    assert got is not None and got.victims == ("young",)
+    got = _find(pk, 500, {}, {"old": 9, "young": 5})
+    assert got is not None and got.victims == ("old",)
+    mid = _find(pk, 500, {"old": 5000}, {"old": 0, "young": 5})  # higher priority reprieved first
+    assert mid is not None and mid.victims == ("young",)
+
+
+def test_the_node_with_the_lowest_highest_victim_priority_then_the_fewest_victims() -> None:
+    # n0: one victim of priority 5000; n1: two victims of priority 0 → n1 (lower highest priority)
+    pk = _packing(2, [("mid", 0, 1000, 0), ("a", 1, 500, 0), ("b", 1, 500, 0)])
+    got = _find(pk, 1000, {"mid": 5000})
+    assert got is not None and got.node == 1 and set(got.victims) == {"a", "b"}
+    # all of priority 0: n0 needs one victim, n1 two → n0
+    got = _find(pk, 1000, {})
+    assert got is not None and (got.node, got.victims) == (0, ("mid",))
+
+
+def test_a_victim_whose_pdb_allows_no_disruption_is_avoided_where_another_node_can_do_without() -> None:
+    pk = _packing(2, [("guarded", 0, 1000, 0), ("a", 1, 500, 0), ("b", 1, 500, 0)])
+    pk.pods["guarded"].pdb = "pdb-g"
+    pk.budgets["pdb-g"] = 0
+    got = _find(pk, 1000, {})
+    assert got is not None and got.node == 1 and got.pdb_violations == 0  # two victims, no violation
+    alone = _packing(1, [("guarded", 0, 1000, 0)])
+    alone.pods["guarded"].pdb = "pdb-g"
+    alone.budgets["pdb-g"] = 0
+    forced = _find(alone, 1000, {})
+    assert forced is not None and forced.victims == ("guarded",) and forced.pdb_violations == 1
+
+
+def test_no_candidate_where_evicting_every_lower_pod_still_leaves_no_room() -> None:
+    # the GPU's other 500 is held by a pod of the same priority; CPU is also checked
+    pk = _packing(1, [("low", 0, 500, 0), ("high", 0, 500, 0)])
+    assert _find(pk, 1000, {"high": HIGH}) is None
+    cpu = _packing(1, [("low", 0, 500, 7000)])  # freeing the GPU frees its 7000 milli-CPU too
+    task = ptask(Task("new", 7500, 0, 1, 1000, None))
+    got = Preempter(cpu, Random(1)).find(task, HIGH, {}, {"low": 0})
+    assert got is not None and got.victims == ("low",)
+    task = ptask(Task("new", 8500, 0, 1, 1000, None))  # more than the node has at all
+    assert Preempter(cpu, Random(1)).find(task, HIGH, {}, {"low": 0}) is None
+
+
+def test_candidates_wanted_is_kube_schedulers_ten_percent_at_least_a_hundred() -> None:
+    assert [candidates_wanted(n) for n in (5, 100, 1000, 1213, 5000)] == [5, 100, 100, 121, 500]
+
+
+def test_preempt_in_a_run_evicts_the_low_priority_pod_and_places_it_again_where_it_fits() -> None:
+    """n0 and n1 (one GPU each): a low 600 lands on one, a high 600 on the other, then a high 1000
+    fits nowhere: it evicts the low 600, which finds no room again (both GPUs hold 1000 and 600)."""
+    nodes = [Node("n0", 8000, 8000, 1, "T4"), Node("n1", 8000, 8000, 1, "T4")]
+    tasks = [
+        Task("t0", 100, 100, 1, 600, None, creation=0, priority=0),
+        Task("t1", 100, 100, 1, 600, None, creation=1, priority=HIGH),
+        Task("t2", 100, 100, 1, 1000, None, creation=2, priority=HIGH),
+    ]
+    kw = {"seed": 3, "inflate": 1.1, "order": "creation"}
+    plain = run_arrivals(nodes, tasks, parse_trace_policy("LowLoadFirst"), **kw)  # type: ignore[arg-type]
+    pre = run_arrivals(nodes, tasks, parse_trace_policy("LowLoadFirst+preempt"), **kw)  # type: ignore[arg-type]
+    assert (plain.failed, plain.allocated[-1]) == (1, 1200)
+    assert (pre.failed, pre.preemptions, pre.evicted, pre.preempted) == (0, 1, 1, 1)
+    assert pre.allocated == [600, 1200, 1600]  # 600 + 1000: the evicted 600 is arrived, not placed
+    j = pre.to_json()
+    assert (j["preemptions"], j["evicted_by_preemption"], j["preempted_tasks"]) == (1, 1, 1)
+    # a low-priority task never preempts, and a victim that fits elsewhere is placed again
+    nodes3 = [*nodes, Node("n2", 8000, 8000, 1, "T4")]
+    tasks3 = [*tasks[:2], Task("t1b", 100, 100, 1, 400, None, creation=1, priority=HIGH), tasks[2]]
+    kw3 = {**kw, "inflate": 0.87}  # 2600 of 3000 milli-GPUs: no task drawn on top
+    again = run_arrivals(nodes3, tasks3, parse_trace_policy("LowLoadFirst+preempt"), **kw3)  # type: ignore[arg-type]
+    assert (again.tasks, again.failed, again.preemptions, again.preempted) == (4, 0, 1, 0)
+    assert again.allocated[-1] == 2600
+
+
+def test_policy_flags_and_trace_priorities() -> None:
+    p = parse_trace_policy("lowloadfirst+Admit+preempt")
+    assert (p.placement, p.admit, p.preempt) == ("LowLoadFirst", True, True)
+    assert not parse_trace_policy("FGD").preempt
+    with pytest.raises(PolicyError, match=r"\+preempt"):
+        parse_trace_policy("CompactFirst+evict")
+
+
+def test_trace_qos_maps_to_upstreams_priority_classes(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    nodes = tmp_path / "n.csv"
+    pods = tmp_path / "p.csv"
+    nodes.write_text("sn,cpu_milli,memory_mib,gpu,model\nn0,8000,8000,1,T4\n")
+    head = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time\n"
+    rows = [
+        f"p{i},100,100,1,500,,{q},Running,0,10,0\n"
+        for i, q in enumerate(("LS", "BE", "Burstable", "Guaranteed"))
+    ]
+    pods.write_text(head + "".join(rows))
+    _, tasks = protocol_input(read_trace(nodes, pods))
+    assert [t.priority for t in tasks] == [HIGH, 0, 0, HIGH]
