@@ -13,7 +13,6 @@ import contextlib
 import copy
 import json
 import math
-import time
 from collections import Counter
 from datetime import timedelta
 from typing import Any
@@ -494,11 +493,8 @@ def test_sim_metrics_rebuild_serves_replacements(sim: ActingSimCluster) -> None:
     (a, _) = sorted(workers_of(sim, "recsys", "e5-large-embed"), key=lambda p: p["metadata"]["name"])
     sim.apply(EvictPod("recsys", a["metadata"]["name"]))
     sim.advance(3 * MIN)
-    started = time.perf_counter()
     metrics = SimMetrics(sim.snapshot(), sim.seed, now=sim.now())
-    elapsed = time.perf_counter() - started
     usage = metrics.latest_worker_usage(sim.now())
     names = {p["metadata"]["name"] for p in workers_of(sim, "recsys", "e5-large-embed")}
     assert a["metadata"]["name"] not in names
     assert {n for (ns, n) in usage if ns == "recsys"} >= names
-    assert elapsed < 1.0
