@@ -258,16 +258,10 @@ class AutoscaleState:
             pods.items(), key=lambda kv: (kv[1][3], kv[1][0])
         ):
             hist = self.workloads[wkey]
-            smp = hist.samplers[pod] = _Sampler()
-            smp.last_tf = unix_to_go(last_tf) if last_tf > -math.inf else -math.inf
-            if not v_n or peak is None:
-                continue  # no VRAM sample: no window opened, as add_samples leaves it
-            smp.last_vram = unix_to_go(v_last)
-            smp.window_end = unix_to_go(v_first) + VRAM_WINDOW
-            smp.peak = float(peak)
-            hist.vram_samples += v_n
-            hist.vram_first = min(hist.vram_first, unix_to_go(v_first))
-            hist.vram.add(smp.peak, VRAM_SAMPLE_WEIGHT, smp.window_end)
+            if not v_n or peak is None:  # no VRAM sample: no window opened, as add_samples leaves it
+                hist.samplers[pod] = _sampler(last_tf)
+                continue
+            _open_vram_window(hist, pod, last_tf, v_first, v_last, float(peak), v_n)
         return n
 
     def add_pod_bucket_arrays(self, query: HistogramQuery, g: PodBucketArrays) -> int:
@@ -328,15 +322,7 @@ class AutoscaleState:
             peak[ordered].tolist(), [v_n[i] for i in ordered.tolist()], strict=True,
         ):  # fmt: skip
             ns, wl, pod = g.pods[p]
-            hist = self.workloads[f"{ns}/{wl}"]
-            smp = hist.samplers[pod] = _Sampler()
-            smp.last_tf = unix_to_go(lt) if lt > -math.inf else -math.inf
-            smp.last_vram = unix_to_go(la)
-            smp.window_end = unix_to_go(f) + VRAM_WINDOW
-            smp.peak = float(pk)
-            hist.vram_samples += cnt
-            hist.vram_first = min(hist.vram_first, unix_to_go(f))
-            hist.vram.add(smp.peak, VRAM_SAMPLE_WEIGHT, smp.window_end)
+            _open_vram_window(self.workloads[f"{ns}/{wl}"], pod, lt, f, la, float(pk), cnt)
         return int(g.count.sum())
 
     def _entry(
@@ -365,3 +351,24 @@ def _by_first_group(ids: Any) -> list[int]:
     """The distinct values of `ids` in the order they first occur."""
     values, first = np.unique(ids, return_index=True)
     return values[np.argsort(first, kind="stable")].tolist()
+
+
+def _sampler(last_tf: float) -> _Sampler:
+    """A pod's sampler after its buckets were loaded, its last TFLOPS sample at `last_tf` (Unix s)."""
+    smp = _Sampler()
+    smp.last_tf = unix_to_go(last_tf) if last_tf > -math.inf else -math.inf
+    return smp
+
+
+def _open_vram_window(
+    hist: WorkloadHistory, pod: str, last_tf: float, v_first: float, v_last: float, peak: float, n: int
+) -> None:
+    """The pod's sampler with its VRAM window open from its first VRAM sample, and the window's peak
+    in the workload's VRAM histogram (what `add_samples` leaves after the same samples)."""
+    smp = hist.samplers[pod] = _sampler(last_tf)
+    smp.last_vram = unix_to_go(v_last)
+    smp.window_end = unix_to_go(v_first) + VRAM_WINDOW
+    smp.peak = peak
+    hist.vram_samples += n
+    hist.vram_first = min(hist.vram_first, unix_to_go(v_first))
+    hist.vram.add(smp.peak, VRAM_SAMPLE_WEIGHT, smp.window_end)
