@@ -41,7 +41,7 @@ lint: install
 	$(BIN)/mypy
 
 test: lint tools
-	$(BIN)/pytest -n 3 -q --durations=20 $(PYTEST_ARGS)
+	$(BIN)/pytest -n 2 -q --durations=20 $(PYTEST_ARGS)
 
 # `make check`: lint, then the unit tests that start nothing — no server (marker `integration`, set
 # by tests/conftest.py on tests using a server fixture), no tmux (`e2e`), no console app (`asyncio`:
