@@ -61,7 +61,11 @@ class ClusterPort(Protocol):
         ...
 
     def snapshot(self) -> list[dict[str, Any]]:
-        """All objects as `kubectl get -o json` items (apiVersion, kind, metadata, spec, status)."""
+        """All objects as `kubectl get -o json` items (apiVersion, kind, metadata, spec, status).
+
+        An object that did not change since the last call is the very same dict, and a dict handed
+        out is never mutated later (a change replaces it): consumers reuse what they derived from an
+        object by its identity (`model.validated`, `engine.incremental`)."""
         ...
 
 
