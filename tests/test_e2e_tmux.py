@@ -161,9 +161,12 @@ def test_demo_console_in_tmux(tmux: Tmux) -> None:
     assert NODE in filtered and "dev-4090-01" not in filtered
 
     tmux.keys("Enter")
-    node = tmux.wait_text(f"nodes › {NODE} ({len(node_gpus)} GPUs")
-    for gpu in node_gpus:
-        assert gpu[:8] in node, gpu  # GPU names are cut in the middle to fit the column
+    # the crumb and the GPU rows are drawn in separate updates (under load a capture caught the
+    # crumb alone): wait for both; GPU names are cut in the middle to fit the column
+    node = tmux.wait_for(
+        lambda s: f"nodes › {NODE} ({len(node_gpus)} GPUs" in s and all(g[:8] in s for g in node_gpus),
+        "the node's drill-down and its GPU rows",
+    )
     assert node.count("H100 80GB HBM3") == len(node_gpus)
     assert "do-not-disrupt" in node  # the node's flag, spelled out in the summary
 
