@@ -65,7 +65,7 @@ def test_incremental_state_equals_the_full_build_at_every_step(
     monkeypatch.setattr(incremental, "update_state", checked)
     monkeypatch.setattr(incremental._Update, "run", counted)
     objects = generate_objects(7, 60, DEFAULT_NOW)
-    cfg = SimConfig(duration=timedelta(days=2), churn=0.5, seed=11)
+    cfg = SimConfig(duration=timedelta(days=1), churn=0.5, seed=11)
     res = simulate(objects, parse_policy(policy), DEFAULT_NOW, cfg)
     # the run changed what the incremental path must follow, and it did follow it
     assert res.arrivals > 20 and res.departures > 20
