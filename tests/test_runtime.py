@@ -250,6 +250,19 @@ def test_manual_compaction_on_the_demo() -> None:
     check_consistent(sim)
 
 
+def test_the_runtime_state_is_reused_while_nothing_changed_and_equals_a_full_build_after() -> None:
+    sim = ActingSimCluster()
+    rt = Runtime(sim, clock=sim.clock)
+    first = rt.state()
+    assert rt.state() is first  # the very same objects: not even an incremental pass
+    rt.manual_compaction(DEV)  # releases two nodes: claims deleted, nodes draining
+    sim.advance(PROVISIONER_DELAY["Karpenter"])
+    after = rt.state()
+    assert after is not first and after == ClusterState.build(sim.snapshot())
+    assert not {"dev-4090-03", "dev-4090-04"} & set(after.nodes)
+    assert after.nodes.keys() < first.nodes.keys()
+
+
 def test_manual_compaction_on_a_live_cluster_only_writes_the_annotation() -> None:
     sim = ActingSimCluster()
     rt = Runtime(sim, clock=sim.clock, embedded=False)
