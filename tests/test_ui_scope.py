@@ -18,7 +18,7 @@ from textual.pilot import Pilot
 from textual.widgets import Label, Static
 
 from tests.kubeapi import KubeApiServer
-from tests.waiting import wait_until
+from tests.waiting import type_text, wait_until
 from tftui.sources.kube import KubeCluster
 from tftui.sources.sim.cluster import DEFAULT_NOW, SimCluster, generate_objects
 from tftui.sources.sim.usage import SimMetrics
@@ -56,7 +56,9 @@ async def command(pilot: Pilot[None], text: str) -> None:
 
 
 async def filter_rows(pilot: Pilot[None], text: str) -> None:
-    await pilot.press("slash", *text, "enter")
+    await pilot.press("slash")
+    await type_text(pilot, text)
+    await pilot.press("enter")
     await settle(pilot)
 
 
