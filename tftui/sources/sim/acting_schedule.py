@@ -7,6 +7,7 @@ of the writes (acting_writes.py), so this part sits above them.
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections.abc import Iterable
 from datetime import datetime
 
@@ -14,6 +15,7 @@ from tftui.engine import incremental, quota
 from tftui.engine.fit import Request, RequestError
 from tftui.engine.nodefit import node_fit, pod_requests
 from tftui.engine.placement import apply_placement, place
+from tftui.engine.snapdelta import DeltaSnapshot, KindDelta
 from tftui.engine.state import ClusterState, PartitionUse, Res
 from tftui.model import keys
 from tftui.model.dump import KINDS, Snapshot
@@ -91,22 +93,85 @@ class _ActingScheduler(_ActingWrites):
     def _build_state(self, objects: list[JSON]) -> ClusterState:
         """`ClusterState` of `objects` (the current `_objs`, in order), derived from the last one
         built here: copy-on-write hands the same dict for every object that did not change, so only
-        the changes are re-indexed."""
+        the changes are re-indexed — and the store hands along which those are (`DeltaSnapshot`),
+        so finding them costs what changed, not a comparison of every object."""
+        prev = self._last_state
+        changed, self._base = self._base, {}
+        deleted, self._base_deleted = self._base_deleted, set()
         snap: Snapshot | list[JSON] = objects
         if all(kind in KINDS for kind in self._by_kind):  # grouped from the kind index, not per object
-            lists = self._kind_lists
-            for kind in self._kinds_changed:
-                lists.pop(kind, None)
+            per_kind: dict[str, dict[Key, JSON | None]] = {}
+            for key, old in changed.items():
+                per_kind.setdefault(key[0], {})[key] = old
+            delta: dict[str, KindDelta | None] = {}
+            for kind in self._kinds_changed | per_kind.keys():
+                delta[kind] = self._relist(kind, per_kind.get(kind, {}), deleted)
             self._kinds_changed.clear()
+            lists = self._kind_lists
             for kind, ks in self._by_kind.items():
                 if kind not in lists:
-                    lists[kind] = list(map(self._objs.__getitem__, ks))
-            snap = Snapshot(objects, {k: v for k, v in lists.items() if v})
-        prev = self._last_state
+                    self._list_kind(kind, ks)
+            base = prev.snapshot if prev is not None else None
+            kinds = {k: v for k, v in lists.items() if v}
+            snap = DeltaSnapshot(objects, kinds, base=base, changed=delta)
+        else:
+            self._kind_lists.clear()  # the changes were not followed: every kind is listed afresh
         state = ClusterState.build(snap) if prev is None else incremental.update_state(prev, snap)
+        if isinstance(snap, DeltaSnapshot):
+            snap.take(None)  # a full build kept it: drop the change set (and the previous snapshot)
         self._last_state = state
         self._owned.clear()  # the state holds these dicts now: copy before changing them
         return state
+
+    def _list_kind(self, kind: str, ks: Iterable[Key]) -> list[JSON]:
+        keys_ = list(ks)
+        objs = self._kind_lists[kind] = list(map(self._objs.__getitem__, keys_))
+        self._kind_index[kind] = dict(zip(keys_, itertools.count()))
+        self._kind_pos[kind] = dict(zip(map(id, objs), itertools.count()))
+        return objs
+
+    def _relist(self, kind: str, olds: dict[Key, JSON | None], deleted: set[Key]) -> KindDelta | None:
+        """The new list of `kind` (in `_kind_lists`) and its `KindDelta` from the objects the last
+        state had for the changed keys (`olds`); None when that cannot be told by key (the list is
+        rebuilt and the state compares it object by object)."""
+        base, index = self._kind_lists.pop(kind, None), self._kind_index.get(kind)
+        pos = self._kind_pos.get(kind)
+        ks = self._by_kind.get(kind, {})
+        if base is None or index is None or pos is None or not olds:
+            self._list_kind(kind, ks)
+            return None
+        added: list[JSON] = []
+        removed: list[JSON] = []
+        replaced: list[tuple[int, JSON]] = []
+        for key, old in olds.items():
+            cur = self._objs.get(key)
+            i = index.get(key)
+            if old is not None and (i is None or base[i] is not old):
+                self._list_kind(kind, ks)  # the record does not match the last state: compare
+                return None
+            if old is cur:
+                if key in deleted and cur is not None:  # deleted and added again: moved last
+                    self._list_kind(kind, ks)
+                    return None
+                continue
+            if old is not None:
+                removed.append(old)
+            if cur is not None:
+                added.append(cur)
+                if i is not None and key not in deleted:  # in its place (a key added again goes last)
+                    replaced.append((i, cur))
+        if len(replaced) == len(added) == len(removed):  # objects replaced in place: same keys
+            objs = self._kind_lists[kind] = list(base)
+            pos = self._kind_pos[kind] = dict(pos)
+            for old in removed:
+                del pos[id(old)]
+            for i, cur in replaced:
+                objs[i] = cur
+                pos[id(cur)] = i
+        else:  # keys came or went: positions move
+            self._list_kind(kind, ks)
+            pos = self._kind_pos[kind]
+        return added, removed, pos if added or removed else {}  # never changed later: shared
 
     def _unschedulable(self, key: Key, reason: str) -> None:
         self._refused[key] = reason
