@@ -152,6 +152,14 @@ class _Update:
                 return [], [], {}
         return _changes(old, new)
 
+    def _kept_order(self, kind: str, views: dict[str, Any], before: dict[str, Any]) -> bool:
+        """Whether `views` (the previous views with some replaced or dropped) are in snapshot order
+        without looking: the source's change set says no key of `kind` moved (a replaced object
+        keeps its place), and no view was added (those go last and need the check)."""
+        return (
+            self.delta is not None and self.delta.get(kind) is not None and not views.keys() - before.keys()
+        )
+
     def _same(self, kind: str) -> bool:
         """Whether the source says no object of `kind` changed (its list is the previous one)."""
         return (
@@ -277,7 +285,7 @@ class _Update:
                 list_dirty.add(old.node or "")
                 left.add(old.node)
                 recheck.update(old.workers)
-        st.gpus = _ordered(gpus, pos)
+        st.gpus = gpus if self._kept_order("GPU", gpus, prev.gpus) else _ordered(gpus, pos)
         return changed, list_dirty, recheck, labels_dirty, left
 
     # -- workers -----------------------------------------------------------------------------------
@@ -332,7 +340,7 @@ class _Update:
                 native_dirty.add(prev._native_gpu_node(p))
         if node_struct:  # a node came or went: pods on it may start or stop counting
             native_dirty.update(node_struct)
-        st.workers = _ordered(workers, pos)
+        st.workers = workers if self._kept_order("Pod", workers, prev.workers) else _ordered(workers, pos)
         return gone, new, native_dirty
 
     def _labelled_pods(

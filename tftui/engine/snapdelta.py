@@ -4,7 +4,9 @@ A source that knows what it changed (the acting simulator records every object i
 deletes) hands the change set along, so `engine.incremental.update_state` need not find it by
 comparing every object of the two snapshots by identity (O(objects) per update, many updates per
 simulated tick during a defrag campaign). The change set must be the exact identity difference of
-the two snapshots, kind by kind, with the unchanged objects in the same relative order;
+the two snapshots, kind by kind, with the unchanged objects in the same relative order, each
+replaced object in its predecessor's place and new objects last (a kind where that does not hold
+is handed as None: compared object by object); positions need only keep the list's order;
 `update_state` uses it only when `base` is the previous state's very snapshot, and drops it once
 read (a state must not keep its predecessor alive).
 """

@@ -6,8 +6,8 @@ of the writes (acting_writes.py), so this part sits above them.
 
 from __future__ import annotations
 
+import bisect
 import heapq
-import itertools
 from collections.abc import Iterable
 from datetime import datetime
 
@@ -100,7 +100,7 @@ class _ActingScheduler(_ActingWrites):
         deleted, self._base_deleted = self._base_deleted, set()
         snap: Snapshot | list[JSON] = objects
         if all(kind in KINDS for kind in self._by_kind):  # grouped from the kind index, not per object
-            per_kind: dict[str, dict[Key, JSON | None]] = {}
+            per_kind: dict[str, dict[Key, tuple[JSON | None, int | None]]] = {}
             for key, old in changed.items():
                 per_kind.setdefault(key[0], {})[key] = old
             delta: dict[str, KindDelta | None] = {}
@@ -126,51 +126,62 @@ class _ActingScheduler(_ActingWrites):
     def _list_kind(self, kind: str, ks: Iterable[Key]) -> list[JSON]:
         keys_ = list(ks)
         objs = self._kind_lists[kind] = list(map(self._objs.__getitem__, keys_))
-        self._kind_index[kind] = dict(zip(keys_, itertools.count()))
-        self._kind_pos[kind] = dict(zip(map(id, objs), itertools.count()))
+        ords = self._kind_ords[kind] = list(map(self._order.__getitem__, keys_))
+        self._kind_pos[kind] = dict(zip(map(id, objs), ords, strict=True))
         return objs
 
-    def _relist(self, kind: str, olds: dict[Key, JSON | None], deleted: set[Key]) -> KindDelta | None:
-        """The new list of `kind` (in `_kind_lists`) and its `KindDelta` from the objects the last
-        state had for the changed keys (`olds`); None when that cannot be told by key (the list is
-        rebuilt and the state compares it object by object)."""
-        base, index = self._kind_lists.pop(kind, None), self._kind_index.get(kind)
-        pos = self._kind_pos.get(kind)
+    def _relist(
+        self, kind: str, olds: dict[Key, tuple[JSON | None, int | None]], deleted: set[Key]
+    ) -> KindDelta | None:
+        """The new list of `kind` (in `_kind_lists`) and its `KindDelta`, from the objects the last
+        state had for the changed keys (`olds`), patched into a copy of its list: O(changed) but
+        for the copies. Positions are the keys' `_order` (gaps where keys went: only their order
+        is read). None when that cannot be told by key (the list is rebuilt, the state compares)."""
+        base, ords0, pos0 = (
+            self._kind_lists.pop(kind, None),
+            self._kind_ords.get(kind),
+            self._kind_pos.get(kind),
+        )
         ks = self._by_kind.get(kind, {})
-        if base is None or index is None or pos is None or not olds:
+        if base is None or ords0 is None or pos0 is None or not olds:
             self._list_kind(kind, ks)
             return None
+        objs, ords, pos = list(base), list(ords0), dict(pos0)
         added: list[JSON] = []
         removed: list[JSON] = []
-        replaced: list[tuple[int, JSON]] = []
-        for key, old in olds.items():
+        new_keys: list[Key] = []
+        for key, (old, order) in olds.items():
             cur = self._objs.get(key)
-            i = index.get(key)
-            if old is not None and (i is None or base[i] is not old):
-                self._list_kind(kind, ks)  # the record does not match the last state: compare
+            if key in deleted and cur is not None:  # deleted and added again: it went last
+                self._list_kind(kind, ks)  # (rare) the state compares, and checks the order
                 return None
             if old is cur:
-                if key in deleted and cur is not None:  # deleted and added again: moved last
-                    self._list_kind(kind, ks)
-                    return None
                 continue
             if old is not None:
+                i = bisect.bisect_left(ords, order) if order is not None else len(ords)
+                if i == len(ords) or ords[i] != order or objs[i] is not old:
+                    self._list_kind(kind, ks)  # the record does not match the last state: compare
+                    return None
                 removed.append(old)
+                del pos[id(old)]
+                if cur is None:
+                    del objs[i], ords[i]
+                else:
+                    objs[i] = cur
+                    pos[id(cur)] = ords[i]
             if cur is not None:
                 added.append(cur)
-                if i is not None and key not in deleted:  # in its place (a key added again goes last)
-                    replaced.append((i, cur))
-        if len(replaced) == len(added) == len(removed):  # objects replaced in place: same keys
-            objs = self._kind_lists[kind] = list(base)
-            pos = self._kind_pos[kind] = dict(pos)
-            for old in removed:
-                del pos[id(old)]
-            for i, cur in replaced:
-                objs[i] = cur
-                pos[id(cur)] = i
-        else:  # keys came or went: positions move
+                if old is None:
+                    new_keys.append(key)
+        for key in sorted(new_keys, key=self._order.__getitem__):  # new keys come last, in order
+            cur = self._objs[key]
+            objs.append(cur)
+            ords.append(self._order[key])
+            pos[id(cur)] = ords[-1]
+        if len(objs) != len(ks):  # the records missed a change: list afresh
             self._list_kind(kind, ks)
-            pos = self._kind_pos[kind]
+            return None
+        self._kind_lists[kind], self._kind_ords[kind], self._kind_pos[kind] = objs, ords, pos
         return added, removed, pos if added or removed else {}  # never changed later: shared
 
     def _unschedulable(self, key: Key, reason: str) -> None:

@@ -84,11 +84,12 @@ class _ActingStore:
         self._kind_lists: dict[str, list[JSON]] = {}
         self._kinds_changed: set[str] = set()
         # what changed since the last state was built, handed to the next one (`DeltaSnapshot`):
-        # each key changed → its object in that state's snapshot (None: it had none), the keys
-        # deleted meanwhile, and the position of every key and object in `_kind_lists`
-        self._base: dict[Key, JSON | None] = {}
+        # each key changed → its object in that state's snapshot and its `_order` then (None: it
+        # had none), the keys deleted meanwhile, and for every kind list its objects' `_order`
+        # (ascending) and the same by id of the object (positions that keep the list's order)
+        self._base: dict[Key, tuple[JSON | None, int | None]] = {}
         self._base_deleted: set[Key] = set()
-        self._kind_index: dict[str, dict[Key, int]] = {}
+        self._kind_ords: dict[str, list[int]] = {}
         self._kind_pos: dict[str, dict[int, int]] = {}
 
     # -- store helpers ------------------------------------------------------------------------------
@@ -104,7 +105,7 @@ class _ActingStore:
     def _record(self, key: Key) -> None:
         """Note `key`'s object as the last state has it, before its first change since that state."""
         if key not in self._base:
-            self._base[key] = self._objs.get(key)
+            self._base[key] = (self._objs.get(key), self._order.get(key))
 
     def _changed(self, key: Key | None = None) -> None:
         if key is not None:
