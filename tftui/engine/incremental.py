@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
+from tftui.engine.snapdelta import DeltaSnapshot, KindDelta
 from tftui.engine.state.cluster import ClusterState
 from tftui.engine.state.derive import (
     add_compaction_sums,
@@ -43,11 +44,12 @@ def update_state(prev: ClusterState, source: Snapshot | Iterable[dict[str, Any]]
     """The `ClusterState` of `source`, equal to `ClusterState.build(source)`, reusing `prev`'s views
     of the objects that are the very same dicts in both snapshots."""
     snap = source if isinstance(source, Snapshot) else Snapshot.of(source)
+    delta = snap.take(prev.snapshot) if isinstance(snap, DeltaSnapshot) else None
     if prev.warnings:
         return ClusterState.build(snap)
     with gc_paused():
         try:
-            state = _Update(prev, snap).run()
+            state = _Update(prev, snap, delta).run()
             state.derived_from(prev)
             return state
         except _Fallback:
@@ -128,14 +130,43 @@ def _label_pool(gpu: GPUView) -> str | None:
 class _Update:
     """One incremental build (see the module docstring); `run` raises `_Fallback` when it cannot."""
 
-    def __init__(self, prev: ClusterState, snap: Snapshot) -> None:
+    def __init__(self, prev: ClusterState, snap: Snapshot, delta: dict[str, KindDelta | None] | None) -> None:
         self.prev = prev
         self.snap = snap
+        self.delta = delta  # what the source says changed (`DeltaSnapshot`), else None
         self.st = ClusterState(snapshot=snap)
         self.pods_pos: dict[int, int] = {}  # position of each pod in the snapshot, by id (pods changed)
         self.pods_removed: set[int] = set()  # ids of the pod objects that went
         self.native_added: list[dict[str, Any]] = []  # new non-worker pods, in snapshot order
         self.node_struct = False  # a node came, went or moved: every pod's native node is redone
+
+    def _diff(self, kind: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[int, int]]:
+        """`_changes` of one kind, from the source's change set when it handed one (O(changed))."""
+        old, new = self.prev.snapshot.kind(kind), self.snap.kind(kind)
+        if self.delta is not None:
+            if kind in self.delta:
+                got = self.delta[kind]
+                if got is not None:
+                    return got if got[0] or got[1] else ([], [], {})
+            elif old is new:
+                return [], [], {}
+        return _changes(old, new)
+
+    def _kept_order(self, kind: str, views: dict[str, Any], before: dict[str, Any]) -> bool:
+        """Whether `views` (the previous views with some replaced or dropped) are in snapshot order
+        without looking: the source's change set says no key of `kind` moved (a replaced object
+        keeps its place), and no view was added (those go last and need the check)."""
+        return (
+            self.delta is not None and self.delta.get(kind) is not None and not views.keys() - before.keys()
+        )
+
+    def _same(self, kind: str) -> bool:
+        """Whether the source says no object of `kind` changed (its list is the previous one)."""
+        return (
+            self.delta is not None
+            and kind not in self.delta
+            and self.snap.kind(kind) is self.prev.snapshot.kind(kind)
+        )
 
     def run(self) -> ClusterState:
         prev, snap, st = self.prev, self.snap, self.st
@@ -183,6 +214,9 @@ class _Update:
         """GPUNode views: the previous one while its objects are the same dicts, else a fresh one.
         Returns (nodes added, removed or moved to another pool; nodes whose objects changed)."""
         prev, st = self.prev, self.st
+        if self._same("Node") and self._same("GPUNode"):
+            st.nodes = dict(prev.nodes)  # the same objects: the same views, in the same order
+            return set(), set()
         k8s_nodes = {n["metadata"]["name"]: n for n in self.snap.kind("Node")}
         struct: set[str] = set()
         dirty: set[str | None] = set()
@@ -210,7 +244,7 @@ class _Update:
         list or capacity changed, workers to re-derive, whether the pool-label lists changed, the
         nodes of GPUs that went)."""
         prev, st = self.prev, self.st
-        added, removed, pos = _changes(prev.snapshot.kind("GPU"), self.snap.kind("GPU"))
+        added, removed, pos = self._diff("GPU")
         gpus = st.gpus = dict(prev.gpus)
         changed: set[str] = set()
         list_dirty: set[str] = set(node_struct)
@@ -251,7 +285,7 @@ class _Update:
                 list_dirty.add(old.node or "")
                 left.add(old.node)
                 recheck.update(old.workers)
-        st.gpus = _ordered(gpus, pos)
+        st.gpus = gpus if self._kept_order("GPU", gpus, prev.gpus) else _ordered(gpus, pos)
         return changed, list_dirty, recheck, labels_dirty, left
 
     # -- workers -----------------------------------------------------------------------------------
@@ -262,7 +296,7 @@ class _Update:
         """Worker views in pod order. Returns (previous views dropped, views made, nodes whose
         native-GPU pod list may have changed)."""
         prev, st, snap = self.prev, self.st, self.snap
-        added, removed, pos = _changes(prev.snapshot.kind("Pod"), snap.kind("Pod"))
+        added, removed, pos = self._diff("Pod")
         self._labelled_pods(added, removed, pos)
         workers = st.workers = dict(prev.workers)
         prev_by_id = {id(w.obj): w for w in (prev.workers[k] for k in recheck if k in prev.workers)}
@@ -306,7 +340,7 @@ class _Update:
                 native_dirty.add(prev._native_gpu_node(p))
         if node_struct:  # a node came or went: pods on it may start or stop counting
             native_dirty.update(node_struct)
-        st.workers = _ordered(workers, pos)
+        st.workers = workers if self._kept_order("Pod", workers, prev.workers) else _ordered(workers, pos)
         return gone, new, native_dirty
 
     def _labelled_pods(
@@ -475,9 +509,7 @@ class _Update:
         for w in new:
             if w.workload:
                 touched.setdefault(f"{w.namespace}/{w.workload}", set()).add(w.key)
-        added, removed, pos = _changes(
-            prev.snapshot.kind("TensorFusionWorkload"), self.snap.kind("TensorFusionWorkload")
-        )
+        added, removed, pos = self._diff("TensorFusionWorkload")
         views = dict(prev.workloads)
         prev_local = [k for k, v in views.items() if v.obj is None]
         for key in prev_local:

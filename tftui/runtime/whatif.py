@@ -20,8 +20,9 @@ workers are read from the scheduler's queue, so an instant with nothing due buil
 (`engine.incremental.update_state`: the cluster copies on write, so an
 unchanged object is the same dict and keeps its views; equal to a full build), the simulated
 cluster's status pass re-indexes only the pods changed since the last pass, and defrag derives its
-indexes, target judgements and candidate simulations once per state (`ClusterState.derived`). A
-week of the 500-node demo takes about a minute of CPU (`bench/simulate.py`).
+indexes, target judgements and candidate simulations once per state (`ClusterState.derived`). The
+simulated cluster hands each state the objects it changed (`engine.snapdelta`), so finding them
+costs what changed. A week of the 500-node demo takes about 85 CPU-seconds (`bench/simulate.py`).
 
 **Workload churn** is generated from a seed before any policy runs, so every policy sees the same
 arrivals and departures: each workload lives an exponential time (mean `1/churn` days); each pool

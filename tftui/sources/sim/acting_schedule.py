@@ -6,6 +6,7 @@ of the writes (acting_writes.py), so this part sits above them.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 from collections.abc import Iterable
 from datetime import datetime
@@ -14,6 +15,7 @@ from tftui.engine import incremental, quota
 from tftui.engine.fit import Request, RequestError
 from tftui.engine.nodefit import node_fit, pod_requests
 from tftui.engine.placement import apply_placement, place
+from tftui.engine.snapdelta import DeltaSnapshot, KindDelta
 from tftui.engine.state import ClusterState, PartitionUse, Res
 from tftui.model import keys
 from tftui.model.dump import KINDS, Snapshot
@@ -91,22 +93,96 @@ class _ActingScheduler(_ActingWrites):
     def _build_state(self, objects: list[JSON]) -> ClusterState:
         """`ClusterState` of `objects` (the current `_objs`, in order), derived from the last one
         built here: copy-on-write hands the same dict for every object that did not change, so only
-        the changes are re-indexed."""
+        the changes are re-indexed — and the store hands along which those are (`DeltaSnapshot`),
+        so finding them costs what changed, not a comparison of every object."""
+        prev = self._last_state
+        changed, self._base = self._base, {}
+        deleted, self._base_deleted = self._base_deleted, set()
         snap: Snapshot | list[JSON] = objects
         if all(kind in KINDS for kind in self._by_kind):  # grouped from the kind index, not per object
-            lists = self._kind_lists
-            for kind in self._kinds_changed:
-                lists.pop(kind, None)
+            per_kind: dict[str, dict[Key, tuple[JSON | None, int | None]]] = {}
+            for key, old in changed.items():
+                per_kind.setdefault(key[0], {})[key] = old
+            delta: dict[str, KindDelta | None] = {}
+            for kind in self._kinds_changed | per_kind.keys():
+                delta[kind] = self._relist(kind, per_kind.get(kind, {}), deleted)
             self._kinds_changed.clear()
+            lists = self._kind_lists
             for kind, ks in self._by_kind.items():
                 if kind not in lists:
-                    lists[kind] = list(map(self._objs.__getitem__, ks))
-            snap = Snapshot(objects, {k: v for k, v in lists.items() if v})
-        prev = self._last_state
+                    self._list_kind(kind, ks)
+            base = prev.snapshot if prev is not None else None
+            kinds = {k: v for k, v in lists.items() if v}
+            snap = DeltaSnapshot(objects, kinds, base=base, changed=delta)
+        else:
+            self._kind_lists.clear()  # the changes were not followed: every kind is listed afresh
         state = ClusterState.build(snap) if prev is None else incremental.update_state(prev, snap)
+        if isinstance(snap, DeltaSnapshot):
+            snap.take(None)  # a full build kept it: drop the change set (and the previous snapshot)
         self._last_state = state
         self._owned.clear()  # the state holds these dicts now: copy before changing them
         return state
+
+    def _list_kind(self, kind: str, ks: Iterable[Key]) -> list[JSON]:
+        keys_ = list(ks)
+        objs = self._kind_lists[kind] = list(map(self._objs.__getitem__, keys_))
+        ords = self._kind_ords[kind] = list(map(self._order.__getitem__, keys_))
+        self._kind_pos[kind] = dict(zip(map(id, objs), ords, strict=True))
+        return objs
+
+    def _relist(
+        self, kind: str, olds: dict[Key, tuple[JSON | None, int | None]], deleted: set[Key]
+    ) -> KindDelta | None:
+        """The new list of `kind` (in `_kind_lists`) and its `KindDelta`, from the objects the last
+        state had for the changed keys (`olds`), patched into a copy of its list: O(changed) but
+        for the copies. Positions are the keys' `_order` (gaps where keys went: only their order
+        is read). None when that cannot be told by key (the list is rebuilt, the state compares)."""
+        base, ords0, pos0 = (
+            self._kind_lists.pop(kind, None),
+            self._kind_ords.get(kind),
+            self._kind_pos.get(kind),
+        )
+        ks = self._by_kind.get(kind, {})
+        if base is None or ords0 is None or pos0 is None or not olds:
+            self._list_kind(kind, ks)
+            return None
+        objs, ords, pos = list(base), list(ords0), dict(pos0)
+        added: list[JSON] = []
+        removed: list[JSON] = []
+        new_keys: list[Key] = []
+        for key, (old, order) in olds.items():
+            cur = self._objs.get(key)
+            if key in deleted and cur is not None:  # deleted and added again: it went last
+                self._list_kind(kind, ks)  # (rare) the state compares, and checks the order
+                return None
+            if old is cur:
+                continue
+            if old is not None:
+                i = bisect.bisect_left(ords, order) if order is not None else len(ords)
+                if i == len(ords) or ords[i] != order or objs[i] is not old:
+                    self._list_kind(kind, ks)  # the record does not match the last state: compare
+                    return None
+                removed.append(old)
+                del pos[id(old)]
+                if cur is None:
+                    del objs[i], ords[i]
+                else:
+                    objs[i] = cur
+                    pos[id(cur)] = ords[i]
+            if cur is not None:
+                added.append(cur)
+                if old is None:
+                    new_keys.append(key)
+        for key in sorted(new_keys, key=self._order.__getitem__):  # new keys come last, in order
+            cur = self._objs[key]
+            objs.append(cur)
+            ords.append(self._order[key])
+            pos[id(cur)] = ords[-1]
+        if len(objs) != len(ks):  # the records missed a change: list afresh
+            self._list_kind(kind, ks)
+            return None
+        self._kind_lists[kind], self._kind_ords[kind], self._kind_pos[kind] = objs, ords, pos
+        return added, removed, pos if added or removed else {}  # never changed later: shared
 
     def _unschedulable(self, key: Key, reason: str) -> None:
         self._refused[key] = reason

@@ -48,6 +48,7 @@ class _ActingStatus(_ActingStore):
         if key in self._owned:
             obj["status"] = status
         else:
+            self._record(key)
             self._objs[key] = {**obj, "status": status}  # shares metadata/spec, so stays un-owned
             self._kinds_changed.add(key[0])
 

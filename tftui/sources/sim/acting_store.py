@@ -83,6 +83,14 @@ class _ActingStore:
         # each kind's objects as the last state got them, until one of that kind is replaced
         self._kind_lists: dict[str, list[JSON]] = {}
         self._kinds_changed: set[str] = set()
+        # what changed since the last state was built, handed to the next one (`DeltaSnapshot`):
+        # each key changed → its object in that state's snapshot and its `_order` then (None: it
+        # had none), the keys deleted meanwhile, and for every kind list its objects' `_order`
+        # (ascending) and the same by id of the object (positions that keep the list's order)
+        self._base: dict[Key, tuple[JSON | None, int | None]] = {}
+        self._base_deleted: set[Key] = set()
+        self._kind_ords: dict[str, list[int]] = {}
+        self._kind_pos: dict[str, dict[int, int]] = {}
 
     # -- store helpers ------------------------------------------------------------------------------
 
@@ -93,6 +101,11 @@ class _ActingStore:
             where = f" in namespace {ns}" if ns else ""
             raise ActionError(f'{kind} "{name}"{where} not found', 404)
         return obj
+
+    def _record(self, key: Key) -> None:
+        """Note `key`'s object as the last state has it, before its first change since that state."""
+        if key not in self._base:
+            self._base[key] = (self._objs.get(key), self._order.get(key))
 
     def _changed(self, key: Key | None = None) -> None:
         if key is not None:
@@ -108,6 +121,7 @@ class _ActingStore:
         """The object for in-place change: copied first if a snapshot may hold it."""
         obj = self._get(key)
         if key not in self._owned:
+            self._record(key)
             obj = copy.deepcopy(obj)
             self._objs[key] = obj
             self._owned.add(key)
@@ -116,6 +130,7 @@ class _ActingStore:
 
     def _add(self, obj: JSON) -> None:
         key = _key(obj)
+        self._record(key)
         if key not in self._objs:
             self._order[key] = self._next_order
             self._next_order += 1
@@ -130,6 +145,9 @@ class _ActingStore:
         self._changed(key)
 
     def _delete(self, key: Key) -> None:
+        if key in self._objs:
+            self._record(key)
+            self._base_deleted.add(key)
         if self._objs.pop(key, None) is not None:
             self._by_kind[key[0]].pop(key, None)
             self._order.pop(key, None)

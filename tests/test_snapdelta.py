@@ -1,0 +1,87 @@
+"""The acting simulator's change sets (`DeltaSnapshot`) are the identity differences that
+`engine.incremental` would otherwise compute object by object: checked at every state a what-if run
+with churn, defrag evictions, node releases and provisioned nodes builds."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from tftui.engine import incremental
+from tftui.engine.snapdelta import DeltaSnapshot
+from tftui.engine.state import ClusterState
+from tftui.runtime.whatif import SimConfig, WhatIfCluster, parse_policy, simulate
+from tftui.sources.sim.cluster import DEFAULT_NOW, generate_objects
+
+
+def _ids(objs: list[dict[str, Any]]) -> list[int]:
+    return sorted(map(id, objs))
+
+
+@pytest.mark.parametrize("policy", ["CompactFirst+defrag", "LowLoadFirst+defrag=60"])
+def test_change_sets_are_the_identity_differences(policy: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    diff = incremental._Update._diff
+    seen = {"from the change set": 0, "changed kinds": 0, "structural": 0, "order kept": 0}
+
+    def checked(self: Any, kind: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[int, int]]:
+        fast = diff(self, kind)
+        if self.delta is not None:
+            seen["from the change set"] += 1
+            old, new = self.prev.snapshot.kind(kind), self.snap.kind(kind)
+            plain = incremental._changes(old, new)  # raises if unchanged objects changed places
+            assert _ids(fast[0]) == _ids(plain[0]), kind
+            assert _ids(fast[1]) == _ids(plain[1]), kind
+            assert fast[2].keys() == plain[2].keys(), kind  # positions: the same order
+            assert sorted(fast[2], key=fast[2].__getitem__) == sorted(plain[2], key=plain[2].__getitem__)
+            if plain[0]:
+                seen["changed kinds"] += 1
+            if len(old) != len(new):
+                seen["structural"] += 1
+        return fast
+
+    def same(self: Any, kind: str) -> bool:
+        answer = bool(same_(self, kind))
+        if answer:
+            assert self.snap.kind(kind) == self.prev.snapshot.kind(kind)
+            assert not incremental._changes(self.prev.snapshot.kind(kind), self.snap.kind(kind))[0]
+        return answer
+
+    same_ = incremental._Update._same
+    kept_ = incremental._Update._kept_order
+
+    def kept(self: Any, kind: str, views: dict[str, Any], before: dict[str, Any]) -> bool:
+        answer = bool(kept_(self, kind, views, before))
+        if answer:
+            seen["order kept"] += 1
+            pos = incremental._positions(self.snap.kind(kind))
+            assert list(incremental._ordered(views, pos)) == list(views), kind
+        return answer
+
+    monkeypatch.setattr(incremental._Update, "_kept_order", kept)
+    monkeypatch.setattr(incremental._Update, "_diff", checked)
+    monkeypatch.setattr(incremental._Update, "_same", same)
+    objects = generate_objects(7, 60, DEFAULT_NOW)
+    cfg = SimConfig(duration=timedelta(days=2), churn=0.5, seed=11)
+    res = simulate(objects, parse_policy(policy), DEFAULT_NOW, cfg)
+    assert res.arrivals > 20 and res.departures > 20 and res.evictions > 5 and res.releases > 0
+    assert seen["from the change set"] > 300
+    assert seen["changed kinds"] > 100 and seen["structural"] > 20 and seen["order kept"] > 100
+
+
+def test_a_state_from_change_sets_equals_the_full_build_and_drops_its_predecessor() -> None:
+    sim = WhatIfCluster(generate_objects(7, 40, DEFAULT_NOW), DEFAULT_NOW, 3)
+    first = sim.state()
+    pods = [o for o in sim.snapshot() if o["kind"] == "Pod"]
+    victim = next(p for p in pods if (p.get("spec") or {}).get("nodeName"))
+    sim._delete(("Pod", victim["metadata"]["namespace"], victim["metadata"]["name"]))
+    sim.add_node_like(first.pools[sorted(first.pools)[0]].nodes[0], "extra")
+    second = sim.state()
+    assert second is not first
+    full = ClusterState.build(list(sim.snapshot()))
+    assert second == full and list(second.workers) == list(full.workers)
+    assert list(second.gpus) == list(full.gpus) and list(second.nodes) == list(full.nodes)
+    snap = second.snapshot
+    assert isinstance(snap, DeltaSnapshot)  # built from a change set, which went with the update
+    assert snap.base is None and snap.changed is None
