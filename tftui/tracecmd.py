@@ -16,12 +16,9 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from tftui.engine.arrivals import MODES, REFERENCE, PolicyError, parse_trace_policy
-
 if TYPE_CHECKING:
     from tftui.sources.trace import Trace
 
-DEFAULT_POLICIES = (REFERENCE, *MODES, *(f"{m}+admit" for m in MODES))
 CURVE_POINTS = (10, 20, 30, 40, 50, 60, 70, 80, 90, 100, 110, 120, 130)
 
 
@@ -74,7 +71,17 @@ def parse_seeds(text: str | None, default: int) -> list[int]:
     return out
 
 
+def default_policies() -> tuple[str, ...]:
+    """The arrivals protocol's policies when none are named: the reference, each mode, each with
+    admission. A function, so the parser (which imports this module for `add_trace_args`) does not
+    import the protocol, numpy with it, on every `tftui` start."""
+    from tftui.engine.arrivals import MODES, REFERENCE
+
+    return (REFERENCE, *MODES, *(f"{m}+admit" for m in MODES))
+
+
 def cmd_trace(args: argparse.Namespace) -> int:
+    from tftui.engine.arrivals import PolicyError, parse_trace_policy
     from tftui.sources.trace import TraceError, protocol_input, read_trace
 
     if not (args.trace_nodes and args.trace_pods):
@@ -87,7 +94,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
     if args.compare:
         raise TraceUsage("--compare: presets are for the demo and dumps; name trace policies with --policy")
     if args.protocol == "arrivals":
-        names = names or list(DEFAULT_POLICIES)
+        names = names or list(default_policies())
         try:
             for n in names:
                 parse_trace_policy(n)

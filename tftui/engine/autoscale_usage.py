@@ -11,8 +11,6 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-import numpy as np
-
 from tftui.engine.autoscale_config import (
     DEFAULT_PERIOD,
     TFLOPS_SAMPLE_WEIGHT,
@@ -271,6 +269,9 @@ class AutoscaleState:
         weights one by one in that order from 0.0, as the loop does; buckets, workloads and pods are
         visited in the order of their first group, as the loop's dicts are. What is left per
         workload and pod (the histograms' own updates) is the loop's code."""
+        import numpy as np  # here, not at the top: the console and one-shot commands import this
+        # module at start, and only a columnar usage source (the simulator's) reaches this method
+
         n = len(g.pods)
         if not len(g.pod):
             return 0
@@ -349,6 +350,8 @@ class AutoscaleState:
 
 def _by_first_group(ids: Any) -> list[int]:
     """The distinct values of `ids` in the order they first occur."""
+    import numpy as np
+
     values, first = np.unique(ids, return_index=True)
     return values[np.argsort(first, kind="stable")].tolist()
 

@@ -15,15 +15,18 @@ at most one PDB, whose budget (`status.disruptionsAllowed`) bounds how many of i
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tftui.engine.admit import Admission, Admitter
 from tftui.engine.fit import Request, RequestError, model_matches
 from tftui.engine.nodefit import pod_requests
-from tftui.engine.packing import Packing, task_of_worker
 from tftui.engine.placement import place, pool_mode
 from tftui.engine.state import ClusterState
 from tftui.model.selectors import selector_matches
+
+if TYPE_CHECKING:  # imported where used: the console imports this module at start, and the
+    # admission search's packing model brings numpy, which its first screen does not need
+    from tftui.engine.admit import Admission
+    from tftui.engine.packing import Packing
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +50,8 @@ def is_pending(state: ClusterState, key: str) -> bool:
 
 def movable_packing(state: ClusterState, pool: str) -> Packing:
     """The pool as `engine.admit` searches it: every worker, its blocker and its one PDB."""
+    from tftui.engine.packing import Packing
+
     pk = Packing.from_state(state, pool)
     pdbs = [p for p in state.pdbs if isinstance(p, dict)]
     for key, p in pk.pods.items():
@@ -92,6 +97,9 @@ def explain(state: ClusterState, key: str) -> PendingWhy | None:
     message = str(cond.get("message") or "")
     rej = p.rejected
     why, detail = _reason(state, pool, req, rej, message)
+    from tftui.engine.admit import Admitter
+    from tftui.engine.packing import task_of_worker
+
     pk = movable_packing(state, pool)
     mode = pool_mode(state, pool)
     adm = Admitter(pk, lambda t, ex: pk.place_mode(t, mode, ex)).admit(task_of_worker(w))

@@ -13,6 +13,7 @@ Nulls in mappings are therefore dropped before validation, in YAML and JSON alik
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 from collections.abc import Iterable, Iterator, Sequence
@@ -74,7 +75,11 @@ AnyObject = Annotated[
 ]
 
 
-_ITEMS = TypeAdapter(list[AnyObject])
+@functools.cache
+def _items() -> TypeAdapter[list[Any]]:
+    """The validator of a list of objects, built on first use: building it costs about 0.1 CPU-s,
+    which a command that never validates (`--help`, the generated demo's `plan`) does not pay."""
+    return TypeAdapter(list[AnyObject])
 
 
 class DumpError(ValueError):
@@ -380,9 +385,9 @@ def validate_items(items: Sequence[Any], source: str = "<objects>") -> Snapshot:
     """Validate already-decoded objects (from YAML, the API, a generator) into a Snapshot."""
     try:
         try:
-            objects = _share(_ITEMS.validate_python(items, strict=True), items)
+            objects = _share(_items().validate_python(items, strict=True), items)
         except ValidationError:  # a value to coerce (`"1"` for an int), or a real error: say which
-            objects = cast(list[dict[str, Any]], _ITEMS.validate_python(items))
+            objects = cast(list[dict[str, Any]], _items().validate_python(items))
     except ValidationError as exc:
         raise _format_errors(exc, items, source) from None
     except RecursionError:
@@ -441,7 +446,7 @@ def _fast_json(raw: bytes, source: str) -> Snapshot | None:
     objects: list[dict[str, Any]] = []
     try:
         for start in range(0, len(items), CHUNK):
-            objects += cast(list[dict[str, Any]], _ITEMS.validate_python(items[start : start + CHUNK]))
+            objects += cast(list[dict[str, Any]], _items().validate_python(items[start : start + CHUNK]))
             items[start : start + CHUNK] = itertools.repeat(None, min(CHUNK, len(items) - start))
     except (ValidationError, RecursionError):
         return None

@@ -17,6 +17,8 @@ __all__ = ["finite_float_problem"]
 def finite_float_problem(value: Any) -> str | None:
     """Why `value` (a number, or text ParseFloat reads) is not a finite number; None if it is or if
     it is not a number at all."""
+    if value is None:  # the common case: a field not set (the autoscaler asks for 12 per workload)
+        return None
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
