@@ -40,8 +40,14 @@ lint: install
 	$(BIN)/ruff format --check tftui tests bench
 	$(BIN)/mypy
 
+# Bytecode is written even where the environment says not to (PYTHONDONTWRITEBYTECODE, set on some
+# CI images): the suite starts hundreds of `python -m tftui` processes and each would compile the
+# package from source again (≈ 0.3 CPU-s a start), and pytest would re-rewrite every test module in
+# every worker. __pycache__ is git-ignored.
+RUN := env -u PYTHONDONTWRITEBYTECODE
+
 test: lint tools
-	$(BIN)/pytest -n 2 -q --durations=20 $(PYTEST_ARGS)
+	$(RUN) $(BIN)/pytest -n 2 -q --durations=20 $(PYTEST_ARGS)
 
 # `make check`: lint, then the unit tests that start nothing — no server (marker `integration`, set
 # by tests/conftest.py on tests using a server fixture), no tmux (`e2e`), no console app (`asyncio`:
@@ -61,7 +67,7 @@ CHECK_IGNORE := tests/snapshots tests/test_runtime.py tests/test_state_increment
 CHECK_MARKERS := not integration and not e2e and not asyncio and not property
 
 check: lint
-	$(BIN)/pytest -q -p no:cacheprovider -m "$(CHECK_MARKERS)" -k "not cli_" \
+	$(RUN) $(BIN)/pytest -q -p no:cacheprovider -m "$(CHECK_MARKERS)" -k "not cli_" \
 	  $(addprefix --ignore=,$(CHECK_IGNORE)) $(PYTEST_ARGS)
 
 bench: install tools
