@@ -14,12 +14,14 @@ parsing every object again.
 from __future__ import annotations
 
 import itertools
-import operator
 from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
-from tftui.engine.snapdelta import DeltaSnapshot, KindDelta
+from tftui.engine.snapdelta import DeltaSnapshot, KindDelta, identity_changes
+from tftui.engine.snapdelta import in_order as _in_order
+from tftui.engine.snapdelta import ordered as _ordered
+from tftui.engine.snapdelta import positions as _positions
 from tftui.engine.state.cluster import ClusterState
 from tftui.engine.state.derive import (
     add_compaction_sums,
@@ -60,42 +62,12 @@ def update_state(prev: ClusterState, source: Snapshot | Iterable[dict[str, Any]]
 def _changes(
     old: list[dict[str, Any]], new: list[dict[str, Any]]
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[int, int]]:
-    """(objects only in `new`, objects only in `old`, position in `new` by id — empty when the two
-    lists are the same objects), by identity; the set operations run in C, so an unchanged kind
-    costs a few microseconds per thousand objects."""
-    if len(old) == len(new) and all(map(operator.is_, old, new)):
-        return [], [], {}
-    pos = _positions(new)
-    old_by_id = dict(zip(map(id, old), old, strict=True))
-    new_by_id = dict(zip(map(id, new), new, strict=True))
-    added = [new_by_id[i] for i in new_by_id.keys() - old_by_id.keys()]
-    removed = [old_by_id[i] for i in old_by_id.keys() - new_by_id.keys()]
-    kept = [p for p in map(pos.get, map(id, old)) if p is not None]
-    if not all(map(operator.lt, kept, kept[1:])):
-        raise _Fallback  # unchanged objects changed places: every order-dependent list would
-    return added, removed, pos
-
-
-def _positions(objs: list[dict[str, Any]]) -> dict[int, int]:
-    return dict(zip(map(id, objs), itertools.count()))
-
-
-def _in_order(objs: Iterable[dict[str, Any]], pos: dict[int, int]) -> list[dict[str, Any]]:
-    """`objs` (each once) in snapshot order."""
-    unique = {id(o): o for o in objs}
-    return [unique[i] for i in sorted(unique, key=pos.__getitem__)]
-
-
-def _ordered(views: dict[str, Any], pos: dict[int, int]) -> dict[str, Any]:
-    """`views` (name → view with `.obj`) in the order of their objects in the snapshot, as the full
-    build inserts them; usually already so (a replaced object keeps its place, new ones come last).
-    An empty `pos`: nothing of this kind changed, the order is the previous state's."""
-    if not pos:
-        return views
-    seq = list(map(pos.__getitem__, map(id, map(_OBJ, views.values()))))
-    if all(map(operator.lt, seq, seq[1:])):
-        return views
-    return dict(sorted(views.items(), key=lambda kv: pos[id(kv[1].obj)]))
+    """`snapdelta.identity_changes`; unchanged objects that changed places make every
+    order-dependent list differ: the full build instead."""
+    found = identity_changes(old, new)
+    if found is None:
+        raise _Fallback
+    return found
 
 
 def _worker_views_of(prev: ClusterState, pods: list[dict[str, Any]]) -> list[WorkerView]:
@@ -109,7 +81,6 @@ def _worker_views_of(prev: ClusterState, pods: list[dict[str, Any]]) -> list[Wor
     return out
 
 
-_OBJ = operator.attrgetter("obj")
 _NATIVE_PODS = "incremental-native-gpu-pods"
 """Derived key: node → the pod objects of its native-GPU pods (kept for the next update)."""
 
