@@ -155,9 +155,15 @@ class Step1Queries(Store):
         return out
 
     def _requests(self, t: TableInfo, params: Mapping[str, Any], missing: set[str]) -> list[WorkloadRequest]:
-        """Query 3: average request per workload, from per-worker partial sums (exact row averages)."""
+        """Query 3: average request per workload, from per-worker partial sums (exact row averages).
+
+        `gpu_count` is summed as a double (exact for any integer sum below 2⁵³, and the result is
+        read as a float anyway): PostgreSQL sums a bigint into a separately allocated 128-bit state
+        per group, one more cache line per row for each of a day's thousands of workers (see
+        `_fetch_usage`); a double's sum is kept in the group's own states.
+        """
         if t.has("gpu_count"):
-            gpu = sql.SQL("sum(gpu_count) AS gpu_sum, count(gpu_count) AS gpu_n")
+            gpu = sql.SQL("sum(CAST(gpu_count AS DOUBLE PRECISION)) AS gpu_sum, count(gpu_count) AS gpu_n")
         else:  # absent: upstream treats 0/invalid as 1 device
             gpu = sql.SQL("count(*) AS gpu_sum, count(*) AS gpu_n")
             missing.add("tf_worker_resources.gpu_count")
