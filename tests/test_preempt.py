@@ -132,3 +132,50 @@ def test_trace_qos_maps_to_upstreams_priority_classes(tmp_path) -> None:  # type
     pods.write_text(head + "".join(rows))
     _, tasks = protocol_input(read_trace(nodes, pods))
     assert [t.priority for t in tasks] == [HIGH, 0, 0, HIGH]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_victims_kept_per_node_give_the_answers_of_a_search_that_forgets_them(seed: int) -> None:
+    """A seeded pool where pods come and go, cordons flip and PDB budgets change, asked for the
+    preemption of tasks that differ in GPU share, CPU and memory (several questions per state, as
+    a replay asks): the kept victims and a search that forgets them before every question agree."""
+    rng = Random(seed)
+    pk = packing_of(
+        [Node(f"n{i:02d}", rng.choice((8000, 16000)), rng.choice((16384, 65536)), rng.choice((1, 2)), "T4")
+         for i in range(12)]
+    )  # fmt: skip
+    kept, afresh = Preempter(pk, Random(seed)), Preempter(pk, Random(seed))
+    priorities: dict[str, int] = {}
+    started: dict[str, int] = {}
+    found = 0
+    for step in range(400):
+        roll = rng.random()
+        if roll < 0.1 and pk.pods:
+            key = rng.choice(sorted(pk.pods))
+            pk.unbind(key)
+            priorities.pop(key, None)
+        elif roll < 0.13:
+            n = pk.nodes[rng.randrange(len(pk.nodes))]
+            n.unschedulable = not n.unschedulable
+        elif roll < 0.16:
+            pk.budgets[rng.choice(("pdb-a", "pdb-b"))] = rng.choice((0, 1, 2))
+        elif roll < 0.6:
+            t = ptask(Task(f"p{step}", rng.choice((500, 2000, 6000)), rng.choice((1024, 8192)), 1,
+                           rng.choice((190, 250, 500, 810, 1000)), None))  # fmt: skip
+            choice = pk.place_mode(t, "LowLoadFirst")
+            if choice is not None:
+                pk.bind(t.key, t, *choice, pdb=rng.choice((None, None, "pdb-a", "pdb-b")))
+                started[t.key] = step
+                if rng.random() < 0.3:
+                    priorities[t.key] = rng.choice((5000, HIGH))
+        task = ptask(Task("new", rng.choice((500, 2000, 6000, 9000)), rng.choice((1024, 8192, 30000)), 1,
+                          rng.choice((250, 500, 810, 1000)), None))  # fmt: skip
+        prio = rng.choice((5000, HIGH))
+        if rng.random() < 0.8 and pk.place_mode(task, "LowLoadFirst") is not None:
+            continue  # callers ask only for a pod that fits nowhere (a few are asked all the same)
+        afresh._victims.clear()
+        a = kept.find(task, prio, priorities, started)
+        b = afresh.find(task, prio, priorities, started)
+        assert a == b, f"step {step}"
+        found += a is not None
+    assert found > 20  # preemptions were found, not only refusals
