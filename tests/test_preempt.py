@@ -117,7 +117,7 @@ def test_policy_flags_and_trace_priorities() -> None:
     assert (p.placement, p.admit, p.preempt) == ("LowLoadFirst", True, True)
     assert not parse_trace_policy("FGD").preempt
     with pytest.raises(PolicyError, match=r"\+preempt"):
-        parse_trace_policy("CompactFirst+evict")
+        parse_trace_policy("CompactFirst+drain")
 
 
 def test_trace_qos_maps_to_upstreams_priority_classes(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -179,3 +179,48 @@ def test_the_victims_kept_per_node_give_the_answers_of_a_search_that_forgets_the
         assert a == b, f"step {step}"
         found += a is not None
     assert found > 20  # preemptions were found, not only refusals
+
+
+def _run(policy: str, rows: list[tuple[int, int]], nodes: int, inflate: float):  # type: ignore[no-untyped-def]
+    """One-GPU nodes; `rows` as (milli-GPUs, priority) arriving in that order."""
+    ns = [Node(f"n{i}", 64000, 64000, 1, "T4") for i in range(nodes)]
+    tasks = [Task(f"t{i}", 100, 100, 1, m, None, creation=i, priority=p) for i, (m, p) in enumerate(rows)]
+    return run_arrivals(ns, tasks, parse_trace_policy(policy), seed=3, inflate=inflate, order="creation")
+
+
+def test_evict_takes_the_node_whose_victims_hold_the_least_share_and_places_them_again() -> None:
+    """LowLoadFirst puts a low 810 on n0, low 200 and 300 on n1, a high 500 on n2; a high 1000 fits
+    nowhere. kube-scheduler's choice (+preempt) is n0 (one victim): the 810 finds no room again.
+    +evict takes n1 (500 evicted, not 810): the 200 and the 300 both fit on n2 again."""
+    rows = [(810, 0), (200, 0), (500, HIGH), (300, 0), (1000, HIGH)]
+    kube = _run("LowLoadFirst+preempt", rows, 3, 0.94)
+    own = _run("LowLoadFirst+evict", rows, 3, 0.94)
+    assert (kube.tasks, kube.preemptions, kube.evicted, kube.preempted, kube.allocated[-1]) == (
+        5,
+        1,
+        1,
+        1,
+        2000,
+    )
+    assert (own.tasks, own.preemptions, own.evicted, own.preempted, own.allocated[-1]) == (5, 1, 2, 0, 2810)
+
+
+def test_evict_never_breaks_a_pdb_and_comes_after_the_moves() -> None:
+    # a victim whose PDB allows no disruption: kube-scheduler evicts it when nothing else helps,
+    # tftui's eviction does not
+    pk = _packing(1, [("guarded", 0, 1000, 0)])
+    pk.pods["guarded"].pdb = "pdb-g"
+    pk.budgets["pdb-g"] = 0
+    task = ptask(Task("new", 0, 0, 1, 1000, None))
+    assert Preempter(pk, Random(1)).find(task, HIGH, {}, {"guarded": 0}) is not None
+    assert Preempter(pk, Random(1), least_share=True).find(task, HIGH, {}, {"guarded": 0}) is None
+    # 600, 600, 300 spread over three GPUs, then a high 1000: kube-scheduler preempts before tftui
+    # sees the pod pending; tftui's own policy moves the 300 first and evicts nobody
+    rows = [(600, 0), (600, 0), (300, 0), (1000, HIGH)]
+    kube = _run("LowLoadFirst+admit+preempt", rows, 3, 0.84)
+    own = _run("LowLoadFirst+admit+evict", rows, 3, 0.84)
+    assert (kube.preemptions, kube.moves) == (1, 0)
+    assert (own.preemptions, own.moves, own.failed, own.allocated[-1]) == (0, 1, 0, 2500)
+    with pytest.raises(PolicyError, match=r"\+evict"):
+        parse_trace_policy("LowLoadFirst+preempt+evict")
+    assert parse_trace_policy("LowLoadFirst+admit+Evict").evict

@@ -17,6 +17,11 @@ What is modelled, as the plugin does it:
 - the node: fewest PDB violations, then the lowest highest-victim priority, the smallest sum of
   victim priorities, the fewest victims, the latest earliest start among the highest-priority
   victims, then the first found.
+`least_share=True` is not kube-scheduler's but tftui's own choice (`+evict` in the arrivals
+protocol): only nodes whose victims break no PDB, every node looked at, the one whose victims hold
+the least GPU share first (then kube-scheduler's order). tftui can carry it out itself, as PDB-safe
+evictions of lower-priority pods for a pod left pending (its PriorityClass then has
+`preemptionPolicy: Never`, so kube-scheduler does not preempt first).
 Not modelled: pods nominated by other preemptors (the callers place one task at a time), graceful
 termination (victims leave at once), extenders, inter-pod affinity. Pure: no I/O, no clock.
 
@@ -59,7 +64,8 @@ def candidates_wanted(nodes: int) -> int:
 
 
 Rank = tuple[int, int, int, int, int]
-Entry = tuple[Rank, tuple[str, ...], int] | None  # a node's rank, victims and PDB violations
+# a node's rank, victims, PDB violations and the GPU share the victims hold
+Entry = tuple[Rank, tuple[str, ...], int, float] | None
 
 
 class Preempter:
@@ -67,8 +73,9 @@ class Preempter:
     models and sizes do not change; cordons are checked each time), and each node's victims per
     shape and priority while the node, its cordon and the PDB budgets are unchanged."""
 
-    def __init__(self, pk: Packing, rng: Random) -> None:
+    def __init__(self, pk: Packing, rng: Random, least_share: bool = False) -> None:
         self.pk, self.rng = pk, rng
+        self.least_share = least_share  # tftui's own choice (`+evict`), not kube-scheduler's
         self._potential: dict[tuple[object, ...], list[PNode]] = {}
         # (shape, priority) → node → (node version, PDB epoch, cordon, entry)
         self._victims: dict[tuple[object, ...], dict[int, tuple[int, int, bool, Entry]]] = {}
@@ -104,7 +111,11 @@ class Preempter:
                 kept[n.idx] = (n.version, epoch, n.unschedulable, entry)
             if entry is None:
                 continue
-            rank, victims, violations = entry
+            rank, victims, violations, share = entry
+            if self.least_share:
+                if not violations:  # every node looked at; the least GPU share evicted first
+                    found.append(((int(share), *rank[1:]), step, Preemption(n.idx, victims, 0)))
+                continue
             found.append((rank, step, Preemption(n.idx, victims, violations)))
             clean += violations == 0
             if clean and len(found) >= want:
@@ -128,11 +139,12 @@ def _entry(
         return None
     victims, violations = got
     if not victims:  # it fits there as it is: kube-scheduler takes the first such node at once
-        return (0, -(1 << 62), 0, 0, 0), victims, 0
+        return (0, -(1 << 62), 0, 0, 0), victims, 0, 0.0
     prios = [priorities.get(k, 0) for k in victims]
     top = max(prios)
     earliest = min(started.get(k, 0) for k, p in zip(victims, prios, strict=True) if p == top)
-    return (violations, top, sum(prios), len(victims), -earliest), victims, violations
+    share = sum(t for k in victims for t, _ in pk.pods[k].taken)
+    return (violations, top, sum(prios), len(victims), -earliest), victims, violations, share
 
 
 def _gpus_could_fit(pk: Packing, task: PTask, n: PNode) -> bool:
