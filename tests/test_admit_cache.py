@@ -1,24 +1,31 @@
 """The placement index and the admission search's caches give the answers of a search without them.
 
 `Packing.place_mode` looks only at the nodes whose free figures could take a task (an array per
-node, kept by every bind and unbind), and `Admitter` keeps per node its move-count bounds and move
-sets while the node and the PDB budgets are unchanged. Both are speed only: these tests replay
-seeded random pools — arrivals, departures, cordons, PDBs with small budgets, do-not-disrupt pods —
-in lockstep through the cached code and through a search that forgets everything before each
-question, and require the same choice, the same moves and the same packing at every step.
+node, kept by every bind and unbind), `Admitter` keeps per node its move-count bounds, move sets and
+movable workers' shapes while the node and the PDB budgets are unchanged (and passes over a node
+none of whose movable workers can be placed), and `Preempter` keeps each node's victims. All are
+speed only: these tests replay seeded random pools — arrivals, departures, cordons, PDBs with small
+budgets, do-not-disrupt pods — in lockstep through the cached code and through a search that
+forgets everything before each question, and require the same choice, the same moves and the same
+packing at every step; and whole `+admit+preempt` runs of small generated traces, with the caches
+and computed afresh, give the same records.
 """
 
 from __future__ import annotations
 
 from random import Random
+from typing import Any
 
 import pytest
 
 from tftui.engine import packing as packing_mod
-from tftui.engine.admit import Admitter
-from tftui.engine.arrivals import Node, Task, packing_of, ptask
+from tftui.engine.admit import Admitter, _shape
+from tftui.engine.arrivals import Node, Task, packing_of, parse_trace_policy, ptask, run_arrivals
 from tftui.engine.fit import MODES
-from tftui.engine.packing import Packing, PTask
+from tftui.engine.packing import Packing, PNode, PTask
+from tftui.engine.preempt import QOS_PRIORITY, Preempter
+
+HIGH = QOS_PRIORITY["high"]
 
 
 def _pool(rng: Random) -> Packing:
@@ -47,6 +54,7 @@ def _state(pk: Packing) -> list[tuple[str, int, tuple[int, ...]]]:
 def _forget(a: Admitter) -> None:
     a._bounds.clear()
     a._combo_cache.clear()
+    a._movers.clear()
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3, 4])
@@ -144,3 +152,71 @@ def test_one_search_sees_a_pdb_budget_raised_after_it_failed() -> None:
     got = admitter.admit(big)
     assert got is not None and [(m.pod, m.target) for m in got[1].moves] == [("b1", "c")]
     assert pk.budgets["pdb-b"] == 0
+
+
+def _from_scratch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every admission search and preemption search computed as without their caches: no bound,
+    move set, worker shape or victim list kept between questions, no node skipped as hopeless, and
+    the placeable filter asked pod by pod as a plain `all`."""
+    find = Preempter.find
+
+    def find_afresh(self: Preempter, *args: Any, **kw: Any) -> Any:
+        self._victims.clear()
+        return find(self, *args, **kw)
+
+    def subsets_plain(
+        self: Admitter,
+        task: PTask,
+        node: PNode,
+        k: int,
+        movable: dict[Any, bool],
+        chain: bool = False,
+        shape: Any = None,
+    ) -> list[tuple[str, ...]]:
+        combos = self._combos_now(task, node, k)
+        if chain or not combos:
+            return list(combos)
+        pods = self.pk.pods
+        return [
+            c for c in combos if all(self._placeable(_shape(pods[p].task), pods[p].task, movable) for p in c)
+        ]
+
+    monkeypatch.setattr(Preempter, "find", find_afresh)
+    monkeypatch.setattr(Admitter, "_subsets", subsets_plain)
+    monkeypatch.setattr(Admitter, "_hopeless", lambda self, node, movable: False)
+    monkeypatch.setattr(Admitter, "_bound", lambda self, task, node, shape=None: self._bound_now(task, node))
+
+
+def _trace(rng: Random) -> tuple[list[Node], list[Task]]:
+    nodes = [
+        Node(f"n{i:02d}", rng.choice((8000, 16000, 32000)), rng.choice((32768, 65536)), rng.choice((1, 2, 4)),
+             rng.choice(("T4", "A10")))
+        for i in range(20)
+    ]  # fmt: skip
+    tasks = []
+    for i in range(90):
+        count = rng.choice((0, 1, 1, 1, 1, 1, 2))
+        milli = 1000 if count > 1 else rng.choice((100, 190, 250, 500, 810, 810, 1000))
+        pick = rng.choice((None, None, None, "T4", "A10"))
+        tasks.append(
+            Task(f"t{i:03d}", rng.choice((500, 1000, 4000, 6000)), rng.choice((1024, 4096, 16384)), count,
+                 milli, None if pick is None else frozenset({pick}), priority=rng.choice((0, 0, HIGH)))
+        )  # fmt: skip
+    return nodes, tasks
+
+
+@pytest.mark.parametrize("seed", [11, 12, 13])
+@pytest.mark.parametrize("mode", MODES)
+def test_admit_preempt_run_with_the_caches_equals_the_run_computed_afresh(
+    seed: int, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    nodes, tasks = _trace(Random(seed))
+    policy = parse_trace_policy(f"{mode}+admit+preempt")
+    cached = run_arrivals(nodes, tasks, policy, seed=seed)
+    with monkeypatch.context() as m:
+        _from_scratch(m)
+        afresh = run_arrivals(nodes, tasks, policy, seed=seed)
+    figures = ("tasks", "failed", "moves", "admitted", "preemptions", "evicted", "preempted", "searches")
+    assert [getattr(cached, f) for f in figures] == [getattr(afresh, f) for f in figures]
+    assert (cached.arrived, cached.allocated) == (afresh.arrived, afresh.allocated)
+    assert cached.preemptions > 0 and cached.admitted > 0  # both searches did run

@@ -117,7 +117,7 @@ def test_policy_flags_and_trace_priorities() -> None:
     assert (p.placement, p.admit, p.preempt) == ("LowLoadFirst", True, True)
     assert not parse_trace_policy("FGD").preempt
     with pytest.raises(PolicyError, match=r"\+preempt"):
-        parse_trace_policy("CompactFirst+evict")
+        parse_trace_policy("CompactFirst+drain")
 
 
 def test_trace_qos_maps_to_upstreams_priority_classes(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -132,3 +132,95 @@ def test_trace_qos_maps_to_upstreams_priority_classes(tmp_path) -> None:  # type
     pods.write_text(head + "".join(rows))
     _, tasks = protocol_input(read_trace(nodes, pods))
     assert [t.priority for t in tasks] == [HIGH, 0, 0, HIGH]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_victims_kept_per_node_give_the_answers_of_a_search_that_forgets_them(seed: int) -> None:
+    """A seeded pool where pods come and go, cordons flip and PDB budgets change, asked for the
+    preemption of tasks that differ in GPU share, CPU and memory (several questions per state, as
+    a replay asks): the kept victims and a search that forgets them before every question agree."""
+    rng = Random(seed)
+    pk = packing_of(
+        [Node(f"n{i:02d}", rng.choice((8000, 16000)), rng.choice((16384, 65536)), rng.choice((1, 2)), "T4")
+         for i in range(12)]
+    )  # fmt: skip
+    kept, afresh = Preempter(pk, Random(seed)), Preempter(pk, Random(seed))
+    priorities: dict[str, int] = {}
+    started: dict[str, int] = {}
+    found = 0
+    for step in range(400):
+        roll = rng.random()
+        if roll < 0.1 and pk.pods:
+            key = rng.choice(sorted(pk.pods))
+            pk.unbind(key)
+            priorities.pop(key, None)
+        elif roll < 0.13:
+            n = pk.nodes[rng.randrange(len(pk.nodes))]
+            n.unschedulable = not n.unschedulable
+        elif roll < 0.16:
+            pk.budgets[rng.choice(("pdb-a", "pdb-b"))] = rng.choice((0, 1, 2))
+        elif roll < 0.6:
+            t = ptask(Task(f"p{step}", rng.choice((500, 2000, 6000)), rng.choice((1024, 8192)), 1,
+                           rng.choice((190, 250, 500, 810, 1000)), None))  # fmt: skip
+            choice = pk.place_mode(t, "LowLoadFirst")
+            if choice is not None:
+                pk.bind(t.key, t, *choice, pdb=rng.choice((None, None, "pdb-a", "pdb-b")))
+                started[t.key] = step
+                if rng.random() < 0.3:
+                    priorities[t.key] = rng.choice((5000, HIGH))
+        task = ptask(Task("new", rng.choice((500, 2000, 6000, 9000)), rng.choice((1024, 8192, 30000)), 1,
+                          rng.choice((250, 500, 810, 1000)), None))  # fmt: skip
+        prio = rng.choice((5000, HIGH))
+        if rng.random() < 0.8 and pk.place_mode(task, "LowLoadFirst") is not None:
+            continue  # callers ask only for a pod that fits nowhere (a few are asked all the same)
+        afresh._victims.clear()
+        a = kept.find(task, prio, priorities, started)
+        b = afresh.find(task, prio, priorities, started)
+        assert a == b, f"step {step}"
+        found += a is not None
+    assert found > 20  # preemptions were found, not only refusals
+
+
+def _run(policy: str, rows: list[tuple[int, int]], nodes: int, inflate: float):  # type: ignore[no-untyped-def]
+    """One-GPU nodes; `rows` as (milli-GPUs, priority) arriving in that order."""
+    ns = [Node(f"n{i}", 64000, 64000, 1, "T4") for i in range(nodes)]
+    tasks = [Task(f"t{i}", 100, 100, 1, m, None, creation=i, priority=p) for i, (m, p) in enumerate(rows)]
+    return run_arrivals(ns, tasks, parse_trace_policy(policy), seed=3, inflate=inflate, order="creation")
+
+
+def test_evict_takes_the_node_whose_victims_hold_the_least_share_and_places_them_again() -> None:
+    """LowLoadFirst puts a low 810 on n0, low 200 and 300 on n1, a high 500 on n2; a high 1000 fits
+    nowhere. kube-scheduler's choice (+preempt) is n0 (one victim): the 810 finds no room again.
+    +evict takes n1 (500 evicted, not 810): the 200 and the 300 both fit on n2 again."""
+    rows = [(810, 0), (200, 0), (500, HIGH), (300, 0), (1000, HIGH)]
+    kube = _run("LowLoadFirst+preempt", rows, 3, 0.94)
+    own = _run("LowLoadFirst+evict", rows, 3, 0.94)
+    assert (kube.tasks, kube.preemptions, kube.evicted, kube.preempted, kube.allocated[-1]) == (
+        5,
+        1,
+        1,
+        1,
+        2000,
+    )
+    assert (own.tasks, own.preemptions, own.evicted, own.preempted, own.allocated[-1]) == (5, 1, 2, 0, 2810)
+
+
+def test_evict_never_breaks_a_pdb_and_comes_after_the_moves() -> None:
+    # a victim whose PDB allows no disruption: kube-scheduler evicts it when nothing else helps,
+    # tftui's eviction does not
+    pk = _packing(1, [("guarded", 0, 1000, 0)])
+    pk.pods["guarded"].pdb = "pdb-g"
+    pk.budgets["pdb-g"] = 0
+    task = ptask(Task("new", 0, 0, 1, 1000, None))
+    assert Preempter(pk, Random(1)).find(task, HIGH, {}, {"guarded": 0}) is not None
+    assert Preempter(pk, Random(1), least_share=True).find(task, HIGH, {}, {"guarded": 0}) is None
+    # 600, 600, 300 spread over three GPUs, then a high 1000: kube-scheduler preempts before tftui
+    # sees the pod pending; tftui's own policy moves the 300 first and evicts nobody
+    rows = [(600, 0), (600, 0), (300, 0), (1000, HIGH)]
+    kube = _run("LowLoadFirst+admit+preempt", rows, 3, 0.84)
+    own = _run("LowLoadFirst+admit+evict", rows, 3, 0.84)
+    assert (kube.preemptions, kube.moves) == (1, 0)
+    assert (own.preemptions, own.moves, own.failed, own.allocated[-1]) == (0, 1, 0, 2500)
+    with pytest.raises(PolicyError, match=r"\+evict"):
+        parse_trace_policy("LowLoadFirst+preempt+evict")
+    assert parse_trace_policy("LowLoadFirst+admit+Evict").evict

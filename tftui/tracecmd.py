@@ -156,7 +156,7 @@ def cmd_lifetimes(args: argparse.Namespace, trace: Trace, policies: Sequence[str
             raise TraceUsage(
                 f"--policy {n}: FGD is a yardstick of the arrivals protocol, not a mode a cluster runs"
             )
-        for flag in ("admit", "preempt"):
+        for flag in ("admit", "preempt", "evict"):
             if flag in [f.strip().lower() for f in n.split("+")[1:]]:
                 raise TraceUsage(f"--policy {n}: +{flag} is a policy of the arrivals protocol")
     try:

@@ -20,7 +20,10 @@ nothing is remembered until a pod leaves the packing or a PDB budget changes: a 
 then finds nothing either (a packing that only gained pods has no more room anywhere). Per node,
 the move-count bound and the candidate move sets of a task shape are kept while the node's version
 (every bind and unbind), its cordon and the PDB budgets are unchanged: a replay asks them of every
-node for few distinct shapes, and few nodes change between two searches.
+node for few distinct shapes, and few nodes change between two searches. A node is passed over
+without its move sets when the search already knows that none of the workers they are drawn from
+can be placed (near saturation, most nodes); the placeable answers are asked in the same order as
+a plain filter would (they are kept for the search, and the chain moves look them up).
 
 `explain` is the console's answer to "why is this worker pending": which filter stage stopped it
 (capacity, fragmentation, quota, model, CPU, nodes) and the move set that would admit it.
@@ -45,6 +48,11 @@ CHAIN_SCAN: Final = 96  # of the nodes with the most free GPU (where one evictio
 
 Choice = tuple[int, tuple[int, ...]]
 Placer = Callable[[PTask, Collection[int]], Choice | None]
+# a node's move sets for a task shape, the distinct shapes they move (one task each), and which of
+# those each set moves
+Combos = tuple[
+    tuple[tuple[str, ...], ...], tuple[tuple[tuple[object, ...], PTask], ...], tuple[tuple[int, ...], ...]
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,9 +108,10 @@ class Admitter:
     # _bound per (task shape, node): valid while the node's version and the PDB budgets are the same
     # (a search asks it of every node; few shapes recur and few nodes change between searches)
     _bounds: dict[tuple[object, ...], tuple[int, int, int | None]] = field(default_factory=dict)
-    _combo_cache: dict[
-        int, tuple[tuple[int, int, bool], dict[tuple[object, ...], tuple[tuple[str, ...], ...]]]
-    ] = field(default_factory=dict)
+    _combo_cache: dict[int, tuple[tuple[int, int, bool], dict[tuple[object, ...], Combos]]] = field(
+        default_factory=dict
+    )
+    _movers: dict[int, tuple[tuple[int, int], tuple[tuple[object, ...], ...]]] = field(default_factory=dict)
 
     def admit(self, task: PTask) -> tuple[Choice, Admission] | None:
         """Make room for `task` and place it (the packing keeps the moves), or leave the packing as
@@ -116,10 +125,11 @@ class Admitter:
         if self._movable[0] != self.pk.version:
             self._movable = (self.pk.version, {})
         movable = self._movable[1]  # shape → it could be placed somewhere now
+        shape = _shape(task)
         order = sorted(
             (b, n.idx)
             for n in self.pk.nodes
-            if (b := self._bound(task, n)) is not None and b <= self.max_moves
+            if (b := self._bound(task, n, shape)) is not None and b <= self.max_moves
         )
         trials = 0
         got: tuple[Choice, Admission] | None = None
@@ -136,7 +146,9 @@ class Admitter:
                     chain = s - k
                     if chain > self.max_chain or (chain and self._chain_left <= 0):
                         continue
-                    for subset in self._subsets(task, self.pk.nodes[i], k, movable, chain > 0):
+                    if not chain and self._hopeless(self.pk.nodes[i], movable):
+                        continue
+                    for subset in self._subsets(task, self.pk.nodes[i], k, movable, chain > 0, shape):
                         trials += 1
                         self.trials += 1
                         got = self._try(task, self.pk.nodes[i], subset, trials, chain)
@@ -151,10 +163,10 @@ class Admitter:
         self._epoch = (self.pk.freed, self.pk.budgets.epoch)
         return got
 
-    def _bound(self, task: PTask, node: PNode) -> int | None:
+    def _bound(self, task: PTask, node: PNode, shape: tuple[object, ...] | None = None) -> int | None:
         """At least how many of the node's movable workers must go for `task` to fit there (None:
         never: cordoned, no acceptable GPU, or not even with all of them gone)."""
-        key = (_shape(task), node.idx, node.unschedulable)
+        key = (_shape(task) if shape is None else shape, node.idx, node.unschedulable)
         got = self._bounds.get(key)
         if got is not None and got[0] == node.version and got[1] == self.pk.budgets.epoch:
             return got[2]
@@ -192,48 +204,104 @@ class Admitter:
                 kg = min(known)
         return max(1, kc, km, kg)
 
-    def _placeable(self, task: PTask, memo: dict[tuple[object, ...], bool]) -> bool:
-        key = _shape(task)
-        got = memo.get(key)
+    def _placeable(
+        self, shape: tuple[object, ...], task: PTask, memo: dict[tuple[object, ...], bool]
+    ) -> bool:
+        got = memo.get(shape)
         if got is None:
-            got = memo[key] = self.place(task, ()) is not None
+            got = memo[shape] = self.place(task, ()) is not None
         return got
 
     def _subsets(
-        self, task: PTask, node: PNode, k: int, movable: dict[tuple[object, ...], bool], chain: bool = False
+        self,
+        task: PTask,
+        node: PNode,
+        k: int,
+        movable: dict[tuple[object, ...], bool],
+        chain: bool = False,
+        shape: tuple[object, ...] | None = None,
     ) -> list[tuple[str, ...]]:
         """Subsets of `k` movable workers of `node` whose removal would let `task` fit there."""
-        combos = self._combos(task, node, k)
+        combos, shapes, needs = self._combos(task, node, k, shape)
         if chain or not combos:
             return list(combos)
         # a worker that fits nowhere now will not fit anywhere once this task is placed (without a
-        # chain move making room for it)
-        pods = self.pk.pods
-        return [c for c in combos if all(self._placeable(pods[key].task, movable) for key in c)]
+        # chain move making room for it); asked set by set, worker by worker, up to the first that
+        # fits nowhere (the answers are kept for the whole search: which are asked, and when,
+        # matters to the chain moves, which look them up with workers evicted)
+        known: list[bool | None] = [None] * len(shapes)
+        out = []
+        for c, need in zip(combos, needs, strict=True):
+            for j in need:
+                ok = known[j]
+                if ok is None:
+                    sh, t = shapes[j]
+                    ok = known[j] = self._placeable(sh, t, movable)
+                if not ok:
+                    break
+            else:
+                out.append(c)
+        return out
 
-    def _combos(self, task: PTask, node: PNode, k: int) -> tuple[tuple[str, ...], ...]:
+    def _combos(self, task: PTask, node: PNode, k: int, shape: tuple[object, ...] | None = None) -> Combos:
         """`_subsets` before the placeable filter, kept while the node and the PDB budgets are the
-        same (one search asks it of many nodes, and the next search of the same shape again)."""
-        key = (_shape(task), k)
+        same (one search asks it of many nodes, and the next search of the same shape again); with
+        the distinct shapes of the workers they move (one task of each) and each set's workers'
+        shapes in order (as positions in that list)."""
+        key = (_shape(task) if shape is None else shape, k)
         kept = self._combo_cache.get(node.idx)
         at = (node.version, self.pk.budgets.epoch, node.unschedulable)
         if kept is None or kept[0] != at:
             kept = self._combo_cache[node.idx] = (at, {})
         got = kept[1].get(key)
         if got is None:
-            got = kept[1][key] = self._combos_now(task, node, k)
+            combos = self._combos_now(task, node, k)
+            pods = self.pk.pods
+            index: dict[tuple[object, ...], int] = {}
+            shapes: list[tuple[tuple[object, ...], PTask]] = []
+            needs = []
+            for c in combos:
+                need = []
+                for p in c:
+                    t = pods[p].task
+                    sh = _shape(t)
+                    i = index.get(sh)
+                    if i is None:
+                        i = index[sh] = len(shapes)
+                        shapes.append((sh, t))
+                    need.append(i)
+                needs.append(tuple(need))
+            got = kept[1][key] = (combos, tuple(shapes), tuple(needs))
         return got
+
+    def _candidates(self, node: PNode) -> list[tuple[str, PPod]]:
+        """The node's movable workers (within their PDB budgets)."""
+        budgets = self.pk.budgets
+        return [
+            (key, p)
+            for key, p in self.pk.pods_on(node.idx)
+            if p.blocked is None and p.task.count and (p.pdb is None or budgets.get(p.pdb, 0) > 0)
+        ]
+
+    def _hopeless(self, node: PNode, movable: dict[tuple[object, ...], bool]) -> bool:
+        """The search already knows that none of the `CANDIDATES_PER_NODE` workers move sets of
+        `node` are drawn from could be placed now, so `_subsets` would return none (for any task and
+        size) and ask nothing new. The workers' shapes are kept while the node and the PDB budgets
+        are the same."""
+        at = (node.version, self.pk.budgets.epoch)
+        kept = self._movers.get(node.idx)
+        if kept is None or kept[0] != at:
+            cands = sorted(self._candidates(node), key=lambda kp: (-sum(t for t, _ in kp[1].taken), kp[0]))
+            shapes = {_shape(p.task) for _, p in cands[:CANDIDATES_PER_NODE]}
+            kept = self._movers[node.idx] = (at, tuple(shapes))
+        return all(movable.get(sh) is False for sh in kept[1])
 
     def _combos_now(self, task: PTask, node: PNode, k: int) -> tuple[tuple[str, ...], ...]:
         if node.unschedulable or not self.pk.on_node[node.idx]:
             return ()
         if task.count and not any(self.pk.gpu_fits_free(task, g) for g in node.gpus):
             return ()  # no GPU of the node could ever take it (model, capacity)
-        cands = [
-            (key, p)
-            for key, p in self.pk.pods_on(node.idx)
-            if p.blocked is None and p.task.count and (p.pdb is None or self.pk.budgets.get(p.pdb, 0) > 0)
-        ]
+        cands = self._candidates(node)
         if len(cands) < k:
             return ()
         if task.count == 1 and task.request is None:  # quick bound: some GPU must reach the share
@@ -244,8 +312,7 @@ class Admitter:
             need = task.tflops if task.pct is None else 0.0
             if not any(g.free_t + back.get(pos, 0.0) >= need for pos, g in enumerate(node.gpus) if g.ok):
                 return ()
-        cands.sort(key=lambda kp: (-sum(t for t, _ in kp[1].taken), kp[0]))
-        cands = cands[:CANDIDATES_PER_NODE]
+        cands = sorted(cands, key=lambda kp: (-sum(t for t, _ in kp[1].taken), kp[0]))[:CANDIDATES_PER_NODE]
         if not fits_without(self.pk, task, node, [p for _, p in cands]):
             return ()  # not even with all of them gone
         out = []
@@ -321,7 +388,7 @@ class Admitter:
                 self._near = [i for _, i in sorted((-n.max_t, n.idx) for n in pk.nodes)]
             order = []
             for i in self._near[:CHAIN_SCAN]:
-                if self._bound(old.task, pk.nodes[i]) == 1:
+                if self._bound(old.task, pk.nodes[i], key0) == 1:
                     order.append(i)
                     if len(order) >= CHAIN_NODES:
                         break
@@ -332,7 +399,9 @@ class Admitter:
             if tried >= CHAIN_NODES or self._chain_left <= 0:
                 break
             subsets = [
-                s for s in self._subsets(old.task, pk.nodes[i], 1, self._movable[1]) if s[0] not in frozen
+                s
+                for s in self._subsets(old.task, pk.nodes[i], 1, self._movable[1], False, key0)
+                if s[0] not in frozen
             ]
             if not subsets:
                 continue

@@ -18,8 +18,11 @@ or `FGD` (`engine.fgd`), each optionally `+admit` (`engine.admit`: when a task d
 smallest set of moves that makes room, carried out) and `+preempt` (`engine.preempt`: then, as
 kube-scheduler does for a pod of higher priority, evict the lower-priority pods its default
 preemption picks; each victim is re-created and placed again if it fits anywhere, else it is
-counted as preempted). A task's priority is its QoS's PriorityClass (the trace's LS and Guaranteed
-are QoS high: 10000; the rest 0).
+counted as preempted), or `+evict` instead (tftui's own eviction of lower-priority pods for a pod
+left pending: after the moves of `+admit`, which lose nothing; only PDB-safe victims; every node
+looked at, the one whose victims hold the least GPU share first; victims placed again as with
+`+preempt`). A task's priority is its QoS's PriorityClass (the trace's LS and Guaranteed are QoS
+high: 10000; the rest 0).
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ class TracePolicy:
     placement: str  # a mode or FGD
     admit: bool = False
     preempt: bool = False
+    evict: bool = False
 
 
 def parse_trace_policy(text: str) -> TracePolicy:
@@ -62,12 +66,16 @@ def parse_trace_policy(text: str) -> TracePolicy:
         raise PolicyError(f"policy {text!r}: unknown placement {head!r} (one of {', '.join(POLICIES)})")
     chosen = {f.lower() for f in flags}
     for f in flags:
-        if f.lower() not in ("admit", "preempt"):
+        if f.lower() not in ("admit", "preempt", "evict"):
             raise PolicyError(
-                f"policy {text!r}: option {f!r} is not one of the arrivals protocol (only +admit and "
-                "+preempt; +defrag, +autoscale and the like need --protocol lifetimes)"
+                f"policy {text!r}: option {f!r} is not one of the arrivals protocol (only +admit, "
+                "+preempt and +evict; +defrag, +autoscale and the like need --protocol lifetimes)"
             )
-    return TracePolicy(text, match[0], "admit" in chosen, "preempt" in chosen)
+    if {"preempt", "evict"} <= chosen:
+        raise PolicyError(
+            f"policy {text!r}: +preempt and +evict are two choices of the same victims (one of them)"
+        )
+    return TracePolicy(text, match[0], "admit" in chosen, "preempt" in chosen, "evict" in chosen)
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,6 +251,8 @@ def run_arrivals(
     priorities: dict[str, int] = {}  # bound pod → priority (absent: 0)
     started: dict[str, int] = {}  # bound pod → when it was (last) placed
     preempter = Preempter(pk, Random(f"preempt-{seed}")) if policy.preempt else None
+    if policy.evict:
+        preempter = Preempter(pk, Random(f"preempt-{seed}"), least_share=True)
     arrived = allocated = 0
     for i, t in enumerate(arrivals):
         arrived += t.demand
@@ -251,7 +261,10 @@ def run_arrivals(
         pt = PTask(key, pt.cpu, pt.mem, pt.count, pt.tflops, pt.vram, None, pt.models)
         choice = place(pt)
         # kube-scheduler's preemption runs in the same scheduling attempt (upstream keeps
-        # DefaultPreemption on); what stays pending is then tftui's to admit by moves
+        # DefaultPreemption on); what stays pending is then tftui's to admit by moves. tftui's
+        # own eviction (+evict) acts on a pending pod, after the moves it prefers (they lose nothing)
+        if choice is None and admitter is not None and policy.evict:
+            choice = _admitted(admitter, pt, res)
         if choice is None and preempter is not None and t.priority > 0:
             found = preempter.find(pt, t.priority, priorities, started)
             if found is not None:
@@ -280,12 +293,8 @@ def run_arrivals(
                     res.arrived.append(arrived)
                     res.allocated.append(allocated)
                     continue
-        if choice is None and admitter is not None:
-            got = admitter.admit(pt)
-            if got is not None:
-                choice, admission = got
-                res.moves += len(admission.moves)
-                res.admitted += 1
+        if choice is None and admitter is not None and not policy.evict:
+            choice = _admitted(admitter, pt, res)
         if choice is None:
             res.failed += 1
         else:
@@ -298,6 +307,17 @@ def run_arrivals(
         res.searches = admitter.searches
     res.cpu_seconds = time.process_time() - cpu0
     return res
+
+
+def _admitted(admitter: Admitter, task: PTask, res: ArrivalResult) -> tuple[int, tuple[int, ...]] | None:
+    """Where `task` goes once the admission search's moves are carried out (counted), or None."""
+    got = admitter.admit(task)
+    if got is None:
+        return None
+    choice, admission = got
+    res.moves += len(admission.moves)
+    res.admitted += 1
+    return choice
 
 
 def _note(

@@ -17,8 +17,19 @@ What is modelled, as the plugin does it:
 - the node: fewest PDB violations, then the lowest highest-victim priority, the smallest sum of
   victim priorities, the fewest victims, the latest earliest start among the highest-priority
   victims, then the first found.
+`least_share=True` is not kube-scheduler's but tftui's own choice (`+evict` in the arrivals
+protocol): only nodes whose victims break no PDB, every node looked at, the one whose victims hold
+the least GPU share first (then kube-scheduler's order). tftui can carry it out itself, as PDB-safe
+evictions of lower-priority pods for a pod left pending (its PriorityClass then has
+`preemptionPolicy: Never`, so kube-scheduler does not preempt first).
 Not modelled: pods nominated by other preemptors (the callers place one task at a time), graceful
 termination (victims leave at once), extenders, inter-pod affinity. Pure: no I/O, no clock.
+
+Speed: a node's victims and rank for a task shape and priority depend only on the node's pods (its
+`version` counts every bind and unbind), its cordon and the PDB budgets (`epoch`), so `Preempter`
+keeps them per (shape, priority, node) while those are unchanged: one search walks hundreds of
+nodes, and between two searches few of them change. That needs what the caller passes to stay put
+while a pod stays bound: a pod's priority and start are set when it is bound (as a replay does).
 """
 
 from __future__ import annotations
@@ -52,13 +63,22 @@ def candidates_wanted(nodes: int) -> int:
     return min(nodes, max(nodes * MIN_CANDIDATES_PCT // 100, MIN_CANDIDATES_ABS))
 
 
+Rank = tuple[int, int, int, int, int]
+# a node's rank, victims, PDB violations and the GPU share the victims hold
+Entry = tuple[Rank, tuple[str, ...], int, float] | None
+
+
 class Preempter:
     """`find` for one packing: the nodes a task shape could use at all are kept per shape (GPU
-    models and sizes do not change; cordons are checked each time)."""
+    models and sizes do not change; cordons are checked each time), and each node's victims per
+    shape and priority while the node, its cordon and the PDB budgets are unchanged."""
 
-    def __init__(self, pk: Packing, rng: Random) -> None:
+    def __init__(self, pk: Packing, rng: Random, least_share: bool = False) -> None:
         self.pk, self.rng = pk, rng
+        self.least_share = least_share  # tftui's own choice (`+evict`), not kube-scheduler's
         self._potential: dict[tuple[object, ...], list[PNode]] = {}
+        # (shape, priority) → node → (node version, PDB epoch, cordon, entry)
+        self._victims: dict[tuple[object, ...], dict[int, tuple[int, int, bool, Entry]]] = {}
 
     def find(
         self, task: PTask, priority: int, priorities: Mapping[str, int], started: Mapping[str, int]
@@ -77,18 +97,25 @@ class Preempter:
             return None
         want = candidates_wanted(len(potential))
         offset = self.rng.randrange(len(potential))
-        found: list[tuple[tuple[int, int, int, int, int], int, Preemption]] = []
+        kept = self._victims.setdefault((shape, task.cpu, task.mem, task.pod, priority), {})
+        epoch = pk.budgets.epoch
+        found: list[tuple[Rank, int, Preemption]] = []
         clean = 0
         for step in range(len(potential)):
             n = potential[(offset + step) % len(potential)]
-            got = _victims_on(pk, task, n, priority, priorities, started)
-            if got is None:
+            was = kept.get(n.idx)
+            if was is not None and was[0] == n.version and was[1] == epoch and was[2] == n.unschedulable:
+                entry = was[3]
+            else:
+                entry = _entry(pk, task, n, priority, priorities, started)
+                kept[n.idx] = (n.version, epoch, n.unschedulable, entry)
+            if entry is None:
                 continue
-            victims, violations = got
-            prios = [priorities.get(k, 0) for k in victims]
-            top = max(prios)
-            earliest = min(started.get(k, 0) for k, p in zip(victims, prios, strict=True) if p == top)
-            rank = (violations, top, sum(prios), len(victims), -earliest)
+            rank, victims, violations, share = entry
+            if self.least_share:
+                if not violations:  # every node looked at; the least GPU share evicted first
+                    found.append(((int(share), *rank[1:]), step, Preemption(n.idx, victims, 0)))
+                continue
             found.append((rank, step, Preemption(n.idx, victims, violations)))
             clean += violations == 0
             if clean and len(found) >= want:
@@ -96,6 +123,28 @@ class Preempter:
         if not found:
             return None
         return min(found, key=lambda f: (f[0], f[1]))[2]
+
+
+def _entry(
+    pk: Packing,
+    task: PTask,
+    n: PNode,
+    priority: int,
+    priorities: Mapping[str, int],
+    started: Mapping[str, int],
+) -> Entry:
+    """The node's rank, victims and PDB violations (None: no eviction makes room there)."""
+    got = _victims_on(pk, task, n, priority, priorities, started)
+    if got is None:
+        return None
+    victims, violations = got
+    if not victims:  # it fits there as it is: kube-scheduler takes the first such node at once
+        return (0, -(1 << 62), 0, 0, 0), victims, 0, 0.0
+    prios = [priorities.get(k, 0) for k in victims]
+    top = max(prios)
+    earliest = min(started.get(k, 0) for k, p in zip(victims, prios, strict=True) if p == top)
+    share = sum(t for k in victims for t, _ in pk.pods[k].taken)
+    return (violations, top, sum(prios), len(victims), -earliest), victims, violations, share
 
 
 def _gpus_could_fit(pk: Packing, task: PTask, n: PNode) -> bool:
