@@ -181,10 +181,18 @@ def _from_scratch(monkeypatch: pytest.MonkeyPatch) -> None:
             c for c in combos if all(self._placeable(_shape(pods[p].task), pods[p].task, movable) for p in c)
         ]
 
+    def order_plain(self: Admitter, task: PTask, shape: Any) -> list[tuple[int, int]]:
+        return sorted(
+            (b, n.idx)
+            for n in self.pk.nodes
+            if (b := self._bound_now(task, n)) is not None and b <= self.max_moves
+        )
+
     monkeypatch.setattr(Preempter, "find", find_afresh)
     monkeypatch.setattr(Admitter, "_subsets", subsets_plain)
     monkeypatch.setattr(Admitter, "_hopeless", lambda self, node, movable: False)
     monkeypatch.setattr(Admitter, "_bound", lambda self, task, node, shape=None: self._bound_now(task, node))
+    monkeypatch.setattr(Admitter, "_order", order_plain)
 
 
 def _trace(rng: Random) -> tuple[list[Node], list[Task]]:
@@ -207,11 +215,14 @@ def _trace(rng: Random) -> tuple[list[Node], list[Task]]:
 
 @pytest.mark.parametrize("seed", [11, 12, 13])
 @pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("victims", ["preempt", "evict"])
 def test_admit_preempt_run_with_the_caches_equals_the_run_computed_afresh(
-    seed: int, mode: str, monkeypatch: pytest.MonkeyPatch
+    seed: int, mode: str, victims: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """`+admit+preempt` and `+admit+evict` (whose evictions come after a failed admission search,
+    so most searches follow an eviction)."""
     nodes, tasks = _trace(Random(seed))
-    policy = parse_trace_policy(f"{mode}+admit+preempt")
+    policy = parse_trace_policy(f"{mode}+admit+{victims}")
     cached = run_arrivals(nodes, tasks, policy, seed=seed)
     with monkeypatch.context() as m:
         _from_scratch(m)

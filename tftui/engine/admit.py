@@ -107,7 +107,10 @@ class Admitter:
     _near: list[int] = field(default_factory=list)
     # _bound per (task shape, node): valid while the node's version and the PDB budgets are the same
     # (a search asks it of every node; few shapes recur and few nodes change between searches)
-    _bounds: dict[tuple[object, ...], tuple[int, int, int | None]] = field(default_factory=dict)
+    # (a row per shape, by node: node version, PDB epoch, cordon, bound)
+    _bounds: dict[tuple[object, ...], list[tuple[int, int, bool, int | None] | None]] = field(
+        default_factory=dict
+    )
     _combo_cache: dict[int, tuple[tuple[int, int, bool], dict[tuple[object, ...], Combos]]] = field(
         default_factory=dict
     )
@@ -126,11 +129,7 @@ class Admitter:
             self._movable = (self.pk.version, {})
         movable = self._movable[1]  # shape → it could be placed somewhere now
         shape = _shape(task)
-        order = sorted(
-            (b, n.idx)
-            for n in self.pk.nodes
-            if (b := self._bound(task, n, shape)) is not None and b <= self.max_moves
-        )
+        order = self._order(task, shape)
         trials = 0
         got: tuple[Choice, Admission] | None = None
         self._chain_left = self.max_chain_trials
@@ -163,16 +162,36 @@ class Admitter:
         self._epoch = (self.pk.freed, self.pk.budgets.epoch)
         return got
 
+    def _order(self, task: PTask, shape: tuple[object, ...]) -> list[tuple[int, int]]:
+        """(bound, node) of every node whose bound is within `max_moves`, the smallest first (the
+        node's order breaks ties): `_bound` over all nodes, its cache looked up in line."""
+        rows = self._bounds.get(shape)
+        if rows is None:
+            rows = self._bounds[shape] = [None] * len(self.pk.nodes)
+        epoch = self.pk.budgets.epoch
+        out = []
+        for n in self.pk.nodes:
+            got = rows[n.idx]
+            if got is None or got[0] != n.version or got[1] != epoch or got[2] != n.unschedulable:
+                got = rows[n.idx] = (n.version, epoch, n.unschedulable, self._bound_now(task, n))
+            b = got[3]
+            if b is not None and b <= self.max_moves:
+                out.append((b, n.idx))
+        out.sort()
+        return out
+
     def _bound(self, task: PTask, node: PNode, shape: tuple[object, ...] | None = None) -> int | None:
         """At least how many of the node's movable workers must go for `task` to fit there (None:
         never: cordoned, no acceptable GPU, or not even with all of them gone)."""
-        key = (_shape(task) if shape is None else shape, node.idx, node.unschedulable)
-        got = self._bounds.get(key)
-        if got is not None and got[0] == node.version and got[1] == self.pk.budgets.epoch:
-            return got[2]
-        b = self._bound_now(task, node)
-        self._bounds[key] = (node.version, self.pk.budgets.epoch, b)
-        return b
+        key = _shape(task) if shape is None else shape
+        rows = self._bounds.get(key)
+        if rows is None:
+            rows = self._bounds[key] = [None] * len(self.pk.nodes)
+        got = rows[node.idx]
+        epoch = self.pk.budgets.epoch
+        if got is None or got[0] != node.version or got[1] != epoch or got[2] != node.unschedulable:
+            got = rows[node.idx] = (node.version, epoch, node.unschedulable, self._bound_now(task, node))
+        return got[3]
 
     def _bound_now(self, task: PTask, node: PNode) -> int | None:
         if node.unschedulable:
@@ -294,7 +313,8 @@ class Admitter:
             cands = sorted(self._candidates(node), key=lambda kp: (-sum(t for t, _ in kp[1].taken), kp[0]))
             shapes = {_shape(p.task) for _, p in cands[:CANDIDATES_PER_NODE]}
             kept = self._movers[node.idx] = (at, tuple(shapes))
-        return all(movable.get(sh) is False for sh in kept[1])
+        known = list(map(movable.get, kept[1]))  # each True, False or None (not asked yet)
+        return known.count(False) == len(known)
 
     def _combos_now(self, task: PTask, node: PNode, k: int) -> tuple[tuple[str, ...], ...]:
         if node.unschedulable or not self.pk.on_node[node.idx]:
