@@ -46,7 +46,6 @@ a failure of the autoscale run as a whole is journaled without touching compacti
 from __future__ import annotations
 
 import json
-import operator
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from typing import Protocol, runtime_checkable
@@ -195,9 +194,7 @@ class Runtime:
         last = self._last_state
         if last is None:
             state = ClusterState.build(snap)
-        elif len(snap.objects) == len(last.snapshot.objects) and all(
-            map(operator.is_, snap.objects, last.snapshot.objects)
-        ):
+        elif snap.same_objects(last.snapshot):
             state = last
         else:
             state = update_state(last, snap)

@@ -11,7 +11,6 @@ state is built while metrics and the operation screens are still loading (`pendi
 from __future__ import annotations
 
 import gc
-import operator
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -221,7 +220,7 @@ class StateReader:
                     snap, validated = self.cache.validate(objects, source), self.cache.validated
                 previous = self.previous
                 # the very same objects as last time (C-level identity checks): the same state
-                self.unchanged = previous is not None and _same_objects(snap, previous.snapshot)
+                self.unchanged = previous is not None and snap.same_objects(previous.snapshot)
                 if previous is None:
                     state = ClusterState.build(snap)
                 else:
@@ -239,10 +238,6 @@ class StateReader:
         self.validated = validated
         self.previous = state
         return source, state
-
-
-def _same_objects(a: Snapshot, b: Snapshot) -> bool:
-    return len(a.objects) == len(b.objects) and all(map(operator.is_, a.objects, b.objects))
 
 
 def load(
