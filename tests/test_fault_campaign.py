@@ -87,6 +87,11 @@ class Replacer(threading.Thread):
         self._halt = threading.Event()
         self._serial = 0
         self.errors: list[str] = []
+        # Every pod seen, by uid, and how far the server's timeline was read: an evicted pod whose
+        # grace ran out between two rounds (a slow round under load) is still found in the timeline
+        # and replaced from its last copy, as a ReplicaSet controller acting on watch events would.
+        self._seen: dict[str, dict[str, Any]] = {p["metadata"]["uid"]: p for p in server.objects("Pod")}
+        self._cursor = 0
 
     def stop(self) -> None:
         self._halt.set()
@@ -96,17 +101,24 @@ class Replacer(threading.Thread):
         while not self._halt.wait(0.05):
             try:
                 self._round()
+                time.sleep(1.0)
             except Exception as exc:
                 self.errors.append(f"{type(exc).__name__}: {exc}")
 
     def _round(self) -> None:
+        timeline = self.server.changes()
         pods = self.server.objects("Pod")
+        self._seen.update((p["metadata"]["uid"], p) for p in pods)
+        evicted = {c.uid for c in timeline[self._cursor :] if c.kind == "Pod" and c.terminating} | {
+            p["metadata"]["uid"] for p in pods if p["metadata"].get("deletionTimestamp")
+        }
+        self._cursor = len(timeline)
         todo = [
-            p
-            for p in pods
-            if p["metadata"].get("deletionTimestamp")
-            and p["metadata"]["uid"] not in self.replaced
-            and (p["metadata"].get("labels") or {}).get(keys.WORKLOAD)
+            self._seen[uid]
+            for uid in sorted(evicted)
+            if uid in self._seen
+            and uid not in self.replaced
+            and (self._seen[uid]["metadata"].get("labels") or {}).get(keys.WORKLOAD)
         ]
         if todo:
             state = ClusterState.build(self.server.objects())
