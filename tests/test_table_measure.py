@@ -1,0 +1,97 @@
+"""ResourceTable skips DataTable's cell measuring (every column has its own width) and still lays
+out exactly as DataTable does: the same scrollable size, the same rows on screen."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from rich.console import RenderableType
+from textual.app import App, ComposeResult
+from textual.widgets import DataTable
+from textual.widgets import _data_table as data_table_module
+
+from tftui.ui.render.views import Column, Row, Table
+from tftui.ui.widgets.table import ResourceTable
+
+COLUMNS = (Column("name", "NAME", 24), Column("pool", "POOL", 12), Column("gpus", "GPUS", 6))
+
+
+def _table(n: int, suffix: str = "") -> Table:
+    rows = tuple(
+        Row(
+            f"n{i}",
+            {"name": f"node-{i:04d}{suffix}", "pool": f"pool-{i % 3}", "gpus": str(i % 9)},
+            f"node-{i:04d}",
+        )
+        for i in range(n)
+    )
+    return Table(COLUMNS, rows)
+
+
+class Pair(App[None]):
+    def compose(self) -> ComposeResult:
+        yield ResourceTable(id="ours")
+        yield DataTable[RenderableType](id="plain")
+
+
+def _plain_show(table: DataTable[RenderableType], t: Table) -> None:
+    table.clear(columns=True)
+    for c in t.columns:
+        table.add_column(c.label, width=c.width, key=c.key)
+    for r in t.rows:
+        table.add_row(*(str(r.cells[c.key]) for c in t.columns), key=r.key)
+
+
+@pytest.fixture
+def measured(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Every renderable DataTable measures (its module's `measure`, counted)."""
+    calls: list[Any] = []
+    original = data_table_module.measure
+
+    def counting(console: Any, renderable: Any, default: int, **kw: Any) -> int:
+        calls.append(renderable)
+        return original(console, renderable, default, **kw)
+
+    monkeypatch.setattr(data_table_module, "measure", counting)
+    return calls
+
+
+async def test_rows_added_and_cells_narrowed_are_not_measured_and_lay_out_as_datatable(
+    measured: list[Any],
+) -> None:
+    app = Pair()
+    async with app.run_test(size=(80, 30)) as pilot:
+        ours = app.query_one("#ours", ResourceTable)
+        plain = app.query_one("#plain", DataTable)
+        _plain_show(plain, _table(300))
+        await pilot.pause()
+        plain_measured = len(measured)
+        assert plain_measured >= 300 * len(COLUMNS)  # DataTable measures every cell it is given
+        measured.clear()
+
+        ours.show(_table(300))
+        await pilot.pause()
+        assert len(measured) <= len(COLUMNS)  # the column labels, once each
+        assert ours.virtual_size == plain.virtual_size
+        assert ours.row_count == 300
+
+        measured.clear()
+        ours.show(_table(300, suffix="-a-longer-name"))  # every name cell updated
+        await pilot.pause()
+        ours.show(_table(300))  # and narrowed again: DataTable would re-measure the whole column
+        await pilot.pause()
+        assert measured == []
+        assert ours.virtual_size == plain.virtual_size
+        assert ours.get_row_at(7)[0].plain == "node-0007"
+
+
+async def test_an_auto_width_column_is_still_measured(measured: list[Any]) -> None:
+    app = Pair()
+    async with app.run_test(size=(80, 30)) as pilot:
+        ours = app.query_one("#ours", ResourceTable)
+        ours.add_column("AUTO", key="auto")  # no width of its own: DataTable must size it
+        ours.add_row("a" * 30, key="r1")
+        await pilot.pause()
+        assert any(getattr(m, "plain", m) == "a" * 30 for m in measured)
+        assert ours.columns[next(iter(ours.columns))].content_width == 30
