@@ -95,3 +95,44 @@ async def test_an_auto_width_column_is_still_measured(measured: list[Any]) -> No
         await pilot.pause()
         assert any(getattr(m, "plain", m) == "a" * 30 for m in measured)
         assert ours.columns[next(iter(ours.columns))].content_width == 30
+
+
+def _naive_widths(table: Table) -> dict[str, int]:
+    """`content_widths` as a plain double loop: each column's widest drawn cell, at least its label."""
+    from rich.cells import cell_len
+
+    from tftui.model.plaintext import visible
+    from tftui.ui.render.tableops import plain
+
+    widths = {c.key: cell_len(c.label) for c in table.columns}
+    for row in table.rows:
+        for c in table.columns:
+            cell = row.cells.get(c.key)
+            if cell is not None:
+                widths[c.key] = max(widths[c.key], cell_len(visible(plain(cell), multiline=False)))
+    return widths
+
+
+def test_content_widths_remembered_per_row_equal_measuring_every_cell() -> None:
+    from dataclasses import replace
+
+    from rich.text import Text
+
+    from tftui.ui.render.widths import content_widths
+
+    base = _table(50)
+    wide = Column("note", "NOTE", 10)
+    other = Table(
+        (*COLUMNS, wide),
+        tuple(replace(r, cells={**r.cells, "note": "x" * (r.key.count("1") * 7)}) for r in base.rows),
+    )
+    tables = [base, other, base, Table(COLUMNS, base.rows[:10]), other]
+    # a changed row (new object, same key) and hostile text: measured again, escapes counted
+    changed = replace(
+        base.rows[3], cells={**base.rows[3].cells, "name": Text("é" * 40), "pool": "\x1b]0;t\x07"}
+    )
+    tables.append(Table(COLUMNS, (*base.rows[:3], changed, *base.rows[4:])))
+    tables.append(base)
+    for t in tables:
+        assert content_widths(t) == _naive_widths(t)
+    assert content_widths(tables[-2])["name"] == 40

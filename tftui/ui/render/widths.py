@@ -41,17 +41,34 @@ def _width(cell: Cell) -> int:
     return cell_len(visible(plain(cell), multiline=False))
 
 
+_RowWidths = dict[int, tuple[Row, tuple[int, ...]]]
+_measured: dict[tuple[str, ...], _RowWidths] = {}
+"""Per column set, the cell widths of the rows last measured, by row identity. Rows are immutable
+and re-used while their object does not change (`rowcache`, `with_deltas`): a render sizes the
+same page three times (`fits`, `fit_widths`, `fit_table`) and a refresh mostly re-shows the same
+rows, so each row's cells are measured once. Only the last page of each column set is kept."""
+
+
+def _row_widths(row: Row, keys: tuple[str, ...]) -> tuple[int, ...]:
+    cells = row.cells
+    return tuple(0 if (cell := cells.get(k)) is None else _width(cell) for k in keys)
+
+
 def content_widths(table: Table) -> dict[str, int]:
     """Each column's natural width: its widest cell on `table`'s rows, at least its label."""
-    widths = {c.key: cell_len(c.label) for c in table.columns}
+    keys = tuple(c.key for c in table.columns)
+    widths = [cell_len(c.label) for c in table.columns]
+    last = _measured.get(keys, {})
+    seen: _RowWidths = {}
     for row in table.rows:
-        for c in table.columns:
-            cell = row.cells.get(c.key)
-            if cell is not None:
-                w = _width(cell)
-                if w > widths[c.key]:
-                    widths[c.key] = w
-    return widths
+        hit = last.get(id(row))
+        row_widths = hit[1] if hit is not None and hit[0] is row else _row_widths(row, keys)
+        seen[id(row)] = (row, row_widths)
+        for i, w in enumerate(row_widths):
+            if w > widths[i]:
+                widths[i] = w
+    _measured[keys] = seen
+    return dict(zip(keys, widths, strict=True))
 
 
 def _shrink(widths: dict[str, int], columns: Sequence[Column], floor: Mapping[str, int], excess: int) -> int:
