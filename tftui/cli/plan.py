@@ -60,8 +60,7 @@ def _plan_autoscale(
     from tftui.engine.autoscale import AutoscaleState, plan_autoscale
     from tftui.engine.plan import AnnotatePod, Event, PatchWorkloadStatus
     from tftui.model.duration import format_duration
-    from tftui.runtime.history import load_usage
-    from tftui.runtime.loops import autoscale_window
+    from tftui.runtime.history import autoscale_window, load_usage
 
     if args.no_autoscale:
         return {}, "--no-autoscale"
