@@ -67,9 +67,7 @@ def _plan_autoscale(
     dsn = metrics_dsn(args)
     metrics: MetricsPort | None
     if args.demo and not dsn:
-        from tftui.sources.sim.usage import SimMetrics
-
-        metrics = SimMetrics(cluster.snapshot(), seed=args.seed, now=now)  # usage up to --now
+        metrics = _demo_usage(cluster, args.seed, now)  # usage up to --now
         _settle()
     else:
         metrics = open_metrics(args, cluster)
@@ -122,6 +120,19 @@ def _plan_autoscale(
         if key in keep:
             plan.actions.append(action)
     return summary, None
+
+
+def _demo_usage(cluster: ClusterPort, seed: int, now: datetime) -> MetricsPort:
+    """The demo's usage: the simulator, with its history aggregates kept in the demo cache when
+    the demo is a cached one (`usagecache`; a warm run then builds no simulator)."""
+    key = getattr(cluster, "demo_key", None)
+    if isinstance(key, str):
+        from tftui.sources.sim.usagecache import KeptUsage
+
+        return KeptUsage(cluster.snapshot(), demo_key=key, seed=seed, now=now)
+    from tftui.sources.sim.usage import SimMetrics
+
+    return SimMetrics(cluster.snapshot(), seed=seed, now=now)
 
 
 def _render_autoscale(summary: dict[str, Any], skipped: str | None) -> str:
