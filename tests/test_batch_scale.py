@@ -28,7 +28,7 @@ import pytest
 from tftui import cli
 from tftui.cli import common as cli_common
 from tftui.engine import alerts as alerts_mod
-from tftui.engine import autoscale_checks, autoscale_config
+from tftui.engine import autoscale_checks, autoscale_config, autoscale_recommenders
 from tftui.engine.alerts import RULES, format_value, render
 from tftui.engine.autoscale_checks import problems
 from tftui.engine.autoscale_config import effective_autoscaling
@@ -400,3 +400,40 @@ def test_quantity_comparisons_are_the_fractions_comparisons() -> None:
         for b in qs:
             for op in (operator.eq, operator.ne, operator.lt, operator.le, operator.gt, operator.ge):
                 assert op(a, b) == op(a.amount, b.amount), (op, a, b)
+
+
+def test_memoised_scaling_is_the_computation_every_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`_scale` answers from its memo what `_scale_once` computes, text included: quantities of one
+    value in two formats are two keys (their messages differ), an unchanged answer is the caller's
+    own quantities, and a full memo starts again."""
+    monkeypatch.setattr(autoscale_recommenders, "_SCALED", {})
+    monkeypatch.setattr(autoscale_recommenders, "_SCALED_MAX", 64)
+    gi = 1 << 30
+    tfs = [parse_quantity(x) for x in ("10", "10000m", "0", "250", "1500m")]
+    vrs = [parse_quantity(x) for x in ("16Gi", str(16 * gi), "0", "1Gi", "80Gi")]
+    cases: list[tuple[Any, ...]] = []
+    for est, qos in (
+        ((3, 12, 40), "low"),
+        ((9, 10, 11), "high"),
+        ((0, 0, 0), "critical"),
+        ((12, 12, 900), "medium"),
+    ):
+        for cur in ((tfs[0], tfs[3]), (tfs[1], tfs[3]), (tfs[2], tfs[2]), (tfs[4], tfs[0])):
+            for orig in ((tfs[0], tfs[3]), (tfs[1], tfs[1])):
+                for ratios in ((0.1, 10.0), (0.5, 1.0), (0.0, 0.0)):
+                    cases.append(("Compute", est, qos, cur, orig, ratios))
+        vest = (est[0] * gi, est[1] * gi, est[2] * gi)
+        for cur in ((vrs[0], vrs[4]), (vrs[1], vrs[4]), (vrs[3], vrs[3]), (vrs[2], vrs[0])):
+            cases.append(("VRAM", vest, qos, cur, (vrs[0], vrs[4]), (0.2, 5.0)))
+    for _ in range(2):  # computed, then (mostly) from the memo
+        for case in cases:
+            got = autoscale_recommenders._scale(*case)
+            want = autoscale_recommenders._scale_once(*case)
+            assert (str(got[0]), got[0].format, str(got[1]), got[1].format, got[2]) == (
+                str(want[0]), want[0].format, str(want[1]), want[1].format, want[2]
+            )  # fmt: skip
+            assert (got[0] is case[3][0] and got[1] is case[3][1]) == (
+                want[0] is case[3][0] and want[1] is case[3][1]
+            )
+    assert any(autoscale_recommenders._scale_once(*c)[2] for c in cases)  # some scale, some do not
+    assert any(not autoscale_recommenders._scale_once(*c)[2] for c in cases)
