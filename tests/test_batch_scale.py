@@ -26,7 +26,6 @@ from typing import Any, Union, get_args, get_origin
 import pytest
 
 from tftui import cli
-from tftui.cli import common as cli_common
 from tftui.engine import alerts as alerts_mod
 from tftui.engine import autoscale_checks, autoscale_config, autoscale_recommenders
 from tftui.engine.alerts import RULES, format_value, render
@@ -36,6 +35,7 @@ from tftui.engine.autoscale_usage import AutoscaleState
 from tftui.engine.histogram import TFLOPS_OPTIONS, VRAM_OPTIONS, DecayingHistogram, Options, go_seconds
 from tftui.engine.report import DIGITS, KIND, VERSION, _hints, build_report, parse_window, save, to_json
 from tftui.engine.state import ClusterState
+from tftui.model import dump as model_dump
 from tftui.model import keys
 from tftui.model.dump import validate_items
 from tftui.model.quantity import Quantity, QuantityError, parse_quantity
@@ -236,13 +236,13 @@ def test_batch_commands_print_the_same_with_the_demo_validated(
     command: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls: list[str] = []
-    real = cli_common.validate_items
+    real = model_dump.validate_items
 
     def counted(items: Any, source: str = "<objects>") -> Any:
         calls.append(source)
         return real(items, source)
 
-    monkeypatch.setattr(cli_common, "validate_items", counted)
+    monkeypatch.setattr(model_dump, "validate_items", counted)  # what `_state` imports when it validates
     argv = [command[0], "--demo", "--nodes", "60", *command[1:]]
     assert cli.main(argv) == 0
     light = capsys.readouterr().out

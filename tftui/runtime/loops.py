@@ -75,7 +75,7 @@ from tftui.engine.plan import (
 from tftui.engine.planning import plan_cluster
 from tftui.engine.prices import price_map
 from tftui.engine.state import ClusterState
-from tftui.model.dump import Snapshot
+from tftui.model.snapshot import Snapshot
 from tftui.runtime.actuator import ActionResult, Actuator
 from tftui.runtime.history import MAX_AUTOSCALE_HISTORY as MAX_AUTOSCALE_HISTORY
 from tftui.runtime.history import autoscale_window as autoscale_window
