@@ -437,3 +437,18 @@ def test_memoised_scaling_is_the_computation_every_time(monkeypatch: pytest.Monk
             )
     assert any(autoscale_recommenders._scale_once(*c)[2] for c in cases)  # some scale, some do not
     assert any(not autoscale_recommenders._scale_once(*c)[2] for c in cases)
+
+
+def test_absent_configs_parse_to_the_defaults() -> None:
+    """No `autoSetResources` / `externalScaler` parses to one shared instance equal to the defaults."""
+    from tftui.engine.autoscale_config import AutoConfig
+    from tftui.engine.autoscale_external import ExternalScalerConfig
+
+    for raw in (None, "text", 3):
+        assert AutoConfig.parse(raw) == AutoConfig() and AutoConfig.parse(raw) is AutoConfig.parse(None)  # type: ignore[arg-type]
+    assert AutoConfig.parse({}) == AutoConfig(present=True)
+    nothing: list[dict[str, Any] | None] = [None, {}]
+    for empty in nothing:
+        got = ExternalScalerConfig.parse(empty, "ns")
+        assert got == ExternalScalerConfig() and got is ExternalScalerConfig.parse(None, "other")
+    assert ExternalScalerConfig.parse({"enable": True, "url": "http://x"}, "ns").enable
