@@ -452,3 +452,35 @@ def test_absent_configs_parse_to_the_defaults() -> None:
         got = ExternalScalerConfig.parse(empty, "ns")
         assert got == ExternalScalerConfig() and got is ExternalScalerConfig.parse(None, "other")
     assert ExternalScalerConfig.parse({"enable": True, "url": "http://x"}, "ns").enable
+
+
+def _max_allowed_reference(state: ClusterState, wv: Any) -> tuple[int, int] | None:
+    """`max_allowed` as it was written before its one-worker shortcut."""
+    per_gpu: dict[str, list[Any]] = {}
+    for key in wv.workers:
+        w = state.workers.get(key)
+        if w is None or w.terminating:
+            continue
+        for g in w.gpu_ids:
+            if g in state.gpus:
+                per_gpu.setdefault(g, []).append(w)
+    if not per_gpu:
+        return None
+    best: tuple[int, int] | None = None
+    for g, ws in per_gpu.items():
+        avail = state.gpus[g].available
+        t = int(avail.tflops + sum(w.request.tflops for w in ws)) // len(ws)
+        v = int(avail.vram + sum(w.request.vram for w in ws)) // len(ws)
+        best = (t, v) if best is None else (min(best[0], t), min(best[1], v))
+    return best
+
+
+@pytest.mark.parametrize("seed", [7, 8, 11])
+def test_max_allowed_is_the_reference_on_every_workload(seed: int) -> None:
+    state = ClusterState.build(generate_objects(seed, 120, DEFAULT_NOW))
+    shared = 0
+    for wv in state.workloads.values():
+        assert autoscale_recommenders.max_allowed(state, wv) == _max_allowed_reference(state, wv), wv.key
+        on_gpu = [g for k in wv.workers if k in state.workers for g in state.workers[k].gpu_ids]
+        shared += len(on_gpu) != len(set(on_gpu))
+    assert shared  # a GPU with several workers of one workload is covered too

@@ -238,22 +238,28 @@ def max_allowed(state: ClusterState, wv: WorkloadView) -> tuple[int, int] | None
     Workers without GPUs are skipped (A6; upstream fails the tick), no workers → no cap.
     """
     per_gpu: dict[str, list[WorkerView]] = {}
+    workers, gpus = state.workers, state.gpus
     for key in wv.workers:
-        w = state.workers.get(key)
+        w = workers.get(key)
         if w is None or w.terminating:
             continue
         for g in w.gpu_ids:
-            if g in state.gpus:
+            if g in gpus:
                 per_gpu.setdefault(g, []).append(w)
     if not per_gpu:
         return None
     best: tuple[int, int] | None = None
     for g, ws in per_gpu.items():
-        gv = state.gpus[g]
-        avail = gv.available
-        own_tf = sum(w.request.tflops for w in ws)
-        own_v = sum(w.request.vram for w in ws)
-        t = int(avail.tflops + own_tf) // len(ws)
-        v = int(avail.vram + own_v) // len(ws)
+        gv = gpus[g]
+        cap, alloc = gv.capacity, gv.allocated
+        if len(ws) == 1:  # the usual GPU: `available` + its one worker's request, in that order
+            req = ws[0].request
+            t = int((cap.tflops - alloc.tflops) + req.tflops)
+            v = int((cap.vram - alloc.vram) + req.vram)
+        else:
+            own_tf = sum(w.request.tflops for w in ws)
+            own_v = sum(w.request.vram for w in ws)
+            t = int((cap.tflops - alloc.tflops) + own_tf) // len(ws)
+            v = int((cap.vram - alloc.vram) + own_v) // len(ws)
         best = (t, v) if best is None else (min(best[0], t), min(best[1], v))
     return best
