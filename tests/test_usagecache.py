@@ -119,3 +119,17 @@ def test_plan_prints_the_same_with_kept_aggregates(
     assert outputs[0] == outputs[1] == outputs[2]
     assert cli.main(["plan", "--demo", "--nodes", "6"]) == 0  # the text form reads them too
     assert "== autoscale" in capsys.readouterr().out
+
+
+def test_another_numpy_is_another_answer(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """numpy computes the aggregates: one kept by another numpy version is not read back."""
+    cluster = SimCluster(seed=7, nodes=6, now=DEFAULT_NOW)
+    assert isinstance(cluster.demo_key, str)
+    objects = cluster.snapshot()
+    q = _query(objects, DEFAULT_NOW)
+    KeptUsage(objects, demo_key=cluster.demo_key, seed=7, now=DEFAULT_NOW).usage_histogram_arrays(q)
+    monkeypatch.setattr(np, "__version__", "0.0-another")
+    kept = KeptUsage(objects, demo_key=cluster.demo_key, seed=7, now=DEFAULT_NOW)
+    kept.usage_histogram_arrays(q)
+    assert kept._metrics is not None  # computed, not read
+    assert len(list(cache.glob("*" + usagecache.SUFFIX))) == 2

@@ -6,7 +6,9 @@ the numpy passes over a day of 30,000 workers cost about 1.4 of its CPU seconds.
 pure function of the demo's objects, the simulator's seed and clock and the query, so once
 computed it is kept in the demo cache under a name derived from all of them — the cached demo's
 own name (`democache.demo_key`: the generator's arguments, every file of the installed tftui and
-the interpreter), the seed, the clock and the query's every field — and read back instead, as the
+the interpreter), the seed, the clock, the query's every field, numpy's version and the machine's
+architecture (numpy's vectorised logarithms may differ in the last bit between them) — and read
+back instead, as the
 demo is: checked against its digest, written whole then renamed, and anything unexpected means
 computing it as without the cache. The simulator itself is then only built for a query whose
 answer is not kept, or for any other read (`rows`, the latest samples), by the first such read.
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import platform
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
@@ -80,11 +83,11 @@ class KeptUsage:
         return self.metrics().rows(table, start, end)
 
     def _name(self, q: HistogramQuery) -> str:
-        """The demo's name extended by everything else the answer depends on."""
-        text = json.dumps(
-            {"demo": self._demo_key, "seed": self._seed, "now": self._now.isoformat(), "query": repr(q)},
-            sort_keys=True,
-        )
+        """The demo's name extended by everything else the answer depends on, numpy's version and
+        the machine's architecture included (its vectorised logarithms and powers compute them)."""
+        inputs = {"demo": self._demo_key, "seed": self._seed, "now": self._now.isoformat(), "query": repr(q),
+                  "numpy": np.__version__, "machine": platform.machine()}  # fmt: skip
+        text = json.dumps(inputs, sort_keys=True)
         return hashlib.blake2b(text.encode(), digest_size=32).hexdigest()
 
 
