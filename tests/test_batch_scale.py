@@ -26,9 +26,8 @@ from typing import Any, Union, get_args, get_origin
 import pytest
 
 from tftui import cli
-from tftui.cli import common as cli_common
 from tftui.engine import alerts as alerts_mod
-from tftui.engine import autoscale_checks, autoscale_config
+from tftui.engine import autoscale_checks, autoscale_config, autoscale_recommenders
 from tftui.engine.alerts import RULES, format_value, render
 from tftui.engine.autoscale_checks import problems
 from tftui.engine.autoscale_config import effective_autoscaling
@@ -36,6 +35,7 @@ from tftui.engine.autoscale_usage import AutoscaleState
 from tftui.engine.histogram import TFLOPS_OPTIONS, VRAM_OPTIONS, DecayingHistogram, Options, go_seconds
 from tftui.engine.report import DIGITS, KIND, VERSION, _hints, build_report, parse_window, save, to_json
 from tftui.engine.state import ClusterState
+from tftui.model import dump as model_dump
 from tftui.model import keys
 from tftui.model.dump import validate_items
 from tftui.model.quantity import Quantity, QuantityError, parse_quantity
@@ -236,13 +236,13 @@ def test_batch_commands_print_the_same_with_the_demo_validated(
     command: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls: list[str] = []
-    real = cli_common.validate_items
+    real = model_dump.validate_items
 
     def counted(items: Any, source: str = "<objects>") -> Any:
         calls.append(source)
         return real(items, source)
 
-    monkeypatch.setattr(cli_common, "validate_items", counted)
+    monkeypatch.setattr(model_dump, "validate_items", counted)  # what `_state` imports when it validates
     argv = [command[0], "--demo", "--nodes", "60", *command[1:]]
     assert cli.main(argv) == 0
     light = capsys.readouterr().out
@@ -400,3 +400,87 @@ def test_quantity_comparisons_are_the_fractions_comparisons() -> None:
         for b in qs:
             for op in (operator.eq, operator.ne, operator.lt, operator.le, operator.gt, operator.ge):
                 assert op(a, b) == op(a.amount, b.amount), (op, a, b)
+
+
+def test_memoised_scaling_is_the_computation_every_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`_scale` answers from its memo what `_scale_once` computes, text included: quantities of one
+    value in two formats are two keys (their messages differ), an unchanged answer is the caller's
+    own quantities, and a full memo starts again."""
+    monkeypatch.setattr(autoscale_recommenders, "_SCALED", {})
+    monkeypatch.setattr(autoscale_recommenders, "_SCALED_MAX", 64)
+    gi = 1 << 30
+    tfs = [parse_quantity(x) for x in ("10", "10000m", "0", "250", "1500m")]
+    vrs = [parse_quantity(x) for x in ("16Gi", str(16 * gi), "0", "1Gi", "80Gi")]
+    cases: list[tuple[Any, ...]] = []
+    for est, qos in (
+        ((3, 12, 40), "low"),
+        ((9, 10, 11), "high"),
+        ((0, 0, 0), "critical"),
+        ((12, 12, 900), "medium"),
+    ):
+        for cur in ((tfs[0], tfs[3]), (tfs[1], tfs[3]), (tfs[2], tfs[2]), (tfs[4], tfs[0])):
+            for orig in ((tfs[0], tfs[3]), (tfs[1], tfs[1])):
+                for ratios in ((0.1, 10.0), (0.5, 1.0), (0.0, 0.0)):
+                    cases.append(("Compute", est, qos, cur, orig, ratios))
+        vest = (est[0] * gi, est[1] * gi, est[2] * gi)
+        for cur in ((vrs[0], vrs[4]), (vrs[1], vrs[4]), (vrs[3], vrs[3]), (vrs[2], vrs[0])):
+            cases.append(("VRAM", vest, qos, cur, (vrs[0], vrs[4]), (0.2, 5.0)))
+    for _ in range(2):  # computed, then (mostly) from the memo
+        for case in cases:
+            got = autoscale_recommenders._scale(*case)
+            want = autoscale_recommenders._scale_once(*case)
+            assert (str(got[0]), got[0].format, str(got[1]), got[1].format, got[2]) == (
+                str(want[0]), want[0].format, str(want[1]), want[1].format, want[2]
+            )  # fmt: skip
+            assert (got[0] is case[3][0] and got[1] is case[3][1]) == (
+                want[0] is case[3][0] and want[1] is case[3][1]
+            )
+    assert any(autoscale_recommenders._scale_once(*c)[2] for c in cases)  # some scale, some do not
+    assert any(not autoscale_recommenders._scale_once(*c)[2] for c in cases)
+
+
+def test_absent_configs_parse_to_the_defaults() -> None:
+    """No `autoSetResources` / `externalScaler` parses to one shared instance equal to the defaults."""
+    from tftui.engine.autoscale_config import AutoConfig
+    from tftui.engine.autoscale_external import ExternalScalerConfig
+
+    for raw in (None, "text", 3):
+        assert AutoConfig.parse(raw) == AutoConfig() and AutoConfig.parse(raw) is AutoConfig.parse(None)  # type: ignore[arg-type]
+    assert AutoConfig.parse({}) == AutoConfig(present=True)
+    nothing: list[dict[str, Any] | None] = [None, {}]
+    for empty in nothing:
+        got = ExternalScalerConfig.parse(empty, "ns")
+        assert got == ExternalScalerConfig() and got is ExternalScalerConfig.parse(None, "other")
+    assert ExternalScalerConfig.parse({"enable": True, "url": "http://x"}, "ns").enable
+
+
+def _max_allowed_reference(state: ClusterState, wv: Any) -> tuple[int, int] | None:
+    """`max_allowed` as it was written before its one-worker shortcut."""
+    per_gpu: dict[str, list[Any]] = {}
+    for key in wv.workers:
+        w = state.workers.get(key)
+        if w is None or w.terminating:
+            continue
+        for g in w.gpu_ids:
+            if g in state.gpus:
+                per_gpu.setdefault(g, []).append(w)
+    if not per_gpu:
+        return None
+    best: tuple[int, int] | None = None
+    for g, ws in per_gpu.items():
+        avail = state.gpus[g].available
+        t = int(avail.tflops + sum(w.request.tflops for w in ws)) // len(ws)
+        v = int(avail.vram + sum(w.request.vram for w in ws)) // len(ws)
+        best = (t, v) if best is None else (min(best[0], t), min(best[1], v))
+    return best
+
+
+@pytest.mark.parametrize("seed", [7, 8, 11])
+def test_max_allowed_is_the_reference_on_every_workload(seed: int) -> None:
+    state = ClusterState.build(generate_objects(seed, 120, DEFAULT_NOW))
+    shared = 0
+    for wv in state.workloads.values():
+        assert autoscale_recommenders.max_allowed(state, wv) == _max_allowed_reference(state, wv), wv.key
+        on_gpu = [g for k in wv.workers if k in state.workers for g in state.workers[k].gpu_ids]
+        shared += len(on_gpu) != len(set(on_gpu))
+    assert shared  # a GPU with several workers of one workload is covered too

@@ -68,6 +68,26 @@ def test_engine_and_sources_load_without_textual() -> None:
     assert out.stdout.strip() == "False"
 
 
+def test_the_generated_demos_plan_imports_no_validator() -> None:
+    """`tftui plan` on a cached demo indexes the generated objects as they are: it imports neither
+    pydantic nor the object models (`tftui.model.snapshot` holds what it needs of the dump module),
+    and `model.snapshot` groups exactly the kinds `model.dump` validates."""
+    code = (
+        "import sys\n"
+        "from tftui.model import dump, snapshot\n"
+        "assert snapshot.KIND_NAMES == frozenset(dump.KINDS), 'kinds differ'\n"
+        "assert dump.Snapshot is snapshot.Snapshot and dump.DumpError is snapshot.DumpError\n"
+        "for m in [m for m in sys.modules if m.startswith(('tftui', 'pydantic'))]:\n"
+        "    del sys.modules[m]\n"
+        "import tftui.cli, tftui.cli.plan, tftui.engine.planning, tftui.engine.autoscale, tftui.textout\n"
+        "import tftui.runtime.history, tftui.sources.sim.cluster, tftui.sources.sim.usagecache\n"
+        "print(sorted(m for m in sys.modules if m == 'pydantic' or m.startswith(('pydantic.', 'tftui.model.dump', "
+        "'tftui.model.crds', 'tftui.model.core'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
 # Inside the console: builders (ui/render) are pure, loaders (ui/load) run off the UI thread. Neither
 # imports Textual or the console's widgets and screens; loaders do not import builders either (the
 # builders read the loaders' result types, never the other way round).

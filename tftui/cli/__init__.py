@@ -38,9 +38,9 @@ from tftui.cli.recommend import cmd_recommend as cmd_recommend
 from tftui.cli.report import cmd_report as cmd_report
 from tftui.cli.simulate import cmd_simulate as cmd_simulate
 from tftui.config import ConfigError
-from tftui.model.dump import DumpError
 from tftui.model.plaintext import visible
 from tftui.model.redact import scrub
+from tftui.model.snapshot import DumpError
 from tftui.sources.ports import SourceError
 
 #: commands that read their source once, print and end: their objects live until the process ends

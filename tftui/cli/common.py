@@ -13,8 +13,8 @@ import sys
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from tftui.model.dump import Snapshot, validate_items
 from tftui.model.plaintext import json_visible, visible
+from tftui.model.snapshot import Snapshot
 from tftui.sources.ports import SourceError
 
 if TYPE_CHECKING:
@@ -114,6 +114,8 @@ def _state(cluster: ClusterPort) -> ClusterState:
     if getattr(cluster, "generated", False) is True:
         snap = Snapshot.of(objects)
     else:
+        from tftui.model.dump import validate_items  # with pydantic: only what is not generated
+
         snap = validate_items(objects, cluster.describe())
     state = ClusterState.build(snap)
     _settle()

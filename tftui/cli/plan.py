@@ -60,17 +60,14 @@ def _plan_autoscale(
     from tftui.engine.autoscale import AutoscaleState, plan_autoscale
     from tftui.engine.plan import AnnotatePod, Event, PatchWorkloadStatus
     from tftui.model.duration import format_duration
-    from tftui.runtime.history import load_usage
-    from tftui.runtime.loops import autoscale_window
+    from tftui.runtime.history import autoscale_window, load_usage
 
     if args.no_autoscale:
         return {}, "--no-autoscale"
     dsn = metrics_dsn(args)
     metrics: MetricsPort | None
     if args.demo and not dsn:
-        from tftui.sources.sim.usage import SimMetrics
-
-        metrics = SimMetrics(cluster.snapshot(), seed=args.seed, now=now)  # usage up to --now
+        metrics = _demo_usage(cluster, args.seed, now)  # usage up to --now
         _settle()
     else:
         metrics = open_metrics(args, cluster)
@@ -123,6 +120,19 @@ def _plan_autoscale(
         if key in keep:
             plan.actions.append(action)
     return summary, None
+
+
+def _demo_usage(cluster: ClusterPort, seed: int, now: datetime) -> MetricsPort:
+    """The demo's usage: the simulator, with its history aggregates kept in the demo cache when
+    the demo is a cached one (`usagecache`; a warm run then builds no simulator)."""
+    key = getattr(cluster, "demo_key", None)
+    if isinstance(key, str):
+        from tftui.sources.sim.usagecache import KeptUsage
+
+        return KeptUsage(cluster.snapshot(), demo_key=key, seed=seed, now=now)
+    from tftui.sources.sim.usage import SimMetrics
+
+    return SimMetrics(cluster.snapshot(), seed=seed, now=now)
 
 
 def _render_autoscale(summary: dict[str, Any], skipped: str | None) -> str:

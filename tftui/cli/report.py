@@ -8,7 +8,6 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from tftui.cli.common import UserError, _demo_now, _settle, _state, emit, metrics_dsn, open_cluster
-from tftui.model.dump import validate_items
 
 if TYPE_CHECKING:
     from tftui.engine.state import ClusterState
@@ -98,6 +97,7 @@ def _report_cluster(
     given and no kubeconfig or in-cluster config exists, as the reference page's SQL needs none."""
     from tftui.engine.report import NO_CLUSTER
     from tftui.engine.state import ClusterState
+    from tftui.model.dump import validate_items
     from tftui.sources.kubeconfig import cluster_configured
 
     if dsn and not args.demo and not args.from_file and not cluster_configured(args.kubeconfig, args.context):

@@ -10,7 +10,6 @@ from datetime import timedelta
 from typing import Any
 
 from tftui.cli.common import UserError, _state, emit, metrics_dsn, open_cluster, open_metrics, parse_now
-from tftui.model.dump import validate_items
 from tftui.model.plaintext import visible
 
 
@@ -56,6 +55,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         start = parse_now(args.start, args.demo).replace(microsecond=0)
     except UserError as exc:
         raise UserError(str(exc).replace("--now", "--start", 1)) from None
+    from tftui.model.dump import validate_items
+
     cluster = open_cluster(args, acting=False)
     objects = validate_items(cluster.snapshot(), cluster.describe()).objects
     _check_zones(objects)

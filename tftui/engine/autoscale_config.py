@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from fractions import Fraction
 from functools import lru_cache
-from typing import Any, Literal
+from typing import Any, Final, Literal
 from zoneinfo import ZoneInfo
 
 from tftui.engine import autoscale_checks
@@ -181,8 +181,8 @@ class AutoConfig:
     def parse(cls, asr: Mapping[str, Any] | None) -> AutoConfig:
         """The config of one `autoSetResources` map; memoised by its scalar items (every autoscale
         tick parses every workload's config several times, and nearly all of them are equal)."""
-        if not isinstance(asr, Mapping):
-            return cls()
+        if not isinstance(asr, Mapping):  # no config: the defaults, one shared (frozen) instance
+            return _NO_CONFIG if cls is AutoConfig else cls()
         try:  # the value's type is part of the key: `enable: true` and `enable: 1` differ
             key = tuple(sorted((k, type(v), v) for k, v in asr.items()))
             hit = _PARSED.get(key)
@@ -230,6 +230,9 @@ class AutoConfig:
             interval=interval,
             errors=tuple(errors),
         )
+
+
+_NO_CONFIG: Final = AutoConfig()
 
 
 def label_selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool | None:

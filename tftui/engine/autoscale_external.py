@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Final
 from urllib.parse import urlsplit, urlunsplit
 
 from tftui.engine.autoscale_config import (
@@ -74,8 +74,8 @@ class ExternalScalerConfig:
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any] | None, namespace: str) -> ExternalScalerConfig:
-        if not raw:
-            return cls()
+        if not raw:  # none configured: the defaults, one shared (frozen) instance
+            return _NO_SCALER if cls is ExternalScalerConfig else cls()
         ref = raw.get("apiKeySecretRef") or None
         secret = None
         error = ""
@@ -98,6 +98,9 @@ class ExternalScalerConfig:
             initial_delay=_duration(raw.get("initialDelayPeriod"), DEFAULT_DELAY),
             error=error,
         )
+
+
+_NO_SCALER: Final = ExternalScalerConfig()
 
 
 @dataclass(frozen=True, slots=True)

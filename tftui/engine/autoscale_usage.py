@@ -19,7 +19,14 @@ from tftui.engine.autoscale_config import (
     AutoConfig,
     effective_autoscaling,
 )
-from tftui.engine.histogram import TFLOPS_OPTIONS, VRAM_OPTIONS, DecayingHistogram, go_seconds, unix_to_go
+from tftui.engine.histogram import (
+    _UNIX_FROM_GO_ZERO,
+    TFLOPS_OPTIONS,
+    VRAM_OPTIONS,
+    DecayingHistogram,
+    go_seconds,
+    unix_to_go,
+)
 from tftui.engine.state import ClusterState
 from tftui.model.gcpause import without_gc
 from tftui.model.usage import HistogramQuery, PodBucket, PodBucketArrays
@@ -303,11 +310,13 @@ class AutoscaleState:
         v_n = np.bincount(g.pod, g.count, n).astype(np.int64).tolist()
         ref_go = unix_to_go(query.ref_unix)
         names = list(wkeys)
+        hists: dict[int, WorkloadHistory] = {}  # workload index → its history (those with groups)
         for w in _by_first_group(wl_of):
             wkey = names[w]
             hist = self.workloads.get(wkey)
             if hist is None:
                 hist = self.workloads[wkey] = WorkloadHistory(self.periods.get(wkey, DEFAULT_PERIOD))
+            hists[w] = hist
             if tf_count[w]:
                 hist.samples += tf_count[w]
                 hist.tf_first = min(hist.tf_first, unix_to_go(float(tf_first[w])))
@@ -315,15 +324,26 @@ class AutoscaleState:
                 tfh._factor(unix_to_go(float(tf_first[w])))
                 scale = TFLOPS_SAMPLE_WEIGHT * 2.0 ** ((ref_go - tfh.ref) / tfh.half_life)
                 tfh.add_weights({bb: x * scale for bb, x in weights[w].items()})
-        # pods by first VRAM sample (every group has VRAM: its first time), then their first group
+        # pods by first VRAM sample (every group has VRAM: its first time), then their first group;
+        # `_open_vram_window` per pod, its times moved to Go's clock by numpy (the same float adds)
         seen = np.array(_by_first_group(g.pod), dtype=np.int64)
         ordered = seen[np.argsort(first[seen], kind="stable")]
-        for p, f, lt, la, pk, cnt in zip(
-            ordered.tolist(), first[ordered].tolist(), last_tf[ordered].tolist(), last[ordered].tolist(),
-            peak[ordered].tolist(), [v_n[i] for i in ordered.tolist()], strict=True,
+        lt = last_tf[ordered]
+        go_lt = np.where(lt > -math.inf, lt + _UNIX_FROM_GO_ZERO, -math.inf).tolist()
+        go_first = first[ordered] + _UNIX_FROM_GO_ZERO
+        ends = (go_first + VRAM_WINDOW).tolist()
+        of_wl = wl_of_pod[ordered].tolist()
+        for p, w, glt, gla, gf, end, pk, cnt in zip(
+            ordered.tolist(), of_wl, go_lt, (last[ordered] + _UNIX_FROM_GO_ZERO).tolist(), go_first.tolist(),
+            ends, peak[ordered].tolist(), [v_n[i] for i in ordered.tolist()], strict=True,
         ):  # fmt: skip
-            ns, wl, pod = g.pods[p]
-            _open_vram_window(self.workloads[f"{ns}/{wl}"], pod, lt, f, la, float(pk), cnt)
+            hist = hists[w]
+            smp = hist.samplers[g.pods[p][2]] = _Sampler()
+            smp.last_tf, smp.last_vram, smp.window_end, smp.peak = glt, gla, end, pk
+            hist.vram_samples += cnt
+            if gf < hist.vram_first:
+                hist.vram_first = gf
+            hist.vram.add(pk, VRAM_SAMPLE_WEIGHT, end)
         return int(g.count.sum())
 
     def _entry(

@@ -32,8 +32,8 @@ from tftui.engine.state.derive import (
 )
 from tftui.engine.state.views import GPUView, Res, WorkerView, WorkloadView
 from tftui.model import keys
-from tftui.model.dump import Snapshot
 from tftui.model.gcpause import gc_paused
+from tftui.model.snapshot import Snapshot
 
 __all__ = ["update_state"]
 

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from tftui.model.dump import Snapshot
+from tftui.model.snapshot import Snapshot
 
 __all__ = ["DeltaSnapshot", "KindDelta", "identity_changes", "in_order", "ordered", "positions"]
 

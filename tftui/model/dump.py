@@ -16,9 +16,7 @@ from __future__ import annotations
 import functools
 import itertools
 import json
-import operator
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, cast
 
@@ -30,6 +28,9 @@ from tftui.model import core, crds, keys
 from tftui.model.gcpause import gc_paused
 from tftui.model.plaintext import visible
 from tftui.model.quantity import QuantityError, quantity_float
+from tftui.model.snapshot import OTHER as OTHER
+from tftui.model.snapshot import DumpError as DumpError
+from tftui.model.snapshot import Snapshot as Snapshot
 from tftui.model.times import time_problem
 
 KINDS: dict[str, type] = {
@@ -48,7 +49,6 @@ KINDS: dict[str, type] = {
     "Pod": core.Pod,
     "PodDisruptionBudget": core.PodDisruptionBudget,
 }
-OTHER = "other"
 
 
 def _kind_of(value: Any) -> str:
@@ -81,38 +81,6 @@ def _items() -> TypeAdapter[list[Any]]:
     """The validator of a list of objects, built on first use: building it costs about 0.1 CPU-s,
     which a command that never validates (`--help`, the generated demo's `plan`) does not pay."""
     return TypeAdapter(list[AnyObject])
-
-
-class DumpError(ValueError):
-    """A dump could not be read; the message is a single line meant for the user."""
-
-
-@dataclass(slots=True)
-class Snapshot:
-    """All objects of one consistent read, grouped by kind (order within a kind preserved)."""
-
-    objects: list[dict[str, Any]] = field(default_factory=list)
-    by_kind: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-
-    @classmethod
-    def of(cls, objects: Iterable[dict[str, Any]]) -> Snapshot:
-        snap = cls()
-        for obj in objects:
-            snap.objects.append(obj)
-            kind = obj["kind"] if obj.get("kind") in KINDS else OTHER
-            snap.by_kind.setdefault(kind, []).append(obj)
-        return snap
-
-    def kind(self, kind: str) -> list[dict[str, Any]]:
-        return self.by_kind.get(kind, [])
-
-    def same_objects(self, other: Snapshot) -> bool:
-        """Whether both hold the very same dicts in the same order (C-level identity checks): the
-        sources hand an unchanged object's dict again, so this means nothing changed."""
-        return len(self.objects) == len(other.objects) and all(map(operator.is_, self.objects, other.objects))
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Snapshot) and self.objects == other.objects
 
 
 def object_ref(obj: Any) -> str:

@@ -8,13 +8,28 @@ loads, and stores without that query (the simulator), read raw rows. Both give t
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from tftui.engine.autoscale import AutoscaleState
+from tftui.engine.autoscale import DEFAULT_PERIOD, AutoConfig, AutoscaleState, effective_autoscaling
+from tftui.engine.state import ClusterState
 from tftui.model.usage import HistogramQuery, PodBucket, PodBucketArrays
 
-__all__ = ["load_usage"]
+__all__ = ["MAX_AUTOSCALE_HISTORY", "autoscale_window", "load_usage"]
+
+MAX_AUTOSCALE_HISTORY = timedelta(days=30)  # a bound on the first load, whatever the config says
+
+
+def autoscale_window(state: ClusterState) -> timedelta:
+    """How far back the first load reads: the longest `historyDataPeriod` (at least 2 h, at most 30 d).
+
+    Here rather than in `runtime.loops` (which re-exports it): `tftui plan` needs it without the
+    daemon's loops and their HTTP client."""
+    window = DEFAULT_PERIOD
+    for wv in state.workloads.values():
+        cfg = AutoConfig.parse(effective_autoscaling(state, wv).get("autoSetResources"))
+        window = max(window, min(cfg.history, MAX_AUTOSCALE_HISTORY))
+    return window
 
 
 class _Rows(Protocol):

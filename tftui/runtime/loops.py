@@ -51,7 +51,6 @@ from datetime import datetime, timedelta
 from typing import Protocol, runtime_checkable
 
 from tftui.engine.autoscale import (
-    DEFAULT_PERIOD,
     AutoConfig,
     AutoscalePlan,
     AutoscaleState,
@@ -76,8 +75,10 @@ from tftui.engine.plan import (
 from tftui.engine.planning import plan_cluster
 from tftui.engine.prices import price_map
 from tftui.engine.state import ClusterState
-from tftui.model.dump import Snapshot
+from tftui.model.snapshot import Snapshot
 from tftui.runtime.actuator import ActionResult, Actuator
+from tftui.runtime.history import MAX_AUTOSCALE_HISTORY as MAX_AUTOSCALE_HISTORY
+from tftui.runtime.history import autoscale_window as autoscale_window
 from tftui.runtime.history import load_usage
 from tftui.runtime.journal import Journal
 from tftui.sources import external_scaler
@@ -98,7 +99,6 @@ DEFRAG_ACTIVE_REQUEUE = timedelta(seconds=10)  # after an eviction, a refusal or
 DEFRAG_IDLE_REQUEUE = timedelta(seconds=60)  # idle inside a campaign window
 DEFAULT_AUTOSCALE_INTERVAL = timedelta(seconds=30)  # upstream: global autoScalingInterval, else 30s
 DEFAULT_RETRY = timedelta(minutes=5)  # a failed pool is retried after its period; this when that fails too
-MAX_AUTOSCALE_HISTORY = timedelta(days=30)  # a bound on the first load, whatever the config says
 _AUTOSCALE = "autoscale/"  # prefix of a workload's key in the repeat filter (pool names have no '/')
 
 
@@ -123,15 +123,6 @@ def autoscale_interval(state: ClusterState) -> timedelta:
         if cfg.enable and not cfg.errors and (best is None or cfg.interval < best):
             best = cfg.interval
     return best if best is not None else DEFAULT_AUTOSCALE_INTERVAL
-
-
-def autoscale_window(state: ClusterState) -> timedelta:
-    """How far back the first load reads: the longest `historyDataPeriod` (at least 2 h, at most 30 d)."""
-    window = DEFAULT_PERIOD
-    for wv in state.workloads.values():
-        cfg = AutoConfig.parse(effective_autoscaling(state, wv).get("autoSetResources"))
-        window = max(window, min(cfg.history, MAX_AUTOSCALE_HISTORY))
-    return window
 
 
 class Runtime:

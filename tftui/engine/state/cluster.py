@@ -47,13 +47,13 @@ from tftui.engine.state.views import (
     parse_time,
 )
 from tftui.model import keys
-from tftui.model.dump import Snapshot
 from tftui.model.gcpause import gc_paused
 from tftui.model.isolation import PARTITIONED, SHARED, gpu_isolation
 from tftui.model.provider import ProviderCatalog
 from tftui.model.quantity import QuantityError, quantity_float
 from tftui.model.schedconfig import DEFAULT as DEFAULT_SCHEDULER
 from tftui.model.schedconfig import SchedulerSettings, scheduler_settings
+from tftui.model.snapshot import Snapshot
 
 #: The field path of each pod annotation the build reads quantities from (for its warnings).
 _ANN_PATH = {

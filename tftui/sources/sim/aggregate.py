@@ -27,7 +27,6 @@ from tftui.model.metrics import (
     add_usage_group,
 )
 from tftui.model.usage import HistogramQuery, PodBucket, PodBucketArrays
-from tftui.sources.greptime import RULES, alert_row_key
 from tftui.sources.sim.columns import F64, I64, SimColumns, pct_of
 
 _EPS: Final = timedelta(microseconds=1)
@@ -188,6 +187,8 @@ def _present(alive: np.ndarray, s: slice) -> bool:
 
 def alert_history(c: SimColumns, rule: str, times: Sequence[datetime]) -> list[AlertResult]:
     """`SimStep1.alert_history` (one `alert_rows` per instant, NoData as there) over one frame."""
+    from tftui.sources.greptime import RULES  # here: the autoscale histograms need no SQL client
+
     spec = RULES.get(rule)
     if spec is None:
         raise ValueError(f"unknown alert rule {rule!r}")
@@ -211,12 +212,16 @@ def alert_history(c: SimColumns, rule: str, times: Sequence[datetime]) -> list[A
 
 
 def _no_rows(rule: str, table: str, now: datetime) -> NoData:
+    from tftui.sources.greptime import RULES
+
     start = (now - RULES[rule].window).replace(tzinfo=None)
     return NoData(f"{rule}: no rows in {table} between {start} and {now.replace(tzinfo=None)} UTC")
 
 
 def alert_rows(frame: _Frame, rule: str, now: datetime) -> list[AlertRow]:
     """Rows firing `rule` at `now`, as `SimStep1.alert_rows` computes them from the window's rows."""
+    from tftui.sources.greptime import RULES, alert_row_key
+
     spec = RULES[rule]
     thr = float(spec.threshold)
     s = frame.window(now - spec.window, now + _EPS)

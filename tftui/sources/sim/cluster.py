@@ -144,6 +144,11 @@ class SimCluster:
             lambda: generate_objects(seed, nodes, self.now, gpus_per_node=gpus_per_node, workers=workers),
             seed=seed, nodes=nodes, now=self.now, gpus_per_node=gpus_per_node, workers=workers,
         )  # fmt: skip
+        #: the cache's name for these objects (None: not cached), which what is derived from them
+        #: alone may be kept under (`usagecache`)
+        self.demo_key = democache.demo_key(
+            seed=seed, nodes=nodes, now=self.now, gpus_per_node=gpus_per_node, workers=workers
+        )
 
     def describe(self) -> str:
         """Always `demo`: the header shows the embedded cluster."""

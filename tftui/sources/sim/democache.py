@@ -10,6 +10,9 @@ unexpected (no writable cache directory, a damaged file) means generating, as wi
 
 Where: `$XDG_CACHE_HOME/tftui/demo` (default `~/.cache/tftui/demo`); the newest `KEEP` files are
 kept. Demos under `MIN_NODES` are not cached: they generate in about the time the file takes.
+What is computed from a cached demo alone may be kept beside it the same way (`load`, `keep`),
+under a name that extends the demo's (`demo_key`) and a suffix of its own (`usagecache`: the
+autoscaler's history aggregates), the newest `KEEP` of each suffix.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
-__all__ = ["KEEP", "MIN_NODES", "cache_dir", "cached"]
+__all__ = ["KEEP", "MIN_NODES", "cache_dir", "cached", "demo_key", "keep", "load"]
 
 MIN_NODES: Final = 1000
 KEEP: Final = 3
@@ -58,6 +61,18 @@ def _key(inputs: dict[str, Any]) -> str:
     return hashlib.blake2b(text.encode(), digest_size=_DIGEST_SIZE).hexdigest()
 
 
+def demo_key(
+    *, seed: int, nodes: int, now: datetime, gpus_per_node: int | None = None, workers: int | None = None
+) -> str | None:
+    """The cache's name for the demo `generate_objects` makes from these arguments with this code
+    (None: a demo that small is not cached). What is kept with a demo (`usagecache`) extends it."""
+    if nodes < MIN_NODES:
+        return None
+    inputs = {"seed": seed, "nodes": nodes, "now": now.isoformat(), "gpus_per_node": gpus_per_node,
+              "workers": workers}  # fmt: skip
+    return _key(inputs)
+
+
 def cached(
     make: Callable[[], list[dict[str, Any]]],
     *,
@@ -68,19 +83,28 @@ def cached(
     workers: int | None = None,
 ) -> list[dict[str, Any]]:
     """`make()` — `generate_objects` with these arguments — from the cache when it holds them."""
-    if nodes < MIN_NODES:
+    key = demo_key(seed=seed, nodes=nodes, now=now, gpus_per_node=gpus_per_node, workers=workers)
+    if key is None:
         return make()
-    inputs = {"seed": seed, "nodes": nodes, "now": now.isoformat(), "gpus_per_node": gpus_per_node,
-              "workers": workers}  # fmt: skip
-    path = cache_dir() / (_key(inputs) + _SUFFIX)
-    objects = _load(path)
-    if objects is None:
+    objects = load(key, _SUFFIX)
+    if not isinstance(objects, list):
         objects = make()
-        _store(path, objects)
+        keep(key, _SUFFIX, objects)
     return objects
 
 
-def _load(path: Path) -> list[dict[str, Any]] | None:
+def load(name: str, suffix: str) -> object | None:
+    """The value kept as `name` + `suffix`, or None: absent, damaged or unreadable."""
+    return _load(cache_dir() / (name + suffix))
+
+
+def keep(name: str, suffix: str, value: Any) -> None:
+    """Keep `value` (marshal's types) as `name` + `suffix`, with the newest `KEEP` files of that
+    suffix; silently nothing when the cache cannot be written."""
+    _store(cache_dir() / (name + suffix), value)
+
+
+def _load(path: Path) -> object | None:
     try:
         data = path.read_bytes()
     except OSError:
@@ -89,17 +113,17 @@ def _load(path: Path) -> list[dict[str, Any]] | None:
     if hashlib.blake2b(payload, digest_size=_DIGEST_SIZE).digest() != digest:
         return None
     try:
-        objects = marshal.loads(payload)
+        value = marshal.loads(payload)
     except (EOFError, ValueError, TypeError):
         return None
     with contextlib.suppress(OSError):
         os.utime(path)  # the newest used: kept by the pruning
-    return objects if isinstance(objects, list) else None
+    return value
 
 
-def _store(path: Path, objects: list[dict[str, Any]]) -> None:
+def _store(path: Path, value: Any) -> None:
     try:
-        payload = marshal.dumps(objects, _VERSION)
+        payload = marshal.dumps(value, _VERSION)
     except ValueError:  # a type marshal does not know: nothing to keep
         return
     digest = hashlib.blake2b(payload, digest_size=_DIGEST_SIZE).digest()
@@ -112,7 +136,7 @@ def _store(path: Path, objects: list[dict[str, Any]]) -> None:
             fh.write(payload)
         os.replace(tmp, path)
         tmp = None
-        _prune(path.parent)
+        _prune(path.parent, path.suffix)
     except OSError:
         pass  # no cache then: the next run generates again
     finally:
@@ -121,8 +145,8 @@ def _store(path: Path, objects: list[dict[str, Any]]) -> None:
                 os.unlink(tmp)
 
 
-def _prune(folder: Path) -> None:
-    files = sorted(folder.glob("*" + _SUFFIX), key=lambda p: p.stat().st_mtime, reverse=True)
+def _prune(folder: Path, suffix: str) -> None:
+    files = sorted(folder.glob("*" + suffix), key=lambda p: p.stat().st_mtime, reverse=True)
     for old in files[KEEP:]:
         with contextlib.suppress(OSError):
             old.unlink()
