@@ -211,8 +211,7 @@ class ActingSimCluster(_ActingScheduler):
         elif isinstance(action, PatchWorkloadStatus):
             wkey: Key = ("TensorFusionWorkload", action.namespace, action.name)
             if _patch_changes(self._get(wkey).get("status") or {}, action.fields):
-                wl = self._mut(wkey)
-                _merge_patch(wl.setdefault("status", {}), action.fields)
+                self._mut_merge(wkey, {"status": action.fields})
         elif isinstance(action, PatchWorkloadAutoscale):
             akey: Key = ("TensorFusionWorkload", action.namespace, action.name)
             patch = action.patch()
@@ -231,10 +230,9 @@ class ActingSimCluster(_ActingScheduler):
         current = _meta(self._get(key)).get(field) or {}
         if not _patch_changes(current, patch):
             return
-        meta = self._mut(key).setdefault("metadata", {})
-        target = meta.setdefault(field, {})
-        _merge_patch(target, patch)
-        if not target:
+        self._mut_merge(key, {"metadata": {field: patch}})
+        meta = self._objs[key]["metadata"]  # this change's own copy (or the owned object)
+        if not meta[field]:
             del meta[field]
 
     def _record_event(self, ev: Event) -> None:
