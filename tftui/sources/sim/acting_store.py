@@ -84,7 +84,10 @@ class _ActingStore:
         self._timers: list[tuple[datetime, int, str, tuple[str, ...]]] = []
         self._seq = 0
         self._events: list[JSON] = []
-        self._series: dict[tuple[str, str, str, str, str], int] = {}  # → index in _events
+        # each event identity → the number of its latest event (its index in `_events` plus
+        # `_events_dropped`, the events trimmed from the front so far: a trim renumbers nothing)
+        self._series: dict[tuple[str, str, str, str, str], int] = {}
+        self._events_dropped = 0
         self._event_seq = 0
         self._lock = threading.RLock()
         self.generation = 0  # bumped on every change: cheap "did anything happen?" for readers
