@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import timedelta
@@ -281,9 +282,52 @@ def effective_autoscaling(state: ClusterState, wv: WorkloadView) -> Mapping[str,
     hit = cache.get(wv.key)
     if hit is not None and hit[0] is wv:
         return hit[1]
-    asc = _effective(state, wv)
+    names, objs = _effective_inputs(state, wv)
+    memo = _EFFECTIVE.get(wv.key)
+    if (
+        memo is not None
+        and memo[0] == names
+        and len(memo[1]) == len(objs)
+        and all(map(operator.is_, memo[1], objs))
+    ):
+        asc: Mapping[str, Any] = memo[2]
+    else:
+        asc = _effective(state, wv)
+        if len(_EFFECTIVE) >= _EFFECTIVE_MAX:
+            _EFFECTIVE.clear()
+        _EFFECTIVE[wv.key] = (names, objs, asc)
     cache[wv.key] = (wv, asc)
     return asc
+
+
+#: workload key → (names, objects, config) of the last `_effective`: the objects of a
+#: `ClusterState` are never changed in place, so a workload whose inputs are the very same dicts as
+#: last time (and the same names and problems) has the same configuration, and the autoscale loop
+#: merges again only the workloads whose object, first worker, profile or pool template changed.
+_EFFECTIVE: dict[str, tuple[tuple[object, ...], tuple[object, ...], Mapping[str, Any]]] = {}
+_EFFECTIVE_MAX = 1 << 17
+
+
+def _effective_inputs(state: ClusterState, wv: WorkloadView) -> tuple[tuple[object, ...], tuple[object, ...]]:
+    """What `_effective` reads: names and problems (compared by value) and objects (by identity)."""
+    first: WorkerView | None = None
+    for k in wv.workers:
+        w = state.workers.get(k)
+        if w is not None and (first is None or w.name < first.name):
+            first = w  # the first by name, as `_effective`'s stable sort
+    pod_ann: Mapping[str, Any] = (first.obj.get("metadata", {}).get("annotations") or {}) if first else {}
+    spec = (wv.obj or {}).get("spec") or {}
+    profile_name = pod_ann.get(keys.WORKLOAD_PROFILE) or spec.get("workloadProfile")
+    prof = (
+        state.profiles.get(f"{wv.namespace}/{profile_name}")
+        if isinstance(profile_name, str) and profile_name
+        else None
+    )
+    pool = state.pools.get(wv.pool) if wv.pool else None
+    template = pool.template if pool else None
+    tpl = state.templates.get(template) if template else None
+    names = (wv.namespace, wv.pool, template, tuple(autoscale_checks.problems(state, wv.key)))
+    return names, (wv.obj, first.obj if first is not None else None, prof, tpl)
 
 
 def _no_cache(_state: ClusterState) -> dict[str, tuple[WorkloadView, Mapping[str, Any]]]:

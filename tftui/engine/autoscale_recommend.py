@@ -39,7 +39,7 @@ from tftui.engine.autoscale_recommenders import (
     estimate,
     max_allowed,
     merge,
-    percentile_recommend,
+    percentile_recommend_memo,
 )
 from tftui.engine.autoscale_usage import AutoscaleState, WorkloadHistory
 from tftui.engine.histogram import go_seconds
@@ -254,7 +254,7 @@ def _evaluate(
     if has_data:
         assert hist is not None
         out.estimates = estimate(hist, cfg)
-        pct = percentile_recommend(out.estimates, cfg, wv.qos, current, original, allowed, measured)
+        pct = percentile_recommend_memo(out.estimates, cfg, wv.qos, current, original, allowed, measured)
         if pct is not None:
             results.append(pct)
     try:

@@ -176,6 +176,42 @@ def percentile_recommend(
     return Partial(rec, applied, condition=None if applied else ("Updated", message), capped=bool(pmsg))
 
 
+def _resources_key(r: Resources) -> tuple[object, ...]:
+    """`r` by value *and* print format (equal quantities may print differently: `1Gi`, `1073741824`)."""
+    out: list[object] = []
+    for q in (r.tf_req, r.tf_lim, r.vram_req, r.vram_lim):
+        out += (q.amount.numerator, q.amount.denominator, q.format)
+    return tuple(out)
+
+
+_PCT_MEMO: dict[tuple[object, ...], Partial | None] = {}
+_PCT_MEMO_MAX = 1 << 16
+
+
+def percentile_recommend_memo(
+    est: Estimates,
+    cfg: AutoConfig,
+    qos: str,
+    current: Resources,
+    original: Resources,
+    allowed: tuple[int, int] | None,
+    measured: tuple[bool, bool] = (True, True),
+) -> Partial | None:
+    """`percentile_recommend`, memoised on its arguments (quantities by value and format): a pure
+    function of a few integers per workload, and a workload's estimates move by whole histogram
+    buckets, so an autoscale tick mostly asks again what an earlier one asked."""
+    key = (est, cfg, qos, _resources_key(current), _resources_key(original), allowed, measured)
+    try:
+        return _PCT_MEMO[key]
+    except KeyError:
+        pass
+    got = percentile_recommend(est, cfg, qos, current, original, allowed, measured)
+    if len(_PCT_MEMO) >= _PCT_MEMO_MAX:
+        _PCT_MEMO.clear()
+    _PCT_MEMO[key] = got
+    return got
+
+
 def merge(results: Iterable[Partial], current: Resources) -> Resources | None:
     """`GetRecommendation` (A3): larger request wins per resource; locking results veto; zero-fill."""
     rs = list(results)
