@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from tftui.engine.autoscale import AutoscaleState
-from tftui.model.usage import HistogramQuery, PodBucket, PodBucketArrays
+from tftui.model.usage import HistogramQuery, PodBucket, PodBucketArrays, SampleInstant
 
 __all__ = ["load_usage"]
 
@@ -36,5 +36,9 @@ def load_usage(metrics: _Rows, astate: AutoscaleState, start: datetime, end: dat
     if query is not None and callable(aggregate):
         groups: list[PodBucket] = aggregate(query)
         return astate.add_pod_buckets(query, groups)
+    samples = getattr(metrics, "usage_samples", None)
+    if callable(samples):  # the rows as per-worker tuples (the what-if simulator's usage)
+        instants: list[SampleInstant] = samples(start, end)
+        return astate.add_worker_samples(instants)
     rows = list(metrics.rows("tf_worker_usage", start, end))
     return astate.add_samples(rows)

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from tftui.engine.state import ClusterState, WorkerView
+from tftui.model.usage import SampleInstant, WorkerSample
 from tftui.runtime.whatif_cluster import WhatIfCluster
 from tftui.sources.ports import MetricsPort
 from tftui.sources.sim.cluster import as_utc
@@ -118,13 +119,50 @@ class UsageMetrics:
     ) -> dict[str, Any]:
         return {}
 
+    def _running(self, state: ClusterState) -> list[WorkerView]:
+        return [w for w in state.workers.values() if w.phase == "Running" and w.gpu_ids and not w.terminating]
+
+    def usage_samples(self, start: datetime, end: datetime) -> list[SampleInstant]:
+        """The rows of `rows("tf_worker_usage", start, end)` as per-worker tuples, for
+        `AutoscaleState.add_worker_samples` (`runtime.history.load_usage` prefers them): the same
+        values, computed once per workload and instant (its workers want the same) and without a
+        dict per row."""
+        state = self.cluster.state()
+        running = []
+        for w in self._running(state):
+            gpu = state.gpus.get(w.gpu_ids[0])
+            cap = gpu.capacity.tflops if gpu is not None else 0.0
+            running.append((w, f"{w.namespace}/{w.workload}", gpu is not None and cap > 0, cap))
+        demand = self.usage.demand
+        out: list[SampleInstant] = []
+        t0 = -(-int(start.timestamp()) // self.step) * self.step
+        for t in range(t0, int(end.timestamp()), self.step):
+            ts = datetime.fromtimestamp(t, UTC)
+            wants: dict[str, tuple[float, float] | None] = {}
+            samples: list[WorkerSample] = []
+            for w, key, known, cap in running:
+                d = wants[key] if key in wants else wants.setdefault(key, demand(state, w, t))
+                if not known or d is None:
+                    continue
+                used = min(d[0], w.limit.tflops or d[0], cap)
+                samples.append(
+                    (
+                        w.namespace,
+                        str(w.workload),
+                        w.name or w.uid or "",
+                        w.gpu_ids,
+                        used / cap * 100.0,
+                        int(d[1]),
+                    )
+                )
+            out.append((ts, samples))
+        return out
+
     def rows(self, table: str, start: datetime, end: datetime) -> Iterator[dict[str, Any]]:
         if table != "tf_worker_usage":
             return
         state = self.cluster.state()
-        running = [
-            w for w in state.workers.values() if w.phase == "Running" and w.gpu_ids and not w.terminating
-        ]
+        running = self._running(state)
         t0 = -(-int(start.timestamp()) // self.step) * self.step
         for t in range(t0, int(end.timestamp()), self.step):
             ts = datetime.fromtimestamp(t, UTC)
