@@ -197,19 +197,28 @@ def percentile_recommend_memo(
     allowed: tuple[int, int] | None,
     measured: tuple[bool, bool] = (True, True),
 ) -> Partial | None:
-    """`percentile_recommend`, memoised on its arguments (quantities by value and format): a pure
-    function of a few integers per workload, and a workload's estimates move by whole histogram
-    buckets, so an autoscale tick mostly asks again what an earlier one asked."""
-    key = (est, cfg, qos, _resources_key(current), _resources_key(original), allowed, measured)
+    """`percentile_recommend`, the same result, with its uncapped part memoised on the other
+    arguments (quantities by value and format): a pure function of a few integers per workload whose
+    estimates move by whole histogram buckets, so a tick mostly asks again what an earlier one
+    asked. The cap (`allowed`, which moves with every co-located worker) is applied afterwards,
+    as `percentile_recommend` applies it last: only to an increase that is not yet applied."""
+    key = (est, cfg, qos, _resources_key(current), _resources_key(original), measured)
     try:
-        return _PCT_MEMO[key]
+        got = _PCT_MEMO[key]
     except KeyError:
-        pass
-    got = percentile_recommend(est, cfg, qos, current, original, allowed, measured)
-    if len(_PCT_MEMO) >= _PCT_MEMO_MAX:
-        _PCT_MEMO.clear()
-    _PCT_MEMO[key] = got
-    return got
+        got = percentile_recommend(est, cfg, qos, current, original, None, measured)
+        if len(_PCT_MEMO) >= _PCT_MEMO_MAX:
+            _PCT_MEMO.clear()
+        _PCT_MEMO[key] = got
+    if got is None or got.has_applied or allowed is None:
+        return got  # nothing, within the threshold, or nothing to change: no cap applies
+    rec, pmsg = process(got.resources, current, allowed)
+    if not pmsg:
+        return got
+    assert got.condition is not None  # ("Updated", the scaling messages)
+    applied = rec == current
+    message = got.condition[1] + ", " + pmsg
+    return Partial(rec, applied, condition=None if applied else ("Updated", message), capped=True)
 
 
 def merge(results: Iterable[Partial], current: Resources) -> Resources | None:
