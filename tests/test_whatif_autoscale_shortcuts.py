@@ -194,3 +194,36 @@ _COUNTER = iter(range(1 << 62))
 
 def _never_equal(state: Any, wv: Any) -> tuple[tuple[object, ...], tuple[object, ...]]:
     return (next(_COUNTER),), ()
+
+
+def test_states_with_over_allocated_gpus_are_derived_incrementally(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Autoscale over-allocates GPUs (requests raised for workers sharing one; upstream's rules):
+    the states after it carry those warnings, and are still derived from the previous one, equal
+    to a full build (the warnings too, in the full build's order)."""
+    from tests.test_state_incremental import assert_same_state
+    from tftui.engine import incremental
+    from tftui.engine.state import ClusterState
+    from tftui.model.dump import Snapshot
+
+    original, run = incremental.update_state, incremental._Update.run
+    seen = {"checked": 0, "incremental": 0, "warned": 0}
+
+    def counted(self: Any) -> ClusterState:
+        st = run(self)
+        seen["incremental"] += 1
+        seen["warned"] += bool(st.warnings)
+        return st
+
+    def checked(prev: ClusterState, source: Any) -> ClusterState:
+        objs = source.objects if isinstance(source, Snapshot) else list(source)
+        inc = original(prev, source)
+        assert_same_state(inc, ClusterState.build(objs))
+        seen["checked"] += 1
+        return inc
+
+    monkeypatch.setattr(incremental, "update_state", checked)
+    monkeypatch.setattr(incremental._Update, "run", counted)
+    cfg = SimConfig(duration=timedelta(hours=8), churn=0.5, seed=11)
+    simulate(generate_objects(7, 60, DEFAULT_NOW), parse_policy("CompactFirst+autoscale"), DEFAULT_NOW, cfg)
+    assert seen["warned"] > 5  # over-allocation happened, and did not force full builds
+    assert seen["incremental"] > 0.9 * seen["checked"]
