@@ -300,6 +300,22 @@ def effective_autoscaling(state: ClusterState, wv: WorkloadView) -> Mapping[str,
     return asc
 
 
+def effective_config(state: ClusterState, wv: WorkloadView) -> AutoConfig:
+    """`AutoConfig.parse` of the workload's effective `autoSetResources`, parsed once per effective
+    config (which is reused while its inputs stay the same dicts, and never changed)."""
+    asc = effective_autoscaling(state, wv)
+    hit = _CONFIGS.get(id(asc))
+    if hit is not None and hit[0] is asc:
+        return hit[1]
+    cfg = AutoConfig.parse(asc.get("autoSetResources"))
+    if len(_CONFIGS) >= _EFFECTIVE_MAX:
+        _CONFIGS.clear()
+    _CONFIGS[id(asc)] = (asc, cfg)  # holds `asc`: its id is not reused while the entry lives
+    return cfg
+
+
+_CONFIGS: dict[int, tuple[Mapping[str, Any], AutoConfig]] = {}
+
 #: workload key → (names, objects, config) of the last `_effective`: the objects of a
 #: `ClusterState` are never changed in place, so a workload whose inputs are the very same dicts as
 #: last time (and the same names and problems) has the same configuration, and the autoscale loop

@@ -22,6 +22,7 @@ from tftui.engine.autoscale_config import (
     Resources,
     _original,
     effective_autoscaling,
+    effective_config,
     tf,
     vr,
 )
@@ -203,7 +204,7 @@ def recommend_workload(
 
     `external` is this tick's answer of the workload's external scaler (None: not asked)."""
     asc = effective_autoscaling(state, wv)
-    cfg = AutoConfig.parse(asc.get("autoSetResources"))
+    cfg = effective_config(state, wv)
     out = _evaluate(state, wv, hist, now, tz, asc, cfg, external)
     if cfg.enable and not cfg.target_valid and out.reason != "invalid-config":
         out.reason, out.would_apply = "invalid-target", False

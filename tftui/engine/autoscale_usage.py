@@ -16,8 +16,7 @@ from tftui.engine.autoscale_config import (
     TFLOPS_SAMPLE_WEIGHT,
     VRAM_SAMPLE_WEIGHT,
     VRAM_WINDOW,
-    AutoConfig,
-    effective_autoscaling,
+    effective_config,
 )
 from tftui.engine.histogram import TFLOPS_OPTIONS, VRAM_OPTIONS, DecayingHistogram, go_seconds, unix_to_go
 from tftui.engine.state import ClusterState
@@ -109,7 +108,7 @@ class AutoscaleState:
         """
         self.gpu_tflops = {name: g.capacity.tflops for name, g in state.gpus.items()}
         for key, wv in state.workloads.items():
-            cfg = AutoConfig.parse(effective_autoscaling(state, wv).get("autoSetResources"))
+            cfg = effective_config(state, wv)
             period = cfg.history if cfg.history > timedelta(0) else DEFAULT_PERIOD
             self.periods[key] = period
             hist = self.workloads.get(key)
