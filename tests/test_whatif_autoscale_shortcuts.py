@@ -227,3 +227,26 @@ def test_states_with_over_allocated_gpus_are_derived_incrementally(monkeypatch: 
     simulate(generate_objects(7, 60, DEFAULT_NOW), parse_policy("CompactFirst+autoscale"), DEFAULT_NOW, cfg)
     assert seen["warned"] > 5  # over-allocation happened, and did not force full builds
     assert seen["incremental"] > 0.9 * seen["checked"]
+
+
+def test_percentiles_in_one_walk_equal_one_walk_each() -> None:
+    import random
+
+    from tftui.engine.histogram import TFLOPS_OPTIONS, VRAM_OPTIONS
+
+    rng = random.Random(5)
+    for i in range(300):
+        opts = TFLOPS_OPTIONS if i % 2 else VRAM_OPTIONS
+        h = DecayingHistogram(opts, 3600.0)
+        top = opts.bucket_start(opts.num_buckets - 1) * 1.5
+        for _ in range(rng.choice([0, 1, 2, 5, 40])):
+            h.add(
+                rng.choice([0.0, rng.uniform(0, top), top]),
+                rng.uniform(0.01, 2.0),
+                1e10 + rng.uniform(0, 1e5),
+            )
+        if i % 7 == 0 and not h.is_empty():
+            h.subtract(top, 1.0, 1e10)  # a whole bucket gone: bounds move
+        ps = tuple(sorted(rng.choice([0.0, 0.5, 0.9, 0.95, 0.98, 0.99, 1.0]) for _ in range(3)))
+        ps = ps if i % 3 else (ps[2], ps[0], ps[1])  # any order
+        assert h.percentiles(ps) == tuple(h.percentile(p) for p in ps)  # type: ignore[arg-type]

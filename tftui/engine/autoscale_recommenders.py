@@ -44,8 +44,8 @@ def _estimate(p: float, margin: float) -> int:
 
 
 def estimate(hist: WorkloadHistory, cfg: AutoConfig) -> Estimates:
-    tu = tuple(hist.tf.percentile(p) for p in (cfg.tf_lower, cfg.tf_target, cfg.tf_upper))
-    vu = tuple(hist.vram.percentile(p) for p in (cfg.vram_lower, cfg.vram_target, cfg.vram_upper))
+    tu = hist.tf.percentiles((cfg.tf_lower, cfg.tf_target, cfg.tf_upper))
+    vu = hist.vram.percentiles((cfg.vram_lower, cfg.vram_target, cfg.vram_upper))
     return Estimates(
         (tu[0], tu[1], tu[2]),
         (vu[0], vu[1], vu[2]),
