@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tftui.engine import autoscale_config, autoscale_recommend
+from tftui.engine import autoscale_checks, autoscale_config, autoscale_recommend
 from tftui.engine.autoscale import AutoscaleState, WorkloadHistory
 from tftui.engine.autoscale_config import AutoConfig, Resources, _effective, effective_autoscaling
 from tftui.engine.autoscale_recommenders import Estimates, percentile_recommend, percentile_recommend_memo
@@ -151,13 +151,15 @@ def _partial_text(p: Any) -> str:
 
 def test_memoised_effective_config_equals_a_fresh_merge_across_states() -> None:
     """Every state of an autoscaling run (pods annotated, statuses patched, workloads gone and new):
-    the configuration reused for unchanged inputs is the one a fresh merge gives."""
+    the configuration and the checks' problems reused for unchanged inputs are the ones a fresh
+    merge and a fresh check give."""
     seen = 0
 
     def check(cluster: WhatIfCluster, _rt: Any) -> None:
         nonlocal seen
         state = cluster.state()
         for wv in state.workloads.values():
+            assert autoscale_checks._checked(state, wv) == autoscale_checks._workload(state, wv), wv.key
             assert effective_autoscaling(state, wv) == _effective(state, wv), wv.key
             seen += 1
 
@@ -176,6 +178,7 @@ def test_a_day_of_autoscale_equals_the_reference_paths(monkeypatch: pytest.Monke
         mp.delattr(UsageMetrics, "usage_samples")
         mp.setattr(autoscale_recommend, "percentile_recommend_memo", percentile_recommend)
         mp.setattr(autoscale_config, "_effective_inputs", _never_equal)
+        mp.setattr(autoscale_checks, "_inputs", _never_equal)
 
         def deep(self: Any, key: Any, patch: Any) -> None:
             _merge_patch(self._mut(key), patch)

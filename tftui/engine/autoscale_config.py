@@ -325,7 +325,9 @@ _EFFECTIVE_MAX = 1 << 17
 
 
 def _effective_inputs(state: ClusterState, wv: WorkloadView) -> tuple[tuple[object, ...], tuple[object, ...]]:
-    """What `_effective` reads: names and problems (compared by value) and objects (by identity)."""
+    """What `_effective` reads: names and problems (compared by value) and the parts of the
+    objects it reads (by identity: the workload's spec and metadata, its first worker's metadata,
+    the profile, the pool's template)."""
     first: WorkerView | None = None
     for k in wv.workers:
         w = state.workers.get(k)
@@ -343,7 +345,9 @@ def _effective_inputs(state: ClusterState, wv: WorkloadView) -> tuple[tuple[obje
     template = pool.template if pool else None
     tpl = state.templates.get(template) if template else None
     names = (wv.namespace, wv.pool, template, tuple(autoscale_checks.problems(state, wv.key)))
-    return names, (wv.obj, first.obj if first is not None else None, prof, tpl)
+    obj = wv.obj or {}  # the parts `_effective` reads: a write shares the parts it does not change
+    first_meta = first.obj.get("metadata") if first is not None else None
+    return names, (obj.get("spec"), obj.get("metadata"), first_meta, prof, tpl)
 
 
 def _no_cache(_state: ClusterState) -> dict[str, tuple[WorkloadView, Mapping[str, Any]]]:
