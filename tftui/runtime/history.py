@@ -2,7 +2,8 @@
 
 A first (history) load asks the store to aggregate per (worker pod, TFLOPS bucket) when it can
 (`GreptimeMetrics.usage_histograms`): a few rows per pod instead of one per sample. Incremental
-loads, and stores without that query (the simulator), read raw rows. Both give the same histograms.
+loads, and stores without that query, read raw rows; the what-if simulator's usage hands the same
+rows as per-worker tuples (`usage_samples`). All give the same histograms.
 """
 
 from __future__ import annotations
