@@ -6,8 +6,9 @@ previous state (a state is never changed after it is built) and only what a chan
 recomputed: a changed pod's worker, the GPUs it names, their nodes, its workload, then every pool's
 sums. Each recomputed figure is summed over the same objects in the same order as `build` does, so
 the result is **equal** to `ClusterState.build(snapshot)` — same views, same list and dict order,
-same floats. Whatever this path does not handle (any warning, a changed pool configuration,
-duplicate names) falls back to the full build. Cost: a few dict operations per object instead of
+same floats. Whatever this path does not handle (any warning but a GPU's over-allocation, which
+it recomputes and writes as the full build does, a changed pool configuration, duplicate names)
+falls back to the full build. Cost: a few dict operations per object instead of
 parsing every object again.
 """
 
