@@ -11,6 +11,7 @@ commands' garbage collector and exit are checked too.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import gc
 import json
@@ -265,14 +266,17 @@ def test_effective_autoscaling_is_computed_once_per_state_and_view() -> None:
         got = effective_autoscaling(state, wv)
         assert got == autoscale_config._effective(state, wv)
         assert effective_autoscaling(state, wv) is got
-    # another state, or another view of the same key, is computed afresh and gives the same
+    # another state or another view of the same key gives the same; over the very same dicts it is
+    # reused (the autoscale loop's states share the unchanged objects), over copies computed afresh
     other = ClusterState.build(validate_items(objects, "demo"))
     key, wv = next(iter(state.workloads.items()))
     first = effective_autoscaling(state, wv)
-    assert effective_autoscaling(other, other.workloads[key]) is not first
-    copy = dataclasses.replace(wv)
-    again = effective_autoscaling(state, copy)
-    assert again is not first and again == first
+    assert effective_autoscaling(other, other.workloads[key]) == first
+    again = effective_autoscaling(state, dataclasses.replace(wv))
+    assert again == first
+    copied = ClusterState.build(validate_items(copy.deepcopy(objects), "demo"))
+    fresh = effective_autoscaling(copied, copied.workloads[key])
+    assert fresh is not first and fresh == first
 
 
 # -- histograms: moving the reference of an empty histogram ----------------------------------------

@@ -64,7 +64,13 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from tftui.engine.autoscale_config import CONTROLLER_TZ, AutoConfig, Resources, effective_autoscaling
+from tftui.engine.autoscale_config import (
+    CONTROLLER_TZ,
+    AutoConfig,
+    Resources,
+    effective_autoscaling,
+    effective_config,
+)
 from tftui.engine.autoscale_config import DEFAULT_PERIOD as DEFAULT_PERIOD
 from tftui.engine.autoscale_config import tf as tf
 from tftui.engine.autoscale_config import vr as vr
@@ -229,6 +235,7 @@ __all__ = [
     "active_cron_rule",
     "cron_recommend",
     "effective_autoscaling",
+    "effective_config",
     "estimate",
     "external_recommend",
     "external_requests",

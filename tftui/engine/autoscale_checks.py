@@ -61,17 +61,22 @@ _MEMO_MAX: Final = 1 << 17
 
 
 def _inputs(state: ClusterState, wv: WorkloadView) -> tuple[tuple[str, ...], tuple[object, ...]]:
-    """What `_workload` reads: names (compared by value) and objects (compared by identity)."""
+    """What `_workload` reads: names (compared by value) and the parts of the objects it reads
+    (compared by identity): the workload's spec and `status.recommendation`, the workers'
+    annotations and the profile. Parts, not whole objects: a write copies only the dicts it changes
+    (a status condition, another annotation) and shares the rest, which stays the very same dict."""
     names = [wv.namespace, wv.name]
-    objs: list[object] = [wv.obj]
-    spec = (wv.obj or {}).get("spec")
+    obj = wv.obj or {}
+    spec, status = obj.get("spec"), obj.get("status")
+    objs: list[object] = [spec, status.get("recommendation") if isinstance(status, Mapping) else status]
     profile = spec.get("workloadProfile") if isinstance(spec, Mapping) else None
     for wkey in sorted(wv.workers):
         w = state.workers.get(wkey)
         names.append(wkey)
-        objs.append(None if w is None else w.obj)
+        raw = None if w is None else (w.obj.get("metadata") or {}).get("annotations")
+        objs.append(raw)
         if w is not None:
-            ann = (w.obj.get("metadata") or {}).get("annotations") or {}
+            ann = raw or {}
             profile = profile or ann.get(keys.WORKLOAD_PROFILE)
     objs.append(
         state.profiles.get(f"{wv.namespace}/{profile}") if isinstance(profile, str) and profile else None

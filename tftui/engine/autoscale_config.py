@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import timedelta
@@ -284,9 +285,72 @@ def effective_autoscaling(state: ClusterState, wv: WorkloadView) -> Mapping[str,
     hit = cache.get(wv.key)
     if hit is not None and hit[0] is wv:
         return hit[1]
-    asc = _effective(state, wv)
+    names, objs = _effective_inputs(state, wv)
+    memo = _EFFECTIVE.get(wv.key)
+    if (
+        memo is not None
+        and memo[0] == names
+        and len(memo[1]) == len(objs)
+        and all(map(operator.is_, memo[1], objs))
+    ):
+        asc: Mapping[str, Any] = memo[2]
+    else:
+        asc = _effective(state, wv)
+        if len(_EFFECTIVE) >= _EFFECTIVE_MAX:
+            _EFFECTIVE.clear()
+        _EFFECTIVE[wv.key] = (names, objs, asc)
     cache[wv.key] = (wv, asc)
     return asc
+
+
+def effective_config(state: ClusterState, wv: WorkloadView) -> AutoConfig:
+    """`AutoConfig.parse` of the workload's effective `autoSetResources`, parsed once per effective
+    config (which is reused while its inputs stay the same dicts, and never changed)."""
+    asc = effective_autoscaling(state, wv)
+    hit = _CONFIGS.get(id(asc))
+    if hit is not None and hit[0] is asc:
+        return hit[1]
+    cfg = AutoConfig.parse(asc.get("autoSetResources"))
+    if len(_CONFIGS) >= _EFFECTIVE_MAX:
+        _CONFIGS.clear()
+    _CONFIGS[id(asc)] = (asc, cfg)  # holds `asc`: its id is not reused while the entry lives
+    return cfg
+
+
+_CONFIGS: dict[int, tuple[Mapping[str, Any], AutoConfig]] = {}
+
+#: workload key → (names, objects, config) of the last `_effective`: the objects of a
+#: `ClusterState` are never changed in place, so a workload whose inputs are the very same dicts as
+#: last time (and the same names and problems) has the same configuration, and the autoscale loop
+#: merges again only the workloads whose object, first worker, profile or pool template changed.
+_EFFECTIVE: dict[str, tuple[tuple[object, ...], tuple[object, ...], Mapping[str, Any]]] = {}
+_EFFECTIVE_MAX = 1 << 17
+
+
+def _effective_inputs(state: ClusterState, wv: WorkloadView) -> tuple[tuple[object, ...], tuple[object, ...]]:
+    """What `_effective` reads: names and problems (compared by value) and the parts of the
+    objects it reads (by identity: the workload's spec and metadata, its first worker's metadata,
+    the profile, the pool's template)."""
+    first: WorkerView | None = None
+    for k in wv.workers:
+        w = state.workers.get(k)
+        if w is not None and (first is None or w.name < first.name):
+            first = w  # the first by name, as `_effective`'s stable sort
+    pod_ann: Mapping[str, Any] = (first.obj.get("metadata", {}).get("annotations") or {}) if first else {}
+    spec = (wv.obj or {}).get("spec") or {}
+    profile_name = pod_ann.get(keys.WORKLOAD_PROFILE) or spec.get("workloadProfile")
+    prof = (
+        state.profiles.get(f"{wv.namespace}/{profile_name}")
+        if isinstance(profile_name, str) and profile_name
+        else None
+    )
+    pool = state.pools.get(wv.pool) if wv.pool else None
+    template = pool.template if pool else None
+    tpl = state.templates.get(template) if template else None
+    names = (wv.namespace, wv.pool, template, tuple(autoscale_checks.problems(state, wv.key)))
+    obj = wv.obj or {}  # the parts `_effective` reads: a write shares the parts it does not change
+    first_meta = first.obj.get("metadata") if first is not None else None
+    return names, (obj.get("spec"), obj.get("metadata"), first_meta, prof, tpl)
 
 
 def _no_cache(_state: ClusterState) -> dict[str, tuple[WorkloadView, Mapping[str, Any]]]:

@@ -22,6 +22,7 @@ from tftui.engine.autoscale_config import (
     Resources,
     _original,
     effective_autoscaling,
+    effective_config,
     tf,
     vr,
 )
@@ -39,7 +40,7 @@ from tftui.engine.autoscale_recommenders import (
     estimate,
     max_allowed,
     merge,
-    percentile_recommend,
+    percentile_recommend_memo,
 )
 from tftui.engine.autoscale_usage import AutoscaleState, WorkloadHistory
 from tftui.engine.histogram import go_seconds
@@ -203,7 +204,7 @@ def recommend_workload(
 
     `external` is this tick's answer of the workload's external scaler (None: not asked)."""
     asc = effective_autoscaling(state, wv)
-    cfg = AutoConfig.parse(asc.get("autoSetResources"))
+    cfg = effective_config(state, wv)
     out = _evaluate(state, wv, hist, now, tz, asc, cfg, external)
     if cfg.enable and not cfg.target_valid and out.reason != "invalid-config":
         out.reason, out.would_apply = "invalid-target", False
@@ -254,7 +255,7 @@ def _evaluate(
     if has_data:
         assert hist is not None
         out.estimates = estimate(hist, cfg)
-        pct = percentile_recommend(out.estimates, cfg, wv.qos, current, original, allowed, measured)
+        pct = percentile_recommend_memo(out.estimates, cfg, wv.qos, current, original, allowed, measured)
         if pct is not None:
             results.append(pct)
     try:

@@ -45,8 +45,8 @@ def _estimate(p: float, margin: float) -> int:
 
 
 def estimate(hist: WorkloadHistory, cfg: AutoConfig) -> Estimates:
-    tu = tuple(hist.tf.percentile(p) for p in (cfg.tf_lower, cfg.tf_target, cfg.tf_upper))
-    vu = tuple(hist.vram.percentile(p) for p in (cfg.vram_lower, cfg.vram_target, cfg.vram_upper))
+    tu = hist.tf.percentiles((cfg.tf_lower, cfg.tf_target, cfg.tf_upper))
+    vu = hist.vram.percentiles((cfg.vram_lower, cfg.vram_target, cfg.vram_upper))
     return Estimates(
         (tu[0], tu[1], tu[2]),
         (vu[0], vu[1], vu[2]),
@@ -206,6 +206,51 @@ def percentile_recommend(
         message += ", " + pmsg
     applied = rec == current
     return Partial(rec, applied, condition=None if applied else ("Updated", message), capped=bool(pmsg))
+
+
+def _resources_key(r: Resources) -> tuple[object, ...]:
+    """`r` by value *and* print format (equal quantities may print differently: `1Gi`, `1073741824`)."""
+    out: list[object] = []
+    for q in (r.tf_req, r.tf_lim, r.vram_req, r.vram_lim):
+        out += (q.amount.numerator, q.amount.denominator, q.format)
+    return tuple(out)
+
+
+_PCT_MEMO: dict[tuple[object, ...], Partial | None] = {}
+_PCT_MEMO_MAX = 1 << 16
+
+
+def percentile_recommend_memo(
+    est: Estimates,
+    cfg: AutoConfig,
+    qos: str,
+    current: Resources,
+    original: Resources,
+    allowed: tuple[int, int] | None,
+    measured: tuple[bool, bool] = (True, True),
+) -> Partial | None:
+    """`percentile_recommend`, the same result, with its uncapped part memoised on the other
+    arguments (quantities by value and format): a pure function of a few integers per workload whose
+    estimates move by whole histogram buckets, so a tick mostly asks again what an earlier one
+    asked. The cap (`allowed`, which moves with every co-located worker) is applied afterwards,
+    as `percentile_recommend` applies it last: only to an increase that is not yet applied."""
+    key = (est, cfg, qos, _resources_key(current), _resources_key(original), measured)
+    try:
+        got = _PCT_MEMO[key]
+    except KeyError:
+        got = percentile_recommend(est, cfg, qos, current, original, None, measured)
+        if len(_PCT_MEMO) >= _PCT_MEMO_MAX:
+            _PCT_MEMO.clear()
+        _PCT_MEMO[key] = got
+    if got is None or got.has_applied or allowed is None:
+        return got  # nothing, within the threshold, or nothing to change: no cap applies
+    rec, pmsg = process(got.resources, current, allowed)
+    if not pmsg:
+        return got
+    assert got.condition is not None  # ("Updated", the scaling messages)
+    applied = rec == current
+    message = got.condition[1] + ", " + pmsg
+    return Partial(rec, applied, condition=None if applied else ("Updated", message), capped=True)
 
 
 def merge(results: Iterable[Partial], current: Resources) -> Resources | None:

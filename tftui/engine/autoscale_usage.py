@@ -16,8 +16,7 @@ from tftui.engine.autoscale_config import (
     TFLOPS_SAMPLE_WEIGHT,
     VRAM_SAMPLE_WEIGHT,
     VRAM_WINDOW,
-    AutoConfig,
-    effective_autoscaling,
+    effective_config,
 )
 from tftui.engine.histogram import (
     _UNIX_FROM_GO_ZERO,
@@ -29,7 +28,7 @@ from tftui.engine.histogram import (
 )
 from tftui.engine.state import ClusterState
 from tftui.model.gcpause import without_gc
-from tftui.model.usage import HistogramQuery, PodBucket, PodBucketArrays
+from tftui.model.usage import HistogramQuery, PodBucket, PodBucketArrays, SampleInstant
 
 # -- usage state ---------------------------------------------------------------------------------
 
@@ -116,7 +115,7 @@ class AutoscaleState:
         """
         self.gpu_tflops = {name: g.capacity.tflops for name, g in state.gpus.items()}
         for key, wv in state.workloads.items():
-            cfg = AutoConfig.parse(effective_autoscaling(state, wv).get("autoSetResources"))
+            cfg = effective_config(state, wv)
             period = cfg.history if cfg.history > timedelta(0) else DEFAULT_PERIOD
             self.periods[key] = period
             hist = self.workloads.get(key)
@@ -172,6 +171,48 @@ class AutoscaleState:
                 else:
                     smp.last_vram = t
                     hist.vram_samples += 1
+        for hist, samples in pending:
+            if samples:
+                hist.samples += len(samples)
+                hist.tf_first = min(hist.tf_first, samples[0][0])
+                hist.tf.add_many(samples, TFLOPS_SAMPLE_WEIGHT)
+        return n
+
+    @without_gc
+    def add_worker_samples(self, instants: Iterable[SampleInstant]) -> int:
+        """`add_samples` of the rows these samples stand for (each GPU of a worker one row, with
+        `compute_tflops` 0, `compute_percentage`, `memory_bytes` and `uuid`), the same histograms
+        and samplers bit for bit, without a dict per row; returns rows read. The simulator's usage
+        takes this path: a what-if autoscale tick feeds thousands of workers every 15 minutes."""
+        pending: list[tuple[WorkloadHistory, list[tuple[float, float]]]] = []
+        by_wl: dict[str, list[tuple[float, float]]] = {}
+        cache: dict[tuple[str, str], tuple[list[tuple[float, float]], _Sampler, WorkloadHistory]] = {}
+        caps = self.gpu_tflops
+        n = 0
+        for ts, workers in instants:
+            t = go_seconds(ts)
+            for ns, workload, pod, uuids, pct, mem in workers:
+                if not uuids:
+                    continue  # no row
+                ck = (ns, pod)
+                ent = cache.get(ck)
+                if ent is None:
+                    ent = cache[ck] = self._entry(ns, workload, pod, by_wl, pending)
+                buf, smp, hist = ent
+                for uuid in uuids:
+                    n += 1
+                    if pct is not None:
+                        cap = caps.get(uuid or "")
+                        tfl = pct / 100.0 * cap if cap else None
+                        if tfl is not None and t >= smp.last_tf and tfl >= 0:
+                            smp.last_tf = t
+                            buf.append((t, tfl))
+                    if mem is not None and t >= smp.last_vram:
+                        if mem > smp.peak or t >= smp.window_end:
+                            hist.add_vram(smp, t, float(mem))
+                        else:
+                            smp.last_vram = t
+                            hist.vram_samples += 1
         for hist, samples in pending:
             if samples:
                 hist.samples += len(samples)

@@ -214,3 +214,31 @@ class DecayingHistogram:
         if b < self.options.num_buckets - 1:
             return self.options.bucket_start(b + 1)
         return self.options.bucket_start(b)
+
+    def percentiles(self, ps: tuple[float, float, float]) -> tuple[float, float, float]:
+        """`percentile` of each of `ps`, the same values, in one walk over the buckets (the same
+        running sums, compared with each threshold as `percentile` compares)."""
+        if self.is_empty():
+            return 0.0, 0.0, 0.0
+        total = self.total
+        thresholds = [p * total for p in ps]
+        found = [-1, -1, -1]
+        todo = 3
+        partial = 0.0
+        b = self.min_bucket
+        w = self.weights
+        top = self.max_bucket
+        while b < top:
+            partial += w[b]
+            for i in range(3):
+                if found[i] < 0 and partial >= thresholds[i]:
+                    found[i] = b
+                    todo -= 1
+            if not todo:
+                break
+            b += 1
+        last = self.options.num_buckets - 1
+        start = self.options.bucket_start
+        # not reached: where `percentile`'s walk ends (max_bucket, or min_bucket if that is past it)
+        out = [start(x + 1) if x < last else start(x) for x in (f if f >= 0 else b for f in found)]
+        return out[0], out[1], out[2]

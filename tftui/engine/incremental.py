@@ -6,8 +6,9 @@ previous state (a state is never changed after it is built) and only what a chan
 recomputed: a changed pod's worker, the GPUs it names, their nodes, its workload, then every pool's
 sums. Each recomputed figure is summed over the same objects in the same order as `build` does, so
 the result is **equal** to `ClusterState.build(snapshot)` — same views, same list and dict order,
-same floats. Whatever this path does not handle (any warning, a changed pool configuration,
-duplicate names) falls back to the full build. Cost: a few dict operations per object instead of
+same floats. Whatever this path does not handle (any warning but a GPU's over-allocation, which
+it recomputes and writes as the full build does, a changed pool configuration, duplicate names)
+falls back to the full build. Cost: a few dict operations per object instead of
 parsing every object again.
 """
 
@@ -30,7 +31,17 @@ from tftui.engine.state.derive import (
     convert_percent,
     virtual_capacity,
 )
-from tftui.engine.state.views import GPUView, Res, WorkerView, WorkloadView
+from tftui.engine.state.views import (
+    OVER_ALLOCATED,
+    GPUView,
+    Res,
+    StateWarning,
+    WorkerView,
+    WorkloadView,
+    _ref,
+    over_allocated,
+    over_allocated_gpus,
+)
 from tftui.model import keys
 from tftui.model.gcpause import gc_paused
 from tftui.model.snapshot import Snapshot
@@ -47,11 +58,12 @@ def update_state(prev: ClusterState, source: Snapshot | Iterable[dict[str, Any]]
     of the objects that are the very same dicts in both snapshots."""
     snap = source if isinstance(source, Snapshot) else Snapshot.of(source)
     delta = snap.take(prev.snapshot) if isinstance(snap, DeltaSnapshot) else None
-    if prev.warnings:
+    over = over_allocated_gpus(prev.warnings, prev.gpus)
+    if over is None:
         return ClusterState.build(snap)
     with gc_paused():
         try:
-            state = _Update(prev, snap, delta).run()
+            state = _Update(prev, snap, delta, over).run()
             state.derived_from(prev)
             return state
         except _Fallback:
@@ -101,8 +113,11 @@ def _label_pool(gpu: GPUView) -> str | None:
 class _Update:
     """One incremental build (see the module docstring); `run` raises `_Fallback` when it cannot."""
 
-    def __init__(self, prev: ClusterState, snap: Snapshot, delta: dict[str, KindDelta | None] | None) -> None:
+    def __init__(
+        self, prev: ClusterState, snap: Snapshot, delta: dict[str, KindDelta | None] | None, over: set[str]
+    ) -> None:
         self.prev = prev
+        self.over = over  # the over-allocated GPUs (the previous state's, then as reallocated here)
         self.snap = snap
         self.delta = delta  # what the source says changed (`DeltaSnapshot`), else None
         self.st = ClusterState(snapshot=snap)
@@ -170,6 +185,9 @@ class _Update:
         self._labels_and_sums(labels_dirty, node_dirty)
         if st.warnings:
             raise _Fallback  # warnings come in build order; let the full build write them
+        if self.over:  # the full build's only warnings, written last in GPU order
+            over = self.over
+            st.warnings = [StateWarning(_ref(g.obj), OVER_ALLOCATED) for n, g in st.gpus.items() if n in over]
         if _NATIVE_PODS not in st._derived and _NATIVE_PODS in prev._derived and not self.node_struct:
             # kept for the next update (no node of this one needed it): the same pods, or a few
             # new or gone ones to carry over
@@ -363,9 +381,11 @@ class _Update:
                         view.allocated.add(take)
                         view.workers.append(k)
                         add_partition(view, w)
-            avail = view.available
-            if avail.tflops < -1e-6 or avail.vram < -0.5:
-                raise _Fallback  # over-allocated: a warning of the full build
+            if over_allocated(view):
+                self.over.add(g)
+            else:
+                self.over.discard(g)
+        self.over &= gpus.keys()  # GPUs that went
         return dirty
 
     # -- node figures ------------------------------------------------------------------------------

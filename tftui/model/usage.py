@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -35,6 +35,14 @@ class WorkerUsage:
     tflops: float | None
     memory_bytes: float | None  # summed over devices
     ts: datetime
+
+
+#: One worker's `tf_worker_usage` at an instant, from a writer that leaves `compute_tflops` at 0
+#: (the simulator): (namespace, workload, pod name, its GPUs, compute % of one device or None,
+#: memory bytes per device or None). Each of its GPUs is one row of the table.
+WorkerSample = tuple[str, str, str, Sequence[str], float | None, int | None]
+#: The samples of one instant, in row order: (time, its workers' samples).
+SampleInstant = tuple[datetime, list[WorkerSample]]
 
 
 @dataclass(frozen=True, slots=True)

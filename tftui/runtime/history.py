@@ -2,7 +2,8 @@
 
 A first (history) load asks the store to aggregate per (worker pod, TFLOPS bucket) when it can
 (`GreptimeMetrics.usage_histograms`): a few rows per pod instead of one per sample. Incremental
-loads, and stores without that query (the simulator), read raw rows. Both give the same histograms.
+loads, and stores without that query, read raw rows; the what-if simulator's usage hands the same
+rows as per-worker tuples (`usage_samples`). All give the same histograms.
 """
 
 from __future__ import annotations
@@ -11,9 +12,9 @@ from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from tftui.engine.autoscale import DEFAULT_PERIOD, AutoConfig, AutoscaleState, effective_autoscaling
+from tftui.engine.autoscale import DEFAULT_PERIOD, AutoscaleState, effective_config
 from tftui.engine.state import ClusterState
-from tftui.model.usage import HistogramQuery, PodBucket, PodBucketArrays
+from tftui.model.usage import HistogramQuery, PodBucket, PodBucketArrays, SampleInstant
 
 __all__ = ["MAX_AUTOSCALE_HISTORY", "autoscale_window", "load_usage"]
 
@@ -27,7 +28,7 @@ def autoscale_window(state: ClusterState) -> timedelta:
     daemon's loops and their HTTP client."""
     window = DEFAULT_PERIOD
     for wv in state.workloads.values():
-        cfg = AutoConfig.parse(effective_autoscaling(state, wv).get("autoSetResources"))
+        cfg = effective_config(state, wv)
         window = max(window, min(cfg.history, MAX_AUTOSCALE_HISTORY))
     return window
 
@@ -51,5 +52,9 @@ def load_usage(metrics: _Rows, astate: AutoscaleState, start: datetime, end: dat
     if query is not None and callable(aggregate):
         groups: list[PodBucket] = aggregate(query)
         return astate.add_pod_buckets(query, groups)
+    samples = getattr(metrics, "usage_samples", None)
+    if callable(samples):  # the rows as per-worker tuples (the what-if simulator's usage)
+        instants: list[SampleInstant] = samples(start, end)
+        return astate.add_worker_samples(instants)
     rows = list(metrics.rows("tf_worker_usage", start, end))
     return astate.add_samples(rows)

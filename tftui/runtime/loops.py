@@ -51,11 +51,10 @@ from datetime import datetime, timedelta
 from typing import Protocol, runtime_checkable
 
 from tftui.engine.autoscale import (
-    AutoConfig,
     AutoscalePlan,
     AutoscaleState,
     ExternalAnswer,
-    effective_autoscaling,
+    effective_config,
     external_requests,
     plan_autoscale,
 )
@@ -119,7 +118,7 @@ def autoscale_interval(state: ClusterState) -> timedelta:
     """The loop's interval: the smallest valid `interval` of the enabled workloads, else 30 s."""
     best: timedelta | None = None
     for wv in state.workloads.values():
-        cfg = AutoConfig.parse(effective_autoscaling(state, wv).get("autoSetResources"))
+        cfg = effective_config(state, wv)
         if cfg.enable and not cfg.errors and (best is None or cfg.interval < best):
             best = cfg.interval
     return best if best is not None else DEFAULT_AUTOSCALE_INTERVAL

@@ -4,11 +4,14 @@ metrics store, and the `MetricsPort` rows autoscale reads during the run. Missin
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Final
+from zoneinfo import ZoneInfo
 
 from tftui.engine.state import ClusterState, WorkerView
+from tftui.model.usage import SampleInstant, WorkerSample
 from tftui.runtime.whatif_cluster import WhatIfCluster
 from tftui.sources.ports import MetricsPort
 from tftui.sources.sim.cluster import as_utc
@@ -71,6 +74,42 @@ class Usage:
         return compute_fraction(p, hour, noise) * base_t, memory_fraction(p, hour, noise) * base_v
 
 
+class _Instant:
+    """What every workload's demand at epoch second `t` shares (`Usage.demand` computes it per call):
+    the noise's knot, interpolation weight and minute, and the local hour per time zone."""
+
+    __slots__ = ("hours", "knot", "minute", "t", "weight")
+
+    def __init__(self, t: int) -> None:
+        self.t = t
+        self.knot, r = divmod(t, _DRIFT)
+        self.weight = (1.0 - math.cos(math.pi * r / _DRIFT)) * 0.5  # `scenarios.smooth`'s
+        self.minute = t // 60
+        self.hours: dict[ZoneInfo, float] = {}
+
+
+_DRIFT: Final = 900  # `scenarios.wobble`'s smooth period (s)
+_JITTER_XOR: Final = 0x5A5A5A5A  # `scenarios.jitter`'s
+
+
+def _demand_at(usage: Usage, state: ClusterState, w: WorkerView, at: _Instant) -> tuple[float, float] | None:
+    """`usage.demand(state, w, at.t)`, the same floats: the same operations, with what the instant
+    shares computed once (`wobble` = 0.75·smooth + 0.25·jitter, spelled out)."""
+    params = usage._params.get(f"{w.namespace}/{w.workload}")
+    if usage.history is not None or params is None:
+        return usage.demand(state, w, at.t)  # recorded usage, or the workload's first demand
+    base_t, base_v = usage.base(w)
+    p, wkey, tz = params
+    hour = at.hours.get(tz)
+    if hour is None:
+        hour = at.hours[tz] = local_hour(at.t, tz)
+    a, b = unit(wkey, at.knot), unit(wkey, at.knot + 1)
+    noise = 0.75 * (2.0 * (a + (b - a) * at.weight) - 1.0) + 0.25 * (
+        2.0 * unit(wkey ^ _JITTER_XOR, at.minute) - 1.0
+    )
+    return compute_fraction(p, hour, noise) * base_t, memory_fraction(p, hour, noise) * base_v
+
+
 def recorded_usage(
     metrics: MetricsPort, state: ClusterState, start: datetime, window: timedelta
 ) -> dict[str, list[float | None]]:
@@ -118,13 +157,51 @@ class UsageMetrics:
     ) -> dict[str, Any]:
         return {}
 
+    def _running(self, state: ClusterState) -> list[WorkerView]:
+        return [w for w in state.workers.values() if w.phase == "Running" and w.gpu_ids and not w.terminating]
+
+    def usage_samples(self, start: datetime, end: datetime) -> list[SampleInstant]:
+        """The rows of `rows("tf_worker_usage", start, end)` as per-worker tuples, for
+        `AutoscaleState.add_worker_samples` (`runtime.history.load_usage` prefers them): the same
+        values, computed once per workload and instant (its workers want the same) and without a
+        dict per row."""
+        state = self.cluster.state()
+        running = []
+        for w in self._running(state):
+            gpu = state.gpus.get(w.gpu_ids[0])
+            cap = gpu.capacity.tflops if gpu is not None else 0.0
+            running.append((w, f"{w.namespace}/{w.workload}", gpu is not None and cap > 0, cap))
+        usage = self.usage
+        out: list[SampleInstant] = []
+        t0 = -(-int(start.timestamp()) // self.step) * self.step
+        for t in range(t0, int(end.timestamp()), self.step):
+            ts = datetime.fromtimestamp(t, UTC)
+            at = _Instant(t)
+            wants: dict[str, tuple[float, float] | None] = {}
+            samples: list[WorkerSample] = []
+            for w, key, known, cap in running:
+                d = wants[key] if key in wants else wants.setdefault(key, _demand_at(usage, state, w, at))
+                if not known or d is None:
+                    continue
+                used = min(d[0], w.limit.tflops or d[0], cap)
+                samples.append(
+                    (
+                        w.namespace,
+                        str(w.workload),
+                        w.name or w.uid or "",
+                        w.gpu_ids,
+                        used / cap * 100.0,
+                        int(d[1]),
+                    )
+                )
+            out.append((ts, samples))
+        return out
+
     def rows(self, table: str, start: datetime, end: datetime) -> Iterator[dict[str, Any]]:
         if table != "tf_worker_usage":
             return
         state = self.cluster.state()
-        running = [
-            w for w in state.workers.values() if w.phase == "Running" and w.gpu_ids and not w.terminating
-        ]
+        running = self._running(state)
         t0 = -(-int(start.timestamp()) // self.step) * self.step
         for t in range(t0, int(end.timestamp()), self.step):
             ts = datetime.fromtimestamp(t, UTC)

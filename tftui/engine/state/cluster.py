@@ -35,6 +35,7 @@ from tftui.engine.state.views import (
     DEFAULT_VRAM_EXPAND_DISK,
     DEFAULT_VRAM_EXPAND_MEM,
     ENDED_PHASES,
+    OVER_ALLOCATED,
     GPUView,
     NodeView,
     PoolView,
@@ -44,6 +45,7 @@ from tftui.engine.state.views import (
     WorkloadView,
     _int,
     _ref,
+    over_allocated,
     parse_time,
 )
 from tftui.model import keys
@@ -530,9 +532,8 @@ class ClusterState:
             for name in names:
                 add_compaction_sums(per_node, self.gpus[name])
         for gpu in self.gpus.values():
-            avail = gpu.available
-            if avail.tflops < -1e-6 or avail.vram < -0.5:
-                self._warn(gpu.obj, "over-allocated: worker requests exceed capacity")
+            if over_allocated(gpu):
+                self._warn(gpu.obj, OVER_ALLOCATED)
 
     # -- queries -------------------------------------------------------------------------------
 

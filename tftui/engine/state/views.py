@@ -215,6 +215,29 @@ def _ref(obj: dict[str, Any]) -> str:
     return f"{obj.get('kind')} {ns}/{meta.get('name')}" if ns else f"{obj.get('kind')} {meta.get('name')}"
 
 
+OVER_ALLOCATED = "over-allocated: worker requests exceed capacity"
+"""The warning of a GPU whose workers' requests exceed its capacity (an autoscaled worker can)."""
+
+
+def over_allocated(gpu: GPUView) -> bool:
+    avail = gpu.available
+    return avail.tflops < -1e-6 or avail.vram < -0.5
+
+
+def over_allocated_gpus(warnings: list[StateWarning], gpus: dict[str, GPUView]) -> set[str] | None:
+    """The GPUs `warnings` says are over-allocated, or None if any warning is of another kind (or
+    names no GPU of `gpus`): a state whose only warnings are these can be derived incrementally,
+    which recomputes them (the full build writes them last, in GPU order)."""
+    out: set[str] = set()
+    for w in warnings:
+        name = w.ref[4:] if w.ref.startswith("GPU ") else ""
+        gv = gpus.get(name)
+        if w.message != OVER_ALLOCATED or w.blocking or gv is None or _ref(gv.obj) != w.ref:
+            return None
+        out.add(name)
+    return out
+
+
 def parse_time(value: Any) -> datetime | None:
     """RFC3339 timestamp → aware datetime; None for absent, unparsable or out-of-range values
     (`model.times`: arithmetic on year 1 or 9999 would overflow)."""

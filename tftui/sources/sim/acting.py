@@ -211,8 +211,7 @@ class ActingSimCluster(_ActingScheduler):
         elif isinstance(action, PatchWorkloadStatus):
             wkey: Key = ("TensorFusionWorkload", action.namespace, action.name)
             if _patch_changes(self._get(wkey).get("status") or {}, action.fields):
-                wl = self._mut(wkey)
-                _merge_patch(wl.setdefault("status", {}), action.fields)
+                self._mut_merge(wkey, {"status": action.fields})
         elif isinstance(action, PatchWorkloadAutoscale):
             akey: Key = ("TensorFusionWorkload", action.namespace, action.name)
             patch = action.patch()
@@ -231,10 +230,9 @@ class ActingSimCluster(_ActingScheduler):
         current = _meta(self._get(key)).get(field) or {}
         if not _patch_changes(current, patch):
             return
-        meta = self._mut(key).setdefault("metadata", {})
-        target = meta.setdefault(field, {})
-        _merge_patch(target, patch)
-        if not target:
+        self._mut_merge(key, {"metadata": {field: patch}})
+        meta = self._objs[key]["metadata"]  # this change's own copy (or the owned object)
+        if not meta[field]:
             del meta[field]
 
     def _record_event(self, ev: Event) -> None:
@@ -242,6 +240,7 @@ class ActingSimCluster(_ActingScheduler):
         ident = (kind, name, ev.type, ev.reason, ev.message)
         idx = self._series.get(ident)
         if idx is not None:
+            idx -= self._events_dropped
             old = self._events[idx]
             last = (old.get("series") or {}).get("lastObservedTime") or old["eventTime"]
             if self._now - datetime.fromisoformat(last) <= EVENT_SERIES_WINDOW:
@@ -268,12 +267,17 @@ class ActingSimCluster(_ActingScheduler):
                 "type": ev.type,
             }
         )
+        self._series[ident] = self._events_dropped + len(self._events) - 1
         if len(self._events) > MAX_EVENTS:
-            del self._events[: len(self._events) - MAX_EVENTS]
-            self._series = {
-                (e["regarding"]["kind"], e["regarding"]["name"], e["type"], e["reason"], e["note"]): i
-                for i, e in enumerate(self._events)
-            }
-        else:
-            self._series[ident] = len(self._events) - 1
+            self._trim_events(len(self._events) - MAX_EVENTS)
         self.generation += 1
+
+    def _trim_events(self, n: int) -> None:
+        """Drop the `n` oldest events, and the identities whose latest event they were (no event of
+        those is left). Per trimmed event, not per kept one: at the cap, every new event trims one."""
+        for i, e in enumerate(self._events[:n], start=self._events_dropped):
+            ident = (e["regarding"]["kind"], e["regarding"]["name"], e["type"], e["reason"], e["note"])
+            if self._series.get(ident) == i:
+                del self._series[ident]
+        del self._events[:n]
+        self._events_dropped += n

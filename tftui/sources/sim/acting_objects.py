@@ -116,6 +116,24 @@ def _merge_patch(target: JSON, patch: Mapping[str, Any]) -> None:
             target[k] = copy.deepcopy(v)
 
 
+def _merged(current: Mapping[str, Any], patch: Mapping[str, Any]) -> JSON:
+    """`_merge_patch` of a deep copy of `current`, copying only the dicts on the patch's paths: the
+    same value (and key order), and everything the patch does not reach is shared with `current`.
+    The result must not be changed in place (the store treats it as not owned, see `_mut_merge`)."""
+    out = dict(current)
+    for k, v in patch.items():
+        if v is None:
+            out.pop(k, None)
+        elif isinstance(v, Mapping) and isinstance(out.get(k), dict):
+            out[k] = _merged(out[k], v)
+        elif isinstance(v, Mapping):
+            out[k] = {}
+            _merge_patch(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
 def _patch_changes(current: Mapping[str, Any], patch: Mapping[str, Any]) -> bool:
     """Would the merge patch change `current`? (No-op patches leave the object untouched.)"""
     for k, v in patch.items():

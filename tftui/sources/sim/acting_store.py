@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 import heapq
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from random import Random
 from typing import Any
@@ -18,7 +18,16 @@ from typing import Any
 from tftui.engine.state import ClusterState
 from tftui.model.provider import ProviderCatalog
 from tftui.sources.ports import ActionError
-from tftui.sources.sim.acting_objects import _ALPHABET, JSON, Key, _is_pending_worker, _key, _PodIndex
+from tftui.sources.sim.acting_objects import (
+    _ALPHABET,
+    JSON,
+    Key,
+    _is_pending_worker,
+    _key,
+    _merge_patch,
+    _merged,
+    _PodIndex,
+)
 from tftui.sources.sim.cluster import generate_objects
 from tftui.sources.sim.demo_layout import DEFAULT_NOW, as_utc
 
@@ -75,7 +84,10 @@ class _ActingStore:
         self._timers: list[tuple[datetime, int, str, tuple[str, ...]]] = []
         self._seq = 0
         self._events: list[JSON] = []
-        self._series: dict[tuple[str, str, str, str, str], int] = {}  # → index in _events
+        # each event identity → the number of its latest event (its index in `_events` plus
+        # `_events_dropped`, the events trimmed from the front so far: a trim renumbers nothing)
+        self._series: dict[tuple[str, str, str, str, str], int] = {}
+        self._events_dropped = 0
         self._event_seq = 0
         self._lock = threading.RLock()
         self.generation = 0  # bumped on every change: cheap "did anything happen?" for readers
@@ -127,6 +139,20 @@ class _ActingStore:
             self._owned.add(key)
         self._changed(key)
         return obj
+
+    def _mut_merge(self, key: Key, patch: Mapping[str, Any]) -> None:
+        """JSON merge patch of `key`'s object: in place if owned, else a copy of only the dicts the
+        patch reaches (`_merged`; the rest stays shared with the snapshots, so the object stays
+        not owned and a later `_mut` copies it whole). The same object as `_merge_patch(_mut(key))`:
+        an autoscale tick patches hundreds of pods' annotations, and a deep copy of each cost more
+        than the rest of the tick's writes."""
+        if key in self._owned:
+            _merge_patch(self._mut(key), patch)
+            return
+        obj = self._get(key)
+        self._record(key)
+        self._objs[key] = _merged(obj, patch)
+        self._changed(key)
 
     def _add(self, obj: JSON) -> None:
         key = _key(obj)

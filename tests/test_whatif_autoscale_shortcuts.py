@@ -1,0 +1,255 @@
+"""The shortcuts that make a what-if `+autoscale` run cheap give exactly what the reference paths
+give: the simulator's usage fed as per-worker tuples (`UsageMetrics.usage_samples`, one demand per
+workload and instant) against its rows, and the memoised percentile recommender and effective
+configuration against a fresh computation. The last test runs ten simulated hours both ways (and
+the acting simulator's copy-on-write patches against deep copies, `test_sim_acting_cow.py`) and
+compares every plan."""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import timedelta
+from fractions import Fraction
+from typing import Any
+
+import pytest
+
+from tftui.engine import autoscale_checks, autoscale_config, autoscale_recommend
+from tftui.engine.autoscale import AutoscaleState, WorkloadHistory
+from tftui.engine.autoscale_config import AutoConfig, Resources, _effective, effective_autoscaling
+from tftui.engine.autoscale_recommenders import Estimates, percentile_recommend, percentile_recommend_memo
+from tftui.engine.histogram import DecayingHistogram
+from tftui.engine.plan import AnnotatePod
+from tftui.model.quantity import Quantity
+from tftui.runtime import history
+from tftui.runtime.whatif import SimConfig, WhatIfCluster, parse_policy, render_json, simulate
+from tftui.runtime.whatif_policy import apply_policy
+from tftui.runtime.whatif_usage import Usage, UsageMetrics
+from tftui.sources.sim import acting_store
+from tftui.sources.sim.acting_objects import _merge_patch
+from tftui.sources.sim.cluster import DEFAULT_NOW, generate_objects
+
+OBJECTS = generate_objects(5, 40, DEFAULT_NOW)
+
+
+def _same_hist(a: DecayingHistogram, b: DecayingHistogram) -> None:
+    assert (a.ref, a.total, a.min_bucket, a.max_bucket) == (b.ref, b.total, b.min_bucket, b.max_bucket)
+    assert a.weights == b.weights  # bit for bit, not approximately
+
+
+def _same(a: AutoscaleState, b: AutoscaleState) -> None:
+    assert list(a.workloads) == list(b.workloads)
+    for key, ha in a.workloads.items():
+        hb: WorkloadHistory = b.workloads[key]
+        assert (ha.samples, ha.vram_samples, ha.tf_first, ha.vram_first) == (
+            hb.samples, hb.vram_samples, hb.tf_first, hb.vram_first)  # fmt: skip
+        _same_hist(ha.tf, hb.tf)
+        _same_hist(ha.vram, hb.vram)
+        assert list(ha.samplers) == list(hb.samplers), key
+        for pod, sa in ha.samplers.items():
+            sb = hb.samplers[pod]
+            assert (sa.last_tf, sa.last_vram, sa.window_end, sa.peak) == (
+                sb.last_tf, sb.last_vram, sb.window_end, sb.peak)  # fmt: skip
+
+
+def test_usage_samples_feed_the_histograms_as_the_rows_do() -> None:
+    """Loads of 2 h, then 15 min at a time over a changing cluster (evictions, churn, time), through
+    `load_usage`'s tuple path and through the rows: the same histograms and samplers, bit for bit."""
+    sim = WhatIfCluster(apply_policy(OBJECTS, parse_policy("CompactFirst+autoscale")), DEFAULT_NOW, 3)
+    usage = Usage(3)
+    metrics = UsageMetrics(sim, usage)
+    fast, slow = AutoscaleState(), AutoscaleState()
+    start = DEFAULT_NOW - timedelta(hours=2)
+    names = sorted(sim.state().workloads)
+    for step in range(8):
+        now = sim.now()
+        state = sim.state()
+        fast.configure(state)
+        slow.configure(state)
+        rows = list(metrics.rows("tf_worker_usage", start, now))
+        assert history.load_usage(metrics, fast, start, now) == slow.add_samples(rows) == len(rows)
+        assert rows
+        _same(fast, slow)
+        start = now
+        if step % 3 == 1:  # workloads leave: their workers stop reporting
+            sim.remove_workloads([tuple(k.split("/", 1)) for k in names[step::9]])  # type: ignore[misc]
+        sim.advance(timedelta(minutes=15))
+
+
+def test_usage_samples_are_the_rows_values() -> None:
+    sim = WhatIfCluster(OBJECTS, DEFAULT_NOW, 1)
+    metrics = UsageMetrics(sim, Usage(1))
+    start, end = DEFAULT_NOW - timedelta(minutes=40), DEFAULT_NOW
+    rows = list(metrics.rows("tf_worker_usage", start, end))
+    flat = [
+        (ts, ns, wl, pod, g, pct, mem)
+        for ts, workers in metrics.usage_samples(start, end)
+        for ns, wl, pod, gpus, pct, mem in workers
+        for g in gpus
+    ]
+    want = [
+        (
+            r["ts"],
+            r["namespace"],
+            r["workload"],
+            r["pod_name"],
+            r["uuid"],
+            r["compute_percentage"],
+            r["memory_bytes"],
+        )
+        for r in rows
+    ]
+    assert flat == want
+    assert len({r["ts"] for r in rows}) == 8  # every 5 min of the 40
+
+
+def _q(amount: Fraction | int, fmt: str) -> Quantity:
+    return Quantity(Fraction(amount), fmt)  # type: ignore[arg-type]
+
+
+def test_memoised_percentile_recommendation_equals_a_fresh_one() -> None:
+    """Over a grid of estimates, QoS, configs and quantities that are equal but print differently
+    (`1Gi` and `1073741824`, `1` and `1000m`): the memo never answers for another print format."""
+    gi = 1 << 30
+    currents = [
+        Resources(_q(20, "DecimalSI"), _q(40, "DecimalSI"), _q(8 * gi, "BinarySI"), _q(16 * gi, "BinarySI")),
+        Resources(_q(20, "DecimalSI"), _q(40, "DecimalSI"), _q(8 * gi, "DecimalSI"), _q(16 * gi, "DecimalSI")),
+        Resources(_q(Fraction(1), "DecimalSI"), _q(Fraction(3, 2), "DecimalSI"), _q(gi, "BinarySI"), _q(gi, "BinarySI")),
+        Resources(),
+    ]  # fmt: skip
+    configs = [AutoConfig(), AutoConfig(threshold=0.5, margin=0.3), AutoConfig(min_compute=0.9, max_vram=1.1)]
+    estimates = [
+        Estimates((1.0, 2.0, 3.0), (1e9, 2e9, 3e9), (1, 2, 3), (10**9, 2 * 10**9, 3 * 10**9)),
+        Estimates((10.0, 18.0, 30.0), (4e9, 8e9, 9e9), (11, 20, 34), (4 * gi, 8 * gi, 9 * gi)),
+        Estimates((0.0, 0.0, 0.0), (0.0, 0.0, 0.0), (0, 0, 0), (0, 0, 0)),
+    ]
+    checked = 0
+    for _ in range(2):  # the second round answers from the memo
+        for est in estimates:
+            for cfg in configs:
+                for qos in ("low", "medium", "high", "critical"):
+                    for cur in currents:
+                        for orig in currents:
+                            for allowed in (None, (5, 2 * gi), (100, 100 * gi)):
+                                for measured in ((True, True), (True, False), (False, True)):
+                                    args = (est, cfg, qos, cur, orig, allowed, measured)
+                                    got = percentile_recommend_memo(*args)
+                                    want = percentile_recommend(*args)
+                                    assert _partial_text(got) == _partial_text(want), args
+                                    checked += 1
+    assert checked > 1000
+
+
+def _partial_text(p: Any) -> str:
+    if p is None:
+        return "None"
+    r = p.resources
+    return repr((str(r.tf_req), str(r.tf_lim), str(r.vram_req), str(r.vram_lim), p.has_applied, p.locking,
+                 p.condition, p.capped))  # fmt: skip
+
+
+def test_memoised_effective_config_equals_a_fresh_merge_across_states() -> None:
+    """Every state of an autoscaling run (pods annotated, statuses patched, workloads gone and new):
+    the configuration and the checks' problems reused for unchanged inputs are the ones a fresh
+    merge and a fresh check give."""
+    seen = 0
+
+    def check(cluster: WhatIfCluster, _rt: Any) -> None:
+        nonlocal seen
+        state = cluster.state()
+        for wv in state.workloads.values():
+            assert autoscale_checks._checked(state, wv) == autoscale_checks._workload(state, wv), wv.key
+            assert effective_autoscaling(state, wv) == _effective(state, wv), wv.key
+            seen += 1
+
+    cfg = SimConfig(duration=timedelta(hours=3), churn=2.0, seed=4)
+    simulate(OBJECTS, parse_policy("CompactFirst+defrag+autoscale"), DEFAULT_NOW, cfg, inspect=check)
+    assert seen > 0
+
+
+def test_a_day_of_autoscale_equals_the_reference_paths(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A simulated day with churn and autoscale through the shortcuts, then through the reference
+    paths (rows, fresh recommendations and merges, deep copies): the same plans and figures."""
+    cfg = SimConfig(duration=timedelta(hours=10), churn=1.0, seed=2)
+    policy = parse_policy("CompactFirst+defrag+autoscale")
+    fast = simulate(OBJECTS, policy, DEFAULT_NOW, cfg)
+    with monkeypatch.context() as mp:
+        mp.delattr(UsageMetrics, "usage_samples")
+        mp.setattr(autoscale_recommend, "percentile_recommend_memo", percentile_recommend)
+        mp.setattr(autoscale_config, "_effective_inputs", _never_equal)
+        mp.setattr(autoscale_checks, "_inputs", _never_equal)
+
+        def deep(self: Any, key: Any, patch: Any) -> None:
+            _merge_patch(self._mut(key), patch)
+
+        mp.setattr(acting_store._ActingStore, "_mut_merge", deep)
+        slow = simulate(OBJECTS, policy, DEFAULT_NOW, cfg)
+    plans = [json.dumps(p.to_json(), sort_keys=True, default=str) for p in fast.plans]
+    assert plans == [json.dumps(p.to_json(), sort_keys=True, default=str) for p in slow.plans]
+    assert any(isinstance(a, AnnotatePod) for p in fast.plans for a in p.actions)
+    assert render_json([fast]) == render_json([slow])
+    assert not math.isnan(fast.gpu_hours_used)
+
+
+_COUNTER = iter(range(1 << 62))
+
+
+def _never_equal(state: Any, wv: Any) -> tuple[tuple[object, ...], tuple[object, ...]]:
+    return (next(_COUNTER),), ()
+
+
+def test_states_with_over_allocated_gpus_are_derived_incrementally(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Autoscale over-allocates GPUs (requests raised for workers sharing one; upstream's rules):
+    the states after it carry those warnings, and are still derived from the previous one, equal
+    to a full build (the warnings too, in the full build's order)."""
+    from tests.test_state_incremental import assert_same_state
+    from tftui.engine import incremental
+    from tftui.engine.state import ClusterState
+    from tftui.model.dump import Snapshot
+
+    original, run = incremental.update_state, incremental._Update.run
+    seen = {"checked": 0, "incremental": 0, "warned": 0}
+
+    def counted(self: Any) -> ClusterState:
+        st = run(self)
+        seen["incremental"] += 1
+        seen["warned"] += bool(st.warnings)
+        return st
+
+    def checked(prev: ClusterState, source: Any) -> ClusterState:
+        objs = source.objects if isinstance(source, Snapshot) else list(source)
+        inc = original(prev, source)
+        assert_same_state(inc, ClusterState.build(objs))
+        seen["checked"] += 1
+        return inc
+
+    monkeypatch.setattr(incremental, "update_state", checked)
+    monkeypatch.setattr(incremental._Update, "run", counted)
+    cfg = SimConfig(duration=timedelta(hours=8), churn=0.5, seed=11)
+    simulate(generate_objects(7, 60, DEFAULT_NOW), parse_policy("CompactFirst+autoscale"), DEFAULT_NOW, cfg)
+    assert seen["warned"] > 5  # over-allocation happened, and did not force full builds
+    assert seen["incremental"] > 0.9 * seen["checked"]
+
+
+def test_percentiles_in_one_walk_equal_one_walk_each() -> None:
+    import random
+
+    from tftui.engine.histogram import TFLOPS_OPTIONS, VRAM_OPTIONS
+
+    rng = random.Random(5)
+    for i in range(300):
+        opts = TFLOPS_OPTIONS if i % 2 else VRAM_OPTIONS
+        h = DecayingHistogram(opts, 3600.0)
+        top = opts.bucket_start(opts.num_buckets - 1) * 1.5
+        for _ in range(rng.choice([0, 1, 2, 5, 40])):
+            h.add(
+                rng.choice([0.0, rng.uniform(0, top), top]),
+                rng.uniform(0.01, 2.0),
+                1e10 + rng.uniform(0, 1e5),
+            )
+        if i % 7 == 0 and not h.is_empty():
+            h.subtract(top, 1.0, 1e10)  # a whole bucket gone: bounds move
+        ps = tuple(sorted(rng.choice([0.0, 0.5, 0.9, 0.95, 0.98, 0.99, 1.0]) for _ in range(3)))
+        ps = ps if i % 3 else (ps[2], ps[0], ps[1])  # any order
+        assert h.percentiles(ps) == tuple(h.percentile(p) for p in ps)  # type: ignore[arg-type]
