@@ -171,11 +171,7 @@ class AutoscaleState:
                 else:
                     smp.last_vram = t
                     hist.vram_samples += 1
-        for hist, samples in pending:
-            if samples:
-                hist.samples += len(samples)
-                hist.tf_first = min(hist.tf_first, samples[0][0])
-                hist.tf.add_many(samples, TFLOPS_SAMPLE_WEIGHT)
+        _add_tflops(pending)
         return n
 
     @without_gc
@@ -213,11 +209,7 @@ class AutoscaleState:
                         else:
                             smp.last_vram = t
                             hist.vram_samples += 1
-        for hist, samples in pending:
-            if samples:
-                hist.samples += len(samples)
-                hist.tf_first = min(hist.tf_first, samples[0][0])
-                hist.tf.add_many(samples, TFLOPS_SAMPLE_WEIGHT)
+        _add_tflops(pending)
         return n
 
     def history_query(self, start: datetime, end: datetime) -> HistogramQuery | None:
@@ -436,3 +428,12 @@ def _open_vram_window(
     hist.vram_samples += n
     hist.vram_first = min(hist.vram_first, unix_to_go(v_first))
     hist.vram.add(smp.peak, VRAM_SAMPLE_WEIGHT, smp.window_end)
+
+
+def _add_tflops(pending: list[tuple[WorkloadHistory, list[tuple[float, float]]]]) -> None:
+    """Each workload's TFLOPS samples of one load, added to its histogram at once, in order."""
+    for hist, samples in pending:
+        if samples:
+            hist.samples += len(samples)
+            hist.tf_first = min(hist.tf_first, samples[0][0])
+            hist.tf.add_many(samples, TFLOPS_SAMPLE_WEIGHT)
