@@ -4,10 +4,9 @@ metrics store, and the `MetricsPort` rows autoscale reads during the run. Missin
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any, Final
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from tftui.engine.state import ClusterState, WorkerView
@@ -16,6 +15,7 @@ from tftui.runtime.whatif_cluster import WhatIfCluster
 from tftui.sources.ports import MetricsPort
 from tftui.sources.sim.cluster import as_utc
 from tftui.sources.sim.scenarios import (
+    DRIFT,
     PROFILE_ANNOTATION,
     PROFILES,
     compute_fraction,
@@ -24,8 +24,10 @@ from tftui.sources.sim.scenarios import (
     memory_fraction,
     pool_timezone,
     profile_params,
+    smooth_weight,
     unit,
     wobble,
+    wobble_at,
 )
 
 JSON = dict[str, Any]
@@ -82,19 +84,15 @@ class _Instant:
 
     def __init__(self, t: int) -> None:
         self.t = t
-        self.knot, r = divmod(t, _DRIFT)
-        self.weight = (1.0 - math.cos(math.pi * r / _DRIFT)) * 0.5  # `scenarios.smooth`'s
+        self.knot, r = divmod(t, DRIFT)
+        self.weight = smooth_weight(r, DRIFT)
         self.minute = t // 60
         self.hours: dict[ZoneInfo, float] = {}
 
 
-_DRIFT: Final = 900  # `scenarios.wobble`'s smooth period (s)
-_JITTER_XOR: Final = 0x5A5A5A5A  # `scenarios.jitter`'s
-
-
 def _demand_at(usage: Usage, state: ClusterState, w: WorkerView, at: _Instant) -> tuple[float, float] | None:
-    """`usage.demand(state, w, at.t)`, the same floats: the same operations, with what the instant
-    shares computed once (`wobble` = 0.75·smooth + 0.25·jitter, spelled out)."""
+    """`usage.demand(state, w, at.t)`, the same floats, with what the instant shares computed once
+    (`scenarios.wobble_at`)."""
     params = usage._params.get(f"{w.namespace}/{w.workload}")
     if usage.history is not None or params is None:
         return usage.demand(state, w, at.t)  # recorded usage, or the workload's first demand
@@ -103,10 +101,7 @@ def _demand_at(usage: Usage, state: ClusterState, w: WorkerView, at: _Instant) -
     hour = at.hours.get(tz)
     if hour is None:
         hour = at.hours[tz] = local_hour(at.t, tz)
-    a, b = unit(wkey, at.knot), unit(wkey, at.knot + 1)
-    noise = 0.75 * (2.0 * (a + (b - a) * at.weight) - 1.0) + 0.25 * (
-        2.0 * unit(wkey ^ _JITTER_XOR, at.minute) - 1.0
-    )
+    noise = wobble_at(wkey, at.knot, at.weight, at.minute)
     return compute_fraction(p, hour, noise) * base_t, memory_fraction(p, hour, noise) * base_v
 
 

@@ -58,6 +58,23 @@ def unit(key: int, n: int) -> float:
     return ((x ^ (x >> 31)) >> 11) * _INV53
 
 
+DRIFT = 900
+"""Seconds between the knots of usage's drift (`wobble`)."""
+_JITTER_XOR = 0x5A5A5A5A
+
+
+def smooth_weight(r: int, period: int) -> float:
+    """How far (0–1, eased) `r` seconds past a knot lies towards the next one, `period` apart."""
+    return (1.0 - math.cos(math.pi * r / period)) * 0.5
+
+
+def knot_noise(key: int, k: int, w: float) -> float:
+    """`smooth` between knots `k` and `k + 1` at weight `w` (`smooth_weight`)."""
+    a = unit(key, k)
+    b = unit(key, k + 1)
+    return 2.0 * (a + (b - a) * w) - 1.0
+
+
 def smooth(key: int, t: int, period: int) -> float:
     """Value noise in [-1, 1], continuous in `t` (seconds) with knots every `period` seconds.
 
@@ -65,20 +82,23 @@ def smooth(key: int, t: int, period: int) -> float:
     without keeping any state.
     """
     k, r = divmod(t, period)
-    a = unit(key, k)
-    b = unit(key, k + 1)
-    w = (1.0 - math.cos(math.pi * r / period)) * 0.5
-    return 2.0 * (a + (b - a) * w) - 1.0
+    return knot_noise(key, k, smooth_weight(r, period))
 
 
 def jitter(key: int, t: int) -> float:
     """Per-minute noise in [-1, 1]."""
-    return 2.0 * unit(key ^ 0x5A5A5A5A, t // 60) - 1.0
+    return 2.0 * unit(key ^ _JITTER_XOR, t // 60) - 1.0
+
+
+def wobble_at(key: int, knot: int, weight: float, minute: int) -> float:
+    """`wobble` from what every key shares at an instant: the drift's knot and weight, the minute."""
+    return 0.75 * knot_noise(key, knot, weight) + 0.25 * (2.0 * unit(key ^ _JITTER_XOR, minute) - 1.0)
 
 
 def wobble(key: int, t: int) -> float:
     """Usage noise in [-1, 1]: mostly a 15-minute drift plus a little per-minute jitter."""
-    return 0.75 * smooth(key, t, 900) + 0.25 * jitter(key, t)
+    k, r = divmod(t, DRIFT)
+    return wobble_at(key, k, smooth_weight(r, DRIFT), t // 60)
 
 
 @dataclass(frozen=True, slots=True)
