@@ -84,16 +84,22 @@ def _inputs(state: ClusterState, wv: WorkloadView) -> tuple[tuple[str, ...], tup
     return tuple(names), tuple(objs)
 
 
+def same_inputs(
+    names: tuple[object, ...],
+    objs: tuple[object, ...],
+    now_names: tuple[object, ...],
+    now_objs: tuple[object, ...],
+) -> bool:
+    """Whether a memo's inputs are the current ones: the names equal, the objects the very same
+    (a state's objects are never changed in place, so the same dicts mean the same content)."""
+    return names == now_names and len(objs) == len(now_objs) and all(map(operator.is_, objs, now_objs))
+
+
 def _checked(state: ClusterState, wv: WorkloadView) -> list[str]:
     """`_workload(state, wv)`, reused from the last check when none of its inputs changed."""
     names, objs = _inputs(state, wv)
     hit = _MEMO.get(wv.key)
-    if (
-        hit is not None
-        and hit[0] == names
-        and len(hit[1]) == len(objs)
-        and all(map(operator.is_, hit[1], objs))
-    ):
+    if hit is not None and same_inputs(hit[0], hit[1], names, objs):
         return list(hit[2])
     found = _workload(state, wv)
     if len(_MEMO) >= _MEMO_MAX:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-import operator
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import timedelta
@@ -287,12 +286,7 @@ def effective_autoscaling(state: ClusterState, wv: WorkloadView) -> Mapping[str,
         return hit[1]
     names, objs = _effective_inputs(state, wv)
     memo = _EFFECTIVE.get(wv.key)
-    if (
-        memo is not None
-        and memo[0] == names
-        and len(memo[1]) == len(objs)
-        and all(map(operator.is_, memo[1], objs))
-    ):
+    if memo is not None and autoscale_checks.same_inputs(memo[0], memo[1], names, objs):
         asc: Mapping[str, Any] = memo[2]
     else:
         asc = _effective(state, wv)

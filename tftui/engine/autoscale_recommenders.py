@@ -210,10 +210,7 @@ def percentile_recommend(
 
 def _resources_key(r: Resources) -> tuple[object, ...]:
     """`r` by value *and* print format (equal quantities may print differently: `1Gi`, `1073741824`)."""
-    out: list[object] = []
-    for q in (r.tf_req, r.tf_lim, r.vram_req, r.vram_lim):
-        out += (q.amount.numerator, q.amount.denominator, q.format)
-    return tuple(out)
+    return (_qkey(r.tf_req), _qkey(r.tf_lim), _qkey(r.vram_req), _qkey(r.vram_lim))
 
 
 _PCT_MEMO: dict[tuple[object, ...], Partial | None] = {}
