@@ -140,14 +140,14 @@ class SimCluster:
     ) -> None:
         self.seed = seed
         self.now = as_utc(now or DEFAULT_NOW).replace(microsecond=0)
-        self._objects = democache.cached(
-            lambda: generate_objects(seed, nodes, self.now, gpus_per_node=gpus_per_node, workers=workers),
-            seed=seed, nodes=nodes, now=self.now, gpus_per_node=gpus_per_node, workers=workers,
-        )  # fmt: skip
         #: the cache's name for these objects (None: not cached), which what is derived from them
         #: alone may be kept under (`usagecache`)
         self.demo_key = democache.demo_key(
             seed=seed, nodes=nodes, now=self.now, gpus_per_node=gpus_per_node, workers=workers
+        )
+        self._objects = democache.cached_as(
+            self.demo_key,
+            lambda: generate_objects(seed, nodes, self.now, gpus_per_node=gpus_per_node, workers=workers),
         )
 
     def describe(self) -> str:

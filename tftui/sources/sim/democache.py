@@ -30,7 +30,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
-__all__ = ["KEEP", "MIN_NODES", "cache_dir", "cached", "demo_key", "keep", "load"]
+__all__ = ["KEEP", "MIN_NODES", "cache_dir", "cached", "cached_as", "demo_key", "keep", "load"]
 
 MIN_NODES: Final = 1000
 KEEP: Final = 3
@@ -83,7 +83,14 @@ def cached(
     workers: int | None = None,
 ) -> list[dict[str, Any]]:
     """`make()` — `generate_objects` with these arguments — from the cache when it holds them."""
-    key = demo_key(seed=seed, nodes=nodes, now=now, gpus_per_node=gpus_per_node, workers=workers)
+    return cached_as(
+        demo_key(seed=seed, nodes=nodes, now=now, gpus_per_node=gpus_per_node, workers=workers), make
+    )
+
+
+def cached_as(key: str | None, make: Callable[[], list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """`make()` from the cache under `key` (`demo_key`'s name for what `make` generates; None: not
+    cached) when it holds it."""
     if key is None:
         return make()
     objects = load(key, _SUFFIX)
