@@ -11,7 +11,7 @@ from tftui.cli.common import UserError, _demo_now, _settle, _state, emit, metric
 
 if TYPE_CHECKING:
     from tftui.engine.state import ClusterState
-    from tftui.sources.ports import ClusterPort
+    from tftui.sources.ports import ClusterPort, Step1Port
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -29,7 +29,6 @@ def cmd_report(args: argparse.Namespace) -> int:
         to_json,
     )
     from tftui.reportout import render_csv, render_report, render_verification
-    from tftui.sources.ports import Step1Port
 
     try:
         window = parse_window(args.window)
@@ -54,11 +53,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
         port = GreptimeMetrics(dsn)
     elif args.demo:
-        from tftui.sources.sim.step1 import SimStep1
-        from tftui.sources.sim.usage import SimMetrics
-
         assert cluster is not None
-        port = SimStep1(SimMetrics(cluster.snapshot(), seed=args.seed, now=_demo_now()))
+        port = _demo_step1(cluster, args.seed)
         _settle()
     else:
         raise UserError("no metrics source: give --metrics-dsn DSN or set TFTUI_METRICS_DSN (or use --demo)")
@@ -104,3 +100,17 @@ def _report_cluster(
         return None, ClusterState.build(validate_items([], NO_CLUSTER)), NO_CLUSTER
     cluster = open_cluster(args, acting=False)
     return cluster, _state(cluster), cluster.describe()
+
+
+def _demo_step1(cluster: ClusterPort, seed: int) -> Step1Port:
+    """The demo's metrics: the simulator, with its step-1 figures and alert replay kept in the
+    demo cache when the demo is a cached one (`step1cache`; a warm run then builds no simulator)."""
+    key = getattr(cluster, "demo_key", None)
+    if isinstance(key, str):
+        from tftui.sources.sim.step1cache import KeptStep1
+
+        return KeptStep1(cluster.snapshot(), demo_key=key, seed=seed, now=_demo_now())
+    from tftui.sources.sim.step1 import SimStep1
+    from tftui.sources.sim.usage import SimMetrics
+
+    return SimStep1(SimMetrics(cluster.snapshot(), seed=seed, now=_demo_now()))
