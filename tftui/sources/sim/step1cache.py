@@ -56,6 +56,7 @@ _PARTS: Final = tuple(  # Step1's four aggregates: each record kept as the tuple
     )
 )
 _PLAIN: Final = (str, int, float, type(None))
+_PLAIN_TYPES: Final = frozenset({str, int, float, bool, type(None)})
 
 
 class KeptStep1:
@@ -189,7 +190,7 @@ def _decode_alerts(
         for r in kept:
             if type(r) is tuple and len(r) == 1 and isinstance(r[0], str):
                 results.append(NoData(r[0]))
-            elif isinstance(r, list) and all(_is_row(row) for row in r):
+            elif type(r) is list and _rows(r):
                 results.append(r)
             else:
                 return None
@@ -197,5 +198,10 @@ def _decode_alerts(
     return out
 
 
-def _is_row(row: object) -> bool:
-    return isinstance(row, dict) and all(isinstance(k, str) and isinstance(v, _PLAIN) for k, v in row.items())
+def _rows(rows: list[Any]) -> bool:
+    """Every item a dict of str keys to plain values (one set of the types seen: 100,000 rows)."""
+    if any(type(row) is not dict for row in rows):
+        return False
+    return {type(k) for row in rows for k in row} <= {str} and {
+        type(v) for row in rows for v in row.values()
+    } <= _PLAIN_TYPES
