@@ -12,7 +12,8 @@ Where: `$XDG_CACHE_HOME/tftui/demo` (default `~/.cache/tftui/demo`); the newest 
 kept. Demos under `MIN_NODES` are not cached: they generate in about the time the file takes.
 What is computed from a cached demo alone may be kept beside it the same way (`load`, `keep`),
 under a name that extends the demo's (`demo_key`) and a suffix of its own (`usagecache`: the
-autoscaler's history aggregates), the newest `KEEP` of each suffix.
+autoscaler's history aggregates; `step1cache`: the report's step-1 figures and alert replay), the
+newest `KEEP` of each suffix.
 """
 
 from __future__ import annotations
