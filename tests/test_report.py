@@ -26,11 +26,11 @@ from tftui.engine.report import (
     ReportError,
     assemble,
     build_report,
-    compare,
     load,
     parse_window,
     save,
 )
+from tftui.engine.reportverify import compare
 from tftui.engine.state import ClusterState
 from tftui.model.metrics import (
     AlertResult,

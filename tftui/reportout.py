@@ -17,7 +17,8 @@ from datetime import timedelta
 from typing import Any
 
 from tftui.engine.plan import rfc3339
-from tftui.engine.report import Report, Verification
+from tftui.engine.report import Report
+from tftui.engine.reportverify import Verification
 from tftui.engine.waste import Finding
 from tftui.model import gpuinfo
 from tftui.model.duration import format_duration

@@ -21,13 +21,13 @@ def cmd_report(args: argparse.Namespace) -> int:
     from tftui.engine.report import (
         ReportError,
         build_report,
-        compare,
         dumps,
         load,
         parse_window,
         save,
         to_json,
     )
+    from tftui.engine.reportverify import compare
     from tftui.reportout import render_csv, render_report, render_verification
 
     try:
