@@ -90,13 +90,15 @@ class _Instant:
         self.hours: dict[ZoneInfo, float] = {}
 
 
-def _demand_at(usage: Usage, state: ClusterState, w: WorkerView, at: _Instant) -> tuple[float, float] | None:
+def _demand_at(
+    usage: Usage, state: ClusterState, w: WorkerView, at: _Instant, key: str
+) -> tuple[float, float] | None:
     """`usage.demand(state, w, at.t)`, the same floats, with what the instant shares computed once
-    (`scenarios.wobble_at`)."""
-    params = usage._params.get(f"{w.namespace}/{w.workload}")
+    (`scenarios.wobble_at`); `key` is the worker's workload key (namespace/workload)."""
+    params = usage._params.get(key)
     if usage.history is not None or params is None:
         return usage.demand(state, w, at.t)  # recorded usage, or the workload's first demand
-    base_t, base_v = usage.base(w)
+    base_t, base_v = usage._base.get(key) or usage.base(w)
     p, wkey, tz = params
     hour = at.hours.get(tz)
     if hour is None:
@@ -182,7 +184,7 @@ class UsageMetrics:
                 if key in wants:
                     d = wants[key]
                 else:
-                    d = wants[key] = _demand_at(usage, state, w, at)
+                    d = wants[key] = _demand_at(usage, state, w, at, key)
                 if not known or d is None:
                     continue
                 used = min(d[0], limit or d[0], cap)
