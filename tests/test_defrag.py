@@ -1350,3 +1350,21 @@ def test_target_without_free_cpu_is_no_target() -> None:
     assert "n-tgt:node-resources-fit(cpu)" in ev.message
     _, res = step(with_cpu(base(), "3"))
     assert res.evict is not None and res.evict.target == "n-tgt"
+
+
+def test_a_state_and_its_defrag_index_are_freed_without_the_cycle_collector() -> None:
+    """The index a state keeps (`derived`) refers to it weakly: long what-if runs pause the cyclic
+    GC, and a cycle per state kept every superseded state alive until the run's end."""
+    import gc
+    import weakref
+
+    from tftui.model.gcpause import gc_paused
+
+    state = ClusterState.build(generate_objects())
+    plan_defrag(state, "demo-dev", DEMO_NOW)  # derives the index ("defrag")
+    assert "defrag" in state._derived
+    ref = weakref.ref(state)
+    with gc_paused():
+        del state
+        assert ref() is None  # freed by reference counting alone
+    gc.collect()

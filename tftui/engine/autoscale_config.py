@@ -109,6 +109,20 @@ class Resources:
             _q(lim.get("vram"), "BinarySI"),
         )
 
+    @classmethod
+    def parse_shared(cls, res: Mapping[str, Any] | None) -> Resources:
+        """`parse(res)`, reused while `res` is the very same dict: a state's objects are never
+        changed in place (a write copies what it changes), so the autoscale loop parses each
+        workload's `spec.resources` and `status.recommendation` again only after they changed."""
+        hit = _SHARED_RESOURCES.get(id(res))
+        if hit is not None and hit[0] is res:
+            return hit[1]
+        out = cls.parse(res)
+        if len(_SHARED_RESOURCES) >= _SHARED_RESOURCES_MAX:
+            _SHARED_RESOURCES.clear()
+        _SHARED_RESOURCES[id(res)] = (res, out)  # holds `res`: its id is not reused while the entry lives
+        return out
+
     def is_zero(self) -> bool:
         return all(x.amount == 0 for x in (self.tf_req, self.tf_lim, self.vram_req, self.vram_lim))
 
@@ -118,6 +132,10 @@ class Resources:
             "requests": {"tflops": str(self.tf_req), "compute": "0", "vram": str(self.vram_req)},
             "limits": {"tflops": str(self.tf_lim), "compute": "0", "vram": str(self.vram_lim)},
         }
+
+
+_SHARED_RESOURCES: dict[int, tuple[object, Resources]] = {}
+_SHARED_RESOURCES_MAX = 1 << 17
 
 
 # -- configuration -------------------------------------------------------------------------------
@@ -411,7 +429,7 @@ def _original(state: ClusterState, wv: WorkloadView) -> Resources:
     """The workload's own resources (spec, else its first worker's annotations). A compute percent
     counts as the TFLOPS it is of its GPU (tftui deviation: upstream reads the absent TFLOPS as 0)."""
     if wv.obj is not None:
-        res = Resources.parse((wv.obj.get("spec") or {}).get("resources"))
+        res = Resources.parse_shared((wv.obj.get("spec") or {}).get("resources"))
         req_pct, lim_pct = wv.percent
         if req_pct is not None:
             res = replace(res, tf_req=tf(int(wv.request.tflops)))

@@ -224,7 +224,7 @@ def _evaluate(
 ) -> WorkloadRecommendation:
     status = (wv.obj or {}).get("status") or {}
     original = _original(state, wv)
-    current = Resources.parse(status["recommendation"]) if status.get("recommendation") else original
+    current = Resources.parse_shared(status["recommendation"]) if status.get("recommendation") else original
     out = WorkloadRecommendation(
         key=wv.key,
         enabled=cfg.enable,

@@ -209,8 +209,20 @@ def percentile_recommend(
 
 
 def _resources_key(r: Resources) -> tuple[object, ...]:
-    """`r` by value *and* print format (equal quantities may print differently: `1Gi`, `1073741824`)."""
-    return (_qkey(r.tf_req), _qkey(r.tf_lim), _qkey(r.vram_req), _qkey(r.vram_lim))
+    """`r` by value *and* print format (equal quantities may print differently: `1Gi`, `1073741824`);
+    reused while `r` is the very same (frozen) object, as the shared parses of a workload's
+    resources are from tick to tick (`Resources.parse_shared`)."""
+    hit = _RKEYS.get(id(r))
+    if hit is not None and hit[0] is r:
+        return hit[1]
+    key = (_qkey(r.tf_req), _qkey(r.tf_lim), _qkey(r.vram_req), _qkey(r.vram_lim))
+    if len(_RKEYS) >= _PCT_MEMO_MAX:
+        _RKEYS.clear()
+    _RKEYS[id(r)] = (r, key)  # holds `r`: its id is not reused while the entry lives
+    return key
+
+
+_RKEYS: dict[int, tuple[Resources, tuple[object, ...]]] = {}
 
 
 _PCT_MEMO: dict[tuple[object, ...], Partial | None] = {}

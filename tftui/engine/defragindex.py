@@ -7,6 +7,7 @@ kept apart from the step so the eligibility and simulation modules use it withou
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -33,7 +34,9 @@ class _Index:
     What only a due campaign reads (workers per node, PDBs) is built on first use."""
 
     def __init__(self, state: ClusterState) -> None:
-        self.state = state
+        # weakly: the state keeps this index (`derived`), and a strong reference back would make
+        # every state a reference cycle, freed only by the cyclic GC (which long runs pause)
+        self._state = weakref.ref(state)
         self.k8s_nodes: dict[str, dict[str, Any]] = {}
         for n in state.snapshot.kind("Node"):
             self.k8s_nodes[_meta(n).get("name", "")] = n
@@ -59,6 +62,13 @@ class _Index:
             ]
             | None
         ) = None
+
+    @property
+    def state(self) -> ClusterState:
+        """The state this index was derived from (alive while anyone can reach the index)."""
+        state = self._state()
+        assert state is not None
+        return state
 
     def workers_on(self, node: str) -> tuple[list[WorkerView], list[WorkerView]]:
         """(live, terminating) workers on `node`, sorted by key."""

@@ -223,19 +223,26 @@ class DecayingHistogram:
         total = self.total
         thresholds = [p * total for p in ps]
         found = [-1, -1, -1]
-        todo = 3
+        # the thresholds smallest first: a running sum that reaches one has reached every smaller
+        # one, so each bucket is compared with the smallest threshold not yet reached only
+        # (a NaN threshold is never reached, as in `percentile`: left out, and the walk goes on)
+        order = sorted((i for i in range(3) if thresholds[i] == thresholds[i]), key=thresholds.__getitem__)
+        n = len(order)
+        j = 0
+        pending = thresholds[order[0]] if n else math.nan
         partial = 0.0
         b = self.min_bucket
         w = self.weights
         top = self.max_bucket
         while b < top:
             partial += w[b]
-            for i in range(3):
-                if found[i] < 0 and partial >= thresholds[i]:
-                    found[i] = b
-                    todo -= 1
-            if not todo:
-                break
+            if partial >= pending:
+                while j < n and partial >= thresholds[order[j]]:
+                    found[order[j]] = b
+                    j += 1
+                if j == 3:
+                    break
+                pending = thresholds[order[j]] if j < n else math.nan
             b += 1
         last = self.options.num_buckets - 1
         start = self.options.bucket_start

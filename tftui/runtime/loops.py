@@ -48,7 +48,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from tftui.engine.autoscale import (
     AutoscalePlan,
@@ -166,7 +166,8 @@ class Runtime:
         self.next_autoscale: datetime | None = None
         self.autoscale_paused: str | None = None  # why autoscaling is paused (the metrics store failed)
         self.last_autoscale: AutoscalePlan | None = None
-        self._status_applied: dict[str, str] = {}  # workload → identity of the last status patch
+        # workload → the fields of the last status patch written (a patch equal to it is skipped)
+        self._status_applied: dict[str, dict[str, Any]] = {}
         self.external_scaler = external_scaler and not dry_run
         self._pool_error: dict[str, str] = {}  # pool → why its last reconcile did not run (journaled once)
         self._autoscale_error: str | None = None
@@ -300,10 +301,8 @@ class Runtime:
         groups: dict[str, list[Action]] = {}
         for action in ap.actions():
             key = _workload_of(action, state)
-            if isinstance(action, PatchWorkloadStatus):
-                ident = _identity(action)
-                if self._status_applied.get(key) == ident:
-                    continue
+            if isinstance(action, PatchWorkloadStatus) and self._status_applied.get(key) == action.fields:
+                continue  # the very status written last time (compared as JSON values, no encoding)
             groups.setdefault(key, []).append(action)
         assert ap.result is not None
         seen = {k.removeprefix(_AUTOSCALE) for k in self._previous if k.startswith(_AUTOSCALE)}
@@ -328,7 +327,7 @@ class Runtime:
             self.last_results += results
             for r in results:
                 if isinstance(r.action, PatchWorkloadStatus) and r.ok:
-                    self._status_applied[key] = _identity(r.action)
+                    self._status_applied[key] = dict(r.action.fields)
             executed.actions.extend(actions)
         return executed
 

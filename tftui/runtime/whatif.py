@@ -158,12 +158,14 @@ def simulate(
     The cyclic GC is paused for the run: each step allocates a state's worth of objects while the
     cluster's own stay alive, so generation-2 collections kept rescanning the whole heap; nothing
     the run builds needs the cycle collector (reference counting frees it), and one collection
-    runs at the end."""
-    try:
-        with gc_paused():
+    runs at the end — while the collector is still paused: re-enabled first, it would find the
+    run's allocations counted and collect the youngest generation (everything the run kept) at the
+    next allocation, then `gc.collect` would scan it all again."""
+    with gc_paused():
+        try:
             return _simulate(objects, policy, start, cfg, inspect)
-    finally:
-        gc.collect()
+        finally:
+            gc.collect()
 
 
 def _simulate(

@@ -90,13 +90,15 @@ class _Instant:
         self.hours: dict[ZoneInfo, float] = {}
 
 
-def _demand_at(usage: Usage, state: ClusterState, w: WorkerView, at: _Instant) -> tuple[float, float] | None:
+def _demand_at(
+    usage: Usage, state: ClusterState, w: WorkerView, at: _Instant, key: str
+) -> tuple[float, float] | None:
     """`usage.demand(state, w, at.t)`, the same floats, with what the instant shares computed once
-    (`scenarios.wobble_at`)."""
-    params = usage._params.get(f"{w.namespace}/{w.workload}")
+    (`scenarios.wobble_at`); `key` is the worker's workload key (namespace/workload)."""
+    params = usage._params.get(key)
     if usage.history is not None or params is None:
         return usage.demand(state, w, at.t)  # recorded usage, or the workload's first demand
-    base_t, base_v = usage.base(w)
+    base_t, base_v = usage._base.get(key) or usage.base(w)
     p, wkey, tz = params
     hour = at.hours.get(tz)
     if hour is None:
@@ -161,11 +163,15 @@ class UsageMetrics:
         values, computed once per workload and instant (its workers want the same) and without a
         dict per row."""
         state = self.cluster.state()
+        # per worker, what every instant reuses: its workload key, GPU capacity (0: unknown) and the
+        # parts of its sample that do not change
         running = []
         for w in self._running(state):
             gpu = state.gpus.get(w.gpu_ids[0])
             cap = gpu.capacity.tflops if gpu is not None else 0.0
-            running.append((w, f"{w.namespace}/{w.workload}", gpu is not None and cap > 0, cap))
+            known = gpu is not None and cap > 0
+            ident = (w.namespace, str(w.workload), w.name or w.uid or "", w.gpu_ids)
+            running.append((w, f"{w.namespace}/{w.workload}", known, cap, w.limit.tflops, ident))
         usage = self.usage
         out: list[SampleInstant] = []
         t0 = -(-int(start.timestamp()) // self.step) * self.step
@@ -174,21 +180,15 @@ class UsageMetrics:
             at = _Instant(t)
             wants: dict[str, tuple[float, float] | None] = {}
             samples: list[WorkerSample] = []
-            for w, key, known, cap in running:
-                d = wants[key] if key in wants else wants.setdefault(key, _demand_at(usage, state, w, at))
+            for w, key, known, cap, limit, (ns, workload, pod, gpu_ids) in running:
+                if key in wants:
+                    d = wants[key]
+                else:
+                    d = wants[key] = _demand_at(usage, state, w, at, key)
                 if not known or d is None:
                     continue
-                used = min(d[0], w.limit.tflops or d[0], cap)
-                samples.append(
-                    (
-                        w.namespace,
-                        str(w.workload),
-                        w.name or w.uid or "",
-                        w.gpu_ids,
-                        used / cap * 100.0,
-                        int(d[1]),
-                    )
-                )
+                used = min(d[0], limit or d[0], cap)
+                samples.append((ns, workload, pod, gpu_ids, used / cap * 100.0, int(d[1])))
             out.append((ts, samples))
         return out
 
