@@ -7,6 +7,7 @@ kept apart from the step so the eligibility and simulation modules use it withou
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -33,7 +34,7 @@ class _Index:
     What only a due campaign reads (workers per node, PDBs) is built on first use."""
 
     def __init__(self, state: ClusterState) -> None:
-        self.state = state
+        self._state = weakref.ref(state)
         self.k8s_nodes: dict[str, dict[str, Any]] = {}
         for n in state.snapshot.kind("Node"):
             self.k8s_nodes[_meta(n).get("name", "")] = n
@@ -59,6 +60,16 @@ class _Index:
             ]
             | None
         ) = None
+
+    @property
+    def state(self) -> ClusterState:
+        """The state this index belongs to, held weakly: the state keeps its index (`derived`),
+        and a strong reference back would make a cycle that keeps a replaced state (frozen out
+        of the collector after a big build) alive for good."""
+        state = self._state()
+        if state is None:  # an index outlived its state: no caller keeps one past its step
+            raise ReferenceError("the state of this defrag index is gone")
+        return state
 
     def workers_on(self, node: str) -> tuple[list[WorkerView], list[WorkerView]]:
         """(live, terminating) workers on `node`, sorted by key."""
