@@ -154,6 +154,33 @@ def test_validated_objects_share_the_sources_own_dicts() -> None:
     ]
 
 
+def test_a_slim_objects_whole_parts_are_the_sources_own() -> None:
+    """A Pod loses the spec and status fields tftui never reads, but what it keeps whole (its
+    conditions, a container's resources) is the source's object, not a copy; the rest equals it."""
+    objs = copy.deepcopy(demo.objects())
+    pod = next(o for o in objs if o["kind"] == "Pod")
+    pod["spec"]["restartPolicy"] = "Always"  # dropped: the spec is a slim copy
+    pod["spec"]["containers"] = [
+        {"name": "main", "ports": [{"containerPort": 80}],  # dropped: the container is a copy too
+         "resources": {"requests": {"cpu": "1"}, "limits": {"cpu": 2.0}}}
+    ]  # fmt: skip
+    pod["status"] = {"phase": "Running", "hostIP": "10.0.0.1",
+                     "conditions": [{"type": "Ready", "status": "True", "message": "dropped"},
+                                    {"type": "PodScheduled", "status": "True"}]}  # fmt: skip
+    valid = next(o for o in validate_items(objs, "api").kind("Pod") if o["metadata"] is pod["metadata"])
+    assert valid["spec"] is not pod["spec"] and "restartPolicy" not in valid["spec"]
+    container = valid["spec"]["containers"][0]
+    assert container is not pod["spec"]["containers"][0] and "ports" not in container
+    assert container["resources"] is pod["spec"]["containers"][0]["resources"]
+    assert valid["status"] is not pod["status"] and "hostIP" not in valid["status"]
+    conditions = valid["status"]["conditions"]
+    assert (
+        conditions[0] == {"type": "Ready", "status": "True"}
+        and conditions[1] is pod["status"]["conditions"][1]
+    )
+    assert valid["status"]["conditions"] is not pod["status"]["conditions"]
+
+
 def test_a_converted_value_is_not_shared() -> None:
     """Lax validation converts `"2"` to 2 for an int: the validated copy is kept, not the source."""
     objs = copy.deepcopy(demo.objects())

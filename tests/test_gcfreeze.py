@@ -52,3 +52,28 @@ def test_a_small_dump_is_not_frozen(
     path.write_text(dumps(SimCluster(seed=7, nodes=4, now=DEFAULT_NOW).snapshot()))
     DumpCluster(path)
     assert freezes == []
+
+
+def test_a_replaced_state_is_freed_without_the_collector() -> None:
+    """Frozen objects are only freed by reference counting: a refresh's state, with everything
+    the console derived from it (usage, fragmentation, the engine's plan and its indexes), must
+    form no reference cycle, or a replaced first state (frozen) stays in memory for good."""
+    import weakref
+
+    from tftui.ui.load.data import load
+
+    cluster = SimCluster(seed=7, nodes=6, now=DEFAULT_NOW)
+    reader = StateReader()
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        data = load(cluster, None, DEFAULT_NOW, reader=reader)
+        state = weakref.ref(data.state)
+        assert data.state._derived  # the engine's plan derived its indexes from it
+        reader.previous = None  # the next read builds a new state, as a relist would
+        data = load(cluster, None, DEFAULT_NOW, reader=reader)
+        assert data.state is not state()
+        assert state() is None
+    finally:
+        if was_enabled:
+            gc.enable()

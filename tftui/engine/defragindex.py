@@ -34,8 +34,6 @@ class _Index:
     What only a due campaign reads (workers per node, PDBs) is built on first use."""
 
     def __init__(self, state: ClusterState) -> None:
-        # weakly: the state keeps this index (`derived`), and a strong reference back would make
-        # every state a reference cycle, freed only by the cyclic GC (which long runs pause)
         self._state = weakref.ref(state)
         self.k8s_nodes: dict[str, dict[str, Any]] = {}
         for n in state.snapshot.kind("Node"):
@@ -65,9 +63,12 @@ class _Index:
 
     @property
     def state(self) -> ClusterState:
-        """The state this index was derived from (alive while anyone can reach the index)."""
+        """The state this index belongs to, held weakly: the state keeps its index (`derived`),
+        and a strong reference back would make a cycle that keeps a replaced state (frozen out
+        of the collector after a big build) alive for good."""
         state = self._state()
-        assert state is not None
+        if state is None:  # an index outlived its state: no caller keeps one past its step
+            raise ReferenceError("the state of this defrag index is gone")
         return state
 
     def workers_on(self, node: str) -> tuple[list[WorkerView], list[WorkerView]]:

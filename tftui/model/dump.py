@@ -380,12 +380,37 @@ def _share(objects: list[Any], items: Sequence[Any]) -> list[dict[str, Any]]:
     (they replace it), and nothing downstream writes into a validated object, so sharing is safe.
     """
     for i, (valid, raw) in enumerate(zip(objects, items, strict=True)):
-        if valid["kind"] in _SLIM_KINDS:  # their spec and status lose fields: only metadata is whole
-            if valid["metadata"] == raw["metadata"]:
-                valid["metadata"] = raw["metadata"]
+        if valid["kind"] in _SLIM_KINDS:  # their spec and status lose fields: share what is whole
+            _share_parts(valid, raw, _SLIM_DEPTH)
         elif valid == raw:
             objects[i] = raw
     return cast(list[dict[str, Any]], objects)
+
+
+#: How many mappings deep `_share_parts` looks into a slim object for parts kept whole (a Pod's
+#: `spec.containers[i].resources.requests` is the fourth).
+_SLIM_DEPTH = 4
+
+
+def _share_parts(valid: dict[str, Any], raw: dict[str, Any], depth: int) -> None:
+    """Each value of `valid` (a strict-validated copy of `raw` that may have lost fields) replaced
+    by `raw`'s own when equal, else, down to `depth` levels, its parts: a slim Pod keeps its
+    metadata, conditions and container resources as the source's objects, not copies."""
+    for key, value in valid.items():
+        other = raw.get(key)
+        if value is other:
+            continue
+        if value == other:
+            valid[key] = other
+        elif depth > 1:
+            if type(value) is dict and type(other) is dict:
+                _share_parts(value, other, depth - 1)
+            elif type(value) is list and type(other) is list and len(value) == len(other):
+                for j, (v, o) in enumerate(zip(value, other, strict=True)):
+                    if v == o:
+                        value[j] = o
+                    elif type(v) is dict and type(o) is dict:
+                        _share_parts(v, o, depth - 1)
 
 
 #: Kinds validated into slim views (`core`): fields tftui never reads are dropped below metadata.
