@@ -118,3 +118,19 @@ async def test_each_console_refresh_settles_what_it_built_inside_the_pause() -> 
         await pilot.pause()
         assert probe.settled == [False, False]
     assert gc.isenabled()
+
+
+async def test_a_closed_console_hands_what_it_froze_back_to_the_collector() -> None:
+    gc.unfreeze()
+    app = TfTuiApp(
+        SimCluster(seed=3, nodes=12, now=DEFAULT_NOW),
+        None,
+        clock=lambda: DEFAULT_NOW,
+        refresh_interval=None,
+        read_only=True,
+    )
+    async with app.run_test(size=(120, 40)) as pilot:
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert gc.get_freeze_count() > 0  # the first screen's build, frozen
+    assert gc.get_freeze_count() == 0  # the app's objects can be collected once it is gone

@@ -79,3 +79,9 @@ class YoungFreezer:
             gc.collect()
             self.reclaims += 1
         gc.freeze()
+
+    def release(self) -> None:
+        """Hand what was frozen back to the collector (the console closing: a process that runs
+        consoles one after another, as the tests do, would otherwise keep each one's garbage)."""
+        if self.settles:
+            gc.unfreeze()

@@ -210,6 +210,7 @@ class TfTuiApp(ScopeCommands, Refreshing, Writes):
 
     def on_unmount(self) -> None:
         sys.setswitchinterval(self._switch_interval)
+        self._young.release()
 
     def now(self) -> datetime:
         """The console's clock (injected in tests; the demo's simulated clock)."""
