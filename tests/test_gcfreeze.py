@@ -9,16 +9,20 @@ small demo counts as big; `gc.freeze` is replaced by a probe (the test process k
 from __future__ import annotations
 
 import gc
+import weakref
 from pathlib import Path
 
 import pytest
 
+from tests.test_refresh_reuse import Objects
 from tftui.model.dump import dumps
+from tftui.model.gcpause import YoungFreezer, gc_paused
 from tftui.sources import dumpfile
 from tftui.sources.dumpfile import DumpCluster
-from tftui.sources.sim.cluster import DEFAULT_NOW, SimCluster
+from tftui.sources.sim.cluster import DEFAULT_NOW, SimCluster, generate_objects
+from tftui.ui.app import TfTuiApp
 from tftui.ui.load import data as load_data
-from tftui.ui.load.data import StateReader
+from tftui.ui.load.data import StateReader, load
 
 
 @pytest.fixture
@@ -77,3 +81,81 @@ def test_a_replaced_state_is_freed_without_the_collector() -> None:
     finally:
         if was_enabled:
             gc.enable()
+
+
+class _Cycle:
+    def __init__(self) -> None:
+        self.me = self
+
+
+def test_a_replaced_state_is_freed_without_the_cyclic_gc() -> None:
+    """A refresh's survivors are frozen (`YoungFreezer`): a replaced state must then be freed by
+    reference counting alone, so nothing it derived (defrag's index, …) may hold it."""
+    data = load(Objects(generate_objects(6, 12, DEFAULT_NOW)), None, DEFAULT_NOW, None, StateReader())
+    assert "defrag" in data.state._derived  # the plans ran and derived their indexes
+    gone = weakref.ref(data.state)
+    with gc_paused():
+        del data
+        assert gone() is None
+
+
+def test_young_freezer_freezes_and_reclaims_the_garbage_it_kept() -> None:
+    freezer = YoungFreezer(reclaim_every=3)
+    try:
+        with gc_paused():
+            pending = weakref.ref(_Cycle())  # cyclic garbage not collected yet: frozen with the rest
+            freezer.settle()
+            assert gc.get_count()[0] < 10  # nothing young left for the next collection to scan
+            freezer.settle()
+            assert pending() is not None and freezer.reclaims == 0
+            freezer.settle()
+            assert freezer.reclaims == 1
+            assert pending() is None  # the one full collection freed it
+            assert gc.get_freeze_count() > 0  # and what is alive is frozen again
+    finally:
+        gc.unfreeze()
+
+
+class _Probe(YoungFreezer):
+    def __init__(self) -> None:
+        super().__init__()
+        self.settled: list[bool] = []  # whether the collector was on at each settle
+
+    def settle(self) -> None:
+        self.settled.append(gc.isenabled())
+
+
+async def test_each_console_refresh_settles_what_it_built_inside_the_pause() -> None:
+    app = TfTuiApp(
+        SimCluster(seed=3, nodes=12, now=DEFAULT_NOW),
+        None,
+        clock=lambda: DEFAULT_NOW,
+        refresh_interval=None,
+        read_only=True,
+    )
+    app._young = probe = _Probe()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert probe.settled == [False]  # the first screen's build
+        await pilot.press("ctrl+r")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert probe.settled == [False, False]
+    assert gc.isenabled()
+
+
+async def test_a_closed_console_hands_what_it_froze_back_to_the_collector() -> None:
+    gc.unfreeze()
+    app = TfTuiApp(
+        SimCluster(seed=3, nodes=12, now=DEFAULT_NOW),
+        None,
+        clock=lambda: DEFAULT_NOW,
+        refresh_interval=None,
+        read_only=True,
+    )
+    async with app.run_test(size=(120, 40)) as pilot:
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert gc.get_freeze_count() > 0  # the first screen's build, frozen
+    assert gc.get_freeze_count() == 0  # the app's objects can be collected once it is gone

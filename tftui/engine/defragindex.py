@@ -7,7 +7,6 @@ kept apart from the step so the eligibility and simulation modules use it withou
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -34,7 +33,11 @@ class _Index:
     What only a due campaign reads (workers per node, PDBs) is built on first use."""
 
     def __init__(self, state: ClusterState) -> None:
-        self._state = weakref.ref(state)
+        # the parts of the state read later, not the state: kept in the state's `derived`, an
+        # index holding its state would make a reference cycle, and every replaced state (its
+        # unshared views) would wait for the cyclic GC instead of being freed at once
+        self.nodes, self.workers = state.nodes, state.workers
+        self.snapshot, self.state_pdbs = state.snapshot, state.pdbs
         self.k8s_nodes: dict[str, dict[str, Any]] = {}
         for n in state.snapshot.kind("Node"):
             self.k8s_nodes[_meta(n).get("name", "")] = n
@@ -61,30 +64,20 @@ class _Index:
             | None
         ) = None
 
-    @property
-    def state(self) -> ClusterState:
-        """The state this index belongs to, held weakly: the state keeps its index (`derived`),
-        and a strong reference back would make a cycle that keeps a replaced state (frozen out
-        of the collector after a big build) alive for good."""
-        state = self._state()
-        if state is None:  # an index outlived its state: no caller keeps one past its step
-            raise ReferenceError("the state of this defrag index is gone")
-        return state
-
     def workers_on(self, node: str) -> tuple[list[WorkerView], list[WorkerView]]:
         """(live, terminating) workers on `node`, sorted by key."""
         got = self._workers.get(node)
         if got is not None:
             return got
-        nv = self.state.nodes.get(node)
+        nv = self.nodes.get(node)
         if nv is not None:  # a GPUNode lists every worker whose spec.nodeName names it
-            views = sorted((self.state.workers[k] for k in nv.workers), key=lambda w: w.key)
+            views = sorted((self.workers[k] for k in nv.workers), key=lambda w: w.key)
             got = ([w for w in views if not w.terminating], [w for w in views if w.terminating])
         else:  # a Node without a GPUNode: found by a scan, once per state
             if self._elsewhere is None:
                 self._elsewhere = {}
-                for w in sorted(self.state.workers.values(), key=lambda w: w.key):
-                    if w.node and w.node not in self.state.nodes:
+                for w in sorted(self.workers.values(), key=lambda w: w.key):
+                    if w.node and w.node not in self.nodes:
                         live, leaving = self._elsewhere.setdefault(w.node, ([], []))
                         (leaving if w.terminating else live).append(w)
             got = self._elsewhere.get(node, ([], []))
@@ -95,7 +88,7 @@ class _Index:
     def terminating_pods(self) -> set[str]:
         if self._terminating is None:
             out = set()
-            for p in self.state.snapshot.kind("Pod"):
+            for p in self.snapshot.kind("Pod"):
                 m = _meta(p)
                 if m.get("deletionTimestamp"):
                     out.add(f"{m.get('namespace', '')}/{m.get('name')}")
@@ -115,7 +108,7 @@ class _Index:
             pairs: dict[str, dict[tuple[str, str], list[tuple[int, dict[str, Any]]]]] = {}
             scan: dict[str, list[tuple[int, dict[str, Any]]]] = {}
             ranked = sorted(
-                self.state.pdbs, key=lambda o: (_meta(o).get("namespace", ""), _meta(o).get("name", ""))
+                self.state_pdbs, key=lambda o: (_meta(o).get("namespace", ""), _meta(o).get("name", ""))
             )
             for rank, pdb in enumerate(ranked):
                 ns = _meta(pdb).get("namespace", "")

@@ -42,6 +42,7 @@ from textual.timer import Timer
 from textual.worker import Worker
 
 from tftui.config import ConsoleConfig, load_config
+from tftui.model.gcpause import YoungFreezer
 from tftui.model.plaintext import visible
 from tftui.sources.ports import ClusterPort, MetricsPort
 from tftui.ui.actions import REGISTRY, bindings
@@ -138,6 +139,7 @@ class TfTuiApp(ScopeCommands, Refreshing, Writes):
         )
         self._timer: Timer | None = None
         self._reader = StateReader()  # validated objects and the last state, kept between refreshes
+        self._young = YoungFreezer()  # what each refresh built, out of the cyclic GC's sight
         self.row_caches: RowCaches[Row] = RowCaches()
         self._switch_interval = sys.getswitchinterval()
         """The tables' rows kept between refreshes and view switches (`rowcache`)."""
@@ -208,6 +210,7 @@ class TfTuiApp(ScopeCommands, Refreshing, Writes):
 
     def on_unmount(self) -> None:
         sys.setswitchinterval(self._switch_interval)
+        self._young.release()
 
     def now(self) -> datetime:
         """The console's clock (injected in tests; the demo's simulated clock)."""

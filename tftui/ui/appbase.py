@@ -20,6 +20,7 @@ from textual.worker import Worker
 
 from tftui.config import ConsoleConfig
 from tftui.engine.plan import Plan
+from tftui.model.gcpause import YoungFreezer
 from tftui.sources.ports import ClusterPort, MetricsPort, WritableClusterPort
 from tftui.ui.actions import MUTATING
 from tftui.ui.load.analysis import Analysis, AnalysisKey, AnalysisKind, AnalysisSettings
@@ -171,6 +172,7 @@ class ConsoleBase(App[None]):
     _cluster_lock: threading.Lock
     _outcome_lock: threading.Lock
     _reader: StateReader
+    _young: YoungFreezer
     _shown_once: bool
     _read_only_requested: bool
     _sim_speed: float

@@ -117,7 +117,9 @@ class Refreshing(ConsoleBase):
                 self._run_simulation()
                 now = self._clock()
                 if self._shown_once:
-                    data = load(self._cluster, self._metrics, now, self.runtime, self._reader)
+                    with gc_paused():
+                        data = load(self._cluster, self._metrics, now, self.runtime, self._reader)
+                        self._young.settle()  # no collection scans what it built (`YoungFreezer`)
                 else:  # first screen: the pools view as soon as the state is built
                     # no usage index yet (an empty one costs a pass over every GPU and worker, and
                     # shows exactly what no index shows: no figures); `load_rest` joins the usage
@@ -127,6 +129,7 @@ class Refreshing(ConsoleBase):
                     self._shown_once = True
                     with gc_paused():
                         data = load_rest(first, self._cluster, self._metrics, self.runtime, self._reader)
+                        self._young.settle()
         except ClusterLoadError as exc:
             if not worker.is_cancelled:
                 self.post_message(LoadFailed(str(exc), now, exc.source))

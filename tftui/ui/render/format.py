@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 from tftui.engine.state import Res
 
@@ -110,7 +110,9 @@ def fmt_age(created: datetime | None, now: datetime) -> str:
     """Age like kubectl (`45s`, `12m`, `5h`, `3d`); `—` when unknown, `0s` for future stamps."""
     if created is None:
         return NO_DATA
-    seconds = max(0, int((now - created) / timedelta(seconds=1)))
+    # total_seconds: the same float as `/ timedelta(seconds=1)` without building a timedelta (a
+    # node table computes every row's age on each refresh to see which rows changed)
+    seconds = max(0, int((now - created).total_seconds()))
     if seconds < 120:
         return f"{seconds}s"
     minutes = seconds // 60
