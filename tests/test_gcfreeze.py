@@ -125,14 +125,19 @@ class _Probe(YoungFreezer):
         self.settled.append(gc.isenabled())
 
 
-async def test_each_console_refresh_settles_what_it_built_inside_the_pause() -> None:
-    app = TfTuiApp(
+def _console() -> TfTuiApp:
+    """A small read-only demo console that refreshes only when asked."""
+    return TfTuiApp(
         SimCluster(seed=3, nodes=12, now=DEFAULT_NOW),
         None,
         clock=lambda: DEFAULT_NOW,
         refresh_interval=None,
         read_only=True,
     )
+
+
+async def test_each_console_refresh_settles_what_it_built_inside_the_pause() -> None:
+    app = _console()
     app._young = probe = _Probe()
     async with app.run_test(size=(120, 40)) as pilot:
         await app.workers.wait_for_complete()
@@ -147,13 +152,7 @@ async def test_each_console_refresh_settles_what_it_built_inside_the_pause() -> 
 
 async def test_a_closed_console_hands_what_it_froze_back_to_the_collector() -> None:
     gc.unfreeze()
-    app = TfTuiApp(
-        SimCluster(seed=3, nodes=12, now=DEFAULT_NOW),
-        None,
-        clock=lambda: DEFAULT_NOW,
-        refresh_interval=None,
-        read_only=True,
-    )
+    app = _console()
     async with app.run_test(size=(120, 40)) as pilot:
         await app.workers.wait_for_complete()
         await pilot.pause()
