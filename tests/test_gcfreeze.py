@@ -21,6 +21,7 @@ from tftui.sources import dumpfile
 from tftui.sources.dumpfile import DumpCluster
 from tftui.sources.sim.cluster import DEFAULT_NOW, SimCluster, generate_objects
 from tftui.ui.app import TfTuiApp
+from tftui.ui.appbase import INPUT_QUIET
 from tftui.ui.load import data as load_data
 from tftui.ui.load.data import StateReader, load
 
@@ -120,9 +121,11 @@ class _Probe(YoungFreezer):
     def __init__(self) -> None:
         super().__init__()
         self.settled: list[bool] = []  # whether the collector was on at each settle
+        self.quiet: list[bool] = []  # whether the console was quiet (no recent key) at each settle
 
-    def settle(self) -> None:
+    def settle(self, quiet: bool = True) -> None:
         self.settled.append(gc.isenabled())
+        self.quiet.append(quiet)
 
 
 def _console() -> TfTuiApp:
@@ -134,6 +137,41 @@ def _console() -> TfTuiApp:
         refresh_interval=None,
         read_only=True,
     )
+
+
+def test_young_freezer_waits_for_a_quiet_settle_to_reclaim() -> None:
+    """The full collection stops every thread: while the operator types it is put off, not dropped."""
+    freezer = YoungFreezer(reclaim_every=2)
+    try:
+        with gc_paused():
+            pending = weakref.ref(_Cycle())
+            freezer.settle(quiet=False)
+            freezer.settle(quiet=False)  # due, but keys are coming in
+            freezer.settle(quiet=False)
+            assert freezer.reclaims == 0 and pending() is not None
+            freezer.settle(quiet=True)
+            assert freezer.reclaims == 1 and pending() is None
+            freezer.settle(quiet=True)  # the count starts again after a reclaim
+            assert freezer.reclaims == 1
+    finally:
+        gc.unfreeze()
+
+
+async def test_a_key_makes_the_console_busy_for_its_refreshes() -> None:
+    app = _console()
+    app._young = probe = _Probe()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert probe.quiet == [True]  # nobody typed yet
+        await pilot.press("down")
+        assert not app._quiet()
+        await pilot.press("ctrl+r")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert probe.quiet == [True, False]
+        app._last_input -= INPUT_QUIET
+        assert app._quiet()
 
 
 async def test_each_console_refresh_settles_what_it_built_inside_the_pause() -> None:

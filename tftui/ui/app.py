@@ -27,12 +27,14 @@ import fnmatch
 import io
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
 from rich.console import Console
+from textual import events
 from textual.binding import BindingType
 from textual.command import Provider
 from textual.filter import LineFilter
@@ -140,6 +142,7 @@ class TfTuiApp(ScopeCommands, Refreshing, Writes):
         self._timer: Timer | None = None
         self._reader = StateReader()  # validated objects and the last state, kept between refreshes
         self._young = YoungFreezer()  # what each refresh built, out of the cyclic GC's sight
+        self._last_input = 0.0
         self.row_caches: RowCaches[Row] = RowCaches()
         self._switch_interval = sys.getswitchinterval()
         """The tables' rows kept between refreshes and view switches (`rowcache`)."""
@@ -207,6 +210,11 @@ class TfTuiApp(ScopeCommands, Refreshing, Writes):
         self.action_refresh()
         if self._refresh_interval is not None:
             self._timer = self.set_interval(self._refresh_interval, self._tick, name="refresh")
+
+    async def on_event(self, event: events.Event) -> None:
+        if isinstance(event, (events.Key, events.MouseDown, events.MouseScrollDown, events.MouseScrollUp)):
+            self._last_input = time.monotonic()  # the refreshes' full collections wait for quiet
+        await super().on_event(event)
 
     def on_unmount(self) -> None:
         sys.setswitchinterval(self._switch_interval)

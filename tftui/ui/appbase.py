@@ -43,6 +43,9 @@ REFRESH_GROUP = "refresh"
 SWITCH_INTERVAL = 0.0005
 """Seconds a thread may hold the GIL while another waits (Python's default: 0.005), while the
 console runs: keys are served within a few of these even when a refresh thread is busy."""
+INPUT_QUIET = 30.0
+"""Seconds without a key or a click after which the console counts as quiet: a refresh then may
+run the cyclic GC's occasional full collection (`YoungFreezer`), which stops every thread."""
 ANALYSIS_GROUP = "analysis"
 WRITE_GROUP = "write"
 CONFIRM_GROUP = "confirm"
@@ -173,6 +176,8 @@ class ConsoleBase(App[None]):
     _outcome_lock: threading.Lock
     _reader: StateReader
     _young: YoungFreezer
+    _last_input: float
+    """Monotonic time of the last key or click (`on_event`)."""
     _shown_once: bool
     _read_only_requested: bool
     _sim_speed: float

@@ -19,6 +19,7 @@ from tftui.model.gcpause import gc_paused
 from tftui.ui.appbase import (
     ANALYSIS_GROUP,
     CONFIRM_GROUP,
+    INPUT_QUIET,
     MAX_BACKOFF_TICKS,
     REFRESH_GROUP,
     REFRESH_SHARE,
@@ -103,6 +104,10 @@ class Refreshing(ConsoleBase):
             description="refresh",
         )
 
+    def _quiet(self) -> bool:
+        """No key or click for `INPUT_QUIET` seconds: a stop-the-world collection would hit nobody."""
+        return time.monotonic() - self._last_input >= INPUT_QUIET
+
     def _load_work(self) -> None:
         worker = get_current_worker()
         now = self._clock()
@@ -119,7 +124,7 @@ class Refreshing(ConsoleBase):
                 if self._shown_once:
                     with gc_paused():
                         data = load(self._cluster, self._metrics, now, self.runtime, self._reader)
-                        self._young.settle()  # no collection scans what it built (`YoungFreezer`)
+                        self._young.settle(self._quiet())  # no collection scans what it built
                 else:  # first screen: the pools view as soon as the state is built
                     # no usage index yet (an empty one costs a pass over every GPU and worker, and
                     # shows exactly what no index shows: no figures); `load_rest` joins the usage
@@ -129,7 +134,7 @@ class Refreshing(ConsoleBase):
                     self._shown_once = True
                     with gc_paused():
                         data = load_rest(first, self._cluster, self._metrics, self.runtime, self._reader)
-                        self._young.settle()
+                        self._young.settle(self._quiet())
         except ClusterLoadError as exc:
             if not worker.is_cancelled:
                 self.post_message(LoadFailed(str(exc), now, exc.source))
