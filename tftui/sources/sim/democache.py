@@ -101,6 +101,21 @@ def cached_as(key: str | None, make: Callable[[], list[dict[str, Any]]]) -> list
     return objects
 
 
+def derived_name(demo: str, seed: int, now: datetime, query: object) -> str:
+    """The name of something computed from the cached demo `demo` (its `demo_key`): the demo's name
+    extended by everything else the answer depends on — the simulator's seed and clock, the query
+    (JSON-encodable), numpy's version and the machine's architecture (numpy computes the sums,
+    logarithms and powers, whose last bits may differ between them)."""
+    import platform
+
+    import numpy as np
+
+    inputs = {"demo": demo, "seed": seed, "now": now.isoformat(), "query": query,
+              "numpy": np.__version__, "machine": platform.machine()}  # fmt: skip
+    text = json.dumps(inputs, sort_keys=True)
+    return hashlib.blake2b(text.encode(), digest_size=32).hexdigest()
+
+
 def load(name: str, suffix: str) -> object | None:
     """The value kept as `name` + `suffix`, or None: absent, damaged or unreadable."""
     return _load(cache_dir() / (name + suffix))

@@ -15,15 +15,10 @@ cache. The simulator itself is only built for a query whose answer is not kept.
 
 from __future__ import annotations
 
-import hashlib
-import json
-import platform
 from collections.abc import Mapping, Sequence
 from dataclasses import fields
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
-
-import numpy as np
 
 from tftui.model.metrics import (
     AlertResult,
@@ -121,12 +116,7 @@ class KeptStep1:
         return self.port().alert_rows(rule, now)
 
     def _name(self, query: dict[str, Any]) -> str:
-        """The demo's name extended by everything else the answer depends on, numpy's version and
-        the machine's architecture included (numpy computes the sums)."""
-        inputs = {"demo": self._demo_key, "seed": self._seed, "now": self._now.isoformat(), "query": query,
-                  "numpy": np.__version__, "machine": platform.machine()}  # fmt: skip
-        text = json.dumps(inputs, sort_keys=True)
-        return hashlib.blake2b(text.encode(), digest_size=32).hexdigest()
+        return democache.derived_name(self._demo_key, self._seed, self._now, query)
 
 
 # -- step 1 ----------------------------------------------------------------------------------------

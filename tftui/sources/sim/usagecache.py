@@ -16,9 +16,6 @@ answer is not kept, or for any other read (`rows`, the latest samples), by the f
 
 from __future__ import annotations
 
-import hashlib
-import json
-import platform
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
@@ -83,12 +80,7 @@ class KeptUsage:
         return self.metrics().rows(table, start, end)
 
     def _name(self, q: HistogramQuery) -> str:
-        """The demo's name extended by everything else the answer depends on, numpy's version and
-        the machine's architecture included (its vectorised logarithms and powers compute them)."""
-        inputs = {"demo": self._demo_key, "seed": self._seed, "now": self._now.isoformat(), "query": repr(q),
-                  "numpy": np.__version__, "machine": platform.machine()}  # fmt: skip
-        text = json.dumps(inputs, sort_keys=True)
-        return hashlib.blake2b(text.encode(), digest_size=32).hexdigest()
+        return democache.derived_name(self._demo_key, self._seed, self._now, repr(q))
 
 
 def _encode(a: PodBucketArrays) -> dict[str, Any]:
