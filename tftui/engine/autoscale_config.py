@@ -18,6 +18,7 @@ from typing import Any, Final, Literal
 from zoneinfo import ZoneInfo
 
 from tftui.engine import autoscale_checks
+from tftui.engine.memo import ByIdentity
 from tftui.engine.state import ClusterState, WorkerView, WorkloadView
 from tftui.model import keys
 from tftui.model.duration import DurationError, parse_duration
@@ -111,17 +112,10 @@ class Resources:
 
     @classmethod
     def parse_shared(cls, res: Mapping[str, Any] | None) -> Resources:
-        """`parse(res)`, reused while `res` is the very same dict: a state's objects are never
-        changed in place (a write copies what it changes), so the autoscale loop parses each
-        workload's `spec.resources` and `status.recommendation` again only after they changed."""
-        hit = _SHARED_RESOURCES.get(id(res))
-        if hit is not None and hit[0] is res:
-            return hit[1]
-        out = cls.parse(res)
-        if len(_SHARED_RESOURCES) >= _SHARED_RESOURCES_MAX:
-            _SHARED_RESOURCES.clear()
-        _SHARED_RESOURCES[id(res)] = (res, out)  # holds `res`: its id is not reused while the entry lives
-        return out
+        """`parse(res)`, reused while `res` is the very same dict (`ByIdentity`): the autoscale loop
+        parses each workload's `spec.resources` and `status.recommendation` again only after they
+        changed."""
+        return _RESOURCES_OF(res)
 
     def is_zero(self) -> bool:
         return all(x.amount == 0 for x in (self.tf_req, self.tf_lim, self.vram_req, self.vram_lim))
@@ -134,8 +128,7 @@ class Resources:
         }
 
 
-_SHARED_RESOURCES: dict[int, tuple[object, Resources]] = {}
-_SHARED_RESOURCES_MAX = 1 << 17
+_RESOURCES_OF: ByIdentity[Mapping[str, Any] | None, Resources] = ByIdentity(Resources.parse, 1 << 17)
 
 
 # -- configuration -------------------------------------------------------------------------------
@@ -318,18 +311,12 @@ def effective_autoscaling(state: ClusterState, wv: WorkloadView) -> Mapping[str,
 def effective_config(state: ClusterState, wv: WorkloadView) -> AutoConfig:
     """`AutoConfig.parse` of the workload's effective `autoSetResources`, parsed once per effective
     config (which is reused while its inputs stay the same dicts, and never changed)."""
-    asc = effective_autoscaling(state, wv)
-    hit = _CONFIGS.get(id(asc))
-    if hit is not None and hit[0] is asc:
-        return hit[1]
-    cfg = AutoConfig.parse(asc.get("autoSetResources"))
-    if len(_CONFIGS) >= _EFFECTIVE_MAX:
-        _CONFIGS.clear()
-    _CONFIGS[id(asc)] = (asc, cfg)  # holds `asc`: its id is not reused while the entry lives
-    return cfg
+    return _CONFIG_OF(effective_autoscaling(state, wv))
 
 
-_CONFIGS: dict[int, tuple[Mapping[str, Any], AutoConfig]] = {}
+def _parse_config(asc: Mapping[str, Any]) -> AutoConfig:
+    return AutoConfig.parse(asc.get("autoSetResources"))
+
 
 #: workload key → (names, objects, config) of the last `_effective`: the objects of a
 #: `ClusterState` are never changed in place, so a workload whose inputs are the very same dicts as
@@ -337,6 +324,9 @@ _CONFIGS: dict[int, tuple[Mapping[str, Any], AutoConfig]] = {}
 #: merges again only the workloads whose object, first worker, profile or pool template changed.
 _EFFECTIVE: dict[str, tuple[tuple[object, ...], tuple[object, ...], Mapping[str, Any]]] = {}
 _EFFECTIVE_MAX = 1 << 17
+#: effective config → its parse, while it is the very same mapping (`effective_autoscaling` hands
+#: out the same one while the workload's inputs stay the same dicts, and it is never changed)
+_CONFIG_OF: ByIdentity[Mapping[str, Any], AutoConfig] = ByIdentity(_parse_config, _EFFECTIVE_MAX)
 
 
 def _effective_inputs(state: ClusterState, wv: WorkloadView) -> tuple[tuple[object, ...], tuple[object, ...]]:

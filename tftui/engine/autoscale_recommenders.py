@@ -23,6 +23,7 @@ from tftui.engine.autoscale_config import (
     vr,
 )
 from tftui.engine.autoscale_usage import WorkloadHistory
+from tftui.engine.memo import ByIdentity
 from tftui.engine.state import ClusterState, WorkerView, WorkloadView
 from tftui.model.quantity import Quantity
 
@@ -208,21 +209,14 @@ def percentile_recommend(
     return Partial(rec, applied, condition=None if applied else ("Updated", message), capped=bool(pmsg))
 
 
-def _resources_key(r: Resources) -> tuple[object, ...]:
-    """`r` by value *and* print format (equal quantities may print differently: `1Gi`, `1073741824`);
-    reused while `r` is the very same (frozen) object, as the shared parses of a workload's
-    resources are from tick to tick (`Resources.parse_shared`)."""
-    hit = _RKEYS.get(id(r))
-    if hit is not None and hit[0] is r:
-        return hit[1]
-    key = (_qkey(r.tf_req), _qkey(r.tf_lim), _qkey(r.vram_req), _qkey(r.vram_lim))
-    if len(_RKEYS) >= _PCT_MEMO_MAX:
-        _RKEYS.clear()
-    _RKEYS[id(r)] = (r, key)  # holds `r`: its id is not reused while the entry lives
-    return key
+def _resources_key_of(r: Resources) -> tuple[object, ...]:
+    """`r` by value *and* print format (equal quantities may print differently: `1Gi`, `1073741824`)."""
+    return (_qkey(r.tf_req), _qkey(r.tf_lim), _qkey(r.vram_req), _qkey(r.vram_lim))
 
 
-_RKEYS: dict[int, tuple[Resources, tuple[object, ...]]] = {}
+#: `_resources_key_of`, reused while `r` is the very same (frozen) object, as the shared parses of a
+#: workload's resources are from tick to tick (`Resources.parse_shared`)
+_resources_key: ByIdentity[Resources, tuple[object, ...]] = ByIdentity(_resources_key_of, 1 << 16)
 
 
 _PCT_MEMO: dict[tuple[object, ...], Partial | None] = {}
