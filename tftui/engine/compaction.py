@@ -62,6 +62,7 @@ from tftui.engine.state import ClusterState, NodeView, PoolView
 from tftui.model import keys
 from tftui.model.duration import DurationError, format_duration, parse_duration
 from tftui.model.gcpause import without_gc
+from tftui.model.giveway import checkpoint, paced
 from tftui.model.quantity import QuantityError, format_quantity, quantity_value
 from tftui.model.times import within_range
 
@@ -400,14 +401,16 @@ def _scan(state: ClusterState, pv: PoolView, prices: Mapping[str, float]) -> _Sc
     got = scans.get(key)
     if got is None:
         released: dict[str, str] = {}
-        for name in set(pv.nodes).union(state.compaction_sums.get(pv.name, ())):
+        for name in paced(set(pv.nodes).union(state.compaction_sums.get(pv.name, ()))):
             node = state.nodes.get(name)
             if node is None:
                 continue
             detail = _released_detail(state, node)
             if detail is not None:
                 released[node.name] = detail
+        checkpoint()
         candidates = _candidates(state, pv, prices)
+        checkpoint()
         got = scans[key] = _Scan(
             candidates,
             released,

@@ -44,6 +44,7 @@ from tftui.engine.state.views import (
 )
 from tftui.model import keys
 from tftui.model.gcpause import gc_paused
+from tftui.model.giveway import checkpoint, paced
 from tftui.model.snapshot import Snapshot
 
 __all__ = ["update_state"]
@@ -161,10 +162,14 @@ class _Update:
             raise _Fallback  # node figures depend on the pools' oversubscription, bookings on the catalogue
 
         node_struct, node_dirty = self._nodes()
+        checkpoint()
         changed_gpus, gpu_list_dirty, recheck, labels_dirty, left = self._gpus(node_struct)
+        checkpoint()
         gone, new, native_dirty = self._workers(recheck, node_struct)
+        checkpoint()
         order = dict(zip(st.workers, itertools.count()))
         alloc_dirty = self._allocations(changed_gpus, gone, new, order)
+        checkpoint()
         for g in changed_gpus | alloc_dirty:
             node_dirty.add(st.gpus[g].node)
             old_gpu = prev.gpus.get(g)
@@ -180,8 +185,11 @@ class _Update:
         self._node_views(
             {n for n in node_dirty if n in st.nodes}, gpu_list_dirty, gone, new, order, native_dirty
         )
+        checkpoint()
         self._pools()
+        checkpoint()
         self._workloads(gone, new, order)
+        checkpoint()
         self._labels_and_sums(labels_dirty, node_dirty)
         if st.warnings:
             raise _Fallback  # warnings come in build order; let the full build write them
@@ -209,7 +217,7 @@ class _Update:
         k8s_nodes = {n["metadata"]["name"]: n for n in self.snap.kind("Node")}
         struct: set[str] = set()
         dirty: set[str | None] = set()
-        for gn in self.snap.kind("GPUNode"):
+        for gn in paced(self.snap.kind("GPUNode")):
             name = gn["metadata"]["name"]
             if name in st.nodes:
                 raise _Fallback
@@ -250,7 +258,7 @@ class _Update:
         ]
         if redo and not pos:
             pos = _positions(self.snap.kind("GPU"))
-        for gpu in _in_order([*added, *redo], pos):
+        for gpu in paced(_in_order([*added, *redo], pos)):
             name = gpu["metadata"]["name"]
             old = prev.gpus.get(name)
             if name in changed or (old is not None and old.obj is not gpu and id(old.obj) not in removed_ids):
@@ -286,8 +294,11 @@ class _Update:
         native-GPU pod list may have changed)."""
         prev, st, snap = self.prev, self.st, self.snap
         added, removed, pos = self._diff("Pod")
+        checkpoint()
         self._labelled_pods(added, removed, pos)
+        checkpoint()
         workers = st.workers = dict(prev.workers)
+        checkpoint()
         prev_by_id = {id(w.obj): w for w in (prev.workers[k] for k in recheck if k in prev.workers)}
         removed_ids = {id(o) for o in removed}
         redo = [w.obj for w in prev_by_id.values() if id(w.obj) not in removed_ids]
@@ -299,7 +310,8 @@ class _Update:
         if redo and not pos:
             pos = _positions(snap.kind("Pod"))
         self.pods_pos, self.pods_removed, self.node_struct = pos, removed_ids, bool(node_struct)
-        for pod in _in_order([*added, *redo], pos):
+        checkpoint()
+        for pod in paced(_in_order([*added, *redo], pos), 64):
             meta = pod["metadata"]
             if (meta.get("labels") or {}).get(keys.COMPONENT) != keys.COMPONENT_WORKER:
                 native_dirty.add(st._native_gpu_node(pod))
@@ -329,6 +341,7 @@ class _Update:
                 native_dirty.add(prev._native_gpu_node(p))
         if node_struct:  # a node came or went: pods on it may start or stop counting
             native_dirty.update(node_struct)
+        checkpoint()
         st.workers = workers if self._kept_order("Pod", workers, prev.workers) else _ordered(workers, pos)
         return gone, new, native_dirty
 
@@ -364,7 +377,7 @@ class _Update:
                     adds.setdefault(g, set()).add(w.key)
         dirty = set(changed) | set(adds)
         dirty.update(g for w in gone for g in w.gpu_ids if g in gpus)
-        for g in dirty:
+        for g in paced(dirty):
             view = gpus[g]
             old = prev.gpus.get(g)
             if view is old:
@@ -406,7 +419,7 @@ class _Update:
             if w.node is not None:
                 arrivals.setdefault(w.node, []).append(w.key)
         native: dict[str, list[str]] | None = None
-        for n in dirty:
+        for n in paced(dirty):
             view = st.nodes[n]
             old = prev.nodes.get(n)
             if view is old:
@@ -473,12 +486,12 @@ class _Update:
         """Every pool's node list and sums, and every node's allocation and virtual figures, as
         `_aggregate` does (nodes whose GPUs did not change keep theirs: recomputed, equal)."""
         st = self.st
-        for name, node in st.nodes.items():
+        for name, node in paced(st.nodes.items()):
             pool = st.pools.get(node.pool) if node.pool else None
             if pool is not None:
                 pool.nodes.append(name)
         prev_nodes = self.prev.nodes
-        for node in st.nodes.values():
+        for node in paced(st.nodes.values()):
             if prev_nodes.get(node.name) is not node:  # a fresh view: its sums are still to do
                 for g in node.gpus:
                     node.allocated.add(st.gpus[g].allocated)
@@ -507,7 +520,7 @@ class _Update:
             del views[key]  # local-GPU workloads come after the others: re-added below
         removed_ids = {id(o) for o in removed}
         fresh: set[str] = set()
-        for wl in _in_order(added, pos):
+        for wl in paced(_in_order(added, pos)):
             view = st._workload_view(wl)
             old = views.get(view.key)
             if view.key in fresh or (old is not None and id(old.obj) not in removed_ids):
@@ -529,7 +542,7 @@ class _Update:
         for key, members in touched.items():
             if key not in st.workloads:
                 local.setdefault(key, set()).update(members)
-        for key in fresh | touched.keys():
+        for key in paced(fresh | touched.keys()):
             cur = st.workloads.get(key)
             if cur is None:
                 continue
@@ -541,7 +554,7 @@ class _Update:
             self._fill(cur, members, order)
             st.workloads[key] = cur
         firsts = []
-        for key, members in local.items():
+        for key, members in paced(local.items()):
             if not members:
                 continue
             ranked = sorted(members, key=order.__getitem__)
@@ -576,7 +589,7 @@ class _Update:
     def _labels_and_sums(self, labels_dirty: bool, node_dirty: set[str | None]) -> None:
         prev, st = self.prev, self.st
         if labels_dirty:
-            for name, gpu in st.gpus.items():
+            for name, gpu in paced(st.gpus.items()):
                 label = _label_pool(gpu)
                 if label:
                     st.gpus_by_pool_label.setdefault(label, []).append(name)
@@ -591,7 +604,7 @@ class _Update:
             nodes = node_dirty
             for label, per_node in prev.compaction_sums.items():
                 sums[label] = {n: acc for n, acc in per_node.items() if n not in node_dirty}
-        for n in nodes:
+        for n in paced(nodes):
             nv = st.nodes.get(n or "")
             if nv is None:
                 continue

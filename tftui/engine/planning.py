@@ -16,6 +16,7 @@ from tftui.engine.defrag import plan_defrag
 from tftui.engine.plan import Plan
 from tftui.engine.prices import price_map
 from tftui.engine.state import ClusterState
+from tftui.model.giveway import checkpoint
 
 
 def plan_cluster(
@@ -35,6 +36,7 @@ def plan_cluster(
     prices = price_map(state)
     plan = Plan(now)
     for name in names:
+        checkpoint()
         plan.merge(
             plan_compaction(
                 state,
@@ -45,5 +47,6 @@ def plan_cluster(
                 prices=prices,
             )
         )
+        checkpoint()
         plan.merge(plan_defrag(state, name, now))
     return plan

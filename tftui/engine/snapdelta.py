@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from tftui.model.giveway import checkpoint
 from tftui.model.snapshot import Snapshot
 
 __all__ = ["DeltaSnapshot", "KindDelta", "identity_changes", "in_order", "ordered", "positions"]
@@ -50,12 +51,18 @@ def identity_changes(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> Ki
     operations run in C, so an unchanged kind costs a few microseconds per thousand objects."""
     if len(old) == len(new) and all(map(operator.is_, old, new)):
         return [], [], {}
+    checkpoint()
     pos = positions(new)
+    checkpoint()
     old_by_id = dict(zip(map(id, old), old, strict=True))
+    checkpoint()
     new_by_id = dict(zip(map(id, new), new, strict=True))
+    checkpoint()
     added = [new_by_id[i] for i in new_by_id.keys() - old_by_id.keys()]
     removed = [old_by_id[i] for i in old_by_id.keys() - new_by_id.keys()]
+    checkpoint()
     kept = [p for p in map(pos.get, map(id, old)) if p is not None]
+    checkpoint()
     if not all(map(operator.lt, kept, kept[1:])):
         return None
     return added, removed, pos
@@ -82,6 +89,7 @@ def ordered(views: dict[str, Any], pos: dict[int, int]) -> dict[str, Any]:
     if not pos:
         return views
     seq = list(map(pos.__getitem__, map(id, map(_OBJ, views.values()))))
+    checkpoint()
     if all(map(operator.lt, seq, seq[1:])):
         return views
     return dict(sorted(views.items(), key=lambda kv: pos[id(kv[1].obj)]))

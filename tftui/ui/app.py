@@ -44,6 +44,7 @@ from textual.timer import Timer
 from textual.worker import Worker
 
 from tftui.config import ConsoleConfig, load_config
+from tftui.model import giveway
 from tftui.model.gcpause import YoungFreezer
 from tftui.model.plaintext import visible
 from tftui.sources.ports import ClusterPort, MetricsPort
@@ -214,6 +215,8 @@ class TfTuiApp(ScopeCommands, Refreshing, Writes):
     async def on_event(self, event: events.Event) -> None:
         if isinstance(event, (events.Key, events.MouseDown, events.MouseScrollDown, events.MouseScrollUp)):
             self._last_input = time.monotonic()  # the refreshes' full collections wait for quiet
+            giveway.hold()  # background loops wait at their check-points until the frame is out
+            self.call_after_refresh(giveway.release)
         await super().on_event(event)
 
     def on_unmount(self) -> None:

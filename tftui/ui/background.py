@@ -21,6 +21,8 @@ import threading
 from collections.abc import Callable
 from typing import TypeVar
 
+from tftui.model import giveway
+
 T = TypeVar("T")
 
 
@@ -48,7 +50,8 @@ async def in_thread(work: Callable[[], T], *, name: str, daemon: bool = True) ->
         result: T | None = None
         error: BaseException | None = None
         try:
-            result = context.run(work)
+            with giveway.background():  # long loops step aside while a key is served
+                result = context.run(work)
         except BaseException as exc:  # handed to the awaiting worker, which reports it
             error = exc
         with contextlib.suppress(RuntimeError):  # the loop is closed: the console has gone

@@ -22,6 +22,7 @@ from tftui.engine.state import ClusterState
 from tftui.engine.usage import UsageIndex
 from tftui.model.dump import Snapshot
 from tftui.model.gcpause import gc_paused
+from tftui.model.giveway import checkpoint
 from tftui.model.usage import GPUUsage, WorkerUsage
 from tftui.model.validated import ValidationCache
 from tftui.sources.ports import ClusterPort, MetricsPort, Step1Port
@@ -218,6 +219,7 @@ class StateReader:
                     snap, validated = Snapshot.of(objects), 0
                 else:
                     snap, validated = self.cache.validate(objects, source), self.cache.validated
+                checkpoint()
                 previous = self.previous
                 # the very same objects as last time (C-level identity checks): the same state
                 self.unchanged = previous is not None and snap.same_objects(previous.snapshot)
@@ -307,9 +309,13 @@ def load_rest(
             metrics_error = metrics_error_text(metrics, exc)
             gpu_usage, worker_usage = {}, {}
     reader = reader or StateReader()
+    checkpoint()
     usage = reader.usage(state, gpu_usage, worker_usage)
+    checkpoint()
     fragmentations(state)  # here, not on the UI thread: the header and the pools view read it
+    checkpoint()
     ops = load_ops(cluster, state, now, runtime, reader)
+    checkpoint()
     return ConsoleData(
         source=source,
         state=state,

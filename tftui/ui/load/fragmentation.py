@@ -13,6 +13,7 @@ from __future__ import annotations
 from statistics import median
 
 from tftui.engine.state import ClusterState, Res
+from tftui.model.giveway import paced
 
 __all__ = ["fragmentation", "fragmentations", "typical_request"]
 
@@ -58,7 +59,7 @@ def fragmentations(state: ClusterState) -> dict[str, float | None]:
 
 def _all_fragmentations(state: ClusterState) -> dict[str, float | None]:
     requests: dict[str, list[Res]] = {}
-    for w in state.workloads.values():
+    for w in paced(state.workloads.values()):
         if w.workers and w.pool in state.pools:
             requests.setdefault(w.pool, []).append(w.request)
     typical = {
@@ -66,7 +67,7 @@ def _all_fragmentations(state: ClusterState) -> dict[str, float | None]:
     }
     free = dict.fromkeys(typical, 0.0)
     stranded = dict.fromkeys(typical, 0.0)
-    for gpu in state.gpus.values():
+    for gpu in paced(state.gpus.values()):
         pool = gpu.pool
         t = typical.get(pool) if pool is not None else None
         if t is None or pool is None:

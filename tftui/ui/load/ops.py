@@ -29,6 +29,7 @@ from tftui.engine.defrag import (
 from tftui.engine.plan import CompactionResult, DefragResult, Plan, Skip
 from tftui.engine.planning import plan_cluster
 from tftui.engine.state import ClusterState, Res, parse_time
+from tftui.model.giveway import checkpoint, paced
 
 __all__ = [
     "CapacityFigures",
@@ -367,10 +368,12 @@ def _defrag_view(
     preview: DefragResult | None = None
     if step.state in ("not-due", "skip-missed") and window is not None:
         # What the next campaign's first step would do if the cluster stayed as it is now.
+        checkpoint()
         ahead = plan_defrag(state, pool, window[0]).pools[pool].defrag
+        checkpoint()
         preview = ahead if ahead is not None and ahead.state in ("evict", "idle", "blocked") else None
     busy: dict[str, float] = {}
-    for node in state.nodes_of(pool):
+    for node in paced(state.nodes_of(pool), 64):
         used, total = gpu_utilization(state, node, pool)
         if total:
             busy[node.name] = used * 100.0 / total
@@ -430,6 +433,7 @@ def build_ops(
     compaction: dict[str, CompactionView] = {}
     defrag: dict[str, DefragView] = {}
     for name in sorted(state.pools):
+        checkpoint()
         pv = state.pools[name]
         pp = plan.pools.get(name)
         result = pp.compaction if pp is not None and pp.compaction is not None else CompactionResult(False)
@@ -449,6 +453,7 @@ def build_ops(
             before=before,
             after=after,
         )
+        checkpoint()
         defrag[name] = _defrag_view(state, name, now, pp.defrag if pp is not None else None, events)
     return OpsData(
         plan=plan,

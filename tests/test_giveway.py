@@ -1,0 +1,182 @@
+"""Background work gives way at its check-points while the console serves a key.
+
+The refresh thread and the interface share one interpreter; a check-point in a long loop lets the
+refresh wait until the key's frame is out. Outside background threads a check-point does nothing,
+and where a refresh pauses never changes what it builds."""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from tests.test_refresh_reuse import Objects
+from tftui.model import giveway
+from tftui.model.giveway import background, checkpoint, paced
+from tftui.sources.sim.cluster import DEFAULT_NOW, SimCluster
+from tftui.ui.app import TfTuiApp
+from tftui.ui.load import data as load_data
+from tftui.ui.load.data import StateReader, load
+
+
+@pytest.fixture(autouse=True)
+def _released() -> Iterator[None]:
+    giveway.release()
+    yield
+    giveway.release()
+
+
+def _in_thread(work: object, *, gives_way: bool) -> tuple[threading.Thread, threading.Event, threading.Event]:
+    started, passed = threading.Event(), threading.Event()
+
+    def run() -> None:
+        started.set()
+        if gives_way:
+            with background():
+                checkpoint()
+        else:
+            checkpoint()
+        passed.set()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, started, passed
+
+
+def test_a_background_check_point_waits_for_the_release(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(giveway, "MAX_HOLD", 600.0)
+    giveway.hold(600.0)
+    assert giveway.held()
+    thread, started, passed = _in_thread(None, gives_way=True)
+    assert started.wait(10)
+    assert not passed.wait(0.3)  # held at its check-point
+    giveway.release()
+    assert passed.wait(10)
+    thread.join(10)
+    assert not giveway.held()
+
+
+def test_other_threads_never_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(giveway, "MAX_HOLD", 600.0)
+    giveway.hold(600.0)
+    _, _, passed = _in_thread(None, gives_way=False)
+    assert passed.wait(10)
+    checkpoint()  # the interface thread itself: returns at once
+    assert not giveway.gives_way()
+
+
+def test_a_hold_lasts_at_most_max_hold() -> None:
+    giveway.hold(3600.0)  # capped: typing without a pause never starves a refresh
+    _, _, passed = _in_thread(None, gives_way=True)
+    assert passed.wait(10)
+    assert not giveway.held()
+
+
+def test_background_marks_only_its_own_thread_and_nests() -> None:
+    assert not giveway.gives_way()
+    with background():
+        assert giveway.gives_way()
+        with background():
+            assert giveway.gives_way()
+        assert giveway.gives_way()
+        seen: list[bool] = []
+        other = threading.Thread(target=lambda: seen.append(giveway.gives_way()))
+        other.start()
+        other.join(10)
+        assert seen == [False]
+    assert not giveway.gives_way()
+
+
+def test_paced_yields_every_item_lazily_with_a_check_point_per_stride(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    waits: list[int] = []
+    produced: list[int] = []
+
+    def items() -> Iterator[int]:
+        for i in range(1000):
+            produced.append(i)
+            yield i
+
+    monkeypatch.setattr(giveway, "_wait", lambda: waits.append(len(produced)))
+    giveway.hold()
+    with background():
+        out = []
+        for i in paced(items(), 100):
+            assert len(produced) == i + 1  # one item at a time: a loop body may change later ones
+            out.append(i)
+    assert out == list(range(1000))
+    assert waits == [100, 200, 300, 400, 500, 600, 700, 800, 900, 1000]
+
+
+def test_a_refresh_held_at_every_check_point_builds_the_same_data(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every check-point of a refresh is reached (the wait is a probe) and the data is the same,
+    for the first build and for the incremental one after a pod changed."""
+    objects = SimCluster(seed=7, nodes=12, now=DEFAULT_NOW).snapshot()
+    cluster = Objects(objects)
+    before = load(cluster, None, DEFAULT_NOW)
+    pods = [i for i, o in enumerate(objects) if o.get("kind") == "Pod"]
+    changed = copy.deepcopy(objects[pods[0]])
+    changed["metadata"].setdefault("annotations", {})["test/changed"] = "1"
+    after_objects = list(objects)
+    after_objects[pods[0]] = changed
+    after = load(Objects(after_objects), None, DEFAULT_NOW)
+
+    reached: list[int] = []
+    monkeypatch.setattr(giveway, "_wait", lambda: reached.append(1))
+    monkeypatch.setattr(giveway, "_hold_until", 1.0)  # held for good; the probe returns at once
+    held: list[load_data.ConsoleData] = []
+
+    def refresh() -> None:
+        reader = StateReader()
+        with background():
+            held.append(load(cluster, None, DEFAULT_NOW, None, reader))
+            cluster.objects = after_objects
+            held.append(load(cluster, None, DEFAULT_NOW, None, reader))  # the incremental path
+
+    thread = threading.Thread(target=refresh)
+    thread.start()
+    thread.join(120)
+    assert len(held) == 2 and len(reached) > 20
+    for got, want in zip(held, (before, after), strict=True):
+        assert got.state.nodes == want.state.nodes
+        assert got.state.workers == want.state.workers
+        assert got.state.pools == want.state.pools
+        assert got.ops.plan == want.ops.plan
+
+
+async def test_a_key_holds_background_work_until_its_frame_is_drawn(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+    real_hold, real_release = giveway.hold, giveway.release
+
+    def hold(seconds: float = giveway.MAX_HOLD) -> None:
+        calls.append("hold")
+        real_hold(seconds)
+
+    def release() -> None:
+        calls.append("release")
+        real_release()
+
+    monkeypatch.setattr(giveway, "hold", hold)
+    monkeypatch.setattr(giveway, "release", release)
+    seen: list[bool] = []
+    real_load = load_data.load_rest
+
+    def probe(*args: object, **kwargs: object) -> load_data.ConsoleData:
+        seen.append(giveway.gives_way())
+        return real_load(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr("tftui.ui.refreshing.load_rest", probe)
+    app = TfTuiApp(
+        SimCluster(seed=7, nodes=4, now=DEFAULT_NOW), None, clock=lambda: DEFAULT_NOW, refresh_interval=None
+    )
+    async with app.run_test(size=(120, 40)) as pilot:
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert seen == [True]  # the refresh thread gives way
+        await pilot.press("down")
+        await pilot.pause()
+        assert calls[:2] == ["hold", "release"]
+        assert not giveway.held()

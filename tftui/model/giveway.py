@@ -1,0 +1,100 @@
+"""Background threads give way while the console serves a key.
+
+Python runs one thread at a time (the GIL). A refresh is pure Python for half a second at 5,000
+nodes; while it runs, the interface thread gets the interpreter only every other switch interval,
+so a key that takes 5 ms of work reaches the screen in 40–50 ms, and a thread that does nothing but
+spin delays keys just as much. No collector or scheduler setting fixes that; only the busy thread
+can step aside.
+
+So the interface says when it is serving input (`hold`) and when the frame is out (`release`), and
+long loops in background work call `checkpoint()`: in a thread that opted in (`background`), it
+sleeps until the interface is done, at most `MAX_HOLD` seconds after the key, so typing without a
+pause delays a refresh but never starves it. Elsewhere — the interface thread itself, the daemon,
+the CLI, tests — a check-point costs one global read and changes nothing, so engine functions stay
+pure: where they pause does not change what they return.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import TypeVar
+
+T = TypeVar("T")
+
+MAX_HOLD = 0.1
+"""Longest a key holds background work (s): a key's frame takes 5–20 ms of the interface thread's
+time; a burst of keys holds it again from each key."""
+STRIDE = 256
+"""Items between check-points in `paced` loops: a few hundred microseconds of light per-item work."""
+
+_hold_until = 0.0  # monotonic deadline while the interface serves input; 0.0 when it is not
+_local = threading.local()
+_lock = threading.Lock()
+_wakeup = threading.Condition(_lock)
+
+
+def hold(seconds: float = MAX_HOLD) -> None:
+    """The interface is serving input: background check-points wait (until `release`, at most
+    `seconds`, capped at `MAX_HOLD`)."""
+    global _hold_until
+    _hold_until = time.monotonic() + min(seconds, MAX_HOLD)
+
+
+def release() -> None:
+    """The interface has written its frame: waiting background work goes on now."""
+    global _hold_until
+    if _hold_until:
+        with _wakeup:
+            _hold_until = 0.0
+            _wakeup.notify_all()
+
+
+def held() -> bool:
+    """Whether background work is being held now (for tests and the bench)."""
+    return _hold_until > time.monotonic()
+
+
+@contextmanager
+def background() -> Iterator[None]:
+    """Mark the calling thread as background work that gives way at check-points."""
+    before = getattr(_local, "gives_way", False)
+    _local.gives_way = True
+    try:
+        yield
+    finally:
+        _local.gives_way = before
+
+
+def gives_way() -> bool:
+    """Whether the calling thread is background work (inside `background`)."""
+    return bool(getattr(_local, "gives_way", False))
+
+
+def checkpoint() -> None:
+    """Wait here while the interface serves input, if this thread is background work."""
+    if _hold_until and getattr(_local, "gives_way", False):
+        _wait()
+
+
+def _wait() -> None:
+    with _wakeup:
+        while True:
+            left = _hold_until - time.monotonic()
+            if left <= 0:
+                return
+            _wakeup.wait(left)
+
+
+def paced(items: Iterable[T], stride: int = STRIDE) -> Iterator[T]:
+    """`items`, with a check-point every `stride` of them (for loops whose body is light)."""
+    n = 0
+    for item in items:  # lazily: a loop body may change what later items are
+        n += 1
+        if n == stride:
+            n = 0
+            if _hold_until:
+                checkpoint()
+        yield item
