@@ -449,12 +449,13 @@ def plan_compaction(
     scan = _scan(state, pv, prices)
     candidates, released_before = scan.candidates, scan.released_before
     totals = _pool_totals(state, pool, set(released_before))
+    checkpoint()
     auto_select = pv.provisioning_mode == AUTO_SELECT
 
     result = CompactionResult(due=due)
     actions: list[Action] = []
     next_round = f"next round at {rfc3339(last_run + period)}" if last_run is not None else "next round"
-    for node in candidates:
+    for node in paced(candidates, 64):
         if node.name in released_before:
             result.kept.append(Skip(node.name, "already-released", released_before[node.name]))
             continue

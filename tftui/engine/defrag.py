@@ -84,6 +84,7 @@ from tftui.engine.plan import (
 from tftui.engine.state import ClusterState, WorkerView, parse_time
 from tftui.model import keys
 from tftui.model.gcpause import gc_paused
+from tftui.model.giveway import checkpoint, paced
 
 __all__ = [
     "DEFAULT_MAX_DURATION",
@@ -287,7 +288,9 @@ def _plan_defrag(state: ClusterState, pool: str, now: datetime, max_workers_per_
         plan.actions.append(pool_event(pool, "Warning", "DefragConfigInvalid", f"defrag disabled: {cfg}"))
         return plan
     ctx = _Ctx.build(state, pool, cfg, now, max_workers_per_node)
+    checkpoint()
     actions, blocking, sources, evict_skips = _sweep(ctx)
+    checkpoint()
     plan.actions += actions
     last = _aware(parse_time((pv.obj.get("status") or {}).get("lastDefragTime")))
     wstate, start, deadline = campaign_window(cfg, last, ctx.now)
@@ -350,7 +353,7 @@ def _plan_defrag(state: ClusterState, pool: str, now: datetime, max_workers_per_
 
     eligible: list[_Eligible] = []
     missing_pdb = 0
-    for nv in sorted(state.nodes_of(pool), key=lambda n: n.name):
+    for nv in paced(sorted(state.nodes_of(pool), key=lambda n: n.name), 64):
         if nv.name in abandoned:
             continue
         el, skip, ev = _gate(ctx, nv, drain=False)
@@ -364,7 +367,7 @@ def _plan_defrag(state: ClusterState, pool: str, now: datetime, max_workers_per_
     eligible.sort(key=lambda e: (e.util, e.node.name))
     res.candidates = [Candidate(e.node.name, e.util) for e in eligible]
     stats = {"processed": 0, "unmovable": 0, "pdbBlocked": 0}
-    for e in eligible:
+    for e in paced(eligible, 16):
         stats["processed"] += 1
         tried = _try_node(ctx, e)
         if tried.outcome == "evict":

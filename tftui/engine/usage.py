@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from tftui.engine.state import ClusterState, GPUView, Res
+from tftui.model.giveway import checkpoint, paced
 from tftui.model.usage import GPUUsage, WorkerUsage
 
 K = TypeVar("K")
@@ -152,7 +153,8 @@ class UsageIndex:
                 u = _gpu_used(gpu, gpu_usage.get(name))
                 fresh.add(name)
             idx.gpus[name] = u
-        for name, node in state.nodes.items():
+        checkpoint()
+        for name, node in paced(state.nodes.items()):
             was_node = prev_state.nodes.get(name)
             was_gpus = None if was_node is None else node.gpus if was_node is node else was_node.gpus
             agg = _rolled_up(prev.nodes.get(name), was_gpus, node.gpus, fresh, idx.gpus)
