@@ -149,6 +149,8 @@ class TfTuiApp(ScopeCommands, Refreshing, Writes):
         """Wall time of the last finished refresh (what the interval adapts to)."""
         self.last_refresh_cpu_seconds: float | None = None
         """CPU time the refresh thread used for it (on a loaded machine, less than the wall time)."""
+        self.prebuilt_tables = 0
+        """Tables the refresh thread built for the screen on show (`screens.prebuild`)."""
         self._failures = 0
         self._skip_ticks = 0
         self.source_hint = "…"

@@ -166,6 +166,7 @@ class ConsoleBase(App[None]):
     writes_in_flight: dict[str, str]
     last_refresh_seconds: float | None
     last_refresh_cpu_seconds: float | None
+    prebuilt_tables: int
     _cluster: ClusterPort
     _metrics: MetricsPort | None
     _clock: Callable[[], datetime]
