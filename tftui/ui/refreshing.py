@@ -96,7 +96,7 @@ class Refreshing(ConsoleBase):
 
     def _load_worker(self) -> None:
         self.run_worker(
-            in_thread(self._load_work, name="tftui-refresh"),
+            in_thread(self._load_work, name="tftui-refresh", thread=self._refresh_thread),
             exclusive=True,
             group=REFRESH_GROUP,
             exit_on_error=False,
