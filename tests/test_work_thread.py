@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import threading
 import time
+from typing import Any
 
 from tftui.sources.sim.acting import ActingSimCluster
 from tftui.sources.sim.cluster import DEFAULT_NOW
@@ -66,3 +67,37 @@ async def test_the_consoles_refreshes_reuse_one_thread() -> None:
             await pilot.pause()
             assert app.data_seq > seq
         assert app._refresh_thread.started == 1
+
+
+def test_a_retired_object_is_freed_in_the_thread_after_the_jobs_before_it() -> None:
+    worker = WorkThread("test-retire")
+    freed: list[str] = []
+    gate, done = threading.Event(), threading.Event()
+
+    class Tracked:
+        def __del__(self) -> None:
+            freed.append(threading.current_thread().name)
+            done.set()
+
+    worker.submit(lambda: gate.wait(5))  # the retired object waits behind a running job
+    worker.retire(Tracked())
+    assert freed == []
+    gate.set()
+    wait_until(done)
+    assert freed == ["test-retire"]
+
+
+async def test_the_console_retires_the_data_a_refresh_replaced(monkeypatch: Any) -> None:
+    cluster = ActingSimCluster(seed=3, nodes=6, now=DEFAULT_NOW)
+    app = TfTuiApp(cluster, None, clock=lambda: DEFAULT_NOW, refresh_interval=None, read_only=True)
+    retired: list[object] = []
+    monkeypatch.setattr(app._refresh_thread, "retire", retired.append)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        first = app.data
+        retired.clear()
+        await pilot.press("ctrl+r")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert app.data is not first and retired == [first]

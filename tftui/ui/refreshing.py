@@ -171,7 +171,10 @@ class Refreshing(ConsoleBase):
         self.cluster_error = None
         self.loading = bool(message.data.pending)
         self.stale = False
+        retired = self.data
         self.data = message.data
+        if retired is not None:  # freed in the refresh thread, not while the new frame is drawn
+            self._refresh_thread.retire(retired)
 
     def on_load_failed(self, message: LoadFailed) -> None:
         self._failures += 1
