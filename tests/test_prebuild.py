@@ -172,7 +172,9 @@ def test_a_prebuilt_table_is_taken_only_for_its_own_data_scope_and_analyses() ->
     assert screen.prebuild(data) == 1
     assert screen.take_prebuilt("main", data, gauges, (object(),)) is None  # another analysis
     assert screen.prebuild(data) == 1
-    assert screen.take_prebuilt("main", data, Gauges(WIDE), shown) is None  # another layout
+    assert screen.take_prebuilt("main", data, Gauges(WIDE), shown) is None  # another layout: kept
+    assert screen.take_prebuilt("main", data, gauges, shown) == ("table", data)
+    assert screen.prebuild(data) == 1
     assert screen.prebuild(data) == 1
     assert screen.take_prebuilt("main", data, gauges, shown) == ("table", data)
     assert screen.take_prebuilt("main", data, gauges, shown) is None  # taken once

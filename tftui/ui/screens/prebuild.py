@@ -61,18 +61,23 @@ class Prebuilding:
     def take_prebuilt(
         self, table_id: str, data: ConsoleData, gauges: Gauges, shown: tuple[object, ...]
     ) -> Table | None:
-        """The table prebuilt for exactly this data, layout, theme and analyses, else None."""
-        entry = self._prebuilt.pop(table_id, None)
+        """The table prebuilt for exactly this data, layout, theme and analyses (taken once), else
+        None. One of other data is dropped; one of another layout is kept, as a render tries the
+        layouts in turn and the next may be the one it was built in."""
+        entry = self._prebuilt.get(table_id)
         if entry is None:
             return None
         built_data, scope, built_shown, table = entry
+        if built_data is not data:
+            self._prebuilt.pop(table_id, None)
+            return None
         if (
-            built_data is not data
-            or scope != gauges.scope
+            scope != gauges.scope
             or len(built_shown) != len(shown)
             or any(a is not b for a, b in zip(built_shown, shown, strict=True))
         ):
             return None
+        self._prebuilt.pop(table_id, None)
         return table
 
     def built_with(self, table_id: str, gauges: Gauges) -> None:
