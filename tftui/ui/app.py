@@ -57,6 +57,7 @@ from tftui.ui.appbase import ActionDone as ActionDone
 from tftui.ui.appbase import DataLoaded as DataLoaded
 from tftui.ui.appbase import LoadFailed as LoadFailed
 from tftui.ui.appbase import make_runtime as make_runtime
+from tftui.ui.background import WorkThread
 from tftui.ui.crash import CRASH_EXIT, crash_line, write_crash_log
 from tftui.ui.host import Host
 from tftui.ui.keymap import check_keymap, normalise_keymap
@@ -153,6 +154,9 @@ class TfTuiApp(ScopeCommands, Refreshing, Writes):
         """Wall time of the last finished refresh (what the interval adapts to)."""
         self.last_refresh_cpu_seconds: float | None = None
         """CPU time the refresh thread used for it (on a loaded machine, less than the wall time)."""
+        self.prebuilt_tables = 0
+        """Tables the refresh thread built for the screen on show (`screens.prebuild`)."""
+        self._refresh_thread = WorkThread("tftui-refresh")  # one thread for every refresh (`background`)
         self._failures = 0
         self._skip_ticks = 0
         self.source_hint = "…"

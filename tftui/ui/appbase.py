@@ -23,6 +23,7 @@ from tftui.engine.plan import Plan
 from tftui.model.gcpause import YoungFreezer
 from tftui.sources.ports import ClusterPort, MetricsPort, WritableClusterPort
 from tftui.ui.actions import MUTATING
+from tftui.ui.background import WorkThread
 from tftui.ui.load.analysis import Analysis, AnalysisKey, AnalysisKind, AnalysisSettings
 from tftui.ui.load.autoscale import AutoscaleLoader
 from tftui.ui.load.data import ConsoleData, StateReader
@@ -169,6 +170,8 @@ class ConsoleBase(App[None]):
     writes_in_flight: dict[str, str]
     last_refresh_seconds: float | None
     last_refresh_cpu_seconds: float | None
+    prebuilt_tables: int
+    _refresh_thread: WorkThread
     _cluster: ClusterPort
     _metrics: MetricsPort | None
     _clock: Callable[[], datetime]

@@ -97,7 +97,7 @@ class Refreshing(ConsoleBase):
 
     def _load_worker(self) -> None:
         self.run_worker(
-            in_thread(self._load_work, name="tftui-refresh"),
+            in_thread(self._load_work, name="tftui-refresh", thread=self._refresh_thread),
             exclusive=True,
             group=REFRESH_GROUP,
             exit_on_error=False,
@@ -124,6 +124,7 @@ class Refreshing(ConsoleBase):
                 if self._shown_once:
                     with gc_paused():
                         data = load(self._cluster, self._metrics, now, self.runtime, self._reader)
+                        self._prebuild(data)
                         self._young.settle(self._quiet())  # no collection scans what it built
                 else:  # first screen: the pools view as soon as the state is built
                     # no usage index yet (an empty one costs a pass over every GPU and worker, and
@@ -134,6 +135,7 @@ class Refreshing(ConsoleBase):
                     self._shown_once = True
                     with gc_paused():
                         data = load_rest(first, self._cluster, self._metrics, self.runtime, self._reader)
+                        self._prebuild(data)
                         self._young.settle(self._quiet())
         except ClusterLoadError as exc:
             if not worker.is_cancelled:
@@ -148,6 +150,23 @@ class Refreshing(ConsoleBase):
         if not worker.is_cancelled:
             self.post_message(DataLoaded(data))
 
+    def _prebuild(self, data: ConsoleData) -> None:
+        """Let the screen on show build its tables for `data` here, in the refresh thread
+        (`screens.prebuild`): its render on the interface thread then only shows them. A screen
+        without `prebuild` (or none yet) builds on the interface thread as before; so does one whose
+        prebuild failed, where the same error is then reported as any render error is."""
+        try:
+            screen = self.screen
+        except Exception:  # no screen yet (the console is starting or closing)
+            return
+        prebuild = getattr(screen, "prebuild", None)
+        if prebuild is None:
+            return
+        try:
+            self.prebuilt_tables += prebuild(data)
+        except Exception:  # the render builds again on the interface thread and reports it
+            return
+
     def on_data_loaded(self, message: DataLoaded) -> None:
         if self.dropped(message.data.source):
             return  # read from the context the console switched away from
@@ -157,7 +176,10 @@ class Refreshing(ConsoleBase):
         self.cluster_error = None
         self.loading = bool(message.data.pending)
         self.stale = False
+        retired = self.data
         self.data = message.data
+        if retired is not None:  # freed in the refresh thread, not while the new frame is drawn
+            self._refresh_thread.retire(retired)
 
     def on_load_failed(self, message: LoadFailed) -> None:
         self._failures += 1

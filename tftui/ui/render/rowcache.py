@@ -11,10 +11,14 @@ stale would be the worst outcome: every value a builder reads must be in the dep
 Reused rows are the very same objects, their gauge cells already drawn: `ResourceTable` and the
 `↑`/`↓` deltas skip them by identity. Rows depend on the layout and the theme (the gauges); those
 are the cache's `scope`, and rows of a scope not used for two builds are dropped.
+
+A build may run in the refresh thread (`screens.prebuild`) while the interface thread renders:
+each cache's builds hold its lock, so the two never interleave on one cache.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Hashable, Iterable
 from typing import Generic, TypeVar
 
@@ -53,6 +57,7 @@ class RowCache(Generic[R]):
         self._scopes: dict[Hashable, dict[str, tuple[tuple[object, ...], R]]] = {}
         self.built = 0
         self.reused = 0
+        self._lock = threading.Lock()
 
     def rows(
         self,
@@ -61,6 +66,15 @@ class RowCache(Generic[R]):
         make: Callable[[T], R],
     ) -> list[R]:
         """The rows of `items` ((key, dependencies, what `make` builds the row from)), in order."""
+        with self._lock:
+            return self._rows(scope, items, make)
+
+    def _rows(
+        self,
+        scope: Hashable,
+        items: Iterable[tuple[str, tuple[object, ...], T]],
+        make: Callable[[T], R],
+    ) -> list[R]:
         old = self._scopes.pop(scope, {})
         new: dict[str, tuple[tuple[object, ...], R]] = {}
         out: list[R] = []

@@ -32,6 +32,7 @@ from tftui.ui.render.scope import RowFilter, parse_filter, scoped
 from tftui.ui.render.tableops import has_column, marked_table, sorted_table, table_csv, with_deltas
 from tftui.ui.render.views import Cell, Gauges, Layout, Row, Table, layout_candidates
 from tftui.ui.render.widths import fit_table, fits
+from tftui.ui.screens.prebuild import Prebuilding
 from tftui.ui.screens.text import TextScreen
 from tftui.ui.widgets.chrome import Breadcrumb, ConsoleHeader, Prompt, PromptMode
 from tftui.ui.widgets.table import ROW_LIMIT, ResourceTable
@@ -115,7 +116,7 @@ PROMPT_ACTIONS = frozenset({"command", "filter"})
 """The actions of `:` and `/`."""
 
 
-class ResourceScreen(Screen[None]):
+class ResourceScreen(Prebuilding, Screen[None]):
     """Frame and behaviour shared by every resource view; subclasses say what to build and open."""
 
     AUTO_FOCUS = "ResourceTable"
@@ -344,7 +345,7 @@ class ResourceScreen(Screen[None]):
             return self.build(table_id, data, Gauges(layout, table.gauge_styles()))
         # The analyses the rows show (autoscale recommendations) arrive after the data: a new one
         # invalidates the cache like a refresh does. Compared by identity: each result is a new object.
-        shown = tuple(self.tui.analysis(kind, subject) for kind, subject in self.analysis_keys())
+        shown = self.analyses_shown()
         key = (self.tui.data_seq, layout, self.app.theme)
         cached = self._build_cache.get(table_id)
         if (
@@ -354,9 +355,16 @@ class ResourceScreen(Screen[None]):
             and all(a is b for a, b in zip(cached[2], shown, strict=True))
         ):
             return cached[1]
-        full = self.build(table_id, data, Gauges(layout, table.gauge_styles()))
+        gauges = Gauges(layout, table.gauge_styles())
+        full = self.take_prebuilt(table_id, data, gauges, shown)
+        if full is None:
+            full = self.build(table_id, data, gauges)
         self._build_cache[table_id] = (key, full, shown)
+        self.built_with(table_id, gauges)
         return full
+
+    def analyses_shown(self) -> tuple[object, ...]:
+        return tuple(self.tui.analysis(kind, subject) for kind, subject in self.analysis_keys())
 
     def _previous_cells(self, table_id: str, full: Table) -> dict[str, Mapping[str, Cell]]:
         """The cells of the refresh before the one on screen (for `↑`/`↓` deltas)."""

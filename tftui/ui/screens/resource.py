@@ -108,6 +108,7 @@ class NodesScreen(ResourceScreen):
 
     OBJECT_KINDS: ClassVar[dict[str, str]] = {"main": "GPUNode"}
     CACHE_BUILDS: ClassVar[bool] = True
+    PREBUILD: ClassVar[bool] = True
 
     def __init__(self, pool: str | None = None, trail: tuple[str, ...] = ("nodes",)) -> None:
         super().__init__(trail)
@@ -125,6 +126,7 @@ class GpusScreen(ResourceScreen):
 
     OBJECT_KINDS: ClassVar[dict[str, str]] = {"main": "GPU"}
     CACHE_BUILDS: ClassVar[bool] = True
+    PREBUILD: ClassVar[bool] = True
 
     def __init__(self) -> None:
         super().__init__(("gpus",))

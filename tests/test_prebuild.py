@@ -1,0 +1,180 @@
+"""The refresh thread builds the tables of the screen on show (`screens.prebuild`); the render takes
+them only when they were built from exactly what it would build from, else builds as before.
+Either way the table shows the rows of the data on screen, filtered as the operator typed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.pilot import Pilot
+
+from tftui.sources.sim.cluster import DEFAULT_NOW, generate_objects
+from tftui.ui.app import TfTuiApp
+from tftui.ui.render.nodeviews import nodes_table
+from tftui.ui.render.tableops import plain
+from tftui.ui.render.views import Gauges, rendered
+from tftui.ui.screens.prebuild import Prebuilding
+from tftui.ui.screens.resource import NodesScreen
+from tftui.ui.widgets.table import ResourceTable
+
+
+class Objects:
+    """A ClusterPort over a list the test changes copy-on-write."""
+
+    def __init__(self, objects: list[dict[str, Any]]) -> None:
+        self.objects = objects
+
+    def describe(self) -> str:
+        return "objects"
+
+    def snapshot(self) -> list[dict[str, Any]]:
+        return list(self.objects)
+
+    def drop_node(self) -> str:
+        i = next(i for i, o in enumerate(self.objects) if o.get("kind") == "GPUNode")
+        name: str = self.objects.pop(i)["metadata"]["name"]
+        return name
+
+
+def taken(monkeypatch: Any) -> list[bool]:
+    """Whether each render found its table prebuilt."""
+    out: list[bool] = []
+    take = Prebuilding.take_prebuilt
+
+    def recording(self: Any, *args: Any) -> Any:
+        table = take(self, *args)
+        out.append(table is not None)
+        return table
+
+    monkeypatch.setattr(Prebuilding, "take_prebuilt", recording)
+    return out
+
+
+async def refresh(app: TfTuiApp, pilot: Pilot[None]) -> None:
+    await pilot.press("ctrl+r")
+    await app.workers.wait_for_complete()
+    await pilot.pause()
+    await pilot.pause()
+
+
+async def on_nodes(app: TfTuiApp, pilot: Pilot[None]) -> NodesScreen:
+    await app.workers.wait_for_complete()
+    await pilot.pause()
+    assert app.switch_view("nodes")
+    await pilot.pause()
+    await pilot.pause()
+    screen = app.screen
+    assert isinstance(screen, NodesScreen)
+    return screen
+
+
+def shown_rows(table: ResourceTable) -> dict[str, list[str]]:
+    return {key: [plain(c).strip() for c in table.get_row(key)] for key in table.row_keys}
+
+
+def fresh_rows(app: TfTuiApp, screen: NodesScreen, needle: str = "") -> dict[str, list[str]]:
+    """The rows a build from scratch (no row cache, no prebuild) gives for the data on screen."""
+    assert app.data is not None and screen._layout is not None
+    table = nodes_table(app.data, Gauges(screen._layout))
+    return {
+        r.key: [plain(rendered(r.cells.get(c.key, ""))).strip() for c in table.columns]
+        for r in table.rows
+        if needle in r.key
+    }
+
+
+def make() -> tuple[Objects, TfTuiApp]:
+    cluster = Objects(generate_objects(nodes=30, gpus_per_node=2, workers=40))
+    app = TfTuiApp(cluster, None, clock=lambda: DEFAULT_NOW, refresh_interval=None, read_only=True)
+    return cluster, app
+
+
+async def test_a_refresh_on_nodes_shows_the_table_the_refresh_thread_built(monkeypatch: Any) -> None:
+    cluster, app = make()
+    renders = taken(monkeypatch)
+    async with app.run_test(size=(160, 50)) as pilot:
+        screen = await on_nodes(app, pilot)
+        before = app.prebuilt_tables
+        gone = cluster.drop_node()
+        renders.clear()
+        await refresh(app, pilot)
+        assert app.prebuilt_tables == before + 1
+        assert renders[:1] == [True]
+        table = screen.query_one("#main", ResourceTable)
+        assert gone not in table.row_keys
+        assert shown_rows(table) == fresh_rows(app, screen)
+
+
+async def test_a_filter_typed_while_the_refresh_thread_built_applies_to_the_new_rows(
+    monkeypatch: Any,
+) -> None:
+    cluster, app = make()
+    async with app.run_test(size=(160, 50)) as pilot:
+        screen = await on_nodes(app, pilot)
+        prebuild = app._prebuild
+        keys = screen.query_one("#main", ResourceTable).row_keys
+        needle = keys[-1][-2:]
+
+        def then_type(data: Any) -> None:
+            prebuild(data)  # the operator filters after the rows were built, before they land
+            app.call_from_thread(screen._set_needle, needle)
+
+        monkeypatch.setattr(app, "_prebuild", then_type)
+        cluster.drop_node()
+        await refresh(app, pilot)
+        table = screen.query_one("#main", ResourceTable)
+        assert shown_rows(table) == fresh_rows(app, screen, needle) != {}
+
+
+async def test_a_theme_changed_while_the_refresh_thread_built_builds_again(monkeypatch: Any) -> None:
+    cluster, app = make()
+    renders = taken(monkeypatch)
+    async with app.run_test(size=(160, 50)) as pilot:
+        screen = await on_nodes(app, pilot)
+        prebuild = app._prebuild
+        other = "tftui-light" if app.theme != "tftui-light" else "tftui-dark"
+
+        def then_switch(data: Any) -> None:
+            prebuild(data)  # built with the old theme's gauge colours
+            app.call_from_thread(setattr, app, "theme", other)
+
+        monkeypatch.setattr(app, "_prebuild", then_switch)
+        gone = cluster.drop_node()
+        renders.clear()
+        await refresh(app, pilot)
+        assert app.theme == other
+        assert True not in renders  # the old theme's table was not taken
+        table = screen.query_one("#main", ResourceTable)
+        assert gone not in table.row_keys
+        assert shown_rows(table) == fresh_rows(app, screen)
+
+
+def test_a_prebuilt_table_is_taken_only_for_its_own_data_scope_and_analyses() -> None:
+    class Screen(Prebuilding):
+        PREBUILD = True
+
+        def build(self, table_id: str, data: Any, gauges: Gauges) -> Any:
+            return ("table", data)
+
+        def analyses_shown(self) -> tuple[object, ...]:
+            return shown
+
+    from tftui.ui.render.views import NORMAL, WIDE
+
+    shown: tuple[object, ...] = (object(),)
+    screen = Screen()
+    gauges = Gauges(NORMAL)
+    screen.built_with("main", gauges)
+    data: Any = object()
+    assert screen.prebuild(data) == 1
+    other: Any = object()
+    assert screen.take_prebuilt("main", other, gauges, shown) is None  # other data
+    assert screen.prebuild(data) == 1
+    assert screen.take_prebuilt("main", data, gauges, (object(),)) is None  # another analysis
+    assert screen.prebuild(data) == 1
+    assert screen.take_prebuilt("main", data, Gauges(WIDE), shown) is None  # another layout: kept
+    assert screen.take_prebuilt("main", data, gauges, shown) == ("table", data)
+    assert screen.prebuild(data) == 1
+    assert screen.prebuild(data) == 1
+    assert screen.take_prebuilt("main", data, gauges, shown) == ("table", data)
+    assert screen.take_prebuilt("main", data, gauges, shown) is None  # taken once
