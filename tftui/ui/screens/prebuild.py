@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import ClassVar
 
+from tftui.model.giveway import checkpoint
 from tftui.ui.load.data import ConsoleData
 from tftui.ui.render.views import Gauges, Table
 
@@ -53,9 +54,11 @@ class Prebuilding:
             return 0
         built = 0
         for table_id, gauges in list(self._gauges.items()):
+            checkpoint()  # not inside `build`: a row cache's lock may be what the interface waits on
             shown = self.analyses_shown()
             self._prebuilt[table_id] = (data, gauges.scope, shown, self.build(table_id, data, gauges))
             built += 1
+        checkpoint()
         return built
 
     def take_prebuilt(
