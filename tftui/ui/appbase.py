@@ -144,14 +144,19 @@ def make_runtime(
 class ConsoleBase(App[None]):
     """The state every part of `TfTuiApp` reads and writes (set in `TfTuiApp.__init__`)."""
 
-    data: reactive[ConsoleData | None] = reactive(None, always_update=True, init=False)
+    # The refresh cycle's reactives do not repaint the whole screen (Textual's default for an
+    # App's reactive): their watchers update the widgets that show them, each repainting its own
+    # region. A full-screen render per set cost the interface thread two full frames per refresh.
+    data: reactive[ConsoleData | None] = reactive(None, always_update=True, init=False, repaint=False)
     """The last good refresh (None until the first one lands)."""
-    cluster_error: reactive[str | None] = reactive(None, init=False)
+    cluster_error: reactive[str | None] = reactive(None, init=False, repaint=False)
     """Why the last cluster read failed; None after a good refresh."""
-    loading: reactive[bool] = reactive(False, init=False)
-    analyses: reactive[dict[AnalysisKey, Analysis]] = reactive(dict, always_update=True, init=False)
+    loading: reactive[bool] = reactive(False, init=False, repaint=False)
+    analyses: reactive[dict[AnalysisKey, Analysis]] = reactive(
+        dict, always_update=True, init=False, repaint=False
+    )
     """The latest analysis of each kind (and workload history), replaced as a whole on each change."""
-    stale: reactive[bool] = reactive(False, init=False)
+    stale: reactive[bool] = reactive(False, init=False, repaint=False)
     """The data on screen is older than `STALE_AFTER` refresh periods (header says STALE)."""
     paused: reactive[bool] = reactive(False, init=False)
     """Automatic refresh paused (`R`): the screen stays as it is; `ctrl+r` still refreshes."""
