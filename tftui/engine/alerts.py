@@ -31,6 +31,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from tftui.model.giveway import checkpoint, paced
 from tftui.model.metrics import ALERT_RULES, AlertResult, AlertRow, NoData
 
 JOB = "tensor-fusion"  # upstream constants.TensorFusionSystemName, the `job` label of every alert
@@ -414,6 +415,7 @@ def evaluate_history(
     grid = {rule.name: evaluation_times(rule, now, span) for rule in rules}
     batch = port.alert_histories(grid) if isinstance(port, AlertBatchSource) else None
     for rule in rules:
+        checkpoint()
         times = grid[rule.name]
         try:
             results = batch[rule.name] if batch is not None else port.alert_history(rule.name, times)
@@ -427,9 +429,11 @@ def evaluate_history(
         if isinstance(results[-1], NoData):
             ev.observe(rule.name, now, results[-1])
             continue
-        for t, result in zip(times, results, strict=True):
+        for t, result in paced(zip(times, results, strict=True), 1):
             transitions.extend(ev.observe(rule.name, t, result))
+    checkpoint()
     transitions.sort(key=lambda tr: (tr.at, tr.alert.rule, tr.alert.instance, tr.kind))
+    checkpoint()
     return AlertHistory(
         now=now,
         span=span,

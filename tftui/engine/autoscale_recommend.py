@@ -49,6 +49,7 @@ from tftui.engine.state import ClusterState, WorkloadView
 from tftui.model import keys
 from tftui.model.duration import format_duration
 from tftui.model.gcpause import without_gc
+from tftui.model.giveway import paced
 from tftui.model.jsontext import dumps_indented
 
 # -- per-workload result -------------------------------------------------------------------------
@@ -341,7 +342,7 @@ def recommend(
     `external` holds this tick's external-scaler answers by workload key."""
     res = AutoscaleResult(now)
     ext = external or {}
-    for key in sorted(state.workloads):
+    for key in paced(sorted(state.workloads), 64):
         wv = state.workloads[key]
         try:
             res.workloads[key] = recommend_workload(

@@ -28,6 +28,7 @@ from tftui.engine.histogram import (
 )
 from tftui.engine.state import ClusterState
 from tftui.model.gcpause import without_gc
+from tftui.model.giveway import paced
 from tftui.model.usage import HistogramQuery, PodBucket, PodBucketArrays, SampleInstant
 
 # -- usage state ---------------------------------------------------------------------------------
@@ -327,7 +328,7 @@ class AutoscaleState:
         by_first = np.argsort(first_at, kind="stable")  # the cells in the order they first occur
         cell_wl, cell_b = np.divmod(cells[by_first], span)
         weights: list[dict[int, float]] = [{} for _ in range(nw)]
-        for w, bb, i in zip(cell_wl.tolist(), cell_b.tolist(), by_first.tolist(), strict=True):
+        for w, bb, i in paced(zip(cell_wl.tolist(), cell_b.tolist(), by_first.tolist(), strict=True), 1024):
             weights[w][bb] = sums[i]
         tf_count = np.bincount(wl_of[tf], g.count[tf], nw).astype(np.int64).tolist()
         tf_first = np.full(nw, np.inf)

@@ -43,6 +43,7 @@ from tftui.engine.wastemodel import (
     disjoint_waste,
 )
 from tftui.model.duration import DurationError, format_duration, parse_duration
+from tftui.model.giveway import checkpoint
 from tftui.model.jsontext import dumps_indented, sorted_tree
 from tftui.model.metrics import Step1
 
@@ -293,6 +294,7 @@ def assemble(
 ) -> Report:
     """The report of `step1` on `state`, with `alerts` replayed up to the same `now` (None: not evaluated)."""
     diag = diagnose(step1, state)
+    checkpoint()
     node_pool = {n.name: n.pool for n in diag.nodes}
     records: list[AlertRecord] = []
     rules: list[RuleRecord] = []
@@ -331,7 +333,9 @@ def assemble(
         rules=tuple(rules),
         missing=tuple(sorted(set(step1.missing))),
     )
+    checkpoint()
     rounded: Report = _round(report)
+    checkpoint()
     return rounded
 
 

@@ -81,6 +81,7 @@ from tftui.engine.wastemodel import NodeRow as NodeRow
 from tftui.engine.wastemodel import Totals as Totals
 from tftui.engine.wastemodel import WorkloadRow as WorkloadRow
 from tftui.engine.wastemodel import num as num
+from tftui.model.giveway import checkpoint, paced
 from tftui.model.metrics import GPUUsageSummary, NodeAllocation, Step1, WorkloadRequest, WorkloadUsage
 
 # -- figures -------------------------------------------------------------------------------------
@@ -178,7 +179,7 @@ def _workload_rows(step1: Step1, state: ClusterState) -> tuple[list[WorkloadRow]
     use: dict[str, WorkloadUsage] = {f"{u.namespace}/{u.workload}": u for u in step1.workload_usage}
     rows: list[WorkloadRow] = []
     prices: dict[str, float | None] = {}
-    for key in sorted(set(state.workloads) | set(req) | set(use)):
+    for key in paced(sorted(set(state.workloads) | set(req) | set(use)), 64):
         wv = state.workloads.get(key)
         r = req.get(key) if req.get(key) and req[key].samples else None
         u = use.get(key) if use.get(key) and use[key].samples else None
@@ -470,9 +471,12 @@ def diagnose(step1: Step1, state: ClusterState) -> Diagnosis:
     ctx = _Ctx(state, [])
     usage = _gpu_usage_index(step1)
     gpu_rows = _gpu_rows(step1, state, usage)
+    checkpoint()
     gpu_index = {g.name: g for g in gpu_rows}
     node_rows = _node_rows(step1, state, gpu_index)
+    checkpoint()
     wl_rows, wl_prices = _workload_rows(step1, state)
+    checkpoint()
 
     partly: dict[str | None, int] = defaultdict(int)
     for n in node_rows:
@@ -481,9 +485,9 @@ def diagnose(step1: Step1, state: ClusterState) -> Diagnosis:
             if EMPTY_ALLOC_PCT + _EPS < held <= LOW_ALLOC_PCT:
                 partly[n.pool] += 1
 
-    nodes = tuple(_with(n, _classify_node(ctx, n, partly[n.pool])) for n in node_rows)
-    gpus = tuple(_with(g, _classify_gpu(ctx, g)) for g in gpu_rows)
-    workloads = tuple(_with(w, _classify_workload(ctx, w, wl_prices.get(w.key))) for w in wl_rows)
+    nodes = tuple(_with(n, _classify_node(ctx, n, partly[n.pool])) for n in paced(node_rows))
+    gpus = tuple(_with(g, _classify_gpu(ctx, g)) for g in paced(gpu_rows))
+    workloads = tuple(_with(w, _classify_workload(ctx, w, wl_prices.get(w.key))) for w in paced(wl_rows))
     findings = tuple(sorted(ctx.findings, key=_sort_key))
     return Diagnosis(step1.window, nodes, gpus, workloads, findings, _totals(findings))
 

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from tftui.engine.autoscale import DEFAULT_PERIOD, AutoscaleState, effective_config
 from tftui.engine.state import ClusterState
+from tftui.model.giveway import checkpoint
 from tftui.model.usage import HistogramQuery, PodBucket, PodBucketArrays, SampleInstant
 
 __all__ = ["MAX_AUTOSCALE_HISTORY", "autoscale_window", "load_usage"]
@@ -47,6 +48,7 @@ def load_usage(metrics: _Rows, astate: AutoscaleState, start: datetime, end: dat
     columns = getattr(metrics, "usage_histogram_arrays", None)
     if query is not None and callable(columns):  # the same groups as columns (the simulator)
         arrays: PodBucketArrays = columns(query)
+        checkpoint()
         return astate.add_pod_bucket_arrays(query, arrays)
     aggregate = getattr(metrics, "usage_histograms", None)
     if query is not None and callable(aggregate):

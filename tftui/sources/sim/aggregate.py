@@ -16,6 +16,7 @@ from typing import Any, Final
 
 import numpy as np
 
+from tftui.model.giveway import checkpoint, paced
 from tftui.model.metrics import (
     AlertResult,
     AlertRow,
@@ -56,6 +57,7 @@ def step1_parts(
     g_sum, g_n, g_mem = np.zeros(ng), np.zeros(ng, np.int64), np.zeros(ng)
     n_t, n_v, n_n = np.zeros(nn), np.zeros(nn), np.zeros(nn, np.int64)
     for chunk in c.chunks(ts, max(nw, ng, nn)):
+        checkpoint()
         hours = c.hours(chunk)
         wb = c.workers(chunk, hours)
         w_sum += wb.pct.sum(axis=1)
@@ -72,7 +74,7 @@ def step1_parts(
         n_n += alive.sum(axis=1)
 
     node_acc: dict[tuple[str, str], list[float]] = {}
-    for i, node in enumerate(m.nodes):
+    for i, node in paced(enumerate(m.nodes)):
         if n_n[i]:
             a = node_acc.setdefault((node.name, node.pool), [0.0, 0.0, 0.0])
             a[0] += float(n_t[i])
@@ -85,7 +87,7 @@ def step1_parts(
     ]  # fmt: skip
 
     gpus: list[GPUUsageSummary] = []
-    for i, g in enumerate(m.gpus):
+    for i, g in paced(enumerate(m.gpus)):
         if not g_n[i]:
             continue
         cap = capacity.get(g.name, (0.0, 0.0))[1]
@@ -100,7 +102,7 @@ def step1_parts(
 
     req: dict[tuple[str, str], list[float]] = {}
     names: dict[tuple[str, str], set[str]] = {}
-    for i, w in enumerate(m.workers):
+    for i, w in paced(enumerate(m.workers)):
         n = int(w_n[i])  # worker_resources has one row per worker and sample, like its usage
         if not n:
             continue
@@ -200,6 +202,7 @@ def alert_history(c: SimColumns, rule: str, times: Sequence[datetime]) -> list[A
         frame = c.cache["alerts"] = _Frame(c, start - _FRAME_MARGIN, end)
 
     def one(t: datetime) -> AlertResult:
+        checkpoint()
         try:
             return alert_rows(frame, rule, t)
         except NoData as exc:
