@@ -25,7 +25,7 @@ from tftui.model.quantity import Quantity
 from tftui.runtime import history
 from tftui.runtime.whatif import SimConfig, WhatIfCluster, parse_policy, render_json, simulate
 from tftui.runtime.whatif_policy import apply_policy
-from tftui.runtime.whatif_usage import Usage, UsageMetrics
+from tftui.runtime.whatif_usage import Instant, Usage, UsageMetrics, demand_at
 from tftui.sources.sim import acting_store
 from tftui.sources.sim.acting_objects import _merge_patch
 from tftui.sources.sim.cluster import DEFAULT_NOW, generate_objects
@@ -75,6 +75,23 @@ def test_usage_samples_feed_the_histograms_as_the_rows_do() -> None:
         if step % 3 == 1:  # workloads leave: their workers stop reporting
             sim.remove_workloads([tuple(k.split("/", 1)) for k in names[step::9]])  # type: ignore[misc]
         sim.advance(timedelta(minutes=15))
+
+
+def test_demand_at_an_instant_is_the_workers_demand() -> None:
+    """`demand_at` (what the run's figures and the usage samples read) gives `Usage.demand`'s very
+    floats for every worker, over instants on and between the drift's knots, across time zones."""
+    sim = WhatIfCluster(OBJECTS, DEFAULT_NOW, 1)
+    state = sim.state()
+    fresh, shared = Usage(1), Usage(1)
+    workers = [w for w in state.workers.values() if w.workload]
+    # a first demand draws the workload's profile: the next ones take `demand_at`'s shared path
+    zones = {shared._params[f"{w.namespace}/{w.workload}"][2] for w in workers if shared.demand(state, w, 0)}
+    assert len(zones) > 1
+    t0 = int(DEFAULT_NOW.timestamp())
+    for t in (t0, t0 + 60, t0 + 450, t0 + 899, t0 + 900, t0 + 7 * 3600 + 17):
+        at = Instant(t)
+        for w in workers:
+            assert demand_at(shared, state, w, at, f"{w.namespace}/{w.workload}") == fresh.demand(state, w, t)
 
 
 def test_usage_samples_are_the_rows_values() -> None:

@@ -74,7 +74,7 @@ from tftui.runtime.whatif_cluster import WhatIfCluster
 from tftui.runtime.whatif_output import render_csv, render_json, render_table
 from tftui.runtime.whatif_policy import MODES, PRESETS, Policy, apply_policy, parse_policy, unblock
 from tftui.runtime.whatif_results import Feed, PolicyResult, SimConfig, _Churn, churn_schedule
-from tftui.runtime.whatif_usage import Usage, UsageMetrics, recorded_usage
+from tftui.runtime.whatif_usage import Instant, Usage, UsageMetrics, demand_at, recorded_usage
 from tftui.sources.sim.cluster import as_utc
 
 __all__ = [
@@ -342,6 +342,7 @@ def _sample(res: PolicyResult, state: ClusterState, usage: Usage, now: datetime,
             state.derived(f"whatif-bound/{pool}", partial(_bound_nodes, pool=pool))
         )
     demands: dict[str, tuple[float, float] | None] = {}
+    at = Instant(t)  # what every workload's demand at `t` shares, computed once (the same floats)
     for w in state.workers.values():
         if w.terminating or w.phase in _ENDED:
             continue
@@ -357,7 +358,7 @@ def _sample(res: PolicyResult, state: ClusterState, usage: Usage, now: datetime,
         res.allocated_tflops_hours += w.request.tflops * w.gpu_count * hours
         res.gpu_hours_allocated += w.request.tflops / cap * w.gpu_count * hours
         key = f"{w.namespace}/{w.workload}"  # a workload's workers want the same at one instant
-        d = demands[key] if key in demands else demands.setdefault(key, usage.demand(state, w, t))
+        d = demands[key] if key in demands else demands.setdefault(key, demand_at(usage, state, w, at, key))
         if d is None:
             res.unmeasured_worker_hours += hours
             continue

@@ -76,7 +76,7 @@ class Usage:
         return compute_fraction(p, hour, noise) * base_t, memory_fraction(p, hour, noise) * base_v
 
 
-class _Instant:
+class Instant:
     """What every workload's demand at epoch second `t` shares (`Usage.demand` computes it per call):
     the noise's knot, interpolation weight and minute, and the local hour per time zone."""
 
@@ -90,8 +90,8 @@ class _Instant:
         self.hours: dict[ZoneInfo, float] = {}
 
 
-def _demand_at(
-    usage: Usage, state: ClusterState, w: WorkerView, at: _Instant, key: str
+def demand_at(
+    usage: Usage, state: ClusterState, w: WorkerView, at: Instant, key: str
 ) -> tuple[float, float] | None:
     """`usage.demand(state, w, at.t)`, the same floats, with what the instant shares computed once
     (`scenarios.wobble_at`); `key` is the worker's workload key (namespace/workload)."""
@@ -177,14 +177,14 @@ class UsageMetrics:
         t0 = -(-int(start.timestamp()) // self.step) * self.step
         for t in range(t0, int(end.timestamp()), self.step):
             ts = datetime.fromtimestamp(t, UTC)
-            at = _Instant(t)
+            at = Instant(t)
             wants: dict[str, tuple[float, float] | None] = {}
             samples: list[WorkerSample] = []
             for w, key, known, cap, limit, (ns, workload, pod, gpu_ids) in running:
                 if key in wants:
                     d = wants[key]
                 else:
-                    d = wants[key] = _demand_at(usage, state, w, at, key)
+                    d = wants[key] = demand_at(usage, state, w, at, key)
                 if not known or d is None:
                     continue
                 used = min(d[0], limit or d[0], cap)
