@@ -79,3 +79,19 @@ def test_a_pod_that_ends_or_asks_a_fraction_of_a_milli_cpu_is_counted_as_the_ful
     assert _derived(third)
     assert nodefit.rooms(third) == nodefit._full(third)
     assert not _derived(third)  # summed in snapshot order, nothing to carry
+
+
+def test_pods_without_containers_or_requests_are_counted_as_the_full_pass() -> None:
+    objs = generate_objects(5, 20, DEFAULT_NOW)
+    first = ClusterState.build(objs)
+    nodefit.rooms(first)
+    objs = list(objs)
+    i = _pods_on(objs)[0]
+    bare = copy.deepcopy(objs[i])
+    bare["spec"]["containers"] = []  # asks for nothing (an int 0 from an empty sum)
+    bare["metadata"]["name"] += "-bare"
+    objs.append(bare)
+    second = incremental.update_state(first, objs)
+    got = nodefit.rooms(second)
+    assert got == nodefit._full(second)
+    assert nodefit._CARRY in second._derived  # counted from the carried sums, not the full pass

@@ -188,11 +188,10 @@ def _counted(pod: Mapping[str, Any]) -> tuple[Any, int, int] | None:
     if not node or ((pod.get("status") or {}).get("phase") or "Pending") in _ENDED:
         return None, 0, 0
     r = pod_requests(pod)
-    if not (
-        r.cpu.is_integer() and r.memory.is_integer() and abs(r.cpu) <= _EXACT and abs(r.memory) <= _EXACT
-    ):
+    cpu, mem = float(r.cpu), float(r.memory)  # an int when the pod has no containers
+    if not (cpu.is_integer() and mem.is_integer() and abs(cpu) <= _EXACT and abs(mem) <= _EXACT):
         return None
-    return node, int(r.cpu), int(r.memory)
+    return node, int(cpu), int(mem)
 
 
 def _rooms(state: ClusterState) -> dict[str, Room]:
