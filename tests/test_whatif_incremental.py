@@ -9,7 +9,7 @@ import random
 from datetime import timedelta
 from typing import Any
 
-from tftui.engine.plan import AnnotatePod, DeleteGPUNodeClaim, EvictPod, LabelPod
+from tftui.engine.plan import AnnotatePod, DeleteGPUNodeClaim, EvictPod, LabelPod, PatchWorkloadStatus
 from tftui.engine.state import ClusterState
 from tftui.model import keys
 from tftui.runtime.whatif import WhatIfCluster
@@ -134,3 +134,42 @@ def test_gpus_in_pool_is_the_pools_gpus_sorted_by_name() -> None:
     for pool in [*state.pools, "no-such-pool"]:
         expected = sorted((g for g in state.gpus.values() if g.pool == pool), key=lambda g: g.name)
         assert [g.name for g in state.gpus_in_pool(pool)] == [g.name for g in expected]
+
+
+def test_incremental_status_pass_follows_workload_status_and_replica_changes() -> None:
+    """Status-only workload patches (the autoscaler's, every tick) leave the PDBs alone; a replica
+    change re-counts them: after every step the incremental pass equals a full one."""
+    sim = ActingSimCluster(seed=3, nodes=40, now=DEFAULT_NOW)
+    rng = random.Random(2)
+    snap = sim.snapshot()
+    wls = [o for o in snap if o["kind"] == "TensorFusionWorkload"]
+    pdb_expected = {
+        o["metadata"]["name"]: (o.get("status") or {}).get("expectedPods")
+        for o in snap
+        if o["kind"] == "PodDisruptionBudget"
+    }
+    moved = 0
+    for step in range(25):
+        for _ in range(rng.randrange(3, 12)):
+            wl = rng.choice(wls)["metadata"]
+            cond = {"type": "ResourceUpdate", "status": "True", "reason": "R", "message": f"tick {step}"}
+            sim.apply(PatchWorkloadStatus(wl["namespace"], wl["name"], {"conditions": [cond]}))
+        if step % 3 == 0:
+            wl = rng.choice(wls)["metadata"]
+            sim.patch(
+                "TensorFusionWorkload",
+                wl["name"],
+                {"spec": {"replicas": rng.randrange(1, 6)}},
+                wl["namespace"],
+            )
+        sim.advance(timedelta(seconds=rng.choice([5, 40, 200])))
+        incremental = _canonical(sim.snapshot())
+        sim.recompute_statuses()
+        full = sim.snapshot()
+        assert _canonical(full) == incremental
+        moved += any(
+            (o.get("status") or {}).get("expectedPods") != pdb_expected.get(o["metadata"]["name"])
+            for o in full
+            if o["kind"] == "PodDisruptionBudget"
+        )
+    assert moved  # a replica change did reach a PDB's count
