@@ -30,6 +30,7 @@ from tftui.sources.sim.acting_objects import (
     _selector_matches,
     _ts,
     _units,
+    same_for_pdbs,
 )
 from tftui.sources.sim.acting_store import _ActingStore
 from tftui.sources.sim.demo_layout import capacity_status, format_bytes, format_tflops
@@ -82,12 +83,14 @@ class _ActingStatus(_ActingStore):
         for k in pods:
             old = idx.drop(k)
             new = idx.add(k, objs.get(k))
+            pdb_same = old is not None and new is not None and same_for_pdbs(old, new)
             for rec in (old, new):
                 if rec is not None:
                     nodes.update(rec.nodes)
                     if rec.counted:
                         workloads.add((k[1], rec.workload))
-                    pdbs.update(idx.pdbs_selecting(k[1], rec.labels))
+                    if not pdb_same:
+                        pdbs.update(idx.pdbs_selecting(k[1], rec.labels))
         parts = self._wl_parts
         if full:
             parts.clear()
