@@ -25,7 +25,7 @@ from tftui.model.quantity import Quantity
 from tftui.runtime import history
 from tftui.runtime.whatif import SimConfig, WhatIfCluster, parse_policy, render_json, simulate
 from tftui.runtime.whatif_policy import apply_policy
-from tftui.runtime.whatif_usage import Usage, UsageMetrics
+from tftui.runtime.whatif_usage import DemandColumns, Instant, Usage, UsageMetrics, demand_at
 from tftui.sources.sim import acting_store
 from tftui.sources.sim.acting_objects import _merge_patch
 from tftui.sources.sim.cluster import DEFAULT_NOW, generate_objects
@@ -75,6 +75,50 @@ def test_usage_samples_feed_the_histograms_as_the_rows_do() -> None:
         if step % 3 == 1:  # workloads leave: their workers stop reporting
             sim.remove_workloads([tuple(k.split("/", 1)) for k in names[step::9]])  # type: ignore[misc]
         sim.advance(timedelta(minutes=15))
+
+
+def test_demand_at_an_instant_is_the_workers_demand() -> None:
+    """`demand_at` (what the run's figures and the usage samples read) gives `Usage.demand`'s very
+    floats for every worker, over instants on and between the drift's knots, across time zones."""
+    sim = WhatIfCluster(OBJECTS, DEFAULT_NOW, 1)
+    state = sim.state()
+    fresh, shared = Usage(1), Usage(1)
+    workers = [w for w in state.workers.values() if w.workload]
+    # a first demand draws the workload's profile: the next ones take `demand_at`'s shared path
+    zones = {shared._params[f"{w.namespace}/{w.workload}"][2] for w in workers if shared.demand(state, w, 0)}
+    assert len(zones) > 1
+    t0 = int(DEFAULT_NOW.timestamp())
+    for t in (t0, t0 + 60, t0 + 450, t0 + 899, t0 + 900, t0 + 7 * 3600 + 17):
+        at = Instant(t)
+        for w in workers:
+            assert demand_at(shared, state, w, at, f"{w.namespace}/{w.workload}") == fresh.demand(state, w, t)
+
+
+def test_demand_columns_are_demand_at_for_every_workload() -> None:
+    """Every profile (bursty ones on both sides of their peak), time zones, knots, and a set of
+    workloads that changes between calls: the columns give `demand_at`'s very floats."""
+    sim = WhatIfCluster(generate_objects(7, 120, DEFAULT_NOW), DEFAULT_NOW, 7)
+    state = sim.state()
+    cols_usage, ref_usage = Usage(7), Usage(7)
+    columns = DemandColumns(cols_usage)
+    firsts: dict[str, Any] = {}
+    for w in state.workers.values():
+        if w.workload:
+            firsts.setdefault(f"{w.namespace}/{w.workload}", w)
+    keys = list(firsts)
+    profiles = set()
+    t0 = int(DEFAULT_NOW.timestamp())
+    for i, t in enumerate(
+        (t0, t0 + 300, t0 + 899, t0 + 900, t0 + 5 * 3600 + 7, t0 + 11 * 3600, t0 + 17 * 3600)
+    ):
+        some = {k: firsts[k] for k in (keys if i % 2 == 0 else keys[i::2])}
+        got = columns.at(state, some, Instant(t))
+        assert list(got) == list(some)
+        for k, w in some.items():
+            assert got[k] == demand_at(ref_usage, state, w, Instant(t), k), (k, t)
+            profiles.add(ref_usage._params[k][0].profile)
+    assert profiles == {"over-request", "idle", "bursty", "right-sized"}
+    assert len({p[2] for p in ref_usage._params.values()}) > 1  # several time zones
 
 
 def test_usage_samples_are_the_rows_values() -> None:

@@ -4,12 +4,13 @@ per-state pool GPU lists placement starts from."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 from datetime import timedelta
 from typing import Any
 
-from tftui.engine.plan import AnnotatePod, DeleteGPUNodeClaim, EvictPod, LabelPod
+from tftui.engine.plan import AnnotatePod, DeleteGPUNodeClaim, EvictPod, LabelPod, PatchWorkloadStatus
 from tftui.engine.state import ClusterState
 from tftui.model import keys
 from tftui.runtime.whatif import WhatIfCluster
@@ -134,3 +135,85 @@ def test_gpus_in_pool_is_the_pools_gpus_sorted_by_name() -> None:
     for pool in [*state.pools, "no-such-pool"]:
         expected = sorted((g for g in state.gpus.values() if g.pool == pool), key=lambda g: g.name)
         assert [g.name for g in state.gpus_in_pool(pool)] == [g.name for g in expected]
+
+
+def test_incremental_status_pass_follows_workload_status_and_replica_changes() -> None:
+    """Status-only workload patches (the autoscaler's, every tick) and pod annotation patches leave
+    the PDBs alone; a replica change or an eviction re-counts them: after every step the
+    incremental pass equals a full one."""
+    sim = ActingSimCluster(seed=3, nodes=40, now=DEFAULT_NOW)
+    rng = random.Random(2)
+    snap = sim.snapshot()
+    wls = [o for o in snap if o["kind"] == "TensorFusionWorkload"]
+    pdb_expected = {
+        o["metadata"]["name"]: (o.get("status") or {}).get("expectedPods")
+        for o in snap
+        if o["kind"] == "PodDisruptionBudget"
+    }
+    moved = 0
+    for step in range(25):
+        for _ in range(rng.randrange(3, 12)):
+            wl = rng.choice(wls)["metadata"]
+            cond = {"type": "ResourceUpdate", "status": "True", "reason": "R", "message": f"tick {step}"}
+            sim.apply(PatchWorkloadStatus(wl["namespace"], wl["name"], {"conditions": [cond]}))
+        for p in rng.sample(_workers(sim.snapshot()), 4):  # requests resized: no PDB reads them
+            meta = p["metadata"]
+            sim.apply(
+                AnnotatePod(meta["namespace"], meta["name"], {keys.TFLOPS_REQUEST: str(rng.randrange(1, 9))})
+            )
+        if step % 2 == 1:  # a pod leaving: its PDBs count one healthy pod less
+            p = rng.choice(_workers(sim.snapshot()))
+            with contextlib.suppress(ActionError):  # a PDB may refuse it
+                sim.apply(EvictPod(p["metadata"]["namespace"], p["metadata"]["name"]))
+        if step % 3 == 0:
+            wl = rng.choice(wls)["metadata"]
+            sim.patch(
+                "TensorFusionWorkload",
+                wl["name"],
+                {"spec": {"replicas": rng.randrange(1, 6)}},
+                wl["namespace"],
+            )
+        sim.advance(timedelta(seconds=rng.choice([5, 40, 200])))
+        incremental = _canonical(sim.snapshot())
+        sim.recompute_statuses()
+        full = sim.snapshot()
+        assert _canonical(full) == incremental
+        moved += any(
+            (o.get("status") or {}).get("expectedPods") != pdb_expected.get(o["metadata"]["name"])
+            for o in full
+            if o["kind"] == "PodDisruptionBudget"
+        )
+    assert moved  # a replica change did reach a PDB's count
+
+
+def test_a_pod_relabelled_out_of_its_pdbs_selector_is_recounted() -> None:
+    """A label patch on a live pod (the same pod, new labels) moves it out of its PDB's selector:
+    the incremental pass re-counts that PDB as a full pass does."""
+    sim = ActingSimCluster(seed=3, nodes=40, now=DEFAULT_NOW)
+    sim.recompute_statuses()
+    snap = sim.snapshot()  # a full pass: the next one is incremental
+    pdbs = [o for o in snap if o["kind"] == "PodDisruptionBudget"]
+    for pdb in pdbs:
+        ml = ((pdb.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+        ns = pdb["metadata"]["namespace"]
+        pods = [
+            p
+            for p in _workers(snap)
+            if p["metadata"]["namespace"] == ns
+            and ml
+            and all((p["metadata"].get("labels") or {}).get(k) == v for k, v in ml.items())
+        ]
+        if pods and (pdb.get("status") or {}).get("expectedPods"):
+            break
+    else:
+        raise AssertionError("no PDB selecting a worker")
+    key, value = next(iter(ml.items()))
+    before = pdb["status"]["currentHealthy"]
+    sim.apply(LabelPod(ns, pods[0]["metadata"]["name"], {key: value + "-elsewhere"}))
+    incremental = sim.snapshot()
+    got = next(
+        o for o in incremental if o["kind"] == "PodDisruptionBudget" and o["metadata"] == pdb["metadata"]
+    )
+    assert got["status"]["currentHealthy"] == before - 1
+    sim.recompute_statuses()
+    assert _canonical(sim.snapshot()) == _canonical(incremental)

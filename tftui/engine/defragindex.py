@@ -7,9 +7,10 @@ kept apart from the step so the eligibility and simulation modules use it withou
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from tftui.engine.defragconfig import (
     USED_BY_TF,
@@ -25,6 +26,21 @@ from tftui.engine.state import ClusterState, GPUView, NodeView, Res, WorkerView
 from tftui.model import keys
 
 # -- per-call index ------------------------------------------------------------------------------
+
+_Ranked = list[tuple[int, dict[str, Any]]]
+_PdbIndex = tuple[dict[str, dict[tuple[str, str], _Ranked]], dict[str, _Ranked]]
+_PDBS: Final = "carried/defrag-pdbs"  # `_PdbCarry`: `incremental.CARRIED` keeps it for the next states
+
+
+@dataclass(slots=True)
+class _PdbCarry:
+    """The PDBs an index was last built from (the list, whose dicts it keeps alive) and that index:
+    kept on the state (`_PDBS`) and carried to the states derived from it, whose index is the same
+    one while their PDBs are the very same dicts, and the same one with the changed dicts put in
+    while only statuses changed (rank and matchLabels pair come from metadata and spec only)."""
+
+    pdbs: list[dict[str, Any]] | None = None
+    index: _PdbIndex | None = None
 
 
 class _Index:
@@ -56,13 +72,13 @@ class _Index:
         self._workers: dict[str, tuple[list[WorkerView], list[WorkerView]]] = {}
         self._elsewhere: dict[str, tuple[list[WorkerView], list[WorkerView]]] | None = None
         self._terminating: set[str] | None = None
-        self._pdbs: (
-            tuple[
-                dict[str, dict[tuple[str, str], list[tuple[int, dict[str, Any]]]]],
-                dict[str, list[tuple[int, dict[str, Any]]]],
-            ]
-            | None
-        ) = None
+        self._pdbs: _PdbIndex | None = None
+        # the PDB index of an earlier state, and where this one's goes (a box, not the state)
+        before = state._derived.get(_PDBS)
+        self._pdb_carry = (
+            _PdbCarry(before.pdbs, before.index) if isinstance(before, _PdbCarry) else _PdbCarry()
+        )
+        state._derived[_PDBS] = self._pdb_carry
 
     def workers_on(self, node: str) -> tuple[list[WorkerView], list[WorkerView]]:
         """(live, terminating) workers on `node`, sorted by key."""
@@ -96,31 +112,58 @@ class _Index:
         return self._terminating
 
     @property
-    def pdbs(
-        self,
-    ) -> tuple[
-        dict[str, dict[tuple[str, str], list[tuple[int, dict[str, Any]]]]],
-        dict[str, list[tuple[int, dict[str, Any]]]],
-    ]:
+    def pdbs(self) -> _PdbIndex:
         """PDBs by namespace, then by one of their matchLabels pairs (so a pod only tests PDBs that
         can match it), and PDBs with matchExpressions only, tested for every pod. Values: (rank, PDB)."""
         if self._pdbs is None:
-            pairs: dict[str, dict[tuple[str, str], list[tuple[int, dict[str, Any]]]]] = {}
-            scan: dict[str, list[tuple[int, dict[str, Any]]]] = {}
-            ranked = sorted(
-                self.state_pdbs, key=lambda o: (_meta(o).get("namespace", ""), _meta(o).get("name", ""))
-            )
-            for rank, pdb in enumerate(ranked):
-                ns = _meta(pdb).get("namespace", "")
-                selector = (pdb.get("spec") or {}).get("selector")
-                ml = selector.get("matchLabels") if isinstance(selector, dict) else None
-                if isinstance(ml, dict) and ml:
-                    pair = min(ml.items())
-                    pairs.setdefault(ns, {}).setdefault(pair, []).append((rank, pdb))
-                else:
-                    scan.setdefault(ns, []).append((rank, pdb))
-            self._pdbs = (pairs, scan)
+            carry = self._pdb_carry
+            got = _carried_pdbs(self.state_pdbs, carry.pdbs, carry.index)
+            self._pdbs = got if got is not None else _pdb_index(self.state_pdbs)
+            carry.pdbs, carry.index = self.state_pdbs, self._pdbs
         return self._pdbs
+
+
+def _pdb_index(pdbs: list[dict[str, Any]]) -> _PdbIndex:
+    pairs: dict[str, dict[tuple[str, str], _Ranked]] = {}
+    scan: dict[str, _Ranked] = {}
+    ranked = sorted(pdbs, key=lambda o: (_meta(o).get("namespace", ""), _meta(o).get("name", "")))
+    for rank, pdb in enumerate(ranked):
+        ns = _meta(pdb).get("namespace", "")
+        selector = (pdb.get("spec") or {}).get("selector")
+        ml = selector.get("matchLabels") if isinstance(selector, dict) else None
+        if isinstance(ml, dict) and ml:
+            pair = min(ml.items())
+            pairs.setdefault(ns, {}).setdefault(pair, []).append((rank, pdb))
+        else:
+            scan.setdefault(ns, []).append((rank, pdb))
+    return pairs, scan
+
+
+def _carried_pdbs(
+    pdbs: list[dict[str, Any]], before: list[dict[str, Any]] | None, index: _PdbIndex | None
+) -> _PdbIndex | None:
+    """`_pdb_index(pdbs)` from the index of `before` (None: it cannot be told so): the same index
+    while every PDB is the very same dict; while each is one with the very same metadata and spec
+    in the same place (a status pass replaced it), that index with the new dicts put in."""
+    if before is None or index is None or len(before) != len(pdbs):
+        return None
+    if all(map(operator.is_, pdbs, before)):
+        return index
+    swap: dict[int, dict[str, Any]] = {}
+    for new, old in zip(pdbs, before, strict=True):
+        if new is not old:
+            if new.get("metadata") is not old.get("metadata") or new.get("spec") is not old.get("spec"):
+                return None
+            swap[id(old)] = new
+    pairs, scan = index
+    get = swap.get
+    return (
+        {
+            ns: {pair: [(r, get(id(p), p)) for r, p in lst] for pair, lst in d.items()}
+            for ns, d in pairs.items()
+        },
+        {ns: [(r, get(id(p), p)) for r, p in lst] for ns, lst in scan.items()},
+    )
 
 
 @dataclass(slots=True)

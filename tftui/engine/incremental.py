@@ -54,6 +54,12 @@ class _Fallback(Exception):
     """A change the incremental path does not handle: build from scratch instead."""
 
 
+CARRIED = "carried/"
+"""Prefix of the `ClusterState.derived` keys an incremental state takes over from the state it is
+derived from when it has none of its own: a module's counts that hold no state and stay valid for
+any later snapshot of the same objects (`nodefit`'s pods per node, diffed by identity)."""
+
+
 def update_state(prev: ClusterState, source: Snapshot | Iterable[dict[str, Any]]) -> ClusterState:
     """The `ClusterState` of `source`, equal to `ClusterState.build(source)`, reusing `prev`'s views
     of the objects that are the very same dicts in both snapshots."""
@@ -66,6 +72,9 @@ def update_state(prev: ClusterState, source: Snapshot | Iterable[dict[str, Any]]
         try:
             state = _Update(prev, snap, delta, over).run()
             state.derived_from(prev)
+            for key, value in prev._derived.items():  # counts a module derives the next ones from
+                if key.startswith(CARRIED):  # (`nodefit.rooms`), kept through the states without
+                    state._derived.setdefault(key, value)
             return state
         except _Fallback:
             pass

@@ -161,7 +161,126 @@ def rooms(state: ClusterState) -> dict[str, Room]:
     return state.derived("nodefit-rooms", _rooms)
 
 
+_EXACT: Final = float(1 << 50)  # a request at most this large, and whole, sums exactly in any order
+
+
+@dataclass(slots=True)
+class _Carry:
+    """What the last `_rooms` counted, to derive the next state's rooms from the pods that changed.
+
+    `pods` holds every pod of that snapshot by id (the dict itself keeps the id from being reused)
+    with the node it counts on (None: it counts nowhere) and its requests as integers; `used` sums
+    them per node; `rooms` is node → (its Node object, its room). Kept on the state it counts
+    (holding no state: no reference cycle), never changed once kept."""
+
+    pods: dict[int, tuple[Mapping[str, Any], str | None, int, int]]
+    used: dict[str, tuple[int, int, int]]
+    rooms: dict[str, tuple[object, Room]]
+
+
+_CARRY: Final = "carried/nodefit-rooms"  # `_Carry`: `incremental.CARRIED` keeps it for the next states
+
+
+def _counted(pod: Mapping[str, Any]) -> tuple[Any, int, int] | None:
+    """(node it counts on or None, milli-CPU, bytes) as integers; None: a request that is not whole
+    (or too large to sum exactly), which only the full pass in snapshot order adds up as before."""
+    node = (pod.get("spec") or {}).get("nodeName")
+    if not node or ((pod.get("status") or {}).get("phase") or "Pending") in _ENDED:
+        return None, 0, 0
+    r = pod_requests(pod)
+    cpu, mem = float(r.cpu), float(r.memory)  # an int when the pod has no containers
+    if not (cpu.is_integer() and mem.is_integer() and abs(cpu) <= _EXACT and abs(mem) <= _EXACT):
+        return None
+    return node, int(cpu), int(mem)
+
+
 def _rooms(state: ClusterState) -> dict[str, Room]:
+    """The rooms of every node. A state derived incrementally (`engine.incremental`, which shares
+    the dicts of unchanged objects and never changes one in place) starts from the last counts it
+    carries (made on a state it derives from) and counts only the pods that are not the very same
+    dicts; each node's sums are exact integers,
+    so they equal the full pass's float sums in snapshot order (`_full`, used when a request is not
+    a whole number)."""
+    pods = state.snapshot.kind("Pod")
+    last: _Carry | None = state._derived.get(_CARRY)  # the last counts, carried by `update_state`
+    carry = _derive(last, pods) if last is not None else None
+    if carry is None:
+        carry = _fresh(pods)
+    if carry is None:  # a request that is not whole: the sums in snapshot order, as always
+        state._derived.pop(_CARRY, None)
+        return _full(state)
+    out: dict[str, Room] = {}
+    kept: dict[str, tuple[object, Room]] = {}
+    before = last.rooms if last is not None else {}
+    zero = (0, 0, 0)
+    for name, nv in state.nodes.items():
+        cpu_req, mem_req, count = carry.used.get(name, zero)
+        node_obj = nv.node_obj
+        prev = before.get(name)
+        room = prev[1] if prev is not None and prev[0] is node_obj else None
+        if room is None or (room.cpu_requested, room.memory_requested, room.pod_count) != (
+            cpu_req,
+            mem_req,
+            count,
+        ):
+            if node_obj is None:
+                room = Room(None, None, None, float(cpu_req), float(mem_req), count, {})
+            else:
+                cpu, mem, npods = _allocatable(node_obj)
+                labels = (node_obj.get("metadata") or {}).get("labels") or {}
+                room = Room(cpu, mem, npods, float(cpu_req), float(mem_req), count, labels)
+        out[name] = room
+        kept[name] = (node_obj, room)
+    carry.rooms = kept
+    state._derived[_CARRY] = carry
+    return out
+
+
+def _fresh(pods: Iterable[Mapping[str, Any]]) -> _Carry | None:
+    entries: dict[int, tuple[Mapping[str, Any], str | None, int, int]] = {}
+    used: dict[str, tuple[int, int, int]] = {}
+    for pod in pods:
+        got = _counted(pod)
+        if got is None:
+            return None
+        node, cpu, mem = got
+        entries[id(pod)] = (pod, node, cpu, mem)
+        if node is not None:
+            c, m, n = used.get(node, (0, 0, 0))
+            used[node] = (c + cpu, m + mem, n + 1)
+    return _Carry(entries, used, {})
+
+
+def _derive(last: _Carry, pods: list[dict[str, Any]]) -> _Carry | None:
+    """`_fresh(pods)` from `last`, counting only the pods that are not the very same dicts; None
+    when most of them changed (a fresh count is as cheap) or a request is not whole."""
+    now = {id(p): p for p in pods}
+    gone = last.pods.keys() - now.keys()
+    new = now.keys() - last.pods.keys()
+    if len(gone) + len(new) > len(now) // 2:
+        return None
+    entries = dict(last.pods)
+    used = dict(last.used)
+    for i in gone:
+        _pod, node, cpu, mem = entries.pop(i)
+        if node is not None:
+            c, m, n = used[node]
+            used[node] = (c - cpu, m - mem, n - 1)
+    for i in new:
+        pod = now[i]
+        got = _counted(pod)
+        if got is None:
+            return None
+        node, cpu, mem = got
+        entries[i] = (pod, node, cpu, mem)
+        if node is not None:
+            c, m, n = used.get(node, (0, 0, 0))
+            used[node] = (c + cpu, m + mem, n + 1)
+    return _Carry(entries, used, {})
+
+
+def _full(state: ClusterState) -> dict[str, Room]:
+    """Every node's room summed in snapshot order (the reference the derived rooms equal)."""
     used: dict[str, list[float]] = {}
     for pod in state.snapshot.kind("Pod"):
         node = (pod.get("spec") or {}).get("nodeName")

@@ -65,7 +65,7 @@ from tftui.engine.isolation import compatible
 from tftui.engine.lowerbound import pool_bound
 from tftui.engine.plan import DeleteGPUNodeClaim, EvictPod, LabelNode, Plan
 from tftui.engine.prices import gpu_price
-from tftui.engine.state import ClusterState, NodeView
+from tftui.engine.state import ClusterState, NodeView, WorkerView
 from tftui.model import keys
 from tftui.model.gcpause import gc_paused
 from tftui.runtime.loops import Runtime
@@ -74,7 +74,7 @@ from tftui.runtime.whatif_cluster import WhatIfCluster
 from tftui.runtime.whatif_output import render_csv, render_json, render_table
 from tftui.runtime.whatif_policy import MODES, PRESETS, Policy, apply_policy, parse_policy, unblock
 from tftui.runtime.whatif_results import Feed, PolicyResult, SimConfig, _Churn, churn_schedule
-from tftui.runtime.whatif_usage import Usage, UsageMetrics, recorded_usage
+from tftui.runtime.whatif_usage import DemandColumns, Instant, Usage, UsageMetrics, recorded_usage
 from tftui.sources.sim.cluster import as_utc
 
 __all__ = [
@@ -179,6 +179,7 @@ def _simulate(
     start = as_utc(start)
     sim = WhatIfCluster(apply_policy(objects, policy), start, cfg.seed)
     usage = Usage(cfg.seed, cfg.history)
+    columns = DemandColumns(usage)  # the figures' demands (autoscale's usage has its own)
     metrics = UsageMetrics(sim, usage) if policy.autoscale else None
     rt = _SimRuntime(sim, metrics=metrics, autoscale_interval=cfg.autoscale_interval)
     res = PolicyResult(policy.name)
@@ -261,7 +262,7 @@ def _simulate(
                     provisioning[pool] = now + cfg.provision_delay
         if now >= next_sample:
             state = sim.state()
-            _sample(res, state, usage, now, min(cfg.sample, end - now) if now < end else timedelta(0))
+            _sample(res, state, columns, now, min(cfg.sample, end - now) if now < end else timedelta(0))
             if cfg.on_sample is not None:
                 cfg.on_sample(now)
             next_sample = now + cfg.sample
@@ -321,7 +322,9 @@ def _bound_nodes(state: ClusterState, pool: str) -> int:
     return pool_bound(state, pool).nodes
 
 
-def _sample(res: PolicyResult, state: ClusterState, usage: Usage, now: datetime, dt: timedelta) -> None:
+def _sample(
+    res: PolicyResult, state: ClusterState, columns: DemandColumns, now: datetime, dt: timedelta
+) -> None:
     """Record the node counts at `now` and integrate every figure over the next `dt`."""
     hours = dt.total_seconds() / 3600.0
     t = int(now.timestamp())
@@ -341,7 +344,8 @@ def _sample(res: PolicyResult, state: ClusterState, usage: Usage, now: datetime,
         res.bound.setdefault(pool, []).append(
             state.derived(f"whatif-bound/{pool}", partial(_bound_nodes, pool=pool))
         )
-    demands: dict[str, tuple[float, float] | None] = {}
+    running: list[tuple[WorkerView, float, str]] = []
+    firsts: dict[str, WorkerView] = {}  # a workload's workers want the same at one instant
     for w in state.workers.values():
         if w.terminating or w.phase in _ENDED:
             continue
@@ -354,10 +358,14 @@ def _sample(res: PolicyResult, state: ClusterState, usage: Usage, now: datetime,
         cap = gpu.capacity.tflops if gpu is not None else 0.0
         if cap <= 0:
             continue
+        key = f"{w.namespace}/{w.workload}"
+        running.append((w, cap, key))
+        firsts.setdefault(key, w)
+    demands = columns.at(state, firsts, Instant(t))  # every workload's at once (the same floats)
+    for w, cap, key in running:
         res.allocated_tflops_hours += w.request.tflops * w.gpu_count * hours
         res.gpu_hours_allocated += w.request.tflops / cap * w.gpu_count * hours
-        key = f"{w.namespace}/{w.workload}"  # a workload's workers want the same at one instant
-        d = demands[key] if key in demands else demands.setdefault(key, usage.demand(state, w, t))
+        d = demands[key]
         if d is None:
             res.unmeasured_worker_hours += hours
             continue

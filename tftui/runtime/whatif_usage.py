@@ -4,10 +4,13 @@ metrics store, and the `MetricsPort` rows autoscale reads during the run. Missin
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Final
 from zoneinfo import ZoneInfo
+
+import numpy as np
 
 from tftui.engine.state import ClusterState, WorkerView
 from tftui.model.usage import SampleInstant, WorkerSample
@@ -15,9 +18,15 @@ from tftui.runtime.whatif_cluster import WhatIfCluster
 from tftui.sources.ports import MetricsPort
 from tftui.sources.sim.cluster import as_utc
 from tftui.sources.sim.scenarios import (
+    _JITTER_XOR,
     DRIFT,
+    IDLE_MAX_FRACTION,
+    MEMORY_MAX_FRACTION,
+    OVER_REQUEST_RANGE,
     PROFILE_ANNOTATION,
     PROFILES,
+    RIGHT_SIZED_RANGE,
+    bump,
     compute_fraction,
     entity_key,
     local_hour,
@@ -76,7 +85,7 @@ class Usage:
         return compute_fraction(p, hour, noise) * base_t, memory_fraction(p, hour, noise) * base_v
 
 
-class _Instant:
+class Instant:
     """What every workload's demand at epoch second `t` shares (`Usage.demand` computes it per call):
     the noise's knot, interpolation weight and minute, and the local hour per time zone."""
 
@@ -90,8 +99,8 @@ class _Instant:
         self.hours: dict[ZoneInfo, float] = {}
 
 
-def _demand_at(
-    usage: Usage, state: ClusterState, w: WorkerView, at: _Instant, key: str
+def demand_at(
+    usage: Usage, state: ClusterState, w: WorkerView, at: Instant, key: str
 ) -> tuple[float, float] | None:
     """`usage.demand(state, w, at.t)`, the same floats, with what the instant shares computed once
     (`scenarios.wobble_at`); `key` is the worker's workload key (namespace/workload)."""
@@ -105,6 +114,103 @@ def _demand_at(
         hour = at.hours[tz] = local_hour(at.t, tz)
     noise = wobble_at(wkey, at.knot, at.weight, at.minute)
     return compute_fraction(p, hour, noise) * base_t, memory_fraction(p, hour, noise) * base_v
+
+
+_U64 = np.uint64
+_M1, _M2, _M3 = _U64(0xBF58476D1CE4E5B9), _U64(0x94D049BB133111EB), _U64(0x9E3779B97F4A7C15)
+_PROFILE_CODES: Final = {"over-request": 0, "idle": 1, "bursty": 2}  # anything else: right-sized
+
+
+def _units(keys: np.ndarray, n: int) -> np.ndarray:
+    """`scenarios.unit(key, n)` of every key (uint64 arithmetic wraps as the Python's `& _MASK`)."""
+    x = (keys ^ _U64((n * 0xD1B54A32D192ED03) & 0xFFFFFFFFFFFFFFFF)) + _M3
+    x = (x ^ (x >> _U64(30))) * _M1
+    x = (x ^ (x >> _U64(27))) * _M2
+    return ((x ^ (x >> _U64(31))) >> _U64(11)).astype(np.float64) * (1.0 / (1 << 53))
+
+
+class DemandColumns:
+    """Every workload's demand at one instant in a few numpy operations: `demand_at`'s very floats
+    (the same operations in the same order, each rounded alike; the cosines and sines stay
+    Python's), for the generated profiles. Recorded usage (`Usage.history`) keeps `demand_at`."""
+
+    def __init__(self, usage: Usage) -> None:
+        self.usage = usage
+        self._keys: list[str] = []
+        self._cols: dict[str, Any] = {}
+
+    def _columns(self, keys: list[str]) -> dict[str, Any]:
+        if keys == self._keys:
+            return self._cols
+        params = self.usage._params
+        base = self.usage._base
+        zones: dict[ZoneInfo, int] = {}
+        rows = []
+        for k in keys:
+            p, wkey, tz = params[k]
+            rows.append(
+                (wkey, _PROFILE_CODES.get(p.profile, 3), p.level, p.peak, p.peak_hour, p.mem_level,
+                 *base[k], zones.setdefault(tz, len(zones)))
+            )  # fmt: skip
+        cols = list(zip(*rows, strict=True)) if rows else [()] * 9
+        code = np.array(cols[1], dtype=np.int64)
+        bursty = np.flatnonzero(code == 2)
+        self._keys = list(keys)
+        self._cols = {
+            "wkey": np.array(cols[0], dtype=np.uint64),
+            "over": code == 0, "idle": code == 1, "bursty": bursty, "right": code == 3,
+            "level": np.array(cols[2], dtype=np.float64), "peak": np.array(cols[3], dtype=np.float64),
+            "peak_hours": [float(cols[4][i]) for i in bursty], "mem_level": np.array(cols[5], dtype=np.float64),
+            "base_t": np.array(cols[6], dtype=np.float64), "base_v": np.array(cols[7], dtype=np.float64),
+            "zone": np.array(cols[8], dtype=np.int64), "zones": list(zones),
+        }  # fmt: skip
+        return self._cols
+
+    def at(
+        self, state: ClusterState, firsts: Mapping[str, WorkerView], at: Instant
+    ) -> dict[str, tuple[float, float] | None]:
+        """Workload key → its demand at `at` (`demand_at(usage, state, firsts[key], at, key)`)."""
+        usage = self.usage
+        if usage.history is not None:
+            return {k: demand_at(usage, state, w, at, k) for k, w in firsts.items()}
+        for k, w in firsts.items():
+            if k not in usage._params or k not in usage._base:
+                usage.demand(state, w, at.t)  # draws the profile (and keeps the base) as demand_at does
+        keys = list(firsts)
+        c = self._columns(keys)
+        if not keys:
+            return {}
+        wkey = c["wkey"]
+        a, b = _units(wkey, at.knot), _units(wkey, at.knot + 1)
+        j = _units(wkey ^ _U64(_JITTER_XOR), at.minute)
+        noise = 0.75 * (2.0 * (a + (b - a) * at.weight) - 1.0) + 0.25 * (2.0 * j - 1.0)
+        hours = []
+        for tz in c["zones"]:
+            hour = at.hours.get(tz)
+            if hour is None:
+                hour = at.hours[tz] = local_hour(at.t, tz)
+            hours.append(hour)
+        hour_of = np.array(hours, dtype=np.float64)[c["zone"]]
+        diurnal = np.array([0.03 * math.sin(2.0 * math.pi * (h - 9.0) / 24.0) for h in hours])[c["zone"]]
+        level = c["level"]
+        cf = np.minimum(
+            np.maximum(level + diurnal + 0.04 * noise, RIGHT_SIZED_RANGE[0]), RIGHT_SIZED_RANGE[1]
+        )
+        over = np.minimum(np.maximum(level + 0.04 * noise, OVER_REQUEST_RANGE[0]), OVER_REQUEST_RANGE[1])
+        idle = np.minimum(np.maximum(level + 0.003 * noise, 0.0), IDLE_MAX_FRACTION)
+        cf = np.where(c["over"], over, np.where(c["idle"], idle, cf))
+        mem = c["mem_level"] + 0.03 * noise
+        bi = c["bursty"]
+        if len(bi):
+            hb = hour_of[bi].tolist()
+            bumps = np.array([bump(h, ph) for h, ph in zip(hb, c["peak_hours"], strict=True)])
+            burst = level[bi] + (c["peak"][bi] - level[bi]) * bumps + 0.03 * noise[bi]
+            cf[bi] = np.maximum(burst, 0.01)
+            mem[bi] = mem[bi] + 0.2 * bumps
+        mf = np.minimum(np.maximum(mem, 0.02), MEMORY_MAX_FRACTION)
+        d0 = (cf * c["base_t"]).tolist()
+        d1 = (mf * c["base_v"]).tolist()
+        return dict(zip(keys, zip(d0, d1, strict=True), strict=True))
 
 
 def recorded_usage(
@@ -145,6 +251,7 @@ class UsageMetrics:
         self.cluster = cluster
         self.usage = usage
         self.step = int(step.total_seconds())
+        self.columns = DemandColumns(usage)
 
     def latest_gpu_usage(self, now: datetime, lookback: timedelta = timedelta(minutes=5)) -> dict[str, Any]:
         return {}
@@ -172,19 +279,17 @@ class UsageMetrics:
             known = gpu is not None and cap > 0
             ident = (w.namespace, str(w.workload), w.name or w.uid or "", w.gpu_ids)
             running.append((w, f"{w.namespace}/{w.workload}", known, cap, w.limit.tflops, ident))
-        usage = self.usage
+        firsts: dict[str, WorkerView] = {}
+        for w, key, *_ in running:
+            firsts.setdefault(key, w)  # its workload's demand is drawn with its first worker
         out: list[SampleInstant] = []
         t0 = -(-int(start.timestamp()) // self.step) * self.step
         for t in range(t0, int(end.timestamp()), self.step):
             ts = datetime.fromtimestamp(t, UTC)
-            at = _Instant(t)
-            wants: dict[str, tuple[float, float] | None] = {}
+            wants = self.columns.at(state, firsts, Instant(t))
             samples: list[WorkerSample] = []
-            for w, key, known, cap, limit, (ns, workload, pod, gpu_ids) in running:
-                if key in wants:
-                    d = wants[key]
-                else:
-                    d = wants[key] = _demand_at(usage, state, w, at, key)
+            for _w, key, known, cap, limit, (ns, workload, pod, gpu_ids) in running:
+                d = wants[key]
                 if not known or d is None:
                     continue
                 used = min(d[0], limit or d[0], cap)

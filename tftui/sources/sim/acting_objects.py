@@ -210,7 +210,7 @@ class _GpuAcc:
 class _PodRec:
     """What the status pass reads from one pod, kept between passes."""
 
-    __slots__ = ("counted", "gpus", "labels", "nodes", "owner", "ready", "workload")
+    __slots__ = ("counted", "gpus", "health", "labels", "nodes", "owner", "ready", "workload")
 
     def __init__(self, pod: JSON, gpu_node: Mapping[str, str | None]) -> None:
         meta = _meta(pod)
@@ -218,6 +218,8 @@ class _PodRec:
         self.workload: str = self.labels.get(keys.WORKLOAD, "")
         self.owner = str((_controller(pod) or {}).get("name", ""))  # the TensorFusionWorkload a PDB counts
         self.ready = _ready(pod)
+        # what else a PDB's status reads of it: its phase and whether it is being deleted
+        self.health = ((pod.get("status") or {}).get("phase"), bool(meta.get("deletionTimestamp")))
         live_worker = _is_worker(pod) and (pod.get("status") or {}).get("phase") not in _ENDED
         self.counted = live_worker and not meta.get("deletionTimestamp")
         ids = [g for g in (_annotations(pod).get(keys.GPU_IDS) or "").split(",") if g] if live_worker else []
@@ -226,6 +228,17 @@ class _PodRec:
         if ids:
             nodes.add((pod.get("spec") or {}).get("nodeName") or None)
         self.nodes = frozenset(nodes)  # the nodes whose GPU/GPUNode statuses it is accounted on
+
+
+def same_for_pdbs(old: _PodRec, new: _PodRec) -> bool:
+    """Whether a PDB's status reads the same of both (an annotation patch, say): labels, owner,
+    readiness, phase and deletion."""
+    return (
+        old.labels == new.labels
+        and old.owner == new.owner
+        and old.ready == new.ready
+        and old.health == new.health
+    )
 
 
 class _PodIndex:

@@ -30,6 +30,7 @@ from tftui.sources.sim.acting_objects import (
     _selector_matches,
     _ts,
     _units,
+    same_for_pdbs,
 )
 from tftui.sources.sim.acting_store import _ActingStore
 from tftui.sources.sim.demo_layout import capacity_status, format_bytes, format_tflops
@@ -59,7 +60,8 @@ class _ActingStatus(_ActingStore):
         re-indexed (`_PodIndex`) and only the statuses they reach are recomputed: GPUs and GPUNodes
         of the nodes they touch (before or after the change) or whose pool's oversubscription
         changed, the workloads they count in, the PDBs whose selectors they carry (and those of a
-        changed workload's pods: a PDB counts their replicas). The result is the same as a full pass."""
+        changed workload's pods: a PDB counts their replicas, so not after a change of its status only).
+        The result is the same as a full pass."""
         self._dirty = False
         self._cache = None
         full = self._hw_changed
@@ -81,16 +83,30 @@ class _ActingStatus(_ActingStore):
         for k in pods:
             old = idx.drop(k)
             new = idx.add(k, objs.get(k))
+            pdb_same = old is not None and new is not None and same_for_pdbs(old, new)
             for rec in (old, new):
                 if rec is not None:
                     nodes.update(rec.nodes)
                     if rec.counted:
                         workloads.add((k[1], rec.workload))
-                    pdbs.update(idx.pdbs_selecting(k[1], rec.labels))
+                    if not pdb_same:
+                        pdbs.update(idx.pdbs_selecting(k[1], rec.labels))
+        parts = self._wl_parts
+        if full:
+            parts.clear()
         for k in touched:
             if k[0] == "TensorFusionWorkload":
                 workloads.add((k[1], k[2]))
-                owners.add((k[1], k[2]))
+                wl = objs.get(k)
+                now = (wl.get("spec"), wl.get("metadata")) if wl is not None else None
+                before = parts.get(k)
+                if now is None or before is None or now[0] is not before[0] or now[1] is not before[1]:
+                    owners.add((k[1], k[2]))  # a PDB reads its name and spec.replicas: not a status
+        for k in self._by_kind.get("TensorFusionWorkload", ()) if full else touched:
+            if k[0] == "TensorFusionWorkload" and (wl := objs.get(k)) is not None:
+                parts[k] = (wl.get("spec"), wl.get("metadata"))
+            elif k in parts:
+                del parts[k]
         by_kind = self._by_kind
         oversub: dict[str, tuple[int, int, int]] = {}
         for k in by_kind.get("GPUPool", ()):

@@ -70,6 +70,9 @@ class _ActingStore:
         self._touched: set[Key] = set()  # objects changed since the last pass
         self._hw_changed = True
         self._node_cache: dict[str, tuple[tuple[int, int, int], dict[str, int]]] = {}  # → (oversub, sums)
+        # each workload's spec and metadata as the last pass saw them (the dicts: a change replaces
+        # them, so the same dicts mean a status-only change, which no PDB's status reads)
+        self._wl_parts: dict[Key, tuple[object, object]] = {}
         self._pods = _PodIndex()
         self._catalog_key: tuple[int, ...] | None = None
         self._catalog_value = ProviderCatalog()
