@@ -19,25 +19,20 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
+from tftui.engine.incremental_sums import WorkloadsAndSums, _Fallback, _label_pool
 from tftui.engine.snapdelta import DeltaSnapshot, KindDelta, identity_changes
 from tftui.engine.snapdelta import in_order as _in_order
 from tftui.engine.snapdelta import ordered as _ordered
 from tftui.engine.snapdelta import positions as _positions
 from tftui.engine.state.cluster import ClusterState
 from tftui.engine.state.derive import (
-    add_compaction_sums,
-    add_node_to_pool,
     add_partition,
-    convert_percent,
-    virtual_capacity,
 )
 from tftui.engine.state.views import (
     OVER_ALLOCATED,
-    GPUView,
     Res,
     StateWarning,
     WorkerView,
-    WorkloadView,
     _ref,
     over_allocated,
     over_allocated_gpus,
@@ -48,10 +43,6 @@ from tftui.model.giveway import checkpoint, paced
 from tftui.model.snapshot import Snapshot
 
 __all__ = ["update_state"]
-
-
-class _Fallback(Exception):
-    """A change the incremental path does not handle: build from scratch instead."""
 
 
 CARRIED = "carried/"
@@ -116,11 +107,7 @@ def _pool_config(st: ClusterState) -> list[tuple[str, int, int, int]]:
     return [(p.name, p.tflops_oversell, p.vram_expand_mem, p.vram_expand_disk) for p in st.pools.values()]
 
 
-def _label_pool(gpu: GPUView) -> str | None:
-    return (gpu.obj["metadata"].get("labels") or {}).get(keys.GPUPOOL)
-
-
-class _Update:
+class _Update(WorkloadsAndSums):
     """One incremental build (see the module docstring); `run` raises `_Fallback` when it cannot."""
 
     def __init__(
@@ -490,136 +477,3 @@ class _Update:
                     index.setdefault(on, []).append(pod)
         st._derived[_NATIVE_PODS] = index
         return {n: [_pod_key(p) for p in pods] for n, pods in index.items()}
-
-    def _pools(self) -> None:
-        """Every pool's node list and sums, and every node's allocation and virtual figures, as
-        `_aggregate` does (nodes whose GPUs did not change keep theirs: recomputed, equal)."""
-        st = self.st
-        for name, node in paced(st.nodes.items()):
-            pool = st.pools.get(node.pool) if node.pool else None
-            if pool is not None:
-                pool.nodes.append(name)
-        prev_nodes = self.prev.nodes
-        for node in paced(st.nodes.values()):
-            if prev_nodes.get(node.name) is not node:  # a fresh view: its sums are still to do
-                for g in node.gpus:
-                    node.allocated.add(st.gpus[g].allocated)
-                pool = st.pools.get(node.pool) if node.pool else None
-                node.virtual = virtual_capacity(node, pool)
-            pool = st.pools.get(node.pool) if node.pool else None
-            if pool is not None:
-                add_node_to_pool(pool, node)
-
-    # -- workloads ---------------------------------------------------------------------------------
-
-    def _workloads(self, gone: list[WorkerView], new: list[WorkerView], order: dict[str, int]) -> None:
-        prev, st = self.prev, self.st
-        gone_keys = {w.key for w in gone}
-        touched: dict[str, set[str]] = {}  # workload → its new workers
-        for w in gone:
-            if w.workload:
-                touched.setdefault(f"{w.namespace}/{w.workload}", set())
-        for w in new:
-            if w.workload:
-                touched.setdefault(f"{w.namespace}/{w.workload}", set()).add(w.key)
-        added, removed, pos = self._diff("TensorFusionWorkload")
-        views = dict(prev.workloads)
-        prev_local = [k for k, v in views.items() if v.obj is None]
-        for key in prev_local:
-            del views[key]  # local-GPU workloads come after the others: re-added below
-        removed_ids = {id(o) for o in removed}
-        fresh: set[str] = set()
-        for wl in paced(_in_order(added, pos)):
-            view = st._workload_view(wl)
-            old = views.get(view.key)
-            if view.key in fresh or (old is not None and id(old.obj) not in removed_ids):
-                raise _Fallback  # two workloads of one name
-            views[view.key] = view
-            fresh.add(view.key)
-        for wl in removed:
-            meta = wl["metadata"]
-            key = f"{meta.get('namespace', '')}/{meta['name']}"
-            old = views.get(key)
-            if old is not None and old.obj is wl:
-                del views[key]
-                prev_local.append(key)  # its workers (if any) now make it a local-GPU workload
-        st.workloads = _ordered(views, pos)
-        local: dict[str, set[str]] = {}
-        for key in prev_local:
-            if key not in st.workloads:  # no object (any more): made from its first worker
-                local[key] = {k for k in prev.workloads[key].workers if k not in gone_keys}
-        for key, members in touched.items():
-            if key not in st.workloads:
-                local.setdefault(key, set()).update(members)
-        for key in paced(fresh | touched.keys()):
-            cur = st.workloads.get(key)
-            if cur is None:
-                continue
-            old = prev.workloads.get(key)
-            members = {k for k in (old.workers if old is not None else ()) if k not in gone_keys}
-            members |= touched.get(key, set())
-            if cur is old or cur.workers:
-                cur = replace(cur, workers=[], allocated=Res())
-            self._fill(cur, members, order)
-            st.workloads[key] = cur
-        firsts = []
-        for key, members in paced(local.items()):
-            if not members:
-                continue
-            ranked = sorted(members, key=order.__getitem__)
-            old = prev.workloads.get(key)
-            if old is not None and old.obj is None and old.workers == ranked and key not in touched:
-                view = old
-            else:
-                view = st._local_workload(st.workers[ranked[0]], key)
-                self._fill(view, members, order)
-            firsts.append((order[ranked[0]], key, view))
-        for _, key, view in sorted(firsts):
-            st.workloads[key] = view
-
-    def _fill(self, view: WorkloadView, members: set[str], order: dict[str, int]) -> None:
-        st = self.st
-        if view.percent != (None, None) and view.obj is not None:  # TFLOPS follow the first worker's GPU
-            base = st._workload_view(view.obj)
-            view.request, view.limit = base.request, base.limit
-        for k in sorted(members, key=order.__getitem__):
-            w = st.workers[k]
-            view.workers.append(k)
-            booked = Res()
-            known = self._known(w)
-            for g in known:
-                booked.add(st.booking(w, st.gpus[g]) or w.request)
-            view.allocated.add(booked)
-            if len(view.workers) == 1 and known:
-                convert_percent(view, st.gpus[known[0]].capacity.tflops, None)
-
-    # -- labels and compaction sums ------------------------------------------------------------------
-
-    def _labels_and_sums(self, labels_dirty: bool, node_dirty: set[str | None]) -> None:
-        prev, st = self.prev, self.st
-        if labels_dirty:
-            for name, gpu in paced(st.gpus.items()):
-                label = _label_pool(gpu)
-                if label:
-                    st.gpus_by_pool_label.setdefault(label, []).append(name)
-        else:
-            st.gpus_by_pool_label = prev.gpus_by_pool_label  # the same lists (read-only)
-        sums: dict[str, dict[str, list[int]]] = {}
-        if labels_dirty:
-            nodes: Iterable[str | None] = st.nodes
-            for label in st.gpus_by_pool_label:
-                sums[label] = {}
-        else:
-            nodes = node_dirty
-            for label, per_node in prev.compaction_sums.items():
-                sums[label] = {n: acc for n, acc in per_node.items() if n not in node_dirty}
-        for n in paced(nodes):
-            nv = st.nodes.get(n or "")
-            if nv is None:
-                continue
-            for g in nv.gpus:  # every GPU naming a node is on a GPUNode's list (else: a warning)
-                gpu = st.gpus[g]
-                label = _label_pool(gpu)
-                if label:
-                    add_compaction_sums(sums[label], gpu)
-        st.compaction_sums = sums
