@@ -28,6 +28,7 @@ from tftui.engine.state.derive import (
     percent_tflops,
     virtual_capacity,
 )
+from tftui.engine.state.queries import StateQueries
 from tftui.engine.state.views import (
     DEFAULT_PLACEMENT_MODE,
     DEFAULT_PROVISIONING_MODE,
@@ -73,7 +74,7 @@ T = TypeVar("T")
 
 
 @dataclass(slots=True, weakref_slot=True)
-class ClusterState:
+class ClusterState(StateQueries):
     """Pools, nodes, GPUs, workers and workloads of one snapshot, indexed by name."""
 
     pools: dict[str, PoolView] = field(default_factory=dict)
@@ -588,29 +589,6 @@ class ClusterState:
             lambda st: blocked_pools_of(st.warnings, st.pools, st.nodes, st.gpus, st.workers, st.workloads),
         )
 
-    def labelled_pods(self) -> dict[tuple[str, str], list[dict[str, Any]]]:
-        """(label, value) → the pods carrying it, in snapshot order: the answers `pods_labelled`
-        gave so far (an incremental build carries them over to the next state)."""
-        got: dict[tuple[str, str], list[dict[str, Any]]] = self._derived.setdefault("labelled-pods", {})
-        return got
-
-    def pods_labelled(self, key: str, value: str) -> list[dict[str, Any]]:
-        """The pods (any pod, not only workers) whose label `key` is `value`, in snapshot order.
-        Read-only."""
-        known = self.labelled_pods()
-        got = known.get((key, value))
-        if got is None:
-            got = known[(key, value)] = [
-                p
-                for p in self.snapshot.kind("Pod")
-                if ((p.get("metadata") or {}).get("labels") or {}).get(key) == value
-            ]
-        return got
-
-    def nodes_of(self, pool: str) -> list[NodeView]:
-        pv = self.pools.get(pool)
-        return [self.nodes[n] for n in pv.nodes] if pv else []
-
     def gpus_in_pool(self, pool: str) -> list[GPUView]:
         """The GPUs whose pool is `pool`, sorted by name (computed once per state: the state is
         never changed after `build`). Treat as read-only."""
@@ -623,19 +601,3 @@ class ClusterState:
                 lst.sort(key=lambda g: g.name)
             self._pool_gpus = by_pool
         return by_pool.get(pool, [])
-
-    def gpus_of(self, node: str) -> list[GPUView]:
-        nv = self.nodes.get(node)
-        return [self.gpus[g] for g in nv.gpus] if nv else []
-
-    def workers_of_node(self, node: str) -> list[WorkerView]:
-        nv = self.nodes.get(node)
-        return [self.workers[w] for w in nv.workers] if nv else []
-
-    def workers_of_gpu(self, gpu: str) -> list[WorkerView]:
-        gv = self.gpus.get(gpu)
-        return [self.workers[w] for w in gv.workers] if gv else []
-
-    def workers_of_workload(self, key: str) -> list[WorkerView]:
-        wv = self.workloads.get(key)
-        return [self.workers[w] for w in wv.workers] if wv else []
