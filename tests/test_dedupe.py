@@ -4,6 +4,7 @@ with strings interned and equal parts shared between objects."""
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 from tftui.model.dedupe import Deduper
@@ -112,3 +113,15 @@ def test_a_full_table_is_cleared_and_sharing_starts_again() -> None:
     assert 1 < len({id(o["spec"]) for o in objects}) <= 5  # cleared a few times, shared in between
     d.clear()
     assert not d._parts
+
+
+def test_an_object_nested_too_deeply_is_kept_as_it_is() -> None:
+    deep: dict[str, Any] = {}
+    inner = deep
+    for _ in range(sys.getrecursionlimit() + 100):
+        inner["x"] = {}
+        inner = inner["x"]
+    obj = {"kind": "X", "metadata": {"name": "deep"}, "spec": deep}
+    d = Deduper()
+    assert d.object(obj) is obj
+    assert d.object(pod("after"))["metadata"]["name"] == "after"  # and the next one is deduplicated

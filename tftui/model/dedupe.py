@@ -55,12 +55,16 @@ class Deduper:
         self._parts: dict[tuple[Any, ...], Any] = {}
 
     def object(self, obj: dict[str, Any]) -> dict[str, Any]:
-        """A new dict equal to `obj` (minus the dropped fields) whose values are shared parts."""
+        """A new dict equal to `obj` (minus the dropped fields) whose values are shared parts;
+        `obj` itself when it is nested too deeply to walk (one odd object never stops a watch)."""
         out: dict[str, Any] = {}
-        for key, value in obj.items():
-            if key == "metadata" and type(value) is dict:
-                value = _trimmed_metadata(value)
-            out[_intern(key)] = self._part(value)[0]
+        try:
+            for key, value in obj.items():
+                if key == "metadata" and type(value) is dict:
+                    value = _trimmed_metadata(value)
+                out[_intern(key)] = self._part(value)[0]
+        except RecursionError:
+            return obj
         return out
 
     def clear(self) -> None:
