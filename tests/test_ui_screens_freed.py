@@ -14,6 +14,7 @@ from tftui.sources.sim.cluster import DEFAULT_NOW, SimCluster
 from tftui.sources.sim.usage import SimMetrics
 from tftui.ui.app import TfTuiApp
 from tftui.ui.screens.resource import GpusScreen, NodesScreen, ResourceScreen
+from tftui.ui.widgets.table import ResourceTable
 
 
 async def test_switched_away_views_are_freed(demo: SimCluster, metrics: SimMetrics) -> None:
@@ -35,3 +36,21 @@ async def test_switched_away_views_are_freed(demo: SimCluster, metrics: SimMetri
         alive = [ref() for ref in closed[:-1] if ref() is not None]
         assert len(closed) == 6
         assert alive == []
+
+
+async def test_a_closed_view_lets_its_rows_go(demo: SimCluster, metrics: SimMetrics) -> None:
+    """A closed screen may wait for the cyclic collector (frozen out of it while a refresh ran):
+    it waits without its rows and cached cells."""
+    app = TfTuiApp(demo, metrics, clock=lambda: DEFAULT_NOW, refresh_interval=None)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("colon", *"gpus", "enter")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, GpusScreen)
+        table = screen.query_one("#main", ResourceTable)
+        assert table.row_count > 0 and screen.shown_tables
+        await pilot.press("colon", *"nodes", "enter")
+        await pilot.pause()
+        assert isinstance(app.screen, NodesScreen)
+        assert table.row_count == 0 and not table._data and not table._shown
+        assert not screen.shown_tables and not screen._built and not screen._row_caches
