@@ -63,17 +63,15 @@ for i in range(0, len(objects), 500):  # a list page (`sources.kubebase.PAGE_SIZ
 """
 
 
-def listed(args: argparse.Namespace) -> list[dict[str, Any]]:
-    """The generated objects as the source holds them (`--source`, see the module docstring)."""
-    from tftui.model.dedupe import Deduper
-
+def listed(args: argparse.Namespace, dedupe: Any) -> list[dict[str, Any]]:
+    """The generated objects as the source holds them (`--source`, see the module docstring);
+    `dedupe` is what the source stores each decoded object as (None: the object itself)."""
     if args.source == "generated":
         from tftui.sources.sim.cluster import generate_objects
 
         return generate_objects(nodes=args.nodes, gpus_per_node=args.gpus_per_node, workers=args.workers)
     root = str(Path(__file__).resolve().parent.parent)
     sizes = (str(args.nodes), str(args.gpus_per_node), str(args.workers))
-    dedupe = Deduper().object if args.source == "cache" else None
     out: list[dict[str, Any]] = []
     with subprocess.Popen(
         [sys.executable, "-c", API_SERVER, root, *sizes], stdout=subprocess.PIPE, text=True
@@ -182,11 +180,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     from tftui.sources.sim.cluster import DEFAULT_NOW
     from tftui.ui.app import TfTuiApp
 
+    # one Deduper for the list and the watch events, as `sources.kubewatch` keeps one
+    dedupe = Deduper().object if args.source == "cache" else None
     t = time.perf_counter()
-    objects = listed(args)
+    objects = listed(args, dedupe)
     out: dict[str, Any] = {"generated_s": time.perf_counter() - t, "objects": len(objects)}
     out["source_rss_mib"] = hwm_mib()
-    arrive = {"generated": None, "decoded": lambda o: o, "cache": Deduper().object}[args.source]
+    arrive = {"generated": None, "decoded": lambda o: o, "cache": dedupe}[args.source]
     cluster = Churning(objects, arrive)
     app = TfTuiApp(cluster, None, clock=lambda: DEFAULT_NOW, refresh_interval=None, read_only=True)
     app.driver_class = FrameDriver
