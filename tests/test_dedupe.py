@@ -3,6 +3,7 @@ with strings interned and equal parts shared between objects."""
 
 from __future__ import annotations
 
+import copy
 import json
 import sys
 from typing import Any
@@ -125,3 +126,56 @@ def test_an_object_nested_too_deeply_is_kept_as_it_is() -> None:
     d = Deduper()
     assert d.object(obj) is obj
     assert d.object(pod("after"))["metadata"]["name"] == "after"  # and the next one is deduplicated
+
+
+def containers(value: Any) -> list[int]:
+    """The ids of every dict and list in `value`, once per place it is found."""
+    out: list[int] = []
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, dict):
+            out.append(id(v))
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            out.append(id(v))
+            stack.extend(v)
+    return out
+
+
+def test_one_object_never_holds_a_part_twice() -> None:
+    """Equal parts of one object stay apart, so a deep copy changed in one place (the simulator's
+    copy-on-write) changes that place only; parts are shared between objects."""
+    d = Deduper()
+    same = {"cpu": "1", "memory": "4Gi"}
+    obj: dict[str, Any] = {
+        "kind": "X",
+        "metadata": {"name": "x", "labels": {}, "annotations": {}},
+        "spec": {
+            "requests": dict(same),
+            "limits": dict(same),
+            "a": [{}, {}],
+            "b": [[1], [1]],
+            "c": {"d": {}},
+        },
+        "status": {},
+    }
+    for i in range(3):  # the first time, and with every part already in the table
+        out = d.object(decoded({**obj, "metadata": {**obj["metadata"], "name": f"x{i}"}}))
+        ids = containers(out)
+        assert len(ids) == len(set(ids))
+        copied = copy.deepcopy(out)
+        copied["spec"]["requests"]["cpu"] = "2"
+        copied["status"]["phase"] = "Running"
+        assert copied["spec"]["limits"]["cpu"] == "1" and copied["metadata"]["labels"] == {}
+        assert copied["spec"]["a"] == [{}, {}] and copied["spec"]["c"] == {"d": {}}
+    first, second = d.object(decoded(obj)), d.object(decoded(obj))
+    assert first["spec"]["requests"] is second["spec"]["requests"]  # between objects: shared
+    assert first["spec"]["limits"] is not first["spec"]["requests"]
+
+
+def test_no_demo_object_holds_a_part_twice() -> None:
+    d = Deduper(limit=64)  # cleared often: a kept part's own parts may no longer be the kept ones
+    for obj in generate_objects():
+        ids = containers(d.object(decoded(obj)))
+        assert len(ids) == len(set(ids)), obj["metadata"]["name"]

@@ -16,7 +16,7 @@ that replaces the kind's objects wholesale. `wait_synced()` waits for the first 
 Objects are stored as `model.dedupe.Deduper` makes them as they arrive (client-go's `TransformFunc`
 pattern): strings interned, equal parts shared between objects, `metadata.managedFields` and the
 last-applied-configuration annotation dropped (nothing reads them), so the cache of a 5,000-node
-cluster takes less than half what its decoded JSON would.
+cluster takes less than half what its decoded JSON would (one object never holds a part twice).
 ProviderConfig and GPUResourceQuota are newer CRDs: where the API does not serve them (404) the kind
 counts as synced and empty, and is listed again every `OPTIONAL_RETRY` seconds. ConfigMaps are
 watched with a label selector: only TensorFusion's own config ConfigMap (the scheduler settings).
