@@ -3,7 +3,7 @@
 `json.loads` makes a new string for every value and a new dict or list for every object and array,
 so a watch cache of 60,000 Pods holds 60,000 copies of `"Running"`, of each workload's `requests`
 mapping, of each GPU node's `ownerReferences`. At 5,000 nodes (185,000 objects) the decoded objects
-took ≈ 1,090 MiB; with every string interned ≈ 680 MiB; with equal parts shared too ≈ 480 MiB
+took ≈ 1,090 MiB; with every string interned ≈ 680 MiB; with equal parts shared too ≈ 465 MiB
 (`bench/console.py`, whose source holds what the live cache holds). This is client-go's informer
 `TransformFunc` pattern, applied as objects arrive (`sources.kubewatch`):
 
@@ -41,6 +41,7 @@ DROPPED_ANNOTATIONS: Final = frozenset({"kubectl.kubernetes.io/last-applied-conf
 """Annotations a cache may drop: nothing reads them."""
 
 _DICT: Final = object()  # first element of a dict's key, so a dict's key is never a list's
+_EMPTY_DICT: Final = (_DICT,)
 _intern = sys.intern
 
 
@@ -55,7 +56,7 @@ class Deduper:
     def __init__(self, limit: int = 1 << 16) -> None:
         self.limit = limit
         # a part's key (its items' keys, recursively) → the one part kept for it
-        self._parts: dict[tuple[Any, ...], Any] = {}
+        self._parts: dict[tuple[Any, ...], list[Any]] = {}
 
     def object(self, obj: dict[str, Any]) -> dict[str, Any]:
         """A new dict equal to `obj` (minus the dropped fields) whose values are shared parts;
@@ -83,7 +84,10 @@ class Deduper:
         self._parts.clear()
 
     def _dict(self, value: dict[Any, Any], placed: set[int]) -> tuple[Any, Any]:
-        """(the shared dict equal to `value`, its key)."""
+        """(the shared dict equal to `value`, its key); an empty one is never shared (it would
+        cost more to keep track of than it takes)."""
+        if not value:
+            return {}, _EMPTY_DICT
         parts: list[Any] = [_DICT]
         new: dict[Any, Any] = {}
         kids: list[tuple[Any, Any]] = []  # (key, part) of the parts in it
@@ -94,12 +98,10 @@ class Deduper:
             kind = type(v)
             if kind is str:
                 v = key = _intern(v)
-            elif kind is dict:
-                v, key = self._dict(v, placed)
-                kids.append((k, v))
-            elif kind is list:
-                v, key = self._list(v, placed)
-                kids.append((k, v))
+            elif kind is dict or kind is list:
+                v, key = self._dict(v, placed) if kind is dict else self._list(v, placed)
+                if v:  # an empty one is its parent's own: nothing to check
+                    kids.append((k, v))
             else:
                 key = (kind, v)  # int, float, bool, None: the type is in the key (True == 1 == 1.0)
             new[k] = v
@@ -107,7 +109,9 @@ class Deduper:
         return self._shared(new, kids, tuple(parts), placed)
 
     def _list(self, value: list[Any], placed: set[int]) -> tuple[Any, Any]:
-        """(the shared list equal to `value`, its key)."""
+        """(the shared list equal to `value`, its key); an empty one is never shared."""
+        if not value:
+            return [], ()
         parts: list[Any] = []
         new: list[Any] = []
         kids: list[tuple[Any, Any]] = []  # (index, part) of the parts in it
@@ -116,12 +120,10 @@ class Deduper:
             kind = type(v)
             if kind is str:
                 v = key = _intern(v)
-            elif kind is dict:
-                v, key = self._dict(v, placed)
-                kids.append((len(new), v))
-            elif kind is list:
-                v, key = self._list(v, placed)
-                kids.append((len(new), v))
+            elif kind is dict or kind is list:
+                v, key = self._dict(v, placed) if kind is dict else self._list(v, placed)
+                if v:
+                    kids.append((len(new), v))
             else:
                 key = (kind, v)
             new.append(v)
@@ -131,21 +133,30 @@ class Deduper:
     def _shared(
         self, new: Any, kids: list[tuple[Any, Any]], key: tuple[Any, ...], placed: set[int]
     ) -> tuple[Any, Any]:
-        """The part kept for `key`, else `new` (kept from now on). Not the kept one when it is in
-        this object already, or when its own parts are not `kids`, the ones just placed (the table
-        was cleared since it was kept): one object never holds a part twice, so a consumer that
-        deep-copies an object and changes the copy (the simulator) changes one place, not two."""
+        """A part kept for `key`, else `new` (kept from now on). Never one already in this object,
+        nor one whose own parts are not `kids`, the ones just placed (the table was cleared since
+        it was kept): one object never holds a part twice, so a consumer that deep-copies an object
+        and changes the copy (the simulator) changes one place, not two. An object that holds equal
+        parts (`requests` equal to `limits`) takes the second of those kept, and so on."""
         table = self._parts
-        seen = table.get(key)
-        if seen is None:
+        kept = table.get(key)
+        if kept is None:
             if len(table) >= self.limit:
                 table.clear()
-            table[key] = new
-        elif id(seen) not in placed and all(seen[at] is kid for at, kid in kids):
-            placed.add(id(seen))
-            return seen, key
+            table[key] = [new]
+        else:
+            for part in kept:
+                if id(part) not in placed and all(part[at] is kid for at, kid in kids):
+                    placed.add(id(part))
+                    return part, key
+            if len(kept) < _ALTERNATES:
+                kept.append(new)
         placed.add(id(new))
         return new, key
+
+
+_ALTERNATES: Final = 4
+"""Equal parts kept per key: as many as one object may hold (beyond, they are not shared)."""
 
 
 def _trimmed_metadata(meta: dict[str, Any]) -> dict[str, Any]:
