@@ -55,7 +55,7 @@ class Deduper:
 
     def __init__(self, limit: int = 1 << 16) -> None:
         self.limit = limit
-        # a part's key (its items' keys, recursively) → the one part kept for it
+        # a part's key (its items' keys, recursively) → the equal parts kept for it (`_ALTERNATES`)
         self._parts: dict[tuple[Any, ...], list[Any]] = {}
 
     def object(self, obj: dict[str, Any]) -> dict[str, Any]:
