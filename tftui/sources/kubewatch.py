@@ -13,6 +13,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 from urllib3.exceptions import HTTPError as Urllib3Error
 
+from tftui.model.dedupe import Deduper
 from tftui.model.gcpause import gc_paused
 from tftui.sources.kubebase import (
     JSON,
@@ -27,7 +28,13 @@ from tftui.sources.kubebase import (
 
 
 class WatchCache(KubeBase):
-    """`KubeCluster`'s list+watch threads: they fill `_store` and `_rv` and wake `_changed`."""
+    """`KubeCluster`'s list+watch threads: they fill `_store` and `_rv` and wake `_changed`.
+
+    Every object is stored as `_dedupe` makes it as it arrives (`model.dedupe`: strings interned,
+    equal parts shared, `managedFields` dropped): the decoded JSON of a 5,000-node cluster would
+    take more than twice the memory."""
+
+    _dedupe: Deduper
 
     def _list_fn(self, k: Kind) -> Callable[..., Any]:
         if k.namespace or k.field_selector:
@@ -90,10 +97,11 @@ class WatchCache(KubeBase):
                 for obj in doc.get("items") or []:
                     obj["apiVersion"] = k.api_version  # the API omits these on list items
                     obj["kind"] = k.kind
-                    items[_key(obj)] = obj
+                    items[_key(obj)] = self._dedupe.object(obj)
                 meta = doc.get("metadata") or {}
                 rv = str(meta.get("resourceVersion") or "")  # every page carries the list's rv
                 token = str(meta.get("continue") or "")
+                del doc, data, resp  # this page's JSON goes before the next one is read
                 if not token:
                     break
         with self._lock:
@@ -181,9 +189,11 @@ class WatchCache(KubeBase):
                 status=int(obj.get("code") or 500), reason=obj.get("reason"), body=json.dumps(obj)
             )
         new_rv = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+        if etype in ("ADDED", "MODIFIED"):
+            obj["apiVersion"], obj["kind"] = k.api_version, k.kind
+            obj = self._dedupe.object(obj)  # outside the lock: readers need not wait for it
         with self._lock:
             if etype in ("ADDED", "MODIFIED"):
-                obj["apiVersion"], obj["kind"] = k.api_version, k.kind
                 self._store[k.kind][_key(obj)] = obj
                 self.generation += 1
             elif etype == "DELETED":

@@ -104,6 +104,17 @@ class ResourceTable(DataTable[RenderableType]):
         self._restore: str | None = None  # cursor key to restore after a column rebuild
         self.last_changes = 0
 
+    def on_unmount(self) -> None:
+        """Let the rows go: a closed view is cyclic garbage that may wait for the collector (see
+        `ResourceScreen.on_unmount`). Only the containers: nothing reactive is set on the way out."""
+        self._clear_caches()
+        self._data.clear()
+        self.rows.clear()
+        self._y_offsets.clear()
+        self._shown.clear()
+        self._order.clear()
+        self._rows.clear()
+
     def gauge_styles(self) -> GaugeStyles:
         """The theme's gauge colours (the `gauge--*` component classes of this table)."""
         return gauge_styles_of(self)
