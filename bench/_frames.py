@@ -15,6 +15,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import tftui.ui  # noqa: F401  (first: the console's Textual settings, its frame cap, as it runs)
+
+# isort: split
 from textual import events
 from textual.app import App
 from textual.drivers.headless_driver import HeadlessDriver
