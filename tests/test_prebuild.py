@@ -8,6 +8,7 @@ from typing import Any
 
 from textual.pilot import Pilot
 
+from tests.test_refresh_reuse import Objects as ReuseObjects
 from tftui.sources.sim.cluster import DEFAULT_NOW, generate_objects
 from tftui.ui.app import TfTuiApp
 from tftui.ui.render.nodeviews import nodes_table
@@ -18,17 +19,8 @@ from tftui.ui.screens.resource import NodesScreen
 from tftui.ui.widgets.table import ResourceTable
 
 
-class Objects:
-    """A ClusterPort over a list the test changes copy-on-write."""
-
-    def __init__(self, objects: list[dict[str, Any]]) -> None:
-        self.objects = objects
-
-    def describe(self) -> str:
-        return "objects"
-
-    def snapshot(self) -> list[dict[str, Any]]:
-        return list(self.objects)
+class Objects(ReuseObjects):
+    """A ClusterPort over a list the test changes copy-on-write (and can drop a node from)."""
 
     def drop_node(self) -> str:
         i = next(i for i, o in enumerate(self.objects) if o.get("kind") == "GPUNode")
