@@ -8,7 +8,9 @@ Figures (goals of the scale work; a benchmark, not a timed test):
   its effect is written (`_frames.FrameDriver`), idle and while refreshes run back to back (each
   with 1 % of the pods changed). Cursor keys on `:nodes` and `:gpus`/`:nodes` switches typed as
   one burst (`:` `n` `o` `d` `e` `s` enter): a letter landing on the table would fail the switch.
-  Goals while refreshing: median ≤ 16 ms, p99 ≤ 100 ms.
+  Each batch of cursor keys starts from the first row, so idle and refreshing time the same keys:
+  moves within the view, then moves that scroll it (those redraw every row shown, and are also
+  printed apart). Goals while refreshing: median ≤ 16 ms, p99 ≤ 100 ms.
 - first screen from a dump: a fresh process opens the console `--from` a dump of the cluster
   (`DumpCluster`, as the CLI does) and is timed from its start to the frame showing the pools
   table, and to the frame where metrics and operations have arrived too. Goal ≤ 3 s.
@@ -139,10 +141,17 @@ async def one_refresh(app: Any) -> tuple[float, float, float]:
     )
 
 
-async def cursor_keys(app: Any, count: int, gap: float, during: Any = None) -> list[float]:
+async def cursor_keys(
+    app: Any, count: int, gap: float, during: Any = None, scrolled: list[float] | None = None
+) -> list[float]:
+    """`count` down keys from the table's first row: every batch (idle, refreshing) types the same
+    keys, first moves within the view, then moves that scroll it (a scroll redraws every row shown,
+    ≈ 15 ms more). The times of the keys that scrolled are also appended to `scrolled`."""
     from tftui.ui.widgets.table import ResourceTable
 
     out = []
+    app.screen.query_one("#main", ResourceTable).move_cursor(row=0, animate=False)
+    await asyncio.sleep(0.05)
     for _ in range(count):
         if during is not None:
             during()
@@ -150,8 +159,11 @@ async def cursor_keys(app: Any, count: int, gap: float, during: Any = None) -> l
         if table.cursor_row >= table.row_count - 2:
             table.move_cursor(row=0, animate=False)
             await asyncio.sleep(0.05)
-        want = table.cursor_row + 1
-        out.append(await key_to_frame(app, ("down",), lambda t=table, w=want: t.cursor_row == w))
+        want, top = table.cursor_row + 1, table.scroll_y
+        took = await key_to_frame(app, ("down",), lambda t=table, w=want: t.cursor_row == w)
+        out.append(took)
+        if scrolled is not None and table.scroll_y != top:
+            scrolled.append(took)
         await asyncio.sleep(gap)
     return out
 
@@ -203,7 +215,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             changed.append(await one_refresh(app))
         out["validated_changed"] = app._reader.validated
         out["refresh_unchanged"], out["refresh_changed"] = min(unchanged), min(changed)
-        out["keys_idle"] = await cursor_keys(app, args.keys, args.gap)
+        out["keys_idle_scrolled"], out["keys_refreshing_scrolled"] = [], []
+        out["keys_idle"] = await cursor_keys(app, args.keys, args.gap, scrolled=out["keys_idle_scrolled"])
 
         refreshes = {"started": 0}
 
@@ -214,7 +227,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 refreshes["started"] += 1
 
         out["after_refreshes_rss_mib"] = hwm_mib()
-        busy_keys = await cursor_keys(app, args.keys, args.gap, keep_refreshing)
+        busy_keys = await cursor_keys(
+            app, args.keys, args.gap, keep_refreshing, scrolled=out["keys_refreshing_scrolled"]
+        )
         busy_switches = await switches(app, args.switches, args.gap, keep_refreshing)
         out["keys_refreshing"], out["switch_refreshing"] = busy_keys, busy_switches
         out["refreshes_during"] = refreshes["started"]
@@ -277,6 +292,8 @@ def first_screen(args: argparse.Namespace) -> dict[str, float]:
 
 
 def summary(name: str, values: list[float]) -> str:
+    if not values:
+        return f"{name}: none"
     return (
         f"{name} ({len(values)}): median {statistics.median(values) * MS:.0f} ms, "
         f"p99 {percentile(values, 0.99) * MS:.0f} ms, max {max(values) * MS:.0f} ms"
@@ -326,9 +343,11 @@ def main() -> None:
     )
     print("key → frame written, idle:")
     print("  " + summary("cursor keys on :nodes", r["keys_idle"]))
+    print("    " + summary("of which scrolled the view", r["keys_idle_scrolled"]))
     print("  " + summary(":gpus/:nodes switches", r["switch_idle"]))
     print(f"key → frame written, while refreshing ({r['refreshes_during']} refreshes ran):")
     print("  " + summary("cursor keys on :nodes", r["keys_refreshing"]))
+    print("    " + summary("of which scrolled the view", r["keys_refreshing_scrolled"]))
     print("  " + summary(":gpus/:nodes switches", r["switch_refreshing"]))
     if args.only == "rss":
         print(f"peak RSS of the console process: {r['peak_rss_mib']:.0f} MiB")
@@ -349,6 +368,11 @@ def main() -> None:
     ratio("key_frame_median_refreshing/16ms", statistics.median(busy) / 0.016, 1, "<=")
     ratio("key_frame_p99_refreshing/100ms", percentile(busy, 0.99) / 0.1, 1, "<=")
     ratio("key_frame_median_idle/16ms", statistics.median(r["keys_idle"]) / 0.016, 1, "<=")
+    if r["keys_refreshing_scrolled"]:  # the dearer keys alone (no goal of their own)
+        ratio(
+            "key_frame_median_refreshing_scrolling/16ms",
+            statistics.median(r["keys_refreshing_scrolled"]) / 0.016,
+        )
     ratio("view_switch_median_refreshing/100ms", statistics.median(r["switch_refreshing"]) / 0.1, 1, "<=")
     ratio("first_screen_from_dump_s/3s", first["pools_s"] / 3.0, 1, "<=")
     ratio("console_peak_rss_mib/1024", r["peak_rss_mib"] / 1024, 1, "<=")
