@@ -180,3 +180,24 @@ async def test_a_key_holds_background_work_until_its_frame_is_drawn(monkeypatch:
         await pilot.pause()
         assert calls[:2] == ["hold", "release"]
         assert not giveway.held()
+
+
+async def test_a_key_holds_once_though_it_bubbles_back_to_the_app(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The focused table lets the key bubble up to the app again (forwarded): one hold a key."""
+    holds: list[float] = []
+    real_hold = giveway.hold
+
+    def hold(seconds: float = giveway.MAX_HOLD) -> None:
+        holds.append(seconds)
+        real_hold(seconds)
+
+    monkeypatch.setattr(giveway, "hold", hold)
+    app = TfTuiApp(
+        SimCluster(seed=7, nodes=4, now=DEFAULT_NOW), None, clock=lambda: DEFAULT_NOW, refresh_interval=None
+    )
+    async with app.run_test(size=(120, 40)) as pilot:
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        await pilot.press("down", "down")
+        await pilot.pause()
+        assert len(holds) == 2

@@ -217,7 +217,10 @@ class TfTuiApp(ScopeCommands, Refreshing, Writes):
             self._timer = self.set_interval(self._refresh_interval, self._tick, name="refresh")
 
     async def on_event(self, event: events.Event) -> None:
-        if isinstance(event, (events.Key, events.MouseDown, events.MouseScrollDown, events.MouseScrollUp)):
+        if (
+            isinstance(event, (events.Key, events.MouseDown, events.MouseScrollDown, events.MouseScrollUp))
+            and not event.is_forwarded  # a key comes back here as it bubbles up from the focused widget
+        ):
             self._last_input = time.monotonic()  # the refreshes' full collections wait for quiet
             giveway.hold()  # background loops wait at their check-points until the frame is out
             self.call_after_refresh(giveway.release)
