@@ -190,8 +190,9 @@ def test_the_app_keeps_the_row_caches_of_recent_views_only() -> None:
 
 
 async def test_switching_back_to_a_view_reuses_its_rows_and_the_gil_is_handed_over_quickly() -> None:
-    """`:gpus`, `:nodes`, `:gpus`: the second GPUs screen builds no row (nothing changed); while
-    the console runs, a busy refresh thread hands the GIL to the UI thread within 0.5 ms."""
+    """`:gpus`, `:nodes`, a refresh, `:gpus`: the kept GPUs screen, shown again after a refresh
+    that changed nothing, renders it and builds no row; while the console runs, a busy refresh
+    thread hands the GIL to the UI thread within 0.5 ms."""
     cluster = Objects(generate_objects(3, 40, DEFAULT_NOW))
     before = sys.getswitchinterval()
     app = TfTuiApp(cluster, None, clock=lambda: DEFAULT_NOW, refresh_interval=None, read_only=True)
@@ -199,12 +200,21 @@ async def test_switching_back_to_a_view_reuses_its_rows_and_the_gil_is_handed_ov
         await app.workers.wait_for_complete()
         await pilot.pause()
         assert sys.getswitchinterval() == SWITCH_INTERVAL < before
-        built = []
+        built: list[int] = []
+        seen: list[Any] = []
         for view in ("gpus", "nodes", "gpus"):
+            if view == "gpus" and built:
+                seq = app.data_seq
+                app.action_refresh()
+                await app.workers.wait_for_complete()
+                await pilot.pause()
+                assert app.data_seq == seq + 1
             assert app.switch_view(view)
             await pilot.pause()
             screen: Any = app.screen
+            seen.append(screen)
             built.append(screen.rows_of("main").built)
         assert built[0] == len(app.data.state.gpus) if app.data else False
+        assert seen[2] is seen[0] and seen[0]._built["main"][0] == app.data_seq  # rendered again
         assert built[2] == 0
     assert sys.getswitchinterval() == before

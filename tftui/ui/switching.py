@@ -165,7 +165,7 @@ class ScopeCommands(ConsoleBase):
         app.source_hint = message.name
         app.cluster_error = None
         app.data = None
-        app.switch_view("pools")
+        app.switch_view("pools", fresh=True)  # the kept views showed the old cluster
         app.notify(f"context {message.name}")
         threading.Thread(target=_close, args=(message.old,), name="tftui-close", daemon=True).start()
         app.action_refresh()

@@ -157,6 +157,7 @@ class ResourceScreen(Prebuilding, Screen[None]):
         self._previous: dict[str, dict[str, Mapping[str, Cell]]] = {}
         self._build_cache: dict[str, tuple[tuple[int, Layout, str], Table, tuple[object, ...]]] = {}
         self._row_caches: dict[str, RowCache[Row]] = {}
+        self._stale = False  # a change arrived while off the stack (a kept view left aside)
 
     @property
     def is_root(self) -> bool:
@@ -264,10 +265,23 @@ class ResourceScreen(Prebuilding, Screen[None]):
         self.render_data()  # column widths follow the terminal
 
     def render_data(self) -> None:
+        if self.is_attached and self not in self.app.screen_stack:
+            self._stale = True  # a kept view left aside (`app.KEPT_VIEWS`): rendered when shown
+            return
         # builds allocate thousands of rows that all stay alive: a full collection triggered here
         # would rescan the whole heap while the operator waits for the frame (see `gcpause`)
         with gc_paused():
             self._render_data()
+
+    def on_screen_suspend(self) -> None:
+        """Off the stack (kept for a later `:`, or going): what was prebuilt for the next refresh
+        holds that refresh's whole data; a kept view builds again when shown."""
+        self._prebuilt.clear()
+
+    def on_screen_resume(self) -> None:
+        if self._stale:
+            self._stale = False
+            self.render_data()
 
     def _render_data(self) -> None:
         data = self.tui.data
