@@ -117,3 +117,18 @@ async def test_a_context_switch_drops_the_kept_views(demo: SimCluster, metrics: 
         gc.unfreeze()
         gc.collect()
         assert gpus() is None
+
+
+async def test_a_kept_view_follows_a_resize_made_while_aside(demo: SimCluster, metrics: SimMetrics) -> None:
+    app = TfTuiApp(demo, metrics, clock=lambda: DEFAULT_NOW, refresh_interval=None)
+    async with app.run_test(size=(200, 40)) as pilot:
+        await app.workers.wait_for_complete()
+        await view(pilot, "gpus")
+        gpus = app.screen
+        assert isinstance(gpus, GpusScreen) and gpus.has_class("-wide")
+        await view(pilot, "nodes")
+        await pilot.resize_terminal(90, 40)
+        await pilot.pause()
+        await view(pilot, "gpus")
+        assert gpus.has_class("-narrow") and not gpus.has_class("-wide")
+        assert app.screen is gpus
