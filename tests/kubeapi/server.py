@@ -54,6 +54,7 @@ import json
 import math
 import re
 import socket
+import sys
 import threading
 import time
 import uuid
@@ -448,6 +449,13 @@ class KubeApiServer:
 
         class Server(ThreadingHTTPServer):
             request_queue_size = 256  # many clients (re)connect at once after a watch drop
+
+            def handle_error(self, request: Any, client_address: Any) -> None:
+                """A client that hung up (a stopped watch, a test that ended) is not an error of
+                the server: only other exceptions print their traceback, as the base class does."""
+                if isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)):
+                    return
+                super().handle_error(request, client_address)
 
         httpd = Server(("127.0.0.1", port), Handler)
         httpd.daemon_threads = True
