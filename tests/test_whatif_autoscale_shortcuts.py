@@ -299,3 +299,35 @@ def test_percentiles_in_one_walk_equal_one_walk_each() -> None:
         if i % 11 == 0:  # a NaN is never reached (and the others are found as before)
             ps = (ps[0], math.nan, ps[2])
         assert h.percentiles(ps) == tuple(h.percentile(p) for p in ps)  # type: ignore[arg-type]
+        assert h.percentiles(ps) == h._percentiles_walk(ps)  # type: ignore[arg-type]
+
+
+def test_percentiles_by_bisection_equal_the_walk_on_long_and_odd_histograms() -> None:
+    """The bisection over the running sums finds the walk's buckets: many buckets, thresholds on a
+    running sum exactly, all weight in one bucket, and a NaN weight (the walk is taken then)."""
+    import random
+
+    from tftui.engine.histogram import TFLOPS_OPTIONS
+
+    rng = random.Random(9)
+    for i in range(200):
+        h = DecayingHistogram(TFLOPS_OPTIONS, 43200.0)
+        n = rng.choice([1, 3, 50, 400])
+        samples = sorted(
+            (1e10 + rng.uniform(0, 3e4), rng.choice([0.05, 3.0, rng.uniform(0, 900.0)])) for _ in range(n)
+        )
+        h.add_many(samples, 1.0)
+        ps = (rng.random(), rng.choice([0.5, 0.9, 1.0]), rng.random())
+        if i % 5 == 0:  # a threshold equal to a running sum: the first bucket reaching it
+            total, acc = h.total, 0.0
+            for b in range(h.min_bucket, h.max_bucket):
+                acc += h.weights[b]
+                if b == (h.min_bucket + h.max_bucket) // 2:
+                    break
+            ps = (acc / total, ps[1], ps[2])
+        assert h.percentiles(ps) == h._percentiles_walk(ps) == tuple(h.percentile(p) for p in ps)
+    h = DecayingHistogram(TFLOPS_OPTIONS, 43200.0)
+    h.add_many([(1e10, 1.0), (1e10, 5.0), (1e10, 50.0)], 1.0)
+    h.weights[h.min_bucket + 1] = math.nan
+    h.total = math.nan
+    assert h.percentiles((0.1, 0.5, 0.9)) == h._percentiles_walk((0.1, 0.5, 0.9))
