@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from fractions import Fraction
 from typing import Any
 
@@ -22,6 +22,7 @@ from tftui.engine.autoscale_recommenders import Estimates, percentile_recommend,
 from tftui.engine.histogram import DecayingHistogram
 from tftui.engine.plan import AnnotatePod
 from tftui.model.quantity import Quantity
+from tftui.model.usage import SampleInstant
 from tftui.runtime import history
 from tftui.runtime.whatif import SimConfig, WhatIfCluster, parse_policy, render_json, simulate
 from tftui.runtime.whatif_policy import apply_policy
@@ -75,6 +76,60 @@ def test_usage_samples_feed_the_histograms_as_the_rows_do() -> None:
         if step % 3 == 1:  # workloads leave: their workers stop reporting
             sim.remove_workloads([tuple(k.split("/", 1)) for k in names[step::9]])  # type: ignore[misc]
         sim.advance(timedelta(minutes=15))
+
+
+def test_usage_columns_feed_the_histograms_as_the_tuples_do() -> None:
+    """`add_worker_columns` against `add_worker_samples` over the same samples, load after load:
+    multi-GPU workers, a GPU of unknown or zero capacity, a worker without GPUs, workers missing at
+    some instants, two workers of one pod, loads overlapping earlier ones (rows older than a pod's
+    last sample), negative compute, VRAM windows closing and peaks rising mid-window."""
+    import random
+
+    import numpy as np
+
+    from tftui.engine.autoscale_columns import WorkerColumns, add_worker_columns
+    from tftui.engine.histogram import go_seconds
+
+    rng = random.Random(3)
+    caps = {"g0": 100.0, "g1": 312.0, "g2": 0.0, "g3": 65.0}
+    pods = [
+        ("a", "w1", "p1", ("g0",)),
+        ("a", "w1", "p2", ("g1", "g3")),
+        ("a", "w2", "p3", ("g9", "g0")),  # g9: capacity unknown
+        ("b", "w3", "p4", ("g2",)),  # capacity 0: VRAM only
+        ("b", "w3", "p5", ()),  # no GPUs: no row
+        ("a", "w1", "p1", ("g3",)),  # the same pod again: one sampler
+        ("b", "w4", "p6", ("g1", "g1", "g0")),
+    ]
+    cols_state, tuples_state = AutoscaleState(), AutoscaleState()
+    for st in (cols_state, tuples_state):
+        st.gpu_tflops = dict(caps)
+    t0 = int(DEFAULT_NOW.timestamp())
+    start = t0
+    for load in range(40):
+        n = rng.choice([1, 2, 3, 6])
+        start += rng.choice([-900, 0, 300, 900, 3 * 3600, 30 * 3600])  # back in time too
+        times = [datetime.fromtimestamp(start + 300 * i, UTC) for i in range(n)]
+        pct = np.array([[rng.choice([0.0, -1.0, rng.uniform(0, 150)]) for _ in pods] for _ in times])
+        mem = np.array([[rng.choice([2**30, rng.randrange(1, 2**36)]) for _ in pods] for _ in times])
+        present = np.array([[rng.random() < 0.85 for _ in pods] for _ in times])
+        instants: list[SampleInstant] = [
+            (
+                ts,
+                [
+                    (*pods[j][:3], pods[j][3], float(pct[i, j]), int(mem[i, j]))
+                    for j in range(len(pods))
+                    if present[i, j]
+                ],
+            )
+            for i, ts in enumerate(times)
+        ]
+        got = add_worker_columns(cols_state, WorkerColumns(times, pods, pct, mem, present))
+        assert got == tuples_state.add_worker_samples(instants), load
+        _same(cols_state, tuples_state)
+        assert go_seconds(times[-1]) > 0
+    assert any(h.samples for h in tuples_state.workloads.values())
+    assert any(h.vram.total for h in tuples_state.workloads.values())
 
 
 def test_demand_at_an_instant_is_the_workers_demand() -> None:
@@ -220,6 +275,7 @@ def test_a_day_of_autoscale_equals_the_reference_paths(monkeypatch: pytest.Monke
     fast = simulate(OBJECTS, policy, DEFAULT_NOW, cfg)
     with monkeypatch.context() as mp:
         mp.delattr(UsageMetrics, "usage_samples")
+        mp.delattr(UsageMetrics, "usage_columns")
         mp.setattr(autoscale_recommend, "percentile_recommend_memo", percentile_recommend)
         mp.setattr(autoscale_config, "_effective_inputs", _never_equal)
         mp.setattr(autoscale_checks, "_inputs", _never_equal)

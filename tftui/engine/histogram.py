@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from itertools import accumulate
@@ -151,9 +151,10 @@ class DecayingHistogram:
         self.total -= weight
         self._update_min_max()
 
-    def add_many(self, samples: list[tuple[float, float]], weight: float) -> None:
-        """`add` for (t, value) pairs in time order; the hot path of history loads."""
-        if not samples:
+    def add_many(self, samples: Iterable[tuple[float, float]], weight: float) -> None:
+        """`add` for (t, value) pairs in time order; the hot path of history loads (a non-empty
+        list, or any iterable of pairs: an empty one leaves `total` + 0.0 behind)."""
+        if isinstance(samples, list) and not samples:
             return
         opts = self.options
         first, ratio1, log_ratio, last = opts.first, opts.ratio - 1, opts._log_ratio, opts.num_buckets - 1
