@@ -132,6 +132,25 @@ def test_usage_columns_feed_the_histograms_as_the_tuples_do() -> None:
     assert any(h.vram.total for h in tuples_state.workloads.values())
 
 
+def test_usage_columns_are_the_usage_samples() -> None:
+    """The columns hold the tuples' very values (compute % and memory, the same floats and ints),
+    the same workers at the same instants; recorded usage has no columns (its demands may be
+    unknown)."""
+    sim = WhatIfCluster(OBJECTS, DEFAULT_NOW, 1)
+    metrics = UsageMetrics(sim, Usage(1))
+    start, end = DEFAULT_NOW - timedelta(minutes=40), DEFAULT_NOW
+    want = metrics.usage_samples(start, end)
+    cols = metrics.usage_columns(start, end)
+    assert cols is not None and list(cols.times) == [ts for ts, _ in want]
+    got = [
+        (ts, [(*cols.pods[j][:3], cols.pods[j][3], float(cols.pct[i, j]), int(cols.mem[i, j]))
+              for j in range(len(cols.pods)) if cols.present[i, j]])
+        for i, ts in enumerate(cols.times)
+    ]  # fmt: skip
+    assert got == want and sum(len(w) for _, w in want) > 100
+    assert UsageMetrics(sim, Usage(1, {"x/y": [1.0] * 24})).usage_columns(start, end) is None
+
+
 def test_demand_at_an_instant_is_the_workers_demand() -> None:
     """`demand_at` (what the run's figures and the usage samples read) gives `Usage.demand`'s very
     floats for every worker, over instants on and between the drift's knots, across time zones."""
