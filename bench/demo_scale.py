@@ -14,7 +14,9 @@ first run on a cached demo computes them ("first"), the next reads them too ("wa
 `report` likewise keeps its step-1 figures and alert replay (`tftui.sources.sim.step1cache`): its
 "warm_demo_only" run reads the demo but computes them again, "warm" (the goal's) reads both.
 
-`--quick` runs 200 / 400 / 800 nodes instead (a smoke run of the script itself).
+`--quick` runs 200 / 400 / 800 nodes instead (a smoke run of the script itself). `--only whatif`
+runs the autoscale what-if part alone (`--only batch` the report and plan part alone); without it,
+both run.
 """
 
 from __future__ import annotations
@@ -119,8 +121,16 @@ def autoscale_cost(nodes: int, hours: float) -> tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--only", choices=("batch", "whatif"), help="run one part of the benchmark")
     args = parser.parse_args()
-    big = 400 if args.quick else 5000
+    if args.only != "whatif":
+        batch_commands(400 if args.quick else 5000)
+    if args.only != "batch":
+        whatif_part(args.quick)
+
+
+def batch_commands(big: int) -> None:
+    """The report and plan commands at `big` nodes (and half, twice as many for plan's RSS)."""
     small, huge = big // 2, big * 2
 
     cpu = metrics_part(big)
@@ -163,7 +173,10 @@ def main() -> None:
     ratio(f"plan_peak_rss_{huge}/{big}_nodes", rss_at[huge] / rss_at[big], 2.0, "<=")
     ratio(f"plan_peak_rss_{big}/{small}_nodes", rss_at[big] / rss_at[small], 2.0, "<=")
 
-    nodes, hours = (100, 6.0) if args.quick else (500, 24.0)
+
+def whatif_part(quick: bool) -> None:
+    """One what-if policy without and with autoscale, in this process."""
+    nodes, hours = (100, 6.0) if quick else (500, 24.0)
     plain, scaled = autoscale_cost(nodes, hours)
     print(
         f"what-if, {nodes} nodes, {hours:g} h: CompactFirst+defrag CPU {plain:.1f} s, +autoscale {scaled:.1f} s"

@@ -498,3 +498,38 @@ def test_sim_metrics_rebuild_serves_replacements(sim: ActingSimCluster) -> None:
     names = {p["metadata"]["name"] for p in workers_of(sim, "recsys", "e5-large-embed")}
     assert a["metadata"]["name"] not in names
     assert {n for (ns, n) in usage if ns == "recsys"} >= names
+
+
+def test_a_batch_runs_one_scheduler_pass_at_its_end(
+    sim: ActingSimCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Actions applied inside `batch()` (an autoscale tick's patches) leave Pending workers to one
+    scheduler pass when the batch ends; outside a batch every action is followed by one."""
+    passes = 0
+    real = ActingSimCluster._schedule_pending
+
+    def counted(self: ActingSimCluster) -> None:
+        nonlocal passes
+        passes += 1
+        real(self)
+
+    monkeypatch.setattr(ActingSimCluster, "_schedule_pending", counted)
+    pods = [o for o in sim.snapshot() if o["kind"] == "Pod"][:3]
+    with sim.batch():
+        for i, pod in enumerate(pods):
+            sim.apply(AnnotatePod(pod["metadata"]["namespace"], pod["metadata"]["name"], {"x/batch": str(i)}))
+        assert passes == 0
+        with sim.batch():  # nested: still one pass, at the outer end
+            sim.apply(
+                AnnotatePod(pods[0]["metadata"]["namespace"], pods[0]["metadata"]["name"], {"x/b": "1"})
+            )
+        assert passes == 0
+    assert passes == 1
+    sim.apply(AnnotatePod(pods[0]["metadata"]["namespace"], pods[0]["metadata"]["name"], {"x/b": "2"}))
+    assert passes == 2
+    got = {
+        o["metadata"]["name"]: o["metadata"].get("annotations") or {}
+        for o in sim.snapshot()
+        if o["kind"] == "Pod"
+    }
+    assert [got[p["metadata"]["name"]].get("x/batch") for p in pods] == ["0", "1", "2"]

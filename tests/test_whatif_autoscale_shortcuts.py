@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from fractions import Fraction
 from typing import Any
 
@@ -22,6 +22,7 @@ from tftui.engine.autoscale_recommenders import Estimates, percentile_recommend,
 from tftui.engine.histogram import DecayingHistogram
 from tftui.engine.plan import AnnotatePod
 from tftui.model.quantity import Quantity
+from tftui.model.usage import SampleInstant
 from tftui.runtime import history
 from tftui.runtime.whatif import SimConfig, WhatIfCluster, parse_policy, render_json, simulate
 from tftui.runtime.whatif_policy import apply_policy
@@ -75,6 +76,79 @@ def test_usage_samples_feed_the_histograms_as_the_rows_do() -> None:
         if step % 3 == 1:  # workloads leave: their workers stop reporting
             sim.remove_workloads([tuple(k.split("/", 1)) for k in names[step::9]])  # type: ignore[misc]
         sim.advance(timedelta(minutes=15))
+
+
+def test_usage_columns_feed_the_histograms_as_the_tuples_do() -> None:
+    """`add_worker_columns` against `add_worker_samples` over the same samples, load after load:
+    multi-GPU workers, a GPU of unknown or zero capacity, a worker without GPUs, workers missing at
+    some instants, two workers of one pod, loads overlapping earlier ones (rows older than a pod's
+    last sample), negative compute, VRAM windows closing and peaks rising mid-window."""
+    import random
+
+    import numpy as np
+
+    from tftui.engine.autoscale_columns import WorkerColumns, add_worker_columns
+    from tftui.engine.histogram import go_seconds
+
+    rng = random.Random(3)
+    caps = {"g0": 100.0, "g1": 312.0, "g2": 0.0, "g3": 65.0}
+    pods = [
+        ("a", "w1", "p1", ("g0",)),
+        ("a", "w1", "p2", ("g1", "g3")),
+        ("a", "w2", "p3", ("g9", "g0")),  # g9: capacity unknown
+        ("b", "w3", "p4", ("g2",)),  # capacity 0: VRAM only
+        ("b", "w3", "p5", ()),  # no GPUs: no row
+        ("a", "w1", "p1", ("g3",)),  # the same pod again: one sampler
+        ("b", "w4", "p6", ("g1", "g1", "g0")),
+    ]
+    cols_state, tuples_state = AutoscaleState(), AutoscaleState()
+    for st in (cols_state, tuples_state):
+        st.gpu_tflops = dict(caps)
+    t0 = int(DEFAULT_NOW.timestamp())
+    start = t0
+    for load in range(40):
+        n = rng.choice([1, 2, 3, 6])
+        start += rng.choice([-900, 0, 300, 900, 3 * 3600, 30 * 3600])  # back in time too
+        times = [datetime.fromtimestamp(start + 300 * i, UTC) for i in range(n)]
+        pct = np.array([[rng.choice([0.0, -1.0, rng.uniform(0, 150)]) for _ in pods] for _ in times])
+        mem = np.array([[rng.choice([2**30, rng.randrange(1, 2**36)]) for _ in pods] for _ in times])
+        present = np.array([[rng.random() < 0.85 for _ in pods] for _ in times])
+        instants: list[SampleInstant] = [
+            (
+                ts,
+                [
+                    (*pods[j][:3], pods[j][3], float(pct[i, j]), int(mem[i, j]))
+                    for j in range(len(pods))
+                    if present[i, j]
+                ],
+            )
+            for i, ts in enumerate(times)
+        ]
+        got = add_worker_columns(cols_state, WorkerColumns(times, pods, pct, mem, present))
+        assert got == tuples_state.add_worker_samples(instants), load
+        _same(cols_state, tuples_state)
+        assert go_seconds(times[-1]) > 0
+    assert any(h.samples for h in tuples_state.workloads.values())
+    assert any(h.vram.total for h in tuples_state.workloads.values())
+
+
+def test_usage_columns_are_the_usage_samples() -> None:
+    """The columns hold the tuples' very values (compute % and memory, the same floats and ints),
+    the same workers at the same instants; recorded usage has no columns (its demands may be
+    unknown)."""
+    sim = WhatIfCluster(OBJECTS, DEFAULT_NOW, 1)
+    metrics = UsageMetrics(sim, Usage(1))
+    start, end = DEFAULT_NOW - timedelta(minutes=40), DEFAULT_NOW
+    want = metrics.usage_samples(start, end)
+    cols = metrics.usage_columns(start, end)
+    assert cols is not None and list(cols.times) == [ts for ts, _ in want]
+    got = [
+        (ts, [(*cols.pods[j][:3], cols.pods[j][3], float(cols.pct[i, j]), int(cols.mem[i, j]))
+              for j in range(len(cols.pods)) if cols.present[i, j]])
+        for i, ts in enumerate(cols.times)
+    ]  # fmt: skip
+    assert got == want and sum(len(w) for _, w in want) > 100
+    assert UsageMetrics(sim, Usage(1, {"x/y": [1.0] * 24})).usage_columns(start, end) is None
 
 
 def test_demand_at_an_instant_is_the_workers_demand() -> None:
@@ -220,6 +294,7 @@ def test_a_day_of_autoscale_equals_the_reference_paths(monkeypatch: pytest.Monke
     fast = simulate(OBJECTS, policy, DEFAULT_NOW, cfg)
     with monkeypatch.context() as mp:
         mp.delattr(UsageMetrics, "usage_samples")
+        mp.delattr(UsageMetrics, "usage_columns")
         mp.setattr(autoscale_recommend, "percentile_recommend_memo", percentile_recommend)
         mp.setattr(autoscale_config, "_effective_inputs", _never_equal)
         mp.setattr(autoscale_checks, "_inputs", _never_equal)
@@ -299,3 +374,35 @@ def test_percentiles_in_one_walk_equal_one_walk_each() -> None:
         if i % 11 == 0:  # a NaN is never reached (and the others are found as before)
             ps = (ps[0], math.nan, ps[2])
         assert h.percentiles(ps) == tuple(h.percentile(p) for p in ps)  # type: ignore[arg-type]
+        assert h.percentiles(ps) == h._percentiles_walk(ps)  # type: ignore[arg-type]
+
+
+def test_percentiles_by_bisection_equal_the_walk_on_long_and_odd_histograms() -> None:
+    """The bisection over the running sums finds the walk's buckets: many buckets, thresholds on a
+    running sum exactly, all weight in one bucket, and a NaN weight (the walk is taken then)."""
+    import random
+
+    from tftui.engine.histogram import TFLOPS_OPTIONS
+
+    rng = random.Random(9)
+    for i in range(200):
+        h = DecayingHistogram(TFLOPS_OPTIONS, 43200.0)
+        n = rng.choice([1, 3, 50, 400])
+        samples = sorted(
+            (1e10 + rng.uniform(0, 3e4), rng.choice([0.05, 3.0, rng.uniform(0, 900.0)])) for _ in range(n)
+        )
+        h.add_many(samples, 1.0)
+        ps = (rng.random(), rng.choice([0.5, 0.9, 1.0]), rng.random())
+        if i % 5 == 0:  # a threshold equal to a running sum: the first bucket reaching it
+            total, acc = h.total, 0.0
+            for b in range(h.min_bucket, h.max_bucket):
+                acc += h.weights[b]
+                if b == (h.min_bucket + h.max_bucket) // 2:
+                    break
+            ps = (acc / total, ps[1], ps[2])
+        assert h.percentiles(ps) == h._percentiles_walk(ps) == tuple(h.percentile(p) for p in ps)
+    h = DecayingHistogram(TFLOPS_OPTIONS, 43200.0)
+    h.add_many([(1e10, 1.0), (1e10, 5.0), (1e10, 50.0)], 1.0)
+    h.weights[h.min_bucket + 1] = math.nan
+    h.total = math.nan
+    assert h.percentiles((0.1, 0.5, 0.9)) == h._percentiles_walk((0.1, 0.5, 0.9))

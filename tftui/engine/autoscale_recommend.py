@@ -250,13 +250,26 @@ def _evaluate(
     (tf_wait,), (vram_wait,) = _confidence(hist, cfg, now)
     waits = {"all": (tf_wait, vram_wait), "compute": (tf_wait,), "vram": (vram_wait,)}
     out.provisional = not has_data or any(waits.get(cfg.target, (tf_wait, vram_wait)))
-    allowed = max_allowed(state, wv)
+    # the per-worker cap (`max_allowed`, a walk over the workload's workers and GPUs) only matters
+    # to a recommender raising a request above `current` (`process`): computed for those only
+    allowed: tuple[int, int] | None = None
+    capped = False
+
+    def cap() -> tuple[int, int] | None:
+        nonlocal allowed, capped
+        if not capped:
+            allowed, capped = max_allowed(state, wv), True
+        return allowed
+
     results: list[Partial] = []
     pct: Partial | None = None
     if has_data:
         assert hist is not None
         out.estimates = estimate(hist, cfg)
-        pct = percentile_recommend_memo(out.estimates, cfg, wv.qos, current, original, allowed, measured)
+        pct = percentile_recommend_memo(out.estimates, cfg, wv.qos, current, original, None, measured)
+        if pct is not None and not pct.has_applied and _raises(pct.resources, current):
+            # the uncapped answer raises a request: the same call with the cap (a memo hit)
+            pct = percentile_recommend_memo(out.estimates, cfg, wv.qos, current, original, cap(), measured)
         if pct is not None:
             results.append(pct)
     try:
@@ -264,7 +277,9 @@ def _evaluate(
     except CronRuleError as exc:
         out.reason, out.detail = "invalid-config", str(exc)
         return out
-    cron_part = cron_recommend(active, status.get("activeCronScalingRule"), original, current, allowed)
+    status_rule = status.get("activeCronScalingRule")
+    # without an active rule the cron recommender caps nothing (it reverts to the spec, or is silent)
+    cron_part = cron_recommend(active, status_rule, original, current, cap() if active is not None else None)
     out.cron_rule = active
     if cron_part is not None:
         results.append(cron_part)
@@ -289,7 +304,7 @@ def _evaluate(
             out.external = f"error: {external.error}"
             return out
         else:
-            ext_part = external_recommend(external, current, allowed)
+            ext_part = external_recommend(external, current, cap())
             flags = "up" if external.need_up else "down" if external.need_down else "none"
             out.external = f"answered: scale {flags}" + (f" ({external.reason})" if external.reason else "")
             if ext_part is not None:
@@ -328,6 +343,11 @@ def _evaluate(
     out.would_apply = True
     out.reason = "capped" if any(r.capped for r in results) else "applied"
     return out
+
+
+def _raises(rec: Resources, current: Resources) -> bool:
+    """Whether `rec` raises a request above `current`: the only case `process` caps."""
+    return rec.tf_req > current.tf_req or rec.vram_req > current.vram_req
 
 
 @without_gc

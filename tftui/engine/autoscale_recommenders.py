@@ -237,7 +237,9 @@ def percentile_recommend_memo(
     estimates move by whole histogram buckets, so a tick mostly asks again what an earlier one
     asked. The cap (`allowed`, which moves with every co-located worker) is applied afterwards,
     as `percentile_recommend` applies it last: only to an increase that is not yet applied."""
-    key = (est, cfg, qos, _resources_key(current), _resources_key(original), measured)
+    # the estimates' integers only (what `percentile_recommend` reads): bucket ends that differ
+    # but round to the same integer estimates ask the same question
+    key = (est.tf, est.vram, cfg, qos, _resources_key(current), _resources_key(original), measured)
     try:
         got = _PCT_MEMO[key]
     except KeyError:

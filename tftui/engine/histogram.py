@@ -9,9 +9,11 @@ time (0001-01-01 UTC) so `Time.Round(halfLife)` rounds to the same instants as t
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from bisect import bisect_left
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from itertools import accumulate
 
 from tftui.model.usage import BucketLayout
 
@@ -149,9 +151,10 @@ class DecayingHistogram:
         self.total -= weight
         self._update_min_max()
 
-    def add_many(self, samples: list[tuple[float, float]], weight: float) -> None:
-        """`add` for (t, value) pairs in time order; the hot path of history loads."""
-        if not samples:
+    def add_many(self, samples: Iterable[tuple[float, float]], weight: float) -> None:
+        """`add` for (t, value) pairs in time order; the hot path of history loads (a non-empty
+        list, or any iterable of pairs: an empty one leaves `total` + 0.0 behind)."""
+        if isinstance(samples, list) and not samples:
             return
         opts = self.options
         first, ratio1, log_ratio, last = opts.first, opts.ratio - 1, opts._log_ratio, opts.num_buckets - 1
@@ -216,8 +219,36 @@ class DecayingHistogram:
         return self.options.bucket_start(b)
 
     def percentiles(self, ps: tuple[float, float, float]) -> tuple[float, float, float]:
-        """`percentile` of each of `ps`, the same values, in one walk over the buckets (the same
-        running sums, compared with each threshold as `percentile` compares)."""
+        """`percentile` of each of `ps`, the same values, from one pass over the buckets: the running
+        sums `percentile` walks (the same additions, in the same order, from 0.0) accumulated in C,
+        and each threshold's first bucket whose running sum reaches it found by bisection (the
+        weights are never negative, so the running sums never decrease)."""
+        if self.is_empty():
+            return 0.0, 0.0, 0.0
+        total = self.total
+        if total != total:  # a NaN weight: the running sums are not ordered, walk them instead
+            return self._percentiles_walk(ps)
+        lo, top = self.min_bucket, self.max_bucket
+        # sums[i] is the running sum after bucket lo + i - 1 (sums[0] the 0.0 it starts from)
+        sums = list(accumulate(self.weights[lo:top], initial=0.0)) if lo < top else [0.0]
+        n = len(sums)
+        end = top if lo < top else lo  # where the walk ends when a threshold is not reached
+        last = self.options.num_buckets - 1
+        start = self.options.bucket_start
+        out = []
+        for p in ps:
+            threshold = p * total
+            if threshold != threshold:  # NaN: never reached, as in `percentile`
+                b = end
+            else:
+                i = bisect_left(sums, threshold, 1)
+                b = lo + i - 1 if i < n else end
+            out.append(start(b + 1) if b < last else start(b))
+        return out[0], out[1], out[2]
+
+    def _percentiles_walk(self, ps: tuple[float, float, float]) -> tuple[float, float, float]:
+        """`percentiles` as one walk over the buckets (the same running sums, compared with each
+        threshold as `percentile` compares): whatever the weights hold."""
         if self.is_empty():
             return 0.0, 0.0, 0.0
         total = self.total

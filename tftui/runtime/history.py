@@ -3,7 +3,8 @@
 A first (history) load asks the store to aggregate per (worker pod, TFLOPS bucket) when it can
 (`GreptimeMetrics.usage_histograms`): a few rows per pod instead of one per sample. Incremental
 loads, and stores without that query, read raw rows; the what-if simulator's usage hands the same
-rows as per-worker tuples (`usage_samples`). All give the same histograms.
+rows as columns (`usage_columns`: its generated profiles) or per-worker tuples (`usage_samples`).
+All give the same histograms.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from tftui.engine.autoscale import DEFAULT_PERIOD, AutoscaleState, effective_config
+from tftui.engine.autoscale_columns import WorkerColumns, add_worker_columns
 from tftui.engine.state import ClusterState
 from tftui.model.giveway import checkpoint
 from tftui.model.usage import HistogramQuery, PodBucket, PodBucketArrays, SampleInstant
@@ -54,6 +56,10 @@ def load_usage(metrics: _Rows, astate: AutoscaleState, start: datetime, end: dat
     if query is not None and callable(aggregate):
         groups: list[PodBucket] = aggregate(query)
         return astate.add_pod_buckets(query, groups)
+    columns_of = getattr(metrics, "usage_columns", None)
+    cols: WorkerColumns | None = columns_of(start, end) if callable(columns_of) else None
+    if cols is not None:  # the same samples as columns (the what-if simulator's generated usage)
+        return add_worker_columns(astate, cols)
     samples = getattr(metrics, "usage_samples", None)
     if callable(samples):  # the rows as per-worker tuples (the what-if simulator's usage)
         instants: list[SampleInstant] = samples(start, end)

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
+from contextlib import nullcontext
 from datetime import datetime, timedelta
 from typing import Any, Protocol, runtime_checkable
 
@@ -306,29 +307,31 @@ class Runtime:
             groups.setdefault(key, []).append(action)
         assert ap.result is not None
         seen = {k.removeprefix(_AUTOSCALE) for k in self._previous if k.startswith(_AUTOSCALE)}
-        for key in sorted(seen | set(groups)):
-            actions = self._drop_repeats(_AUTOSCALE + key, groups.get(key, []))
-            if not actions:
-                continue
-            rec = ap.result.workloads.get(key)
-            wv = state.workloads.get(key)
-            pool = (wv.pool if wv else None) or ""
-            if rec is not None and rec.would_apply and rec.recommendation is not None:
-                pods = sum(isinstance(a, AnnotatePod) for a in actions)
-                new, cur = rec.recommendation, rec.current
-                self.journal.record(
-                    now,
-                    pool,
-                    "action",
-                    f"autoscale {key}: TFLOPS {cur.tf_req}->{new.tf_req}, VRAM {cur.vram_req}->"
-                    f"{new.vram_req} ({rec.reason}; {pods} worker(s) patched)",
-                )
-            results = self.actuator.execute(Plan(now, actions=actions), state)
-            self.last_results += results
-            for r in results:
-                if isinstance(r.action, PatchWorkloadStatus) and r.ok:
-                    self._status_applied[key] = dict(r.action.fields)
-            executed.actions.extend(actions)
+        batch = getattr(self.cluster, "batch", None)  # the embedded cluster: one scheduler pass
+        with batch() if callable(batch) else nullcontext():
+            for key in sorted(seen | set(groups)):
+                actions = self._drop_repeats(_AUTOSCALE + key, groups.get(key, []))
+                if not actions:
+                    continue
+                rec = ap.result.workloads.get(key)
+                wv = state.workloads.get(key)
+                pool = (wv.pool if wv else None) or ""
+                if rec is not None and rec.would_apply and rec.recommendation is not None:
+                    pods = sum(isinstance(a, AnnotatePod) for a in actions)
+                    new, cur = rec.recommendation, rec.current
+                    self.journal.record(
+                        now,
+                        pool,
+                        "action",
+                        f"autoscale {key}: TFLOPS {cur.tf_req}->{new.tf_req}, VRAM {cur.vram_req}->"
+                        f"{new.vram_req} ({rec.reason}; {pods} worker(s) patched)",
+                    )
+                results = self.actuator.execute(Plan(now, actions=actions), state)
+                self.last_results += results
+                for r in results:
+                    if isinstance(r.action, PatchWorkloadStatus) and r.ok:
+                        self._status_applied[key] = dict(r.action.fields)
+                executed.actions.extend(actions)
         return executed
 
     external_timeout: float = external_scaler.DEFAULT_TIMEOUT

@@ -12,6 +12,7 @@ from zoneinfo import ZoneInfo
 
 import numpy as np
 
+from tftui.engine.autoscale_columns import WorkerColumns
 from tftui.engine.state import ClusterState, WorkerView
 from tftui.model.usage import SampleInstant, WorkerSample
 from tftui.runtime.whatif_cluster import WhatIfCluster
@@ -173,13 +174,22 @@ class DemandColumns:
         usage = self.usage
         if usage.history is not None:
             return {k: demand_at(usage, state, w, at, k) for k, w in firsts.items()}
+        keys = list(firsts)
+        d0, d1 = self.arrays(state, firsts, at)
+        return dict(zip(keys, zip(d0.tolist(), d1.tolist(), strict=True), strict=True))
+
+    def arrays(self, state: ClusterState, firsts: Mapping[str, WorkerView], at: Instant) -> tuple[Any, Any]:
+        """`at` as two float64 columns in `firsts`' order (TFLOPS, VRAM), for the generated
+        profiles (`Usage.history` None: every demand is known)."""
+        usage = self.usage
+        assert usage.history is None
         for k, w in firsts.items():
             if k not in usage._params or k not in usage._base:
                 usage.demand(state, w, at.t)  # draws the profile (and keeps the base) as demand_at does
         keys = list(firsts)
         c = self._columns(keys)
         if not keys:
-            return {}
+            return np.zeros(0), np.zeros(0)
         wkey = c["wkey"]
         a, b = _units(wkey, at.knot), _units(wkey, at.knot + 1)
         j = _units(wkey ^ _U64(_JITTER_XOR), at.minute)
@@ -208,9 +218,7 @@ class DemandColumns:
             cf[bi] = np.maximum(burst, 0.01)
             mem[bi] = mem[bi] + 0.2 * bumps
         mf = np.minimum(np.maximum(mem, 0.02), MEMORY_MAX_FRACTION)
-        d0 = (cf * c["base_t"]).tolist()
-        d1 = (mf * c["base_v"]).tolist()
-        return dict(zip(keys, zip(d0, d1, strict=True), strict=True))
+        return cf * c["base_t"], mf * c["base_v"]
 
 
 def recorded_usage(
@@ -297,6 +305,47 @@ class UsageMetrics:
             out.append((ts, samples))
         return out
 
+    def usage_columns(self, start: datetime, end: datetime) -> WorkerColumns | None:
+        """`usage_samples` as columns (`engine.autoscale_columns.add_worker_columns`, which
+        `runtime.history.load_usage` prefers): the same values, each worker's by numpy, for the
+        generated profiles; None for recorded usage (whose demands may be unknown: the tuples then)."""
+        if self.usage.history is not None:
+            return None
+        state = self.cluster.state()
+        running = self._running(state)
+        firsts: dict[str, WorkerView] = {}
+        for w in running:
+            firsts.setdefault(f"{w.namespace}/{w.workload}", w)  # its workload's demand is drawn with it
+        index = {k: i for i, k in enumerate(firsts)}
+        of = np.array([index[f"{w.namespace}/{w.workload}"] for w in running], dtype=np.int64)
+        caps = []
+        for w in running:
+            gpu = state.gpus.get(w.gpu_ids[0])
+            caps.append(gpu.capacity.tflops if gpu is not None else 0.0)
+        cap = np.array(caps, dtype=np.float64)
+        known = np.array(
+            [gpu is not None for gpu in (state.gpus.get(w.gpu_ids[0]) for w in running)], dtype=bool
+        )
+        known &= cap > 0
+        limit = np.array([w.limit.tflops for w in running], dtype=np.float64)
+        pods = [(w.namespace, str(w.workload), w.name or w.uid or "", w.gpu_ids) for w in running]
+        t0 = -(-int(start.timestamp()) // self.step) * self.step
+        grid = range(t0, int(end.timestamp()), self.step)
+        pct = np.zeros((len(grid), len(running)))
+        mem = np.zeros((len(grid), len(running)), dtype=np.int64)
+        safe = np.where(known, cap, 1.0)  # unknown capacity: no sample (and no division by it)
+        for i, t in enumerate(grid):
+            d0, d1 = self.columns.arrays(state, firsts, Instant(t))
+            want, vram = d0[of], d1[of]
+            # `min(d[0], limit or d[0], cap)`: Python's min keeps the first of equals, compares with <
+            lim = np.where(limit != 0, limit, want)
+            used = np.where(lim < want, lim, want)
+            used = np.where(cap < used, cap, used)
+            pct[i] = used / safe * 100.0
+            mem[i] = _ints(vram)
+        present = np.broadcast_to(known, pct.shape)
+        return WorkerColumns([datetime.fromtimestamp(t, UTC) for t in grid], pods, pct, mem, present)
+
     def rows(self, table: str, start: datetime, end: datetime) -> Iterator[dict[str, Any]]:
         if table != "tf_worker_usage":
             return
@@ -318,3 +367,11 @@ class UsageMetrics:
                         "compute_percentage": used / gpu.capacity.tflops * 100.0,
                         "memory_bytes": int(d[1]), "memory_percentage": 0.0, "compute_tflops": 0.0, "ts": ts,
                     }  # fmt: skip
+
+
+def _ints(x: Any) -> Any:
+    """`int()` of each float (truncation toward zero), as int64; `int()` itself (and its error)
+    for a value an int64 cannot hold exactly."""
+    if len(x) and not (np.isfinite(x).all() and np.abs(x).max() < 2.0**62):
+        return np.array([int(v) for v in x.tolist()], dtype=object)
+    return np.trunc(x).astype(np.int64)

@@ -51,7 +51,8 @@ resized workers makes their usage follow the new requests (keep the first one to
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -139,7 +140,24 @@ class ActingSimCluster(_ActingScheduler):
         """Carry out one Plan action at `now()`; raises ActionError (404 unknown, 429 PDB, 500)."""
         with self._lock:
             self._apply(action)
-            self._schedule_pending()
+            if not self._batching:
+                self._schedule_pending()
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Apply several actions as one batch: no scheduler pass after each `apply` inside, one when
+        the batch ends (an autoscale tick patches hundreds of pods' requests, and each patch made
+        the next pass try every Pending worker again, on a state re-derived for it). The clock does
+        not move inside, so the Pending workers are still placed at the same instant, seeing the
+        room the whole batch left."""
+        with self._lock:
+            self._batching += 1
+            try:
+                yield
+            finally:
+                self._batching -= 1
+                if not self._batching:
+                    self._schedule_pending()
 
     # -- the clock ---------------------------------------------------------------------------------
 

@@ -84,6 +84,7 @@ class _ActingStore:
         self._untried: set[Key] = set(self._pending)
         self._refused: dict[Key, str] = {}  # Pending worker → why the scheduler's last pass refused it
         self._retry_all = False
+        self._batching = 0  # inside `ActingSimCluster.batch()`: no scheduler pass per action
         self._timers: list[tuple[datetime, int, str, tuple[str, ...]]] = []
         self._seq = 0
         self._events: list[JSON] = []
