@@ -141,7 +141,7 @@ def filter_gpus(
             else:
                 by_node.setdefault(g.node, []).append(g.name)
     else:
-        _filter_plain(state, gpus, request, avail, exclude_nodes, rejected, by_node)
+        _filter_plain(state, gpus, request, available, exclude_nodes, rejected, by_node)
     if by_node and request.isolation == PARTITIONED and not request.partition:
         request, reason = _match_partition(state, request, by_node, avail, uses, drop)
         if reason is not None:
@@ -193,11 +193,12 @@ def _none(_: str) -> None:
 
 
 _STATIC: Final = "carried/placement-static"
-"""`ClusterState.derived` key of the GPU name → (its view, request shape → `_static` verdicts)
-memo; `incremental.CARRIED` keeps it for the next states, an entry counting only for the very
+"""`ClusterState.derived` key of the GPU name → (its view, its availability, request shape →
+`_static` verdicts) memo; `incremental.CARRIED` keeps it for the next states, an entry counting only for the very
 view it was made from (a GPU's view is replaced whenever anything of it changes)."""
 
 _Shape = tuple[str, tuple[int, ...], str | None, str | None]  # isolation, indices, model, vendor
+_Memo = tuple[GPUView, Res, dict[_Shape, tuple[str | None, str | None]]]  # view, its availability, verdicts
 
 
 def _static(g: GPUView, req: Request) -> tuple[str | None, str | None]:
@@ -229,19 +230,19 @@ def _filter_plain(
     state: ClusterState,
     gpus: Sequence[GPUView],
     req: Request,
-    avail: Callable[[GPUView], Res],
+    available: Mapping[str, Res] | None,
     exclude_nodes: Collection[str],
     rejected: dict[str, int],
     by_node: dict[str, list[str]],
 ) -> None:
     """The per-GPU stages of `filter_gpus` for a request neither shared nor partitioned: the same
     verdicts as `reject_reason`, whose filters but the resource one are kept per GPU view and
-    request shape (`_static`) over the states, so a placement costs the resource check per GPU."""
-    memo: dict[str, tuple[GPUView, dict[_Shape, tuple[str | None, str | None]]]] = state.derived(
-        _STATIC, lambda st: {}
-    )
+    request shape (`_static`) over the states, with the view's availability, so a placement costs
+    the resource check per GPU."""
+    memo: dict[str, _Memo] = state.derived(_STATIC, lambda st: {})
     shape: _Shape = (req.isolation, req.indices, req.model, req.vendor)
     nodes = state.nodes
+    booked = available.get if available else _none
     pct = req.compute_percent
     need_t = req.tflops or 0.0
     need_v = req.vram
@@ -252,15 +253,16 @@ def _filter_plain(
         elif node is None or node not in nodes:
             why = "no-node"
         else:
-            e = memo.get(g.name)
+            name = g.name
+            e = memo.get(name)
             if e is None or e[0] is not g:
-                e = memo[g.name] = (g, {})
-            v = e[1].get(shape)
+                e = memo[name] = (g, g.available, {})
+            v = e[2].get(shape)
             if v is None:
-                v = e[1][shape] = _static(g, req)
+                v = e[2][shape] = _static(g, req)
             why = v[0]
             if why is None:
-                a = avail(g)
+                a = booked(name) or e[1]
                 if pct is not None:
                     need_t = req.tflops_on(g.capacity.tflops)
                 if a.tflops < need_t or a.vram < need_v:
@@ -268,7 +270,7 @@ def _filter_plain(
                 else:
                     why = v[1]
                     if why is None:
-                        by_node.setdefault(node, []).append(g.name)
+                        by_node.setdefault(node, []).append(name)
         if why is not None:
             rejected[why] = rejected.get(why, 0) + 1
 
