@@ -325,20 +325,23 @@ def _bounds(targets: Sequence[_Target], req: Request) -> list[int]:
     and `count` times the rank of a GPU left with just the request's room (a GPU that passes the
     resource filter has at least that room, and the rank only falls as the room grows)."""
     count = req.count
-    at_cap: dict[tuple[float, float], int] = {}
+    at_caps: dict[tuple[tuple[float, float], ...], int] = {}  # the GPUs' capacities → count × best rank
     out: list[int] = []
     for t in targets:
+        cb = at_caps.get(t.caps)
+        if cb is None:
+            cb = at_caps[t.caps] = count * max(
+                (
+                    gpu_level_score(
+                        "CompactFirst", Res(*c), Res(req.tflops_on(c[0]), req.vram), DEFRAG_WEIGHTS
+                    )
+                    for c in t.caps
+                ),
+                default=0,
+            )
         tops = t.tops
-        top = tops[min(count, len(tops) - 1)]
-        cap_best = 0
-        for cap in t.caps:
-            r = at_cap.get(cap)
-            if r is None:
-                r = at_cap[cap] = gpu_level_score(
-                    "CompactFirst", Res(*cap), Res(req.tflops_on(cap[0]), req.vram), DEFRAG_WEIGHTS
-                )
-            cap_best = max(cap_best, r)
-        out.append(min(top, count * cap_best))
+        top = tops[count] if count < len(tops) else tops[-1]
+        out.append(top if top < cb else cb)
     return out
 
 
