@@ -27,6 +27,7 @@ from tftui.sources.sim.acting_objects import (
     _labels,
     _meta,
     _milli,
+    _PodIndex,
     _scaled,
     _selector_matches,
     _ts,
@@ -35,6 +36,29 @@ from tftui.sources.sim.acting_objects import (
 )
 from tftui.sources.sim.acting_store import _ActingStore
 from tftui.sources.sim.demo_layout import capacity_status, format_bytes, format_tflops
+
+_HW_KINDS = ("GPU", "GPUNode", "PodDisruptionBudget")  # a change to one made the next pass a full one
+
+
+def _forget(idx: _PodIndex, gone: list[Key]) -> tuple[set[Key], set[str | None]]:
+    """Take deleted GPUs and GPUNodes out of the pod index as a reset would leave it (the other
+    GPUs keep their order); returns the pods that named a deleted GPU (to index again) and the
+    nodes whose GPU lists changed (to recompute)."""
+    again: set[Key] = set()
+    reach: set[str | None] = set()
+    for k in gone:
+        if k[0] == "GPUNode":
+            idx.pool_of.pop(k[2], None)
+        elif k[2] in idx.gpu_node:
+            node = idx.gpu_node.pop(k[2])
+            names = idx.gpus_of[node]
+            names.remove(k[2])
+            if not names:
+                del idx.gpus_of[node]
+            reach.add(node)
+            again.update(p for p in idx.on_node.get(node, ()) if k[2] in idx.recs[p].gpus)
+    return again, reach
+
 
 _WorkerFigures = tuple[str, int, int, int, int, tuple[Any, str, str, str, str, str], str, str]
 
@@ -73,11 +97,20 @@ class _ActingStatus(_ActingStore):
         objs = self._objs
         idx = self._pods
         nodes: set[str | None] = {None}  # GPUs on no node: always recomputed
-        if full:
+        gone = self._only_deleted(touched) if full else None
+        if gone is not None:  # GPUs and GPUNodes went, nothing else of them changed: no full pass
+            full = False
+            again, reach = _forget(idx, gone)
+            pods = {k: None for k in touched if k[0] == "Pod"} | dict.fromkeys(again)
+            nodes |= reach
+            for n in reach:
+                self._node_cache.pop(n or "", None)
+        elif full:
             self._node_cache.clear()
             idx.reset(objs, self._by_kind)
             pods = self._by_kind.get("Pod", {})
             nodes.update(idx.gpus_of)
+            self._indexed = True
         else:
             pods = {k: None for k in touched if k[0] == "Pod"}
         memo = self._worker_memo()  # a pod changed in place is touched: its figures are made again
@@ -173,6 +206,17 @@ class _ActingStatus(_ActingStore):
             if k in objs:
                 cands = idx.candidates(objs[k], k[1])
                 self._pdb_status(k, [objs[p] for p in cands], {id(objs[p]): idx.recs[p].ready for p in cands})
+
+    def _only_deleted(self, touched: set[Key]) -> list[Key] | None:
+        """The GPUs and GPUNodes deleted since the last pass when that is the only change to a GPU,
+        GPUNode or PDB (a node released), else None (a full pass: the first one, something added or
+        changed, a PDB, or no such key at all — `recompute_statuses`)."""
+        if not getattr(self, "_indexed", False):
+            return None
+        hw = [k for k in touched if k[0] in _HW_KINDS]
+        if not hw or any(k[0] == "PodDisruptionBudget" or k in self._objs for k in hw):
+            return None
+        return hw
 
     def _account_worker(
         self,
