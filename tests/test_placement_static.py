@@ -12,7 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tftui.engine import incremental
-from tftui.engine.fit import Request, reject_reason
+from tftui.engine.fit import Request, node_level_score, reject_reason
+from tftui.engine.isolation import compatible
+from tftui.engine.placement import TOP_NODES, apply_placement, place, pool_mode, scheduler_weights
 from tftui.engine.placementfilter import STAGES, filter_gpus
 from tftui.engine.state import ClusterState, Res
 from tftui.sources.sim.cluster import generate_objects
@@ -112,3 +114,62 @@ def test_the_memo_follows_a_changed_gpu_view() -> None:
     assert all(name not in names for names in second.by_node.values())
     assert second.rejected.get("phase", 0) == first.rejected.get("phase", 0) + 1
     assert filter_gpus(later, pool, req, node_filters=False) == second
+
+
+def _reference_scores(
+    state: ClusterState, pool: str, req: Request, available: dict[str, Res]
+) -> tuple[tuple[str, int], ...]:
+    """Node scores as the scheduler computes them, every GPU looked at on every call."""
+    mode = pool_mode(state, pool)
+    weights = scheduler_weights(state)
+    cands = filter_gpus(state, pool, req, available=available)
+    out = []
+    for n, matched in cands.by_node.items():
+        total = counted = 0
+        for g in state.gpus_of(n):
+            if g.name not in matched and not compatible(g, req.isolation):
+                continue
+            s = node_level_score(mode, g.capacity, available.get(g.name, g.available), weights)
+            if g.name not in matched and g.phase == "Pending":
+                s //= 4
+            total += s
+            counted += 1
+        out.append((n, total // counted if counted else 0))
+    out.sort(key=lambda t: (-t[1], t[0]))
+    return tuple(out[:TOP_NODES])
+
+
+def test_node_scores_follow_bookings_and_changed_views() -> None:
+    """The per-node score memo: a node with a booking is scored afresh, a node whose GPU views
+    changed in a later state too; the rest read the memo."""
+    objs = [copy.deepcopy(o) for o in _objects(1)]
+    state = ClusterState.build(objs)
+    req = Request(vram=2 * GI, tflops=5.0)
+    pools = [p for p in sorted(state.pools) if place(state, p, req).node is not None]
+    assert pools
+    for pool in pools:
+        available: dict[str, Res] = {}
+        for _ in range(6):  # book one placement after another, as the simulated scheduler does
+            p = place(state, pool, req, available=available)
+            assert p.node_scores == _reference_scores(state, pool, req, available)
+            if p.node is None:
+                break
+            apply_placement(available, state, p, req)
+    # a later state: a scored GPU of a top node goes Pending (a quarter of its score); the node
+    # keeps other matched GPUs, so it is scored again, and its score must follow
+    mode, weights = pool_mode(state, pools[0]), scheduler_weights(state)
+    top = dict(place(state, pools[0], req).node_scores)
+    name = next(
+        g
+        for n, names in filter_gpus(state, pools[0], req).by_node.items()
+        if n in top and len(names) >= 2
+        for g in names
+        if node_level_score(mode, state.gpus[g].capacity, state.gpus[g].available, weights) >= 4
+    )
+    i = next(i for i, o in enumerate(objs) if o.get("kind") == "GPU" and o["metadata"]["name"] == name)
+    changed = copy.deepcopy(objs[i])
+    changed["status"]["phase"] = "Pending"
+    objs = [*objs[:i], changed, *objs[i + 1 :]]
+    later = incremental.update_state(state, objs)
+    for pool in pools:
+        assert place(later, pool, req).node_scores == _reference_scores(later, pool, req, {})
