@@ -173,3 +173,18 @@ def test_node_scores_follow_bookings_and_changed_views() -> None:
     later = incremental.update_state(state, objs)
     for pool in pools:
         assert place(later, pool, req).node_scores == _reference_scores(later, pool, req, {})
+
+
+def test_gpus_without_their_gpunode_count_as_no_node() -> None:
+    objs = list(_objects(2))
+    state = ClusterState.build(objs)
+    pool = sorted(state.pools)[0]
+    node = next(g.node for g in state.gpus_in_pool(pool) if g.node)
+    state = ClusterState.build(
+        [o for o in objs if not (o.get("kind") == "GPUNode" and o["metadata"]["name"] == node)]
+    )
+    req = Request(vram=GI, tflops=1.0)
+    for _ in range(2):  # made, then read from the state's memo
+        got = filter_gpus(state, pool, req, node_filters=False)
+        assert got.rejected.get("no-node", 0) > 0
+        assert (got.by_node, got.rejected) == _reference(state, pool, req, {}, frozenset())

@@ -141,7 +141,7 @@ def filter_gpus(
             else:
                 by_node.setdefault(g.node, []).append(g.name)
     else:
-        _filter_plain(state, gpus, request, available, exclude_nodes, rejected, by_node)
+        _filter_plain(state, pool, gpus, request, available, exclude_nodes, rejected, by_node)
     if by_node and request.isolation == PARTITIONED and not request.partition:
         request, reason = _match_partition(state, request, by_node, avail, uses, drop)
         if reason is not None:
@@ -228,6 +228,7 @@ def _static(g: GPUView, req: Request) -> tuple[str | None, str | None]:
 
 def _filter_plain(
     state: ClusterState,
+    pool: str,
     gpus: Sequence[GPUView],
     req: Request,
     available: Mapping[str, Res] | None,
@@ -246,6 +247,27 @@ def _filter_plain(
     pct = req.compute_percent
     need_t = req.tflops or 0.0
     need_v = req.vram
+    if not exclude_nodes:  # the GPUs past the static filters, once per state, pool and shape
+        per_shape: dict[_Shape, _Survivors] = state.derived(f"placement-plain/{pool}", lambda st: {})
+        got = per_shape.get(shape)
+        if got is None:
+            got = per_shape[shape] = _survivors(gpus, req, shape, nodes, memo)
+        for stage, n in got[0].items():
+            rejected[stage] = rejected.get(stage, 0) + n
+        short = 0
+        for g, gname, gnode, a0, after in got[1]:
+            a = booked(gname) or a0
+            if pct is not None:
+                need_t = req.tflops_on(g.capacity.tflops)
+            if a.tflops < need_t or a.vram < need_v:
+                short += 1
+            elif after is not None:
+                rejected[after] = rejected.get(after, 0) + 1
+            else:
+                by_node.setdefault(gnode, []).append(gname)
+        if short:
+            rejected["resource"] = rejected.get("resource", 0) + short
+        return
     for g in gpus:
         node = g.node
         if node in exclude_nodes:
@@ -273,6 +295,35 @@ def _filter_plain(
                         by_node.setdefault(node, []).append(name)
         if why is not None:
             rejected[why] = rejected.get(why, 0) + 1
+
+
+_Survivors = tuple[dict[str, int], list[tuple[GPUView, str, str, Res, str | None]]]
+
+
+def _survivors(
+    gpus: Sequence[GPUView], req: Request, shape: _Shape, nodes: Mapping[str, object], memo: dict[str, _Memo]
+) -> _Survivors:
+    """The pool's GPUs that pass the no-node check and the static filters before the resource one
+    (as `_filter_plain` judges them), with their availability and later static verdict, in pool
+    order; and how many each static stage rejected."""
+    counts: dict[str, int] = {}
+    out: list[tuple[GPUView, str, str, Res, str | None]] = []
+    for g in gpus:
+        node = g.node
+        if node is None or node not in nodes:
+            counts["no-node"] = counts.get("no-node", 0) + 1
+            continue
+        e = memo.get(g.name)
+        if e is None or e[0] is not g:
+            e = memo[g.name] = (g, g.available, {})
+        v = e[2].get(shape)
+        if v is None:
+            v = e[2][shape] = _static(g, req)
+        if v[0] is not None:
+            counts[v[0]] = counts.get(v[0], 0) + 1
+        else:
+            out.append((g, g.name, node, e[1], v[1]))
+    return counts, out
 
 
 def _match_partition(
