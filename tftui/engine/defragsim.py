@@ -6,6 +6,7 @@ Pure judgements on the step's context, separate from the step that turns them in
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,7 +25,7 @@ from tftui.engine.defragconfig import (
 )
 from tftui.engine.defragindex import _Ctx, _is_used, _pool_gpus, _util, gpu_utilization
 from tftui.engine.fit import DEFRAG_WEIGHTS, Request, gpu_level_score, reject_reason
-from tftui.engine.nodefit import node_fit, pod_requests
+from tftui.engine.nodefit import NodeFit, PodRes, node_fit, pod_requests
 from tftui.engine.plan import Action, Skip
 from tftui.engine.state import GPUView, NodeView, PartitionUse, Res, WorkerView
 from tftui.model import keys
@@ -119,6 +120,8 @@ class _Target:
     max_v: float = 0.0
     catalog: ProviderCatalog = field(default_factory=ProviderCatalog)
     parts: dict[str, list[PartitionUse]] = field(default_factory=dict)  # partitions booked here
+    tops: list[int] = field(default_factory=list)  # tops[k]: the sum of the k best ranks (`order`)
+    caps: tuple[tuple[float, float], ...] = ()  # the GPUs' distinct capacities (TFLOPS, VRAM)
 
     def copy(self) -> _Target:
         return _Target(
@@ -133,6 +136,8 @@ class _Target:
             self.max_v,
             self.catalog,
             dict(self.parts),
+            self.tops,
+            self.caps,
         )
 
     def reject(self, g: GPUView, req: Request) -> str | None:
@@ -156,6 +161,7 @@ class _Target:
         """Sort the GPUs by score at the current availabilities; note the largest availabilities
         (a request above them fits no GPU here, whatever the other filters say)."""
         self.order = sorted(self.gpus, key=lambda g: (-self.rank(g), g.name))
+        self.tops = [0, *itertools.accumulate(map(self.rank, self.order))]
         self.max_t = max((a.tflops for a in self.avail.values()), default=0.0)
         self.max_v = max((a.vram for a in self.avail.values()), default=0.0)
 
@@ -229,7 +235,13 @@ def _judged(ctx: _Ctx) -> list[tuple[str, str | None, _Target | None]]:
                 reason = f"empty node (t={len(gpus)},u=0,f={len(gpus)})"
             else:
                 t = _Target(
-                    node.name, gpus, avail, used, len(ctx.active(node.name)), catalog=ctx.state.providers
+                    node.name,
+                    gpus,
+                    avail,
+                    used,
+                    len(ctx.active(node.name)),
+                    catalog=ctx.state.providers,
+                    caps=tuple(dict.fromkeys((g.capacity.tflops, g.capacity.vram) for g in gpus)),
                 )
                 t.reorder()  # every simulation over this state starts from these scores
                 out.append((node.name, None, t))
@@ -251,7 +263,13 @@ def _filter_summary(reasons: Iterable[str]) -> str:
 
 
 def _simulate(ctx: _Ctx, source: str, source_util: float, workers: Sequence[WorkerView]) -> _Simulation:
-    """Place every worker of `source` on the budget, all or nothing; raises RequestError on bad requests."""
+    """Place every worker of `source` on the budget, all or nothing; raises RequestError on bad requests.
+
+    Each worker goes to the target of the highest score, the first in budget order among equals.
+    The targets are tried best bound first (`_bound`: no target scores above it), and the search
+    stops once no untried target can beat the best found: the choice of trying every target, in
+    budget order, at a fraction of the cost (every target is tried only when none takes the worker,
+    and then its rejection is reported in budget order)."""
     shared, excluded = _budget(ctx, source)
     own: dict[str, _Target] = {}  # copies of the targets this simulation booked workers on
     sim = _Simulation({})
@@ -260,47 +278,30 @@ def _simulate(ctx: _Ctx, source: str, source_util: float, workers: Sequence[Work
         req = Request.of_worker(w)
         pod = pod_requests(w.obj)
         best: tuple[int, _Target, list[GPUView]] | None = None
-        rejects: list[str | _Target] = []  # a target: its allocator-filter text, made if shown
+        best_i = -1
+        rejects: list[tuple[int, str | _Target]] = []  # a target: its allocator-filter text, made if shown
         targets = [own.get(t.node, t) for t in shared] if own else shared
         need_t = (req.tflops or 0.0) if req.compute_percent is None else 0.0
-        for t in targets:
-            if ctx.max_workers > 0 and t.workers >= ctx.max_workers:
-                rejects.append(f"{t.node}:max-worker-per-node(workers={t.workers} max={ctx.max_workers})")
-                continue
-            if t.util < source_util:
-                rejects.append(
-                    f"{t.node}:monotonicity(targetUtil={_fmt_pct(t.util)} sourceUtil={_fmt_pct(source_util)})"
-                )
-                continue
-            if req.vram > t.max_v or need_t > t.max_t:  # no GPU has the room
-                rejects.append(t)
-                continue
-            if (why := room.refuse(t.node, pod)) is not None:  # the scheduler would not bind it here
-                rejects.append(f"{t.node}:node-resources-fit({why})")
-                continue
-            # the best-scored GPUs that pass the filters: the first `count` in score order
-            chosen: list[GPUView] = []
-            reasons: list[str] = []
-            for g in t.order:
-                why = t.reject(g, req)
-                if why is not None:
-                    reasons.append(why)
-                    continue
-                chosen.append(g)
-                if len(chosen) == req.count:
-                    break
-            if len(chosen) < req.count:  # every GPU was looked at
-                detail = f"filtered={len(chosen)} required={req.count}"
-                failed = _filter_summary(reasons)
-                rejects.append(f"{t.node}:allocator-filter({detail}{' ' + failed if failed else ''})")
-                continue
-            # the node-level score of CompactFirst is the GPU-level formula: the memoized rank
-            score = sum(t.rank(g) for g in chosen)
-            if best is None or score > best[0]:
-                best = (score, t, chosen)
+        bounds = _bounds(targets, req)
+        for i in sorted(range(len(targets)), key=lambda i: (-bounds[i], i)):
+            if best is not None:
+                if bounds[i] < best[0]:
+                    break  # the rest are bounded lower still
+                if bounds[i] == best[0] and i > best_i:
+                    continue  # at best a tie, after the best in budget order
+            t = targets[i]
+            got = _try_target(ctx, t, req, pod, room, source_util, need_t)
+            if isinstance(got, list):
+                # the node-level score of CompactFirst is the GPU-level formula: the memoized rank
+                score = sum(t.rank(g) for g in got)
+                if best is None or score > best[0] or (score == best[0] and i < best_i):
+                    best, best_i = (score, t, got), i
+            else:
+                rejects.append((i, got))
         if best is None:
             sim.failed = w
-            shown = [r if isinstance(r, str) else r.filter_reject(req) for r in rejects[:_SHOW]]
+            rejects.sort(key=lambda r: r[0])
+            shown = [r if isinstance(r, str) else r.filter_reject(req) for _, r in rejects[:_SHOW]]
             sim.summary = _unmovable_summary(w, targets, shown, excluded)
             return sim
         _, t, chosen = best
@@ -317,6 +318,67 @@ def _simulate(ctx: _Ctx, source: str, source_util: float, workers: Sequence[Work
         room.book(t.node, pod)
         sim.placements[w.key] = (t.node, [g.name for g in chosen])
     return sim
+
+
+def _bounds(targets: Sequence[_Target], req: Request) -> list[int]:
+    """Per target, a score no placement of `req` there exceeds: the sum of its `count` best ranks,
+    and `count` times the rank of a GPU left with just the request's room (a GPU that passes the
+    resource filter has at least that room, and the rank only falls as the room grows)."""
+    count = req.count
+    at_caps: dict[tuple[tuple[float, float], ...], int] = {}  # the GPUs' capacities → count × best rank
+    out: list[int] = []
+    for t in targets:
+        cb = at_caps.get(t.caps)
+        if cb is None:
+            cb = at_caps[t.caps] = count * max(
+                (
+                    gpu_level_score(
+                        "CompactFirst", Res(*c), Res(req.tflops_on(c[0]), req.vram), DEFRAG_WEIGHTS
+                    )
+                    for c in t.caps
+                ),
+                default=0,
+            )
+        tops = t.tops
+        top = tops[count] if count < len(tops) else tops[-1]
+        out.append(top if top < cb else cb)
+    return out
+
+
+def _try_target(
+    ctx: _Ctx,
+    t: _Target,
+    req: Request,
+    pod: PodRes,
+    room: NodeFit,
+    source_util: float,
+    need_t: float,
+) -> list[GPUView] | str | _Target:
+    """The GPUs of `t` that take `req` (the best-ranked that pass the filters), or why none do: a
+    text, or the target itself when no GPU has the room (its filter text, made if shown)."""
+    if ctx.max_workers > 0 and t.workers >= ctx.max_workers:
+        return f"{t.node}:max-worker-per-node(workers={t.workers} max={ctx.max_workers})"
+    if t.util < source_util:
+        return f"{t.node}:monotonicity(targetUtil={_fmt_pct(t.util)} sourceUtil={_fmt_pct(source_util)})"
+    if req.vram > t.max_v or need_t > t.max_t:  # no GPU has the room
+        return t
+    if (why := room.refuse(t.node, pod)) is not None:  # the scheduler would not bind it here
+        return f"{t.node}:node-resources-fit({why})"
+    # the best-scored GPUs that pass the filters: the first `count` in score order
+    chosen: list[GPUView] = []
+    reasons: list[str] = []
+    for g in t.order:
+        why = t.reject(g, req)
+        if why is not None:
+            reasons.append(why)
+            continue
+        chosen.append(g)
+        if len(chosen) == req.count:
+            return chosen
+    # every GPU was looked at
+    detail = f"filtered={len(chosen)} required={req.count}"
+    failed = _filter_summary(reasons)
+    return f"{t.node}:allocator-filter({detail}{' ' + failed if failed else ''})"
 
 
 def _unmovable_summary(w: WorkerView, targets: list[_Target], rejects: list[str], excluded: list[str]) -> str:

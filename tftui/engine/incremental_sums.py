@@ -40,22 +40,34 @@ class WorkloadsAndSums:
 
     def _pools(self) -> None:
         """Every pool's node list and sums, and every node's allocation and virtual figures, as
-        `_aggregate` does (nodes whose GPUs did not change keep theirs: recomputed, equal)."""
+        `_aggregate` does (nodes whose GPUs did not change keep theirs: recomputed, equal). A pool
+        whose nodes are the previous state's very views, in the same order, keeps its sums (summed
+        over the same figures in the same order: equal); the others are summed again."""
         st = self.st
         for name, node in paced(st.nodes.items()):
             pool = st.pools.get(node.pool) if node.pool else None
             if pool is not None:
                 pool.nodes.append(name)
         prev_nodes = self.prev.nodes
+        fresh: set[str] = set()  # pools with a fresh node view
         for node in paced(st.nodes.values()):
             if prev_nodes.get(node.name) is not node:  # a fresh view: its sums are still to do
                 for g in node.gpus:
                     node.allocated.add(st.gpus[g].allocated)
                 pool = st.pools.get(node.pool) if node.pool else None
                 node.virtual = virtual_capacity(node, pool)
-            pool = st.pools.get(node.pool) if node.pool else None
-            if pool is not None:
-                add_node_to_pool(pool, node)
+                if node.pool:
+                    fresh.add(node.pool)
+        prev_pools = self.prev.pools
+        for pool in st.pools.values():
+            old = prev_pools.get(pool.name)
+            if pool.name not in fresh and old is not None and old.nodes == pool.nodes:
+                pool.capacity, pool.allocated = old.capacity.copy(), old.allocated.copy()
+                pool.limits, pool.virtual = old.limits.copy(), old.virtual.copy()
+                pool.gpu_count, pool.worker_count = old.gpu_count, old.worker_count
+                continue
+            for name in paced(pool.nodes):
+                add_node_to_pool(pool, st.nodes[name])
 
     # -- workloads ---------------------------------------------------------------------------------
 

@@ -185,11 +185,16 @@ def lower_bound(
 
 def pool_demand(state: ClusterState, pool: str) -> list[Item]:
     """The pool's workers that need a place: not terminating, not finished (Pending ones included)."""
-    out: list[Item] = []
+    return list(state.derived("lowerbound-demand", _demands).get(pool, ()))
+
+
+def _demands(state: ClusterState) -> dict[str | None, list[Item]]:
+    """Every pool's `pool_demand`, in worker order, from one pass over the workers (read-only)."""
+    out: dict[str | None, list[Item]] = {}
     for w in state.workers.values():
-        if w.pool != pool or w.terminating or w.phase in ("Succeeded", "Failed"):
+        if w.terminating or w.phase in ("Succeeded", "Failed"):
             continue
-        out.append(Item(w.request.tflops, w.request.vram, max(1, w.gpu_count)))
+        out.setdefault(w.pool, []).append(Item(w.request.tflops, w.request.vram, max(1, w.gpu_count)))
     return out
 
 

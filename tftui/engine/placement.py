@@ -27,9 +27,10 @@ Deviations from upstream, all deliberate (behaviour P2):
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Mapping, MutableMapping
+import operator
+from collections.abc import Callable, Collection, Mapping, MutableMapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Final
 
 from tftui.engine import quota
 from tftui.engine.fit import (
@@ -49,7 +50,7 @@ from tftui.engine.placementfilter import Assumed as Assumed
 from tftui.engine.placementfilter import Candidates as Candidates
 from tftui.engine.placementfilter import _avail, _state_avail
 from tftui.engine.placementfilter import filter_gpus as filter_gpus
-from tftui.engine.state import ClusterState, PartitionUse, Res
+from tftui.engine.state import ClusterState, GPUView, PartitionUse, Res
 
 DEFAULT_MAX_WORKER_PER_NODE = 256  # the chart's `maxWorkerPerNode` (P12)
 TOP_NODES = 5
@@ -161,23 +162,55 @@ def place(
     scored: list[tuple[str, int]] = []
     avail = _state_avail(state, available)
     isolation = req.isolation
-    for n, matched in cands.by_node.items():
-        total = 0
-        counted = 0
-        chosen = set(matched)
-        for g in state.gpus_of(n):
-            if g.name not in chosen and not compatible(g, isolation):
-                continue
-            s = node_level_score(mode, g.capacity, avail(g), weights)
-            if g.name not in chosen and g.phase == "Pending":
-                s //= 4
-            total += s
-            counted += 1
-        scored.append((n, total // counted if counted else 0))
+    # a node's score reads its GPUs' views and availabilities alone (its matched GPUs are compatible
+    # and Running): kept per node while its GPU views are the same and nothing is booked on them
+    memo: dict[str, tuple[tuple[GPUView, ...], dict[tuple[Mode, Weights, str], int]]] = state.derived(
+        _NODE_SCORES, lambda st: {}
+    )
+    all_gpus = state.gpus
+    booked = {all_gpus[g].node for g in available if g in all_gpus} if available else set()
+    skey = (mode, weights, isolation)
+    for n in cands.by_node:
+        views = state.gpus_of(n)
+        if n in booked:
+            scored.append((n, _node_score(views, mode, weights, isolation, avail)))
+            continue
+        e = memo.get(n)
+        if e is None or len(e[0]) != len(views) or not all(map(operator.is_, e[0], views)):
+            e = memo[n] = (tuple(views), {})
+        got = e[1].get(skey)
+        if got is None:
+            got = e[1][skey] = _node_score(views, mode, weights, isolation, avail)
+        scored.append((n, got))
     scored.sort(key=lambda t: (-t[1], t[0]))
     best = scored[0][0]
     gpus = _pick_gpus(state, cands.by_node[best], req.count, mode, weights, available)
     return Placement(mode, best, gpus, tuple(scored[:TOP_NODES]), None, cands.rejected, req.partition)
+
+
+_NODE_SCORES: Final = "carried/placement-node-scores"
+"""`ClusterState.derived` key of node → (its GPU views, (mode, weights, isolation) → `_node_score`
+at the state's availabilities); `incremental.CARRIED` keeps it for the next states, an entry
+counting only while the node's GPU views are the very same."""
+
+
+def _node_score(
+    views: list[GPUView], mode: Mode, weights: Weights, isolation: str, avail: Callable[[GPUView], Res]
+) -> int:
+    """The scheduler's node score (P2): the floor of the mean node-level score over the node's GPUs
+    that could host `isolation` (a Pending one counting a quarter, integer division). The request's
+    matched GPUs are among them at full weight: they passed the isolation policy and are Running."""
+    total = 0
+    counted = 0
+    for g in views:
+        if not compatible(g, isolation):
+            continue
+        s = node_level_score(mode, g.capacity, avail(g), weights)
+        if g.phase == "Pending":
+            s //= 4
+        total += s
+        counted += 1
+    return total // counted if counted else 0
 
 
 def select_from_store(

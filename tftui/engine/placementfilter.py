@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Final
 
 from tftui.engine import partitions, quota
-from tftui.engine.fit import Request, reject_reason
+from tftui.engine.fit import USED_BY_TF, Request, model_matches, reject_reason
+from tftui.engine.isolation import policy_reject
 from tftui.engine.nodefit import NodeFit, PodRes, node_fit
 from tftui.engine.state import ClusterState, GPUView, PartitionUse, Res
-from tftui.model.isolation import PARTITIONED
+from tftui.model.isolation import PARTITIONED, SHARED
 
 Assumed = Mapping[str, Sequence[PartitionUse]]  # GPU → its partitions, as a simulation booked them
 # filter stages in the order they run; `Placement.rejected` uses these keys
@@ -128,15 +130,18 @@ def filter_gpus(
     nodes = state.nodes
     catalog = state.providers
     uses = assumed.get if assumed is not None else _none
-    for g in gpus:
-        if g.node in exclude_nodes:
-            drop("excluded")
-        elif g.node is None or g.node not in nodes:
-            drop("no-node")
-        elif (why := reject_reason(g, avail(g), request, catalog, uses(g.name))) is not None:
-            drop(why)
-        else:
-            by_node.setdefault(g.node, []).append(g.name)
+    if request.isolation in (SHARED, PARTITIONED):
+        for g in gpus:
+            if g.node in exclude_nodes:
+                drop("excluded")
+            elif g.node is None or g.node not in nodes:
+                drop("no-node")
+            elif (why := reject_reason(g, avail(g), request, catalog, uses(g.name))) is not None:
+                drop(why)
+            else:
+                by_node.setdefault(g.node, []).append(g.name)
+    else:
+        _filter_plain(state, pool, gpus, request, available, exclude_nodes, rejected, by_node)
     if by_node and request.isolation == PARTITIONED and not request.partition:
         request, reason = _match_partition(state, request, by_node, avail, uses, drop)
         if reason is not None:
@@ -185,6 +190,140 @@ def filter_gpus(
 
 def _none(_: str) -> None:
     return None
+
+
+_STATIC: Final = "carried/placement-static"
+"""`ClusterState.derived` key of the GPU name → (its view, its availability, request shape →
+`_static` verdicts) memo; `incremental.CARRIED` keeps it for the next states, an entry counting only for the very
+view it was made from (a GPU's view is replaced whenever anything of it changes)."""
+
+_Shape = tuple[str, tuple[int, ...], str | None, str | None]  # isolation, indices, model, vendor
+_Memo = tuple[GPUView, Res, dict[_Shape, tuple[str | None, str | None]]]  # view, its availability, verdicts
+
+
+def _static(g: GPUView, req: Request) -> tuple[str | None, str | None]:
+    """`reject_reason`'s filters that read the GPU's view and the request's shape alone, for a
+    request that is neither shared nor partitioned: those it runs before the resource filter (the
+    isolation policy, phase, used-by, index, virtualization capabilities) and after it (model,
+    vendor)."""
+    why = policy_reject(g, req.isolation)
+    if why is None:
+        if g.phase != "Running":
+            why = "phase"
+        elif g.used_by not in ("", USED_BY_TF):
+            why = "used-by"
+        elif req.indices and (g.index is None or g.index not in req.indices):
+            why = "index"
+        else:
+            caps = g.isolation.capabilities
+            if caps is not None and not caps.supports(req.isolation):
+                why = "isolation-unsupported"
+    after = None
+    if req.model and not model_matches(req.model, g):
+        after = "model"
+    elif req.vendor and g.vendor != req.vendor:
+        after = "vendor"
+    return why, after
+
+
+def _filter_plain(
+    state: ClusterState,
+    pool: str,
+    gpus: Sequence[GPUView],
+    req: Request,
+    available: Mapping[str, Res] | None,
+    exclude_nodes: Collection[str],
+    rejected: dict[str, int],
+    by_node: dict[str, list[str]],
+) -> None:
+    """The per-GPU stages of `filter_gpus` for a request neither shared nor partitioned: the same
+    verdicts as `reject_reason`, whose filters but the resource one are kept per GPU view and
+    request shape (`_static`) over the states, with the view's availability, so a placement costs
+    the resource check per GPU."""
+    memo: dict[str, _Memo] = state.derived(_STATIC, lambda st: {})
+    shape: _Shape = (req.isolation, req.indices, req.model, req.vendor)
+    nodes = state.nodes
+    booked = available.get if available else _none
+    pct = req.compute_percent
+    need_t = req.tflops or 0.0
+    need_v = req.vram
+    if not exclude_nodes:  # the GPUs past the static filters, once per state, pool and shape
+        per_shape: dict[_Shape, _Survivors] = state.derived(f"placement-plain/{pool}", lambda st: {})
+        got = per_shape.get(shape)
+        if got is None:
+            got = per_shape[shape] = _survivors(gpus, req, shape, nodes, memo)
+        for stage, n in got[0].items():
+            rejected[stage] = rejected.get(stage, 0) + n
+        short = 0
+        for g, gname, gnode, a0, after in got[1]:
+            a = booked(gname) or a0
+            if pct is not None:
+                need_t = req.tflops_on(g.capacity.tflops)
+            if a.tflops < need_t or a.vram < need_v:
+                short += 1
+            elif after is not None:
+                rejected[after] = rejected.get(after, 0) + 1
+            else:
+                by_node.setdefault(gnode, []).append(gname)
+        if short:
+            rejected["resource"] = rejected.get("resource", 0) + short
+        return
+    for g in gpus:
+        node = g.node
+        if node in exclude_nodes:
+            why: str | None = "excluded"
+        elif node is None or node not in nodes:
+            why = "no-node"
+        else:
+            name = g.name
+            e = memo.get(name)
+            if e is None or e[0] is not g:
+                e = memo[name] = (g, g.available, {})
+            v = e[2].get(shape)
+            if v is None:
+                v = e[2][shape] = _static(g, req)
+            why = v[0]
+            if why is None:
+                a = booked(name) or e[1]
+                if pct is not None:
+                    need_t = req.tflops_on(g.capacity.tflops)
+                if a.tflops < need_t or a.vram < need_v:
+                    why = "resource"
+                else:
+                    why = v[1]
+                    if why is None:
+                        by_node.setdefault(node, []).append(name)
+        if why is not None:
+            rejected[why] = rejected.get(why, 0) + 1
+
+
+_Survivors = tuple[dict[str, int], list[tuple[GPUView, str, str, Res, str | None]]]
+
+
+def _survivors(
+    gpus: Sequence[GPUView], req: Request, shape: _Shape, nodes: Mapping[str, object], memo: dict[str, _Memo]
+) -> _Survivors:
+    """The pool's GPUs that pass the no-node check and the static filters before the resource one
+    (as `_filter_plain` judges them), with their availability and later static verdict, in pool
+    order; and how many each static stage rejected."""
+    counts: dict[str, int] = {}
+    out: list[tuple[GPUView, str, str, Res, str | None]] = []
+    for g in gpus:
+        node = g.node
+        if node is None or node not in nodes:
+            counts["no-node"] = counts.get("no-node", 0) + 1
+            continue
+        e = memo.get(g.name)
+        if e is None or e[0] is not g:
+            e = memo[g.name] = (g, g.available, {})
+        v = e[2].get(shape)
+        if v is None:
+            v = e[2][shape] = _static(g, req)
+        if v[0] is not None:
+            counts[v[0]] = counts.get(v[0], 0) + 1
+        else:
+            out.append((g, g.name, node, e[1], v[1]))
+    return counts, out
 
 
 def _match_partition(

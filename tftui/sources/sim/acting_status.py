@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from typing import Any
 
 from tftui.engine.partitions import mig_start
 from tftui.engine.state import PartitionUse
@@ -26,6 +27,7 @@ from tftui.sources.sim.acting_objects import (
     _labels,
     _meta,
     _milli,
+    _PodIndex,
     _scaled,
     _selector_matches,
     _ts,
@@ -34,6 +36,31 @@ from tftui.sources.sim.acting_objects import (
 )
 from tftui.sources.sim.acting_store import _ActingStore
 from tftui.sources.sim.demo_layout import capacity_status, format_bytes, format_tflops
+
+_HW_KINDS = ("GPU", "GPUNode", "PodDisruptionBudget")  # a change to one made the next pass a full one
+
+
+def _forget(idx: _PodIndex, gone: list[Key]) -> tuple[set[Key], set[str | None]]:
+    """Take deleted GPUs and GPUNodes out of the pod index as a reset would leave it (the other
+    GPUs keep their order); returns the pods that named a deleted GPU (to index again) and the
+    nodes whose GPU lists changed (to recompute)."""
+    again: set[Key] = set()
+    reach: set[str | None] = set()
+    for k in gone:
+        if k[0] == "GPUNode":
+            idx.pool_of.pop(k[2], None)
+        elif k[2] in idx.gpu_node:
+            node = idx.gpu_node.pop(k[2])
+            names = idx.gpus_of[node]
+            names.remove(k[2])
+            if not names:
+                del idx.gpus_of[node]
+            reach.add(node)
+            again.update(p for p in idx.on_node.get(node, ()) if k[2] in idx.recs[p].gpus)
+    return again, reach
+
+
+_WorkerFigures = tuple[str, int, int, int, int, tuple[Any, str, str, str, str, str], str, str]
 
 
 class _ActingStatus(_ActingStore):
@@ -70,13 +97,28 @@ class _ActingStatus(_ActingStore):
         objs = self._objs
         idx = self._pods
         nodes: set[str | None] = {None}  # GPUs on no node: always recomputed
-        if full:
+        gone = self._only_deleted(touched) if full else None
+        if gone is not None:  # GPUs and GPUNodes went, nothing else of them changed: no full pass
+            full = False
+            again, reach = _forget(idx, gone)
+            pods = {k: None for k in touched if k[0] == "Pod"} | dict.fromkeys(again)
+            nodes |= reach
+            for n in reach:
+                self._node_cache.pop(n or "", None)
+        elif full:
             self._node_cache.clear()
             idx.reset(objs, self._by_kind)
             pods = self._by_kind.get("Pod", {})
             nodes.update(idx.gpus_of)
+            self._indexed = True
         else:
             pods = {k: None for k in touched if k[0] == "Pod"}
+        memo = self._worker_memo()  # a pod changed in place is touched: its figures are made again
+        if full:
+            memo.clear()
+        else:
+            for k in pods:
+                memo.pop(k, None)
         workloads: set[tuple[str, str]] = set()
         pdbs: set[Key] = set()
         owners: set[tuple[str, str]] = set()  # workloads whose pods' PDBs need a look
@@ -165,6 +207,17 @@ class _ActingStatus(_ActingStore):
                 cands = idx.candidates(objs[k], k[1])
                 self._pdb_status(k, [objs[p] for p in cands], {id(objs[p]): idx.recs[p].ready for p in cands})
 
+    def _only_deleted(self, touched: set[Key]) -> list[Key] | None:
+        """The GPUs and GPUNodes deleted since the last pass when that is the only change to a GPU,
+        GPUNode or PDB (a node released), else None (a full pass: the first one, something added or
+        changed, a PDB, or no such key at all — `recompute_statuses`)."""
+        if not getattr(self, "_indexed", False):
+            return None
+        hw = [k for k in touched if k[0] in _HW_KINDS]
+        if not hw or any(k[0] == "PodDisruptionBudget" or k in self._objs for k in hw):
+            return None
+        return hw
+
     def _account_worker(
         self,
         key: Key,
@@ -175,24 +228,26 @@ class _ActingStatus(_ActingStore):
     ) -> None:
         ann = _annotations(pod)
         ids = [g for g in (ann.get(keys.GPU_IDS) or "").split(",") if g]
-        wl = _labels(pod).get(keys.WORKLOAD, "")
         if not ids:
             return
         first = gpus.get(ids[0])
-        req_t = self._tflops(ann, keys.TFLOPS_REQUEST, keys.COMPUTE_PERCENT_REQUEST, first)
-        lim_t = self._tflops(ann, keys.TFLOPS_LIMIT, keys.COMPUTE_PERCENT_LIMIT, first)
-        req_v = _units(ann.get(keys.VRAM_REQUEST) or "0")
-        lim_v = _units(ann.get(keys.VRAM_LIMIT) or "0")
+        memo = self._worker_memo()
+        got = memo.get(key)
+        if got is None or got[0] is not pod or got[1] != (first.cap_t if first is not None else None):
+            got = memo[key] = (
+                pod,
+                first.cap_t if first is not None else None,
+                self._worker_figures(pod, first),
+            )
+        wl, req_t, lim_t, req_v, lim_v, texts, isolation, partition = got[2]
         info = {
             "name": key[2],
             "namespace": key[1],
-            "uid": _meta(pod).get("uid", ""),
-            "qos": ann.get(keys.QOS) or "medium",
-            "requests": {"tflops": format_tflops(req_t), "vram": format_bytes(req_v)},
-            "limits": {"tflops": format_tflops(lim_t), "vram": format_bytes(lim_v)},
+            "uid": texts[0],
+            "qos": texts[1],
+            "requests": {"tflops": texts[2], "vram": texts[3]},
+            "limits": {"tflops": texts[4], "vram": texts[5]},
         }
-        isolation = ann.get(keys.ISOLATION) or ""
-        partition = (ann.get(keys.PARTITION_ID) or "") if isolation == "partitioned" else ""
         for gid in ids:
             acc = gpus.get(gid)
             if acc is None:
@@ -208,13 +263,43 @@ class _ActingStatus(_ActingStore):
             acc.apps.setdefault((key[1], wl), []).append(info)
             acc.pods.append(info)
             if partition:
-                acc.parts.append((str(_meta(pod).get("uid", "")), key[2], key[1], partition))
+                acc.parts.append((str(texts[0]), key[2], key[1], partition))
         node = (pod.get("spec") or {}).get("nodeName")
         if node:
             lim = node_lim.setdefault(node, [0, 0])
             lim[0] += lim_t
             lim[1] += lim_v
             node_pods[node] = node_pods.get(node, 0) + 1
+
+    def _worker_memo(self) -> dict[Key, tuple[JSON, int | None, _WorkerFigures]]:
+        """Pod key → (the pod dict, its first GPU's capacity, `_worker_figures`), kept between
+        passes: a status pass accounts every worker of a touched node, most of them unchanged."""
+        try:
+            return self._worker_figures_memo
+        except AttributeError:
+            self._worker_figures_memo: dict[Key, tuple[JSON, int | None, _WorkerFigures]] = {}
+            return self._worker_figures_memo
+
+    def _worker_figures(self, pod: JSON, first: _GpuAcc | None) -> _WorkerFigures:
+        """What accounting a worker reads of its pod: workload label, request and limit (milli-TFLOPS
+        per device, a compute percentage on its first GPU; bytes), its texts (uid, QoS, formatted
+        request and limit), isolation and partition."""
+        ann = _annotations(pod)
+        req_t = self._tflops(ann, keys.TFLOPS_REQUEST, keys.COMPUTE_PERCENT_REQUEST, first)
+        lim_t = self._tflops(ann, keys.TFLOPS_LIMIT, keys.COMPUTE_PERCENT_LIMIT, first)
+        req_v = _units(ann.get(keys.VRAM_REQUEST) or "0")
+        lim_v = _units(ann.get(keys.VRAM_LIMIT) or "0")
+        texts = (
+            _meta(pod).get("uid", ""),
+            ann.get(keys.QOS) or "medium",
+            format_tflops(req_t),
+            format_bytes(req_v),
+            format_tflops(lim_t),
+            format_bytes(lim_v),
+        )
+        isolation = ann.get(keys.ISOLATION) or ""
+        partition = (ann.get(keys.PARTITION_ID) or "") if isolation == "partitioned" else ""
+        return _labels(pod).get(keys.WORKLOAD, ""), req_t, lim_t, req_v, lim_v, texts, isolation, partition
 
     def _catalog(self) -> ProviderCatalog:
         """The ProviderConfigs' catalogue, rebuilt when one of them changed."""
