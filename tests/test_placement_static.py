@@ -188,3 +188,19 @@ def test_gpus_without_their_gpunode_count_as_no_node() -> None:
         got = filter_gpus(state, pool, req, node_filters=False)
         assert got.rejected.get("no-node", 0) > 0
         assert (got.by_node, got.rejected) == _reference(state, pool, req, {}, frozenset())
+
+
+def test_the_carried_memos_never_outgrow_the_cluster() -> None:
+    """Entries of GPUs and nodes gone from the cluster (a cloud pool's churn) are forgotten: the
+    memos carried from state to state hold at most about twice what the cluster has."""
+    state = ClusterState.build([copy.deepcopy(o) for o in _objects(0)])
+    fresh = ClusterState.build([copy.deepcopy(o) for o in _objects(0)])
+    req = Request(vram=GI, tflops=1.0)
+    pool = next(p for p in sorted(fresh.pools) if place(fresh, p, req).node is not None)
+    static: dict[str, object] = state.derived("carried/placement-static", lambda st: {})
+    scores: dict[str, object] = state.derived("carried/placement-node-scores", lambda st: {})
+    for i in range(2 * len(state.gpus) + 100):
+        static[f"gone-gpu-{i}"] = scores[f"gone-node-{i}"] = None
+    assert place(state, pool, req) == place(fresh, pool, req)
+    assert 0 < len(static) <= len(state.gpus) and not any(k.startswith("gone-") for k in static)
+    assert 0 < len(scores) <= len(state.nodes) and not any(k.startswith("gone-") for k in scores)

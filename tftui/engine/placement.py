@@ -167,6 +167,8 @@ def place(
     memo: dict[str, tuple[tuple[GPUView, ...], dict[tuple[Mode, Weights, str], int]]] = state.derived(
         _NODE_SCORES, lambda st: {}
     )
+    if len(memo) > 2 * len(state.nodes) + 64:  # nodes gone from the cluster: forget them all
+        memo.clear()
     all_gpus = state.gpus
     booked = {all_gpus[g].node for g in available if g in all_gpus} if available else set()
     skey = (mode, weights, isolation)
@@ -191,7 +193,8 @@ def place(
 _NODE_SCORES: Final = "carried/placement-node-scores"
 """`ClusterState.derived` key of node → (its GPU views, (mode, weights, isolation) → `_node_score`
 at the state's availabilities); `incremental.CARRIED` keeps it for the next states, an entry
-counting only while the node's GPU views are the very same."""
+counting only while the node's GPU views are the very same. Forgotten whole once it holds more than
+twice the nodes (nodes replaced by new ones, as a cloud pool does): it never grows with the churn."""
 
 
 def _node_score(

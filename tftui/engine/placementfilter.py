@@ -195,7 +195,8 @@ def _none(_: str) -> None:
 _STATIC: Final = "carried/placement-static"
 """`ClusterState.derived` key of the GPU name → (its view, its availability, request shape →
 `_static` verdicts) memo; `incremental.CARRIED` keeps it for the next states, an entry counting only for the very
-view it was made from (a GPU's view is replaced whenever anything of it changes)."""
+view it was made from (a GPU's view is replaced whenever anything of it changes). Forgotten whole once
+it holds more than twice the GPUs (GPUs released and others added): it never grows with the churn."""
 
 _Shape = tuple[str, tuple[int, ...], str | None, str | None]  # isolation, indices, model, vendor
 _Memo = tuple[GPUView, Res, dict[_Shape, tuple[str | None, str | None]]]  # view, its availability, verdicts
@@ -241,6 +242,8 @@ def _filter_plain(
     request shape (`_static`) over the states, with the view's availability, so a placement costs
     the resource check per GPU."""
     memo: dict[str, _Memo] = state.derived(_STATIC, lambda st: {})
+    if len(memo) > 2 * len(state.gpus) + 64:  # GPUs gone from the cluster: forget them all
+        memo.clear()
     shape: _Shape = (req.isolation, req.indices, req.model, req.vendor)
     nodes = state.nodes
     booked = available.get if available else _none
