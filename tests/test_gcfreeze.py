@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_refresh_reuse import Objects
+from tests.test_refresh_reuse import Objects, assert_same_state, full_build
 from tftui.model.dump import dumps
 from tftui.model.gcpause import YoungFreezer, gc_paused
 from tftui.sources import dumpfile
@@ -196,3 +196,17 @@ async def test_a_closed_console_hands_what_it_froze_back_to_the_collector() -> N
         await pilot.pause()
         assert gc.get_freeze_count() > 0  # the first screen's build, frozen
     assert gc.get_freeze_count() == 0  # the app's objects can be collected once it is gone
+
+
+def test_a_dumps_refreshes_take_the_snapshot_made_when_it_was_opened(tmp_path: Path) -> None:
+    """The reader takes a dump's validated snapshot as it is (no grouping of 185,000 objects by kind
+    again on every refresh): the first state is built from it, later reads keep that state."""
+    path = tmp_path / "dump.json"
+    path.write_text(dumps(SimCluster(seed=7, nodes=4, now=DEFAULT_NOW).snapshot()))
+    cluster = DumpCluster(path)
+    reader = StateReader()
+    _, first = reader.read(cluster)
+    assert first.snapshot is cluster.validated_snapshot()
+    _, second = reader.read(cluster)
+    assert reader.unchanged and second is first and reader.validated == 0
+    assert_same_state(first, full_build(cluster.snapshot()))

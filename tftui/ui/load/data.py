@@ -213,9 +213,12 @@ class StateReader:
         source: str | None = None
         try:
             source = cluster.describe()
-            objects: list[dict[str, Any]] = cluster.snapshot()
+            held = getattr(cluster, "validated_snapshot", None)
+            objects: list[dict[str, Any]] = held().objects if callable(held) else cluster.snapshot()
             with gc_paused():
-                if getattr(cluster, "prevalidated", False) is True:
+                if callable(held):  # a dump: validated and grouped by kind when it was opened
+                    snap, validated = held(), 0
+                elif getattr(cluster, "prevalidated", False) is True:
                     snap, validated = Snapshot.of(objects), 0
                 else:
                     snap, validated = self.cache.validate(objects, source), self.cache.validated
