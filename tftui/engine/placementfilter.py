@@ -279,15 +279,10 @@ def _filter_plain(
             why = "no-node"
         else:
             name = g.name
-            e = memo.get(name)
-            if e is None or e[0] is not g:
-                e = memo[name] = (g, g.available, {})
-            v = e[2].get(shape)
-            if v is None:
-                v = e[2][shape] = _static(g, req)
+            base, v = _judged(memo, g, req, shape)
             why = v[0]
             if why is None:
-                a = booked(name) or e[1]
+                a = booked(name) or base
                 if pct is not None:
                     need_t = req.tflops_on(g.capacity.tflops)
                 if a.tflops < need_t or a.vram < need_v:
@@ -316,17 +311,26 @@ def _survivors(
         if node is None or node not in nodes:
             counts["no-node"] = counts.get("no-node", 0) + 1
             continue
-        e = memo.get(g.name)
-        if e is None or e[0] is not g:
-            e = memo[g.name] = (g, g.available, {})
-        v = e[2].get(shape)
-        if v is None:
-            v = e[2][shape] = _static(g, req)
+        base, v = _judged(memo, g, req, shape)
         if v[0] is not None:
             counts[v[0]] = counts.get(v[0], 0) + 1
         else:
-            out.append((g, g.name, node, e[1], v[1]))
+            out.append((g, g.name, node, base, v[1]))
     return counts, out
+
+
+def _judged(
+    memo: dict[str, _Memo], g: GPUView, req: Request, shape: _Shape
+) -> tuple[Res, tuple[str | None, str | None]]:
+    """(the view's availability, its `_static` verdicts for `shape`), from the memo while the GPU's
+    view is the very one they were made from."""
+    e = memo.get(g.name)
+    if e is None or e[0] is not g:
+        e = memo[g.name] = (g, g.available, {})
+    v = e[2].get(shape)
+    if v is None:
+        v = e[2][shape] = _static(g, req)
+    return e[1], v
 
 
 def _match_partition(
