@@ -20,7 +20,6 @@ from typing import Any, cast
 from tftui.engine import incremental
 from tftui.engine.state import ClusterState
 from tftui.engine.usage import UsageIndex
-from tftui.model.dump import Snapshot
 from tftui.model.gcpause import gc_paused
 from tftui.model.giveway import checkpoint
 from tftui.model.usage import GPUUsage, WorkerUsage
@@ -168,8 +167,8 @@ class StateReader:
     """Reads and builds the cluster's state, keeping what the next refresh can reuse.
 
     One per console (refreshes run one at a time). `validated` is the number of objects pydantic
-    validated in the last read (none when nothing changed). A source whose `prevalidated` is true
-    (a dump, validated when it was opened) hands objects that need no validation at all.
+    validated in the last read (none when nothing changed). A source with a `validated_snapshot`
+    (a dump, validated and grouped by kind when it was opened) hands one that needs nothing more.
     """
 
     def __init__(self) -> None:
@@ -218,8 +217,6 @@ class StateReader:
             with gc_paused():
                 if callable(held):  # a dump: validated and grouped by kind when it was opened
                     snap, validated = held(), 0
-                elif getattr(cluster, "prevalidated", False) is True:
-                    snap, validated = Snapshot.of(objects), 0
                 else:
                     snap, validated = self.cache.validate(objects, source), self.cache.validated
                 checkpoint()
