@@ -665,6 +665,35 @@ def test_settle_waits_for_the_cache_to_show_a_write(kube: KubeCluster, server: K
     assert not [p for p in kube.snapshot() if p["kind"] == "Pod" and p["metadata"]["name"] == name]
 
 
+def test_settle_waits_for_the_budget_an_eviction_spent(kube: KubeCluster, server: KubeApiServer) -> None:
+    """The API server charges the PDB of an evicted Running, Ready pod; that change arrives on another
+    watch than the pod's deletion, and settle waits for both, so the next decision never counts the
+    spent disruption as still allowed. The PDB watch is made to lag 1.5 s behind the pod's."""
+    pdb = first("PodDisruptionBudget")
+    ns, pdb_name = pdb["metadata"]["namespace"], pdb["metadata"]["name"]
+    labels = pdb["spec"]["selector"].get("matchLabels") or {}
+    pod = next(
+        o for o in server.objects("Pod")
+        if o["metadata"].get("namespace") == ns
+        and all(o["metadata"].get("labels", {}).get(k) == v for k, v in labels.items())
+        and o.get("status", {}).get("phase") == "Running"
+    )  # fmt: skip
+    allowed = int(server.get("PodDisruptionBudget", pdb_name, ns)["status"]["disruptionsAllowed"])  # type: ignore[index]
+    assert allowed >= 1
+    watches = server.stats.requests.get("GET /apis/policy/v1/poddisruptionbudgets?watch", 0)
+    server.inject(Fault(delay=1.5, method="GET", path="/poddisruptionbudgets"))
+    server.drop_watches()
+    eventually(
+        lambda: server.stats.requests.get("GET /apis/policy/v1/poddisruptionbudgets?watch", 0) > watches
+    )
+    kube.apply(EvictPod(ns, pod["metadata"]["name"]))
+    assert kube.settle(5)
+    cached = next(
+        o for o in kube.snapshot() if o["kind"] == "PodDisruptionBudget" and o["metadata"]["name"] == pdb_name
+    )
+    assert cached["status"]["disruptionsAllowed"] == allowed - 1
+
+
 def test_read_secret_gets_by_name_retries_and_reports_one_line(
     kube: KubeCluster, server: KubeApiServer
 ) -> None:

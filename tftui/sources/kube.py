@@ -27,7 +27,9 @@ names one, the daemon's coordination.k8s.io/v1 Lease. `events()` and `lease()` r
 
 Read-your-writes: every write remembers which object it changed and the resourceVersion the API
 answered with; `settle()` waits until the watches delivered those changes, so a loop that decides
-right after acting never decides on a cache that still shows the pod it just evicted.
+right after acting never decides on a cache that still shows the pod it just evicted — nor the
+disruption budget that eviction spent (the API server charges the PDB itself, and that change comes
+on the PDB watch, which may lag the pod's).
 
 Writes are the Plan actions as API calls (JSON merge patches, the status subresource, the policy/v1
 Eviction subresource, events.k8s.io/v1 Events, GPUNodeClaim deletion), retried with exponential

@@ -28,6 +28,7 @@ from tftui.engine.plan import (
     PatchWorkloadAutoscale,
     PatchWorkloadStatus,
 )
+from tftui.model.selectors import selector_matches
 from tftui.sources.kubebase import (
     _PLURAL_KIND,
     EVENT_NAMESPACE,
@@ -349,8 +350,39 @@ class Writes(KubeBase):
                     return  # evicted by an earlier attempt whose answer was lost
                 raise
 
+        budget = self._budget_charged(ns, name)
         self._call(f"evict pod {ns}/{name}", evict, no_retry_429=True)
         self._wrote("Pod", ns, name)
+        if budget is not None:  # its rv from before the call: the watch may have brought the change already
+            with self._lock:
+                self._written[("PodDisruptionBudget", ns, budget[0])] = ("", budget[1])
+
+    def _budget_charged(self, ns: str, name: str) -> tuple[str, str] | None:
+        """The PodDisruptionBudget an eviction of this pod will charge (name, cached rv): the API server
+        decrements `disruptionsAllowed` of the one PDB covering a Running, Ready pod before it deletes
+        the pod (a Pending, finished or terminating pod goes without a check; an unready one may).
+        `settle()` then waits for that PDB's change too, so the next decision never sees the budget
+        the eviction just spent as still free."""
+        with self._lock:
+            pod = self._store.get("Pod", {}).get((ns, name))
+            if pod is None:
+                return None
+            meta = pod.get("metadata") or {}
+            status = pod.get("status") or {}
+            if status.get("phase") != "Running" or meta.get("deletionTimestamp"):
+                return None
+            ready = any(
+                isinstance(c, dict) and c.get("type") == "Ready" and c.get("status") == "True"
+                for c in status.get("conditions") or []
+            )
+            labels = meta.get("labels") or {}
+            covering = [
+                (key[1], str((pdb.get("metadata") or {}).get("resourceVersion") or ""))
+                for key, pdb in self._store.get("PodDisruptionBudget", {}).items()
+                if key[0] == ns
+                and selector_matches((pdb.get("spec") or {}).get("selector"), labels, empty_matches_all=False)
+            ]
+        return covering[0] if ready and len(covering) == 1 else None
 
     def _event(self, ev: Event) -> None:
         """events.k8s.io/v1 Event on the object; a repeat within 5 min bumps the existing `series`."""
