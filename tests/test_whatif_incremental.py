@@ -217,3 +217,21 @@ def test_a_pod_relabelled_out_of_its_pdbs_selector_is_recounted() -> None:
     assert got["status"]["currentHealthy"] == before - 1
     sim.recompute_statuses()
     assert _canonical(sim.snapshot()) == _canonical(incremental)
+
+
+def test_recompute_statuses_is_a_full_pass_even_with_a_released_node_pending() -> None:
+    """`recompute_statuses` is the reference the tests compare with: with a released node's GPUs as
+    the only pending change (the status pass's shortcut), it still recomputes every status. A GPU's
+    capacity changed in place (as no write does) is seen only by a full pass."""
+    sim = ActingSimCluster(seed=3, nodes=40, now=DEFAULT_NOW)
+    sim.recompute_statuses()
+    snap = sim.snapshot()  # a full pass: the next ones may take the shortcut
+    claim = next(o for o in snap if o["kind"] == "GPUNodeClaim")
+    sim.apply(DeleteGPUNodeClaim(claim["metadata"]["name"]))
+    sim.advance(timedelta(minutes=10))  # the node and its GPUs go
+    key = next(k for k, o in sim._objs.items() if k[0] == "GPU" and o["status"].get("runningApps"))
+    before = sim._objs[key]["status"]["available"]["tflops"]
+    sim._objs[key]["status"]["capacity"]["tflops"] = "2000"
+    sim.recompute_statuses()
+    got = next(o for o in sim.snapshot() if o["kind"] == "GPU" and o["metadata"]["name"] == key[2])
+    assert got["status"]["available"]["tflops"] != before

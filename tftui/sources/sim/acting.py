@@ -129,6 +129,7 @@ class ActingSimCluster(_ActingScheduler):
         otherwise incremental); the result is the same either way."""
         with self._lock:
             self._hw_changed = True
+            self._full_wanted = True  # not the shortcut for deleted nodes either
             self._changed()
 
     def events(self) -> list[dict[str, Any]]:

@@ -92,12 +92,12 @@ class _ActingStatus(_ActingStore):
         self._dirty = False
         self._cache = None
         full = self._hw_changed
-        self._hw_changed = False
+        wanted, self._hw_changed, self._full_wanted = self._full_wanted, False, False
         touched, self._touched = self._touched, set()
         objs = self._objs
         idx = self._pods
         nodes: set[str | None] = {None}  # GPUs on no node: always recomputed
-        gone = self._only_deleted(touched) if full else None
+        gone = self._only_deleted(touched) if full and not wanted else None
         if gone is not None:  # GPUs and GPUNodes went, nothing else of them changed: no full pass
             full = False
             again, reach = _forget(idx, gone)
@@ -210,7 +210,7 @@ class _ActingStatus(_ActingStore):
     def _only_deleted(self, touched: set[Key]) -> list[Key] | None:
         """The GPUs and GPUNodes deleted since the last pass when that is the only change to a GPU,
         GPUNode or PDB (a node released), else None (a full pass: the first one, something added or
-        changed, a PDB, or no such key at all — `recompute_statuses`)."""
+        changed, a PDB, or no such key at all). `recompute_statuses` never takes this shortcut."""
         if not getattr(self, "_indexed", False):
             return None
         hw = [k for k in touched if k[0] in _HW_KINDS]

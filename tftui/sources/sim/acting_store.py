@@ -69,6 +69,7 @@ class _ActingStore:
         # GPUNode or PDB object makes the next pass a full one.
         self._touched: set[Key] = set()  # objects changed since the last pass
         self._hw_changed = True
+        self._full_wanted = False  # `recompute_statuses`: a full pass, whatever changed
         self._node_cache: dict[str, tuple[tuple[int, int, int], dict[str, int]]] = {}  # → (oversub, sums)
         # each workload's spec and metadata as the last pass saw them (the dicts: a change replaces
         # them, so the same dicts mean a status-only change, which no PDB's status reads)
