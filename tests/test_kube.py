@@ -404,7 +404,8 @@ def test_lost_answer_does_not_create_an_event_twice(kube: KubeCluster, server: K
     assert len(server.objects("Event")) == 1
 
 
-def test_eviction_respects_the_pdb(kube: KubeCluster, server: KubeApiServer) -> None:
+def covered_running_pod(server: KubeApiServer) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The demo's first PDB and a Running pod it covers (an eviction of it is checked and charged)."""
     pdb = first("PodDisruptionBudget")
     ns = pdb["metadata"]["namespace"]
     labels = pdb["spec"]["selector"].get("matchLabels") or {}
@@ -414,6 +415,12 @@ def test_eviction_respects_the_pdb(kube: KubeCluster, server: KubeApiServer) -> 
         and all(o["metadata"].get("labels", {}).get(k) == v for k, v in labels.items())
         and o.get("status", {}).get("phase") == "Running"
     )  # fmt: skip
+    return pdb, running
+
+
+def test_eviction_respects_the_pdb(kube: KubeCluster, server: KubeApiServer) -> None:
+    pdb, running = covered_running_pod(server)
+    ns = pdb["metadata"]["namespace"]
     name = running["metadata"]["name"]
     pdb_path = f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets/{pdb['metadata']['name']}/status"
     request(server, "PATCH", pdb_path, {"status": {"disruptionsAllowed": 0}}, "application/merge-patch+json")
@@ -669,15 +676,8 @@ def test_settle_waits_for_the_budget_an_eviction_spent(kube: KubeCluster, server
     """The API server charges the PDB of an evicted Running, Ready pod; that change arrives on another
     watch than the pod's deletion, and settle waits for both, so the next decision never counts the
     spent disruption as still allowed. The PDB watch is made to lag 1.5 s behind the pod's."""
-    pdb = first("PodDisruptionBudget")
+    pdb, pod = covered_running_pod(server)
     ns, pdb_name = pdb["metadata"]["namespace"], pdb["metadata"]["name"]
-    labels = pdb["spec"]["selector"].get("matchLabels") or {}
-    pod = next(
-        o for o in server.objects("Pod")
-        if o["metadata"].get("namespace") == ns
-        and all(o["metadata"].get("labels", {}).get(k) == v for k, v in labels.items())
-        and o.get("status", {}).get("phase") == "Running"
-    )  # fmt: skip
     allowed = int(server.get("PodDisruptionBudget", pdb_name, ns)["status"]["disruptionsAllowed"])  # type: ignore[index]
     assert allowed >= 1
     watches = server.stats.requests.get("GET /apis/policy/v1/poddisruptionbudgets?watch", 0)
