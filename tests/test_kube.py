@@ -672,6 +672,23 @@ def test_settle_waits_for_the_cache_to_show_a_write(kube: KubeCluster, server: K
     assert not [p for p in kube.snapshot() if p["kind"] == "Pod" and p["metadata"]["name"] == name]
 
 
+def test_a_pdb_with_an_empty_selector_blocks_no_eviction(kube: KubeCluster, server: KubeApiServer) -> None:
+    """As the API server's eviction handler: a PDB whose selector is empty counts for no pod, even
+    one allowing no disruption (the one covering the pod by its labels is charged)."""
+    pdb, pod = covered_running_pod(server)
+    ns = pdb["metadata"]["namespace"]
+    blocker = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "everything", "namespace": ns},
+        "spec": {"selector": {}, "minAvailable": 1000},
+        "status": {"disruptionsAllowed": 0, "observedGeneration": 1},
+    }
+    server.seed([blocker])
+    kube.apply(EvictPod(ns, pod["metadata"]["name"]))
+    assert server.get("Pod", pod["metadata"]["name"], ns) is None
+
+
 def test_settle_waits_for_the_budget_an_eviction_spent(kube: KubeCluster, server: KubeApiServer) -> None:
     """The API server charges the PDB of an evicted Running, Ready pod; that change arrives on another
     watch than the pod's deletion, and settle waits for both, so the next decision never counts the

@@ -278,8 +278,13 @@ def field_match(selector: str, obj: Mapping[str, Any]) -> bool:
 
 
 def pdb_selects(selector: Any, labels: Mapping[str, str]) -> bool:
-    """metav1.LabelSelector; policy/v1: an empty selector selects every pod."""
-    if not isinstance(selector, dict):
+    """Whether the Eviction subresource counts this PDB for a pod with `labels` (metav1.LabelSelector).
+    A missing or empty selector counts for no pod there (the eviction handler skips it, "it should
+    match nothing, not everything"), although the disruption controller reads an empty policy/v1
+    selector as every pod of the namespace."""
+    if not isinstance(selector, dict) or not (
+        selector.get("matchLabels") or selector.get("matchExpressions")
+    ):
         return False
     for k, v in (selector.get("matchLabels") or {}).items():
         if labels.get(k) != v:
