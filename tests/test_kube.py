@@ -689,6 +689,78 @@ def test_a_pdb_with_an_empty_selector_blocks_no_eviction(kube: KubeCluster, serv
     assert server.get("Pod", pod["metadata"]["name"], ns) is None
 
 
+@pytest.mark.parametrize(
+    ("pod_status", "pdb_status", "code", "charged"),
+    [
+        ({"phase": "Succeeded"}, {"disruptionsAllowed": 0}, None, False),  # a finished pod: no PDB check
+        ({"phase": "Running", "conditions": [{"type": "Ready", "status": "False"}]},
+         {"disruptionsAllowed": 0, "desiredHealthy": 1, "currentHealthy": 1}, None, False),  # unready
+        ({"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+         {"disruptionsAllowed": 1, "observedGeneration": 1}, 429, False),  # the PDB's status lags (gen 2)
+        ({"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+         {"disruptionsAllowed": -1, "observedGeneration": 2}, 403, False),
+        ({"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+         {"disruptionsAllowed": 1, "observedGeneration": 2}, None, True),
+    ],
+)  # fmt: skip
+def test_the_eviction_handler_checks_a_pdb_as_kubernetes_does(
+    server: KubeApiServer,
+    pod_status: dict[str, Any],
+    pdb_status: dict[str, Any],
+    code: int | None,
+    charged: bool,
+) -> None:
+    """The stand-in's Eviction subresource, against Kubernetes' eviction handler: which pods skip
+    the PDB check, when a budget is charged, and which refusals carry which status code."""
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "ev", "labels": {"app": "x"}},
+        "spec": {"containers": [{"name": "c"}]},
+        "status": pod_status,
+    }
+    pdb = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "b", "namespace": "ev", "generation": 2},
+        "spec": {"selector": {"matchLabels": {"app": "x"}}, "minAvailable": 1},
+        "status": pdb_status,
+    }
+    server.seed([pod, pdb])
+    status, _ = request(server, "POST", "/api/v1/namespaces/ev/pods/p/eviction",
+                        {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "p", "namespace": "ev"}})  # fmt: skip
+    assert (status if status >= 400 else None) == code
+    assert (server.get("Pod", "p", "ev") is None) == (code is None)
+    left = (server.get("PodDisruptionBudget", "b", "ev") or {})["status"]
+    assert left.get("disruptionsAllowed") == pdb_status["disruptionsAllowed"] - (1 if charged else 0)
+    assert ("p" in (left.get("disruptedPods") or {})) == charged
+
+
+def test_settle_does_not_wait_for_a_budget_an_unready_pod_leaves_alone(
+    kube: KubeCluster, server: KubeApiServer
+) -> None:
+    """The eviction of an unready pod whose PDB has its desired healthy pods charges nothing: settle
+    has no PDB change to wait for, and returns as soon as the pod is gone."""
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "ev", "labels": {"app": "x"}},
+        "spec": {"containers": [{"name": "c"}]},
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "False"}]},
+    }
+    pdb = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "b", "namespace": "ev"},
+        "spec": {"selector": {"matchLabels": {"app": "x"}}, "minAvailable": 1},
+        "status": {"disruptionsAllowed": 0, "desiredHealthy": 1, "currentHealthy": 1},
+    }
+    server.seed([pod, pdb])
+    eventually(lambda: any(o["metadata"]["name"] == "p" for o in kube.cached("Pod")))
+    kube.apply(EvictPod("ev", "p"))
+    assert kube.settle(5)  # False after 5 s had it waited for a change of the PDB, which never comes
+
+
 def test_settle_waits_for_the_budget_an_eviction_spent(kube: KubeCluster, server: KubeApiServer) -> None:
     """The API server charges the PDB of an evicted Running, Ready pod; that change arrives on another
     watch than the pod's deletion, and settle waits for both, so the next decision never counts the

@@ -896,7 +896,13 @@ class KubeApiServer:
                 self._write(pods, copy.deepcopy(obj), "DELETED")
 
     def evict(self, ns: str, name: str) -> JSON:
-        """policy/v1 Eviction: PDB-guarded delete (pending pods bypass PDBs, as in Kubernetes)."""
+        """policy/v1 Eviction: a PDB-guarded delete, as Kubernetes' eviction handler does it
+        (pkg/registry/core/pod/storage/eviction.go): a terminating, Pending, Succeeded or Failed pod
+        is deleted without a look at PDBs; more than one covering PDB is a 500; a PDB whose status
+        lags its generation is a 429 ("still being processed"), a negative budget a 403, a spent one
+        a 429; an unready pod is deleted without charging the budget while the PDB has its desired
+        healthy pods; otherwise `disruptionsAllowed` is decremented and the pod recorded in
+        `disruptedPods` before the delete."""
         pods = self._by_path[("", "v1", "pods")]
         pdbs = self._by_path[("policy", "v1", "poddisruptionbudgets")]
         with self._cond:
@@ -910,43 +916,28 @@ class KubeApiServer:
                     "code": 201,
                 }
             labels = pod["metadata"].get("labels") or {}
-            covering = [
-                (k, o)
-                for k, o in self._objs.items()
-                if k[0] == pdbs.qualified
-                and k[1] == ns
-                and pdb_selects((o.get("spec") or {}).get("selector"), labels)
-            ]
-            pending = (pod.get("status") or {}).get("phase", "Pending") == "Pending"
+            status = pod.get("status") or {}
+            ignored = status.get("phase", "Pending") in ("Pending", "Succeeded", "Failed")
+            covering = (
+                []
+                if ignored
+                else [
+                    (k, o)
+                    for k, o in self._objs.items()
+                    if k[0] == pdbs.qualified
+                    and k[1] == ns
+                    and pdb_selects((o.get("spec") or {}).get("selector"), labels)
+                ]
+            )
             if len(covering) > 1:
                 raise ApiError(
                     500,
                     "InternalError",
                     "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
                 )
-            if covering and not pending:
+            if covering:
                 _, pdb = covering[0]
-                st = pdb.get("status") or {}
-                if int(st.get("disruptionsAllowed") or 0) <= 0:
-                    raise ApiError(
-                        429,
-                        "TooManyRequests",
-                        _PDB_REFUSAL,
-                        {
-                            "causes": [
-                                {
-                                    "reason": "DisruptionBudget",
-                                    "message": f"The disruption budget {pdb['metadata']['name']} needs "
-                                    f"{st.get('desiredHealthy', 0)} healthy pods and has "
-                                    f"{st.get('currentHealthy', 0)} currently",
-                                }
-                            ]
-                        },
-                    )
-                new = copy.deepcopy(pdb)
-                new["status"]["disruptionsAllowed"] = int(st["disruptionsAllowed"]) - 1
-                new["status"].setdefault("disruptedPods", {})[name] = _now()
-                self._write(pdbs, new, "MODIFIED")
+                self._charge(pdbs, pdb, name, status)
             gone = copy.deepcopy(pod)
             if self.eviction_grace > 0 or (self.finalizers and gone["metadata"].get("finalizers")):
                 self._terminate(pods, gone, self.eviction_grace)
@@ -955,6 +946,49 @@ class KubeApiServer:
             else:
                 self._write(pods, gone, "DELETED")
             return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
+
+    def _charge(self, pdbs: ResourceType, pdb: JSON, pod: str, pod_status: JSON) -> None:
+        """The eviction handler's check-and-decrement of the covering PDB (caller holds the lock)."""
+        st = pdb.get("status") or {}
+        ready = any(
+            isinstance(c, dict) and c.get("type") == "Ready" and c.get("status") == "True"
+            for c in pod_status.get("conditions") or []
+        )
+        desired, current = int(st.get("desiredHealthy") or 0), int(st.get("currentHealthy") or 0)
+        if not ready and current >= desired and desired > 0:
+            return  # an unready pod counts for no healthy one: nothing to charge
+        pdb_name = pdb["metadata"]["name"]
+        if int(st.get("observedGeneration") or 0) < int(pdb["metadata"].get("generation") or 0):
+            raise ApiError(
+                429,
+                "TooManyRequests",
+                _PDB_REFUSAL,
+                {"causes": [{"reason": "DisruptionBudget",
+                             "message": f"The disruption budget {pdb_name} is still being processed by the server."}]},
+            )  # fmt: skip
+        allowed = int(st.get("disruptionsAllowed") or 0)
+        if allowed < 0:
+            raise ApiError(403, "Forbidden", f'poddisruptionbudgets.policy "{pdb_name}" is forbidden: '
+                           "pdb disruptions allowed is negative")  # fmt: skip
+        if allowed == 0:
+            raise ApiError(
+                429,
+                "TooManyRequests",
+                _PDB_REFUSAL,
+                {
+                    "causes": [
+                        {
+                            "reason": "DisruptionBudget",
+                            "message": f"The disruption budget {pdb_name} needs {desired} healthy pods "
+                            f"and has {current} currently",
+                        }
+                    ]
+                },
+            )
+        new = copy.deepcopy(pdb)
+        new.setdefault("status", {})["disruptionsAllowed"] = allowed - 1
+        new["status"].setdefault("disruptedPods", {})[pod] = _now()
+        self._write(pdbs, new, "MODIFIED")
 
     # -- watch -----------------------------------------------------------------------------------------
 
