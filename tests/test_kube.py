@@ -761,6 +761,49 @@ def test_settle_does_not_wait_for_a_budget_an_unready_pod_leaves_alone(
     assert kube.settle(5)  # False after 5 s had it waited for a change of the PDB, which never comes
 
 
+def test_a_budget_charge_that_never_comes_is_waited_for_once(
+    kube: KubeCluster, server: KubeApiServer
+) -> None:
+    """The cache shows the pod Ready, the API server has seen it turn unready and evicts it without
+    charging its PDB: the PDB never changes. The first settle waits for it and times out; the next
+    ones do not wait for it again (a daemon tick would otherwise stall on it every time)."""
+    pdb, pod = covered_running_pod(server)
+    ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+    pdb_path = f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets/{pdb['metadata']['name']}/status"
+    request(server, "PATCH", pdb_path, {"status": {"desiredHealthy": 1, "currentHealthy": 1}},
+            "application/merge-patch+json")  # fmt: skip
+    assert kube.settle(5)
+    eventually(
+        lambda: any(
+            (o.get("status") or {}).get("desiredHealthy") == 1
+            and o["metadata"]["name"] == pdb["metadata"]["name"]
+            for o in kube.cached("PodDisruptionBudget")
+        )
+    )
+    server.inject(Fault(delay=3.0, method="GET", path="/pods"))  # the pod watch lags from here on
+    watches = server.stats.requests.get("GET /api/v1/pods?watch", 0)
+    server.drop_watches()
+    eventually(lambda: server.stats.requests.get("GET /api/v1/pods?watch", 0) > watches)
+    unready = {"status": {"conditions": [{"type": "Ready", "status": "False"}]}}
+    request(
+        server,
+        "PATCH",
+        f"/api/v1/namespaces/{ns}/pods/{name}/status",
+        unready,
+        "application/merge-patch+json",
+    )
+    before = (server.get("PodDisruptionBudget", pdb["metadata"]["name"], ns) or {})["metadata"][
+        "resourceVersion"
+    ]
+    kube.apply(EvictPod(ns, name))  # the cache still shows the pod Ready
+    assert (server.get("PodDisruptionBudget", pdb["metadata"]["name"], ns) or {})["metadata"][
+        "resourceVersion"
+    ] == before  # not charged
+    assert not kube.settle(1)  # waited for the charge, which never came
+    eventually(lambda: not any(o["metadata"]["name"] == name for o in kube.cached("Pod")))  # the pod's delete
+    assert kube.settle(1)  # nothing left to wait for
+
+
 def test_settle_waits_for_the_budget_an_eviction_spent(kube: KubeCluster, server: KubeApiServer) -> None:
     """The API server charges the PDB of an evicted Running, Ready pod; that change arrives on another
     watch than the pod's deletion, and settle waits for both, so the next decision never counts the

@@ -29,7 +29,9 @@ Read-your-writes: every write remembers which object it changed and the resource
 answered with; `settle()` waits until the watches delivered those changes, so a loop that decides
 right after acting never decides on a cache that still shows the pod it just evicted — nor the
 disruption budget that eviction spent (the API server charges the PDB itself, and that change comes
-on the PDB watch, which may lag the pod's).
+on the PDB watch, which may lag the pod's). Such an expected side effect is waited for through one
+timeout at most: the API server skips the charge for a pod it found unready, and then the PDB may
+never change.
 
 Writes are the Plan actions as API calls (JSON merge patches, the status subresource, the policy/v1
 Eviction subresource, events.k8s.io/v1 Events, GPUNodeClaim deletion), retried with exponential
@@ -134,6 +136,9 @@ class KubeCluster(WatchCache, Writes):
         self._changed = threading.Condition(self._lock)
         # (kind, ns, name) → (rv the write answered with, or "" when unknown; rv cached before it)
         self._written: dict[tuple[str, str, str], tuple[str, str]] = {}
+        # of those, the changes a write is expected to cause on another object (the PDB an eviction
+        # charges): the API server may skip them (an unready pod), so a timeout forgets them
+        self._expected: set[tuple[str, str, str]] = set()
         self._errors: dict[str, str] = {}  # kind → last list/watch error, for wait_synced
         self._fatal: set[str] = set()  # kinds whose last error will not heal by waiting (refused, 403, 404)
         self._stop = threading.Event()
@@ -265,9 +270,13 @@ class KubeCluster(WatchCache, Writes):
             while True:
                 self._written = {k: v for k, v in self._written.items() if not self._seen(k, *v)}
                 if not self._written:
+                    self._expected.clear()
                     return True
                 left = deadline - time.monotonic()
                 if left <= 0:
+                    for k in self._expected:  # a side effect that did not come: waited for once only
+                        self._written.pop(k, None)
+                    self._expected.clear()
                     return False
                 self._changed.wait(min(left, 0.05))
 

@@ -152,6 +152,7 @@ class KubeBase:
     _rv: dict[str, str]
     _synced: dict[str, threading.Event]
     _written: dict[tuple[str, str, str], tuple[str, str]]
+    _expected: set[tuple[str, str, str]]
     _errors: dict[str, str]
     _fatal: set[str]
     _stop: threading.Event

@@ -354,8 +354,10 @@ class Writes(KubeBase):
         self._call(f"evict pod {ns}/{name}", evict, no_retry_429=True)
         self._wrote("Pod", ns, name)
         if budget is not None:  # its rv from before the call: the watch may have brought the change already
+            key = ("PodDisruptionBudget", ns, budget[0])
             with self._lock:
-                self._written[("PodDisruptionBudget", ns, budget[0])] = ("", budget[1])
+                self._written[key] = ("", budget[1])
+                self._expected.add(key)
 
     def _budget_charged(self, ns: str, name: str) -> tuple[str, str] | None:
         """The PodDisruptionBudget an eviction of this pod will charge (name, cached rv): the API server
