@@ -364,7 +364,14 @@ class Writes(KubeBase):
         decrements `disruptionsAllowed` of the one PDB covering a Running, Ready pod before it deletes
         the pod (a Pending, finished or terminating pod goes without a check; an unready one may).
         `settle()` then waits for that PDB's change too, so the next decision never sees the budget
-        the eviction just spent as still free."""
+        the eviction just spent as still free. (The API server validates pods and PDBs, but should an
+        odd one reach the cache, it means no wait, never a failed eviction.)"""
+        try:
+            return self._budget_of(ns, name)
+        except (AttributeError, TypeError, ValueError):
+            return None
+
+    def _budget_of(self, ns: str, name: str) -> tuple[str, str] | None:
         with self._lock:
             pod = self._store.get("Pod", {}).get((ns, name))
             if pod is None:
