@@ -16,17 +16,18 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.daemon_support import make_daemon
-from tests.kubeapi import KubeApiServer
+from tests.daemon_support import NIGHT_START, make_daemon
+from tests.kubeapi import Fault, KubeApiServer
 from tests.waiting import eventually
 from tftui.cli import main
 from tftui.daemon import Daemon, setup_logging
+from tftui.engine.plan import LabelPod
 from tftui.model import keys
 from tftui.runtime.journal import JournalEntry
 from tftui.sources.greptime import GreptimeMetrics
@@ -134,6 +135,36 @@ def test_a_night_on_the_demo_cluster(server: KubeApiServer, kubeconfig: Path) ->
     assert any(d["kind"] == "defrag" and d["msg"].startswith("evict ") for d in journal)
     assert {"time", "level", "msg", "ts", "pool", "kind", "ok"} <= set(journal[0])
     assert lines[-1]["msg"] == "daemon stopped"
+
+
+def test_no_tick_decides_while_the_cache_does_not_show_the_last_writes(
+    server: KubeApiServer, kubeconfig: Path
+) -> None:
+    """A write of this process that the cache does not show yet (the Pod watch lags 8 s behind): every
+    tick until then is skipped, counted and logged; none decides on the stale cache."""
+    daemon, kube = make_daemon(kubeconfig, elect=False, stop_at=NIGHT_START + timedelta(seconds=30))
+    daemon.options.settle_timeout = 0.3
+    logs = io.StringIO()
+    root = logging.getLogger("tftui")
+    saved = (root.handlers[:], root.level, root.propagate)
+    setup_logging("info", logs)
+    try:
+        watches = server.stats.requests.get("GET /api/v1/pods?watch", 0)
+        server.inject(Fault(delay=8.0, method="GET", path="/pods"))
+        server.drop_watches()
+        eventually(lambda: server.stats.requests.get("GET /api/v1/pods?watch", 0) > watches)
+        pod = next(p for p in DEMO if p["kind"] == "Pod")["metadata"]
+        kube.apply(LabelPod(pod["namespace"], pod["name"], {"team": "x"}))
+        assert daemon.run() == 0
+    finally:
+        kube.close()
+        root.handlers[:], root.level, root.propagate = saved
+    assert daemon.journal.total == 0  # no decision, no action
+    assert daemon.ticks == 0
+    text = daemon.metrics.exposition().decode()
+    assert metric(text, "tftui_errors_total", where="loop") == 3  # 07:50:00, :10, :20
+    skipped = [json.loads(line) for line in logs.getvalue().splitlines() if "tick skipped" in line]
+    assert len(skipped) == 3 and skipped[0]["level"] == "warning"
 
 
 def test_dry_run_decides_and_journals_but_writes_nothing(server: KubeApiServer, kubeconfig: Path) -> None:

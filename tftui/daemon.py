@@ -14,7 +14,9 @@ per wall second (`math.inf`: jump straight to the next due time), ticking at eve
 way — the `Runtime.run_for` schedule, with the metrics accounted per tick.
 
 Before each tick on a live cluster the cache is `settle()`d: the previous tick's writes are visible
-before the next decision, so nothing is decided twice from a stale cache.
+before the next decision, so nothing is decided twice from a stale cache. A cache that does not show
+them within `settle_timeout` skips the tick (counted as a loop error, logged); the next iteration
+tries again.
 
 Shutdown (SIGTERM/SIGINT, or `stop()`): the tick in progress finishes its API call in flight (the
 actuator runs actions one by one; the stop is seen between ticks), the loops stop, the lease is
@@ -312,7 +314,13 @@ class Daemon:
         the next iteration tries again). A SourceError (the cluster went away) is the caller's."""
         settle = getattr(self.cluster, "settle", None)
         if callable(settle) and not settle(self.options.settle_timeout):
-            log.warning("the cache did not show the last writes within %gs", self.options.settle_timeout)
+            # no decision on a cache that does not show this replica's own writes yet (it would
+            # decide them again): the next iteration tries again
+            self.metrics.errors.labels("loop").inc()
+            log.warning(
+                "tick skipped: the cache did not show the last writes within %gs", self.options.settle_timeout
+            )
+            return False
         started = time.perf_counter()
         try:
             plan = rt.tick_due()
