@@ -19,6 +19,7 @@ from tests.test_sim_acting import check_consistent, objs_of
 from tftui.engine.plan import AnnotatePod, AnnotatePool, Event, PatchWorkloadStatus, rfc3339
 from tftui.engine.state import ClusterState
 from tftui.model import keys
+from tftui.runtime.journal import JournalEntry
 from tftui.runtime.loops import DEFAULT_AUTOSCALE_INTERVAL, Runtime
 from tftui.sources.ports import MetricsTable, SourceError
 from tftui.sources.sim.acting import ActingSimCluster
@@ -298,3 +299,31 @@ def test_recommend_text_shows_vram_in_gi_and_json_keeps_bytes(capsys: pytest.Cap
     doc = json.loads(run_cli(capsys, *args, "--json"))
     recs = [w["recommendation"] for w in doc["workloads"] if w["recommendation"]]
     assert recs and any(not r["requests"]["vram"].endswith("Gi") for r in recs)  # exact bytes
+
+
+def test_a_stop_ends_an_autoscale_round_between_workloads() -> None:
+    """The daemon stopping mid-round: the workload being patched is finished (its status and its
+    workers' annotations together), the rest of the round is left, with one journal line."""
+    sim, metrics = demo()
+    rt = Runtime(sim, clock=sim.clock, metrics=metrics)
+    rt.tick_due()  # the pools' first reconcile and a first autoscale round
+    sim.advance(DEFAULT_AUTOSCALE_INTERVAL)
+    lines: list[str] = []
+
+    def on_entry(entry: JournalEntry) -> None:
+        lines.append(entry.message)
+
+    rt.journal.subscribe(on_entry)
+    rt.stopping = lambda: any(m.startswith(("patch ", "annotate Pod ")) for m in lines)  # once one is applied
+    plan = rt.tick_due()
+    assert plan is not None
+    state = ClusterState.build(sim.snapshot())
+    owners = {
+        f"{a.namespace}/{a.name}" if isinstance(a, PatchWorkloadStatus)
+        else f"{a.namespace}/{state.workers[f'{a.namespace}/{a.name}'].workload}"
+        for a in plan.actions
+        if isinstance(a, PatchWorkloadStatus | AnnotatePod)
+    }  # fmt: skip
+    assert len(owners) == 1  # one workload's patches, applied whole
+    assert all(r.ok for r in rt.last_results)
+    assert lines[-1] == "stopping: the rest of this autoscale round not applied"

@@ -167,6 +167,32 @@ def test_no_tick_decides_while_the_cache_does_not_show_the_last_writes(
     assert len(skipped) == 3 and skipped[0]["level"] == "warning"
 
 
+def test_a_stop_ends_the_tick_at_the_next_pool(server: KubeApiServer, kubeconfig: Path) -> None:
+    """SIGTERM mid-tick: the pool being reconciled is finished (its releases, events and last-sync
+    stamp), the pools after it are left to the next leader with one journal line, and nothing more
+    is written."""
+    daemon, kube = make_daemon(kubeconfig, elect=False, stop_at=AFTER_CAMPAIGN)
+
+    def on_entry(entry: JournalEntry) -> None:
+        if entry.kind == "action" and entry.message.startswith("delete GPUNodeClaim"):
+            daemon.stop()  # as SIGTERM does, while the first pool's releases are being applied
+
+    daemon.journal.subscribe(on_entry)
+    try:
+        assert daemon.run() == 0
+    finally:
+        kube.close()
+    entries = daemon.journal.entries()
+    rounds = {e.pool for e in entries if e.kind == "compaction" and e.message.startswith("round:")}
+    assert rounds == {"demo-dev"}
+    released = [e for e in entries if e.message.startswith("delete GPUNodeClaim")]
+    assert len(released) == 3  # the pool's step applied whole, its last-sync stamp too
+    assert any(e.message.startswith("annotate GPUPool demo-dev tensor-fusion.ai/last-sync") for e in entries)
+    stopping = [e.message for e in entries if e.message.startswith("stopping:")]
+    assert len(stopping) == 1 and "demo-inference" in stopping[0]
+    assert entries[-1].message == stopping[0]  # nothing after it
+
+
 def test_dry_run_decides_and_journals_but_writes_nothing(server: KubeApiServer, kubeconfig: Path) -> None:
     daemon, kube = make_daemon(kubeconfig, dry_run=True, stop_at=AFTER_CAMPAIGN)
     try:

@@ -18,9 +18,10 @@ before the next decision, so nothing is decided twice from a stale cache. A cach
 them within `settle_timeout` skips the tick (counted as a loop error, logged); the next iteration
 tries again.
 
-Shutdown (SIGTERM/SIGINT, or `stop()`): the tick in progress finishes its API call in flight (the
-actuator runs actions one by one; the stop is seen between ticks), the loops stop, the lease is
-released (its holder cleared), the ops server closes, and `run()` returns 0.
+Shutdown (SIGTERM/SIGINT, or `stop()`): the tick in progress finishes the pool step or workload
+patch it is applying (an eviction never without its markers) and leaves the rest, journaled as not
+applied, to the next leader; the loops stop, the lease is released (its holder cleared), the ops
+server closes, and `run()` returns 0.
 """
 
 from __future__ import annotations
@@ -269,6 +270,7 @@ class Daemon:
         self.metrics.known_labels(sorted(p for p in pools if p))
         if self.elector is not None:
             rt.actuator.fence = self.elector.is_leader
+        rt.stopping = self._stop.is_set
         return rt
 
     def _tick_due(self, rt: Runtime) -> None:

@@ -154,6 +154,8 @@ class Runtime:
         self.actuator = Actuator(cluster, self.journal, dry_run=dry_run)
         self.embedded = isinstance(cluster, SimulatedCluster) if embedded is None else embedded
         self.pools: frozenset[str] | None = None  # reconcile only these (the daemon's --pools); None: all
+        # the daemon's shutdown: a tick then ends at the next pool or workload (`_stop_here`)
+        self.stopping: Callable[[], bool] = lambda: False
         self.last_compaction: dict[str, datetime] = {}
         self.next_reconcile: dict[str, datetime] = {}
         self.last_results: list[ActionResult] = []
@@ -310,6 +312,8 @@ class Runtime:
         batch = getattr(self.cluster, "batch", None)  # the embedded cluster: one scheduler pass
         with batch() if callable(batch) else nullcontext():
             for key in sorted(seen | set(groups)):
+                if self._stop_here(now, "the rest of this autoscale round not applied"):
+                    break
                 actions = self._drop_repeats(_AUTOSCALE + key, groups.get(key, []))
                 if not actions:
                     continue
@@ -385,7 +389,9 @@ class Runtime:
         total = Plan(now)
         self.last_results = []
         blocked = state.blocked_pools()
-        for name in names:
+        for i, name in enumerate(names):
+            if self._stop_here(now, f"pool(s) {', '.join(names[i:])} not reconciled"):
+                break
             if name in blocked:
                 self._pool_failed(
                     name, state, now, f"{blocked[name]}; the pool is not reconciled until it is fixed"
@@ -408,6 +414,15 @@ class Runtime:
             self._pool_error.pop(name, None)
             total.merge(plan)
         return total
+
+    def _stop_here(self, now: datetime, what: str) -> bool:
+        """True (journaled) when the daemon is stopping: a pool's step or a workload's patches are
+        applied whole or not at all (never an eviction without its markers); the rest is left to
+        the next leader, which decides it again from the cluster."""
+        if not self.stopping():
+            return False
+        self.journal.record(now, "", "action", f"stopping: {what}")
+        return True
 
     def _pool_failed(self, pool: str, state: ClusterState, now: datetime, why: str) -> None:
         """Journal (when new), a Warning event on the GPUPool (repeats dropped), retry after the period."""
