@@ -9,6 +9,8 @@ os.environ.setdefault("TEXTUAL_ANIMATIONS", "none")
 
 import gc
 import weakref
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 from textual.pilot import Pilot
 
@@ -18,6 +20,17 @@ from tftui.ui.app import KEPT_VIEWS, TfTuiApp
 from tftui.ui.screens.ops import CompactionScreen, EventsScreen
 from tftui.ui.screens.resource import GpusScreen, NodesScreen, PoolsScreen, ResourceScreen
 from tftui.ui.widgets.table import ResourceTable
+
+
+@asynccontextmanager
+async def opened(
+    demo: SimCluster, metrics: SimMetrics, width: int = 120
+) -> AsyncIterator[tuple[TfTuiApp, Pilot[None]]]:
+    """The demo console with its first refresh done (no timed refreshes)."""
+    app = TfTuiApp(demo, metrics, clock=lambda: DEFAULT_NOW, refresh_interval=None)
+    async with app.run_test(size=(width, 40)) as pilot:
+        await app.workers.wait_for_complete()
+        yield app, pilot
 
 
 async def view(pilot: Pilot[None], name: str) -> None:
@@ -57,9 +70,7 @@ async def test_switched_away_views_are_freed(demo: SimCluster, metrics: SimMetri
 async def test_a_closed_view_lets_its_rows_go(demo: SimCluster, metrics: SimMetrics) -> None:
     """A closed screen may wait for the cyclic collector (frozen out of it while a refresh ran):
     it waits without its rows and cached cells."""
-    app = TfTuiApp(demo, metrics, clock=lambda: DEFAULT_NOW, refresh_interval=None)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await app.workers.wait_for_complete()
+    async with opened(demo, metrics) as (app, pilot):
         await view(pilot, "compaction")
         screen = app.screen
         assert isinstance(screen, CompactionScreen)
@@ -72,9 +83,7 @@ async def test_a_closed_view_lets_its_rows_go(demo: SimCluster, metrics: SimMetr
 
 
 async def test_a_kept_view_comes_back_as_left_and_up_to_date(demo: SimCluster, metrics: SimMetrics) -> None:
-    app = TfTuiApp(demo, metrics, clock=lambda: DEFAULT_NOW, refresh_interval=None)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await app.workers.wait_for_complete()
+    async with opened(demo, metrics) as (app, pilot):
         await view(pilot, "gpus")
         gpus = app.screen
         assert isinstance(gpus, GpusScreen)
@@ -98,9 +107,7 @@ async def test_a_kept_view_comes_back_as_left_and_up_to_date(demo: SimCluster, m
 
 
 async def test_a_context_switch_drops_the_kept_views(demo: SimCluster, metrics: SimMetrics) -> None:
-    app = TfTuiApp(demo, metrics, clock=lambda: DEFAULT_NOW, refresh_interval=None)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await app.workers.wait_for_complete()
+    async with opened(demo, metrics) as (app, pilot):
         pools = app.screen
         assert isinstance(pools, PoolsScreen)
         await view(pilot, "gpus")
@@ -120,9 +127,7 @@ async def test_a_context_switch_drops_the_kept_views(demo: SimCluster, metrics: 
 
 
 async def test_a_kept_view_follows_a_resize_made_while_aside(demo: SimCluster, metrics: SimMetrics) -> None:
-    app = TfTuiApp(demo, metrics, clock=lambda: DEFAULT_NOW, refresh_interval=None)
-    async with app.run_test(size=(200, 40)) as pilot:
-        await app.workers.wait_for_complete()
+    async with opened(demo, metrics, width=200) as (app, pilot):
         await view(pilot, "gpus")
         gpus = app.screen
         assert isinstance(gpus, GpusScreen) and gpus.has_class("-wide")
