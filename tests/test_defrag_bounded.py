@@ -12,8 +12,16 @@ import pytest
 
 from tests.test_defrag import cfg_of
 from tftui.engine.defragconfig import _SHOW
-from tftui.engine.defragindex import _Ctx, _is_used
-from tftui.engine.defragsim import _budget, _simulate, _Simulation, _Target, _try_target, _unmovable_summary
+from tftui.engine.defragindex import _Ctx
+from tftui.engine.defragsim import (
+    _book,
+    _budget,
+    _simulate,
+    _Simulation,
+    _Target,
+    _try_target,
+    _unmovable_summary,
+)
 from tftui.engine.fit import Request
 from tftui.engine.nodefit import node_fit, pod_requests
 from tftui.engine.state import ClusterState, WorkerView
@@ -47,19 +55,7 @@ def _exhaustive(ctx: _Ctx, source: str, source_util: float, workers: Sequence[Wo
             shown = [r if isinstance(r, str) else r.filter_reject(req) for r in rejects[:_SHOW]]
             sim.summary = _unmovable_summary(w, targets, shown, excluded)
             return sim
-        _, t, chosen = best
-        if t.node not in own:
-            t = own[t.node] = t.copy()
-        for g in chosen:
-            was_free = not _is_used(g.capacity, t.avail[g.name])
-            t.book(g, req, w.key)
-            t.scores.pop(g.name, None)
-            if was_free and _is_used(g.capacity, t.avail[g.name]):
-                t.used += 1
-        t.reorder()
-        t.workers += 1
-        room.book(t.node, pod)
-        sim.placements[w.key] = (t.node, [g.name for g in chosen])
+        _book(sim, own, room, best[1], best[2], req, w, pod)  # booking is shared: the choice is compared
     return sim
 
 

@@ -304,20 +304,33 @@ def _simulate(ctx: _Ctx, source: str, source_util: float, workers: Sequence[Work
             shown = [r if isinstance(r, str) else r.filter_reject(req) for _, r in rejects[:_SHOW]]
             sim.summary = _unmovable_summary(w, targets, shown, excluded)
             return sim
-        _, t, chosen = best
-        if t.node not in own:  # the state's judged target is shared: book on a copy
-            t = own[t.node] = t.copy()
-        for g in chosen:
-            was_free = not _is_used(g.capacity, t.avail[g.name])
-            t.book(g, req, w.key)
-            t.scores.pop(g.name, None)
-            if was_free and _is_used(g.capacity, t.avail[g.name]):
-                t.used += 1
-        t.reorder()
-        t.workers += 1
-        room.book(t.node, pod)
-        sim.placements[w.key] = (t.node, [g.name for g in chosen])
+        _book(sim, own, room, best[1], best[2], req, w, pod)
     return sim
+
+
+def _book(
+    sim: _Simulation,
+    own: dict[str, _Target],
+    room: NodeFit,
+    t: _Target,
+    chosen: list[GPUView],
+    req: Request,
+    w: WorkerView,
+    pod: PodRes,
+) -> None:
+    """Book worker `w` on the GPUs `chosen` on target `t` for the rest of this simulation."""
+    if t.node not in own:  # the state's judged target is shared: book on a copy
+        t = own[t.node] = t.copy()
+    for g in chosen:
+        was_free = not _is_used(g.capacity, t.avail[g.name])
+        t.book(g, req, w.key)
+        t.scores.pop(g.name, None)
+        if was_free and _is_used(g.capacity, t.avail[g.name]):
+            t.used += 1
+    t.reorder()
+    t.workers += 1
+    room.book(t.node, pod)
+    sim.placements[w.key] = (t.node, [g.name for g in chosen])
 
 
 def _bounds(targets: Sequence[_Target], req: Request) -> list[int]:
