@@ -1,0 +1,127 @@
+"""ResourceTable draws a cell through Rich once for as long as the cell and its styles stay: a focus
+change, a resize or another cell's update does not redraw the rest, and what it shows is always
+what DataTable would draw from scratch."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from rich.style import Style
+from rich.text import Text
+from textual.app import App, ComposeResult
+from textual.geometry import Region
+from textual.widgets import DataTable, Input
+
+from tftui.ui.render.views import Column, Row, Table
+from tftui.ui.widgets.table import ResourceTable
+
+COLUMNS = (Column("name", "NAME", 16), Column("use", "USE", 12), Column("gpus", "GPUS", 6))
+
+
+def _table(n: int, changed: int | None = None) -> Table:
+    def use(i: int) -> Text:
+        return Text.assemble(("█" * (i % 6), "red"), ("░" * (6 - i % 6), "dim"), f" {i % 100}%")
+
+    def name(i: int) -> str:
+        return f"node-{i:03d}" + ("-new" if i == changed else "")
+
+    rows = tuple(
+        Row(f"n{i}", {"name": name(i), "use": use(i), "gpus": str(i % 9)}, name(i)) for i in range(n)
+    )
+    return Table(COLUMNS, rows)
+
+
+class Drawn(App[None]):
+    def compose(self) -> ComposeResult:
+        yield ResourceTable(id="t")
+        yield Input(id="other")
+
+
+Lines = list[list[tuple[str, Style | None]]]
+
+
+def _lines(table: ResourceTable) -> Lines:
+    strips = table.render_lines(Region(0, 0, table.size.width, table.size.height))
+    return [[(seg.text, seg.style) for seg in strip] for strip in strips]
+
+
+def _from_scratch(table: ResourceTable) -> Lines:
+    """The lines drawn with no cache at all; the table's own cache is left as it was."""
+    kept = dict(table._drawn)
+    table._drawn.clear()
+    table._clear_caches()
+    try:
+        return _lines(table)
+    finally:
+        table._drawn.clear()
+        table._drawn.update(kept)
+        table._clear_caches()
+
+
+@pytest.fixture
+def rich_draws(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Every cell DataTable draws through Rich (its own `_render_cell`, counted)."""
+    calls: list[int] = []
+    original = DataTable._render_cell
+
+    def counting(self: Any, row_index: int, *args: Any, **kwargs: Any) -> Any:
+        calls.append(row_index)
+        return original(self, row_index, *args, **kwargs)
+
+    monkeypatch.setattr(DataTable, "_render_cell", counting)
+    return calls
+
+
+async def test_a_focus_change_redraws_only_the_cursor_row_and_every_frame_equals_a_fresh_draw(
+    rich_draws: list[int],
+) -> None:
+    app = Drawn()
+    async with app.run_test(size=(60, 24)) as pilot:
+        table = app.query_one("#t", ResourceTable)
+        table.show(_table(60))
+        table.focus()
+        await pilot.pause()
+        assert _lines(table) == _from_scratch(table)
+        visible = len([r for r in set(rich_draws) if r >= 0])
+        assert visible >= 10  # the screenful drawn from scratch
+
+        other = app.query_one("#other", Input)
+        other.focus()  # as `:` does: the table loses the focus, and its background tint
+        await pilot.pause()
+        blurred = _lines(table)
+        assert blurred == _from_scratch(table)
+        table.focus()
+        await pilot.pause()
+        focused = _lines(table)
+        assert focused == _from_scratch(table)
+        assert focused != blurred
+
+        # DataTable's own caches are keyed by its pseudo classes, so each change of focus misses
+        # all of them; the cells drawn in both looks before go to Rich no more, only the cursor
+        # row (whose cursor style follows the focus, and was just drawn anew) and the header
+        for target, want in ((other, blurred), (table, focused)):
+            rich_draws.clear()
+            target.focus()
+            await pilot.pause()
+            assert _lines(table) == want
+            assert set(rich_draws) <= {-1, 0}
+
+        await pilot.press("down", "down")
+        assert _lines(table) == _from_scratch(table)
+
+        rich_draws.clear()
+        table.show(_table(60, changed=1))  # one cell updated: DataTable's caches all reset
+        await pilot.pause()
+        updated = _lines(table)
+        assert set(rich_draws) <= {-1, 1, 2}  # the header, the updated row, the cursor row
+        assert updated == _from_scratch(table)
+        assert "node-001-new" in "".join(text for text, _ in updated[2])
+
+        await pilot.resize_terminal(50, 20)  # the widths change: drawn anew, and right
+        await pilot.pause()
+        assert _lines(table) == _from_scratch(table)
+
+        app.theme = "textual-light" if app.theme != "textual-light" else "textual-dark"
+        await pilot.pause()
+        assert _lines(table) == _from_scratch(table)
