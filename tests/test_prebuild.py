@@ -11,11 +11,11 @@ from textual.pilot import Pilot
 from tests.test_refresh_reuse import Objects as ReuseObjects
 from tftui.sources.sim.cluster import DEFAULT_NOW, generate_objects
 from tftui.ui.app import TfTuiApp
-from tftui.ui.render.nodeviews import nodes_table
+from tftui.ui.render.nodeviews import gpus_table, nodes_table
 from tftui.ui.render.tableops import plain
 from tftui.ui.render.views import Gauges, rendered
 from tftui.ui.screens.prebuild import Prebuilding
-from tftui.ui.screens.resource import NodesScreen
+from tftui.ui.screens.resource import GpusScreen, NodesScreen
 from tftui.ui.widgets.table import ResourceTable
 
 
@@ -139,6 +139,47 @@ async def test_a_theme_changed_while_the_refresh_thread_built_builds_again(monke
         table = screen.query_one("#main", ResourceTable)
         assert gone not in table.row_keys
         assert shown_rows(table) == fresh_rows(app, screen)
+
+
+async def test_a_kept_view_switched_away_from_is_built_in_the_refresh_thread_too(monkeypatch: Any) -> None:
+    cluster, app = make()
+    renders = taken(monkeypatch)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await on_nodes(app, pilot)
+        assert app.switch_view("gpus")
+        await pilot.pause()
+        gpus = app.screen
+        assert isinstance(gpus, GpusScreen)
+        await on_nodes(app, pilot)  # `:gpus` is now a kept view, aside
+        aside = app.kept_aside()
+        assert gpus in aside and app.screen not in aside
+        tables_aside = sum(len(s._gauges) for s in aside if isinstance(s, Prebuilding) and s.PREBUILD)
+        before = app.prebuilt_tables
+        gone = cluster.drop_node()
+        await refresh(app, pilot)
+        assert app.prebuilt_tables == before + 1 + tables_aside  # the nodes on show, the views aside
+        renders.clear()
+        assert app.switch_view("gpus")
+        await pilot.pause()
+        await pilot.pause()
+        assert app.screen is gpus
+        assert renders[:1] == [True]  # shown as built in the refresh thread
+        table = gpus.query_one("#main", ResourceTable)
+        fresh, shown = data_rows(app, gpus), shown_rows(table)
+        assert fresh.keys() == shown.keys()
+        for key, cells in shown.items():  # a cell is the fresh one, or it cut to its column
+            for got, want in zip(cells, fresh[key], strict=True):
+                assert got == want or (got.endswith("…") and want.startswith(got[:-1])), (key, got, want)
+        assert not any(gone in key for key in table.row_keys)
+
+
+def data_rows(app: TfTuiApp, screen: GpusScreen) -> dict[str, list[str]]:
+    """The GPU rows a build from scratch gives for the data on screen."""
+    assert app.data is not None and screen._layout is not None
+    table = gpus_table(app.data, Gauges(screen._layout))
+    return {
+        r.key: [plain(rendered(r.cells.get(c.key, ""))).strip() for c in table.columns] for r in table.rows
+    }
 
 
 def test_a_prebuilt_table_is_taken_only_for_its_own_data_scope_and_analyses() -> None:

@@ -290,6 +290,19 @@ class TfTuiApp(ScopeCommands, Refreshing, Writes):
         self.install_screen(screen, name)
         return screen
 
+    def kept_aside(self) -> list[Screen[Any]]:
+        """The kept root views off the stack (`KEPT_VIEWS`); safe from the refresh thread, where a
+        view dropped meanwhile is simply not in the list."""
+        aside = []
+        for view in sorted(KEPT_VIEWS):
+            try:
+                screen = self.get_screen(KEPT_PREFIX + view)
+            except KeyError:
+                continue
+            if screen not in self.screen_stack:
+                aside.append(screen)
+        return aside
+
     def _drop_kept_views(self, leaving: Screen[Any]) -> None:
         """Forget the kept root views and remove them, but `leaving`: the switch that took it off
         the stack removes it once nothing keeps it."""

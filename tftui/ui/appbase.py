@@ -10,11 +10,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from textual.app import App
 from textual.message import Message
 from textual.reactive import reactive
+from textual.screen import Screen
 from textual.timer import Timer
 from textual.worker import Worker
 
@@ -205,4 +206,5 @@ class ConsoleBase(App[None]):
         def switch_view(self, name: str, *, fresh: bool = False) -> bool: ...
         def action_refresh(self) -> None: ...
         def dropped(self, source: str) -> bool: ...
+        def kept_aside(self) -> list[Screen[Any]]: ...
         def analysis(self, kind: AnalysisKind, subject: str = "") -> Analysis | None: ...
