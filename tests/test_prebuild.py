@@ -148,8 +148,9 @@ async def test_a_kept_view_switched_away_from_is_built_in_the_refresh_thread_too
         await on_nodes(app, pilot)
         assert app.switch_view("gpus")
         await pilot.pause()
-        gpus = app.screen
-        assert isinstance(gpus, GpusScreen)
+        shown_first = app.screen
+        assert isinstance(shown_first, GpusScreen)
+        gpus: GpusScreen = shown_first
         await on_nodes(app, pilot)  # `:gpus` is now a kept view, aside
         aside = app.kept_aside()
         assert gpus in aside and app.screen not in aside
@@ -162,7 +163,7 @@ async def test_a_kept_view_switched_away_from_is_built_in_the_refresh_thread_too
         assert app.switch_view("gpus")
         await pilot.pause()
         await pilot.pause()
-        assert app.screen is gpus
+        assert app.screen is shown_first
         assert renders[:1] == [True]  # shown as built in the refresh thread
         table = gpus.query_one("#main", ResourceTable)
         fresh, shown = data_rows(app, gpus), shown_rows(table)
