@@ -144,6 +144,18 @@ def test_no_tick_decides_while_the_cache_does_not_show_the_last_writes(
     tick until then is skipped, counted and logged; none decides on the stale cache."""
     daemon, kube = make_daemon(kubeconfig, elect=False, stop_at=NIGHT_START + timedelta(seconds=30))
     daemon.options.settle_timeout = 0.3
+    daemon.options.wedged_after = 0.5  # /readyz says so once ticks were skipped for longer
+    readiness: list[tuple[bool, str]] = []
+    health: list[tuple[bool, str]] = []
+    tick = daemon._tick
+
+    def ticking(rt: Any) -> bool:
+        done = tick(rt)
+        readiness.append(daemon.ready())
+        health.append(daemon.health())
+        return done
+
+    daemon._tick = ticking  # type: ignore[method-assign]
     logs = io.StringIO()
     root = logging.getLogger("tftui")
     saved = (root.handlers[:], root.level, root.propagate)
@@ -165,6 +177,11 @@ def test_no_tick_decides_while_the_cache_does_not_show_the_last_writes(
     assert metric(text, "tftui_errors_total", where="loop") == 3  # 07:50:00, :10, :20
     skipped = [json.loads(line) for line in logs.getvalue().splitlines() if "tick skipped" in line]
     assert len(skipped) == 3 and skipped[0]["level"] == "warning"
+    assert readiness[0] == (True, "")  # one skipped tick is not yet a cache behind
+    assert any(
+        not ok and reason.startswith("cluster cache behind: ticks skipped for") for ok, reason in readiness
+    )
+    assert set(health) == {(True, "")}  # never a restart: it would relist from a slow API server
 
 
 def test_a_stop_ends_the_tick_at_the_next_pool(server: KubeApiServer, kubeconfig: Path) -> None:

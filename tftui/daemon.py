@@ -134,6 +134,7 @@ class Daemon:
         self.ops: OpsServer | None = None
         self._stop = threading.Event()
         self._heartbeat = time.monotonic()
+        self._unsettled_since: float | None = None  # since when ticks are skipped (`_tick`)
         self._metrics_ok: tuple[bool, str] = (True, "")
         self._last_probe = -math.inf
         self._last_wall = time.monotonic()
@@ -209,10 +210,15 @@ class Daemon:
         return True, ""
 
     def ready(self) -> tuple[bool, str]:
-        """Caches synced, and the metrics store reachable (unless --metrics-optional)."""
+        """Caches synced and showing this replica's writes (ticks not skipped for `wedged_after`),
+        and the metrics store reachable (unless --metrics-optional)."""
         synced = getattr(self.cluster, "synced", None)
         if callable(synced) and not synced():
             return False, "cluster cache not synced yet"
+        since = self._unsettled_since
+        if since is not None and (behind := time.monotonic() - since) > self.options.wedged_after:
+            # not /healthz: a restart would relist from an API server that may be what is slow
+            return False, f"cluster cache behind: ticks skipped for {behind:.0f}s (own writes not seen)"
         ok, reason = self._metrics_ok
         if not ok and not self.options.metrics_optional:
             return False, reason
@@ -318,11 +324,14 @@ class Daemon:
         if callable(settle) and not settle(self.options.settle_timeout):
             # no decision on a cache that does not show this replica's own writes yet (it would
             # decide them again): the next iteration tries again
+            if self._unsettled_since is None:
+                self._unsettled_since = time.monotonic()
             self.metrics.errors.labels("loop").inc()
             log.warning(
                 "tick skipped: the cache did not show the last writes within %gs", self.options.settle_timeout
             )
             return False
+        self._unsettled_since = None
         started = time.perf_counter()
         try:
             plan = rt.tick_due()
