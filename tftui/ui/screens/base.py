@@ -18,7 +18,7 @@ from textual.binding import BindingType
 from textual.events import Resize
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import DataTable, Footer, Input
+from textual.widgets import DataTable, Input
 
 from tftui.model.gcpause import gc_paused
 from tftui.ui.actions import bindings
@@ -34,7 +34,7 @@ from tftui.ui.render.views import Cell, Gauges, Layout, Row, Table, layout_candi
 from tftui.ui.render.widths import fit_table, fits
 from tftui.ui.screens.prebuild import Prebuilding
 from tftui.ui.screens.text import TextScreen
-from tftui.ui.widgets.chrome import Breadcrumb, ConsoleHeader, Prompt, PromptMode
+from tftui.ui.widgets.chrome import Breadcrumb, ConsoleHeader, Prompt, PromptMode, SteadyFooter
 from tftui.ui.widgets.table import ROW_LIMIT, ResourceTable
 
 VIEWS = (
@@ -197,7 +197,7 @@ class ResourceScreen(Prebuilding, Screen[None]):
         yield Breadcrumb("", id="crumbs")
         yield from self.compose_body()
         yield Prompt(COMMANDS, hint=PROMPT_HINT, id="prompt")
-        yield Footer(compact=True, show_command_palette=False)
+        yield SteadyFooter()
 
     def compose_body(self) -> ComposeResult:
         yield ResourceTable(id="main")

@@ -7,11 +7,11 @@ from typing import ClassVar
 from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.screen import Screen
-from textual.widgets import Footer, TextArea
+from textual.widgets import TextArea
 
 from tftui.model.plaintext import visible
 from tftui.ui.actions import bindings
-from tftui.ui.widgets.chrome import Breadcrumb, ConsoleHeader
+from tftui.ui.widgets.chrome import Breadcrumb, ConsoleHeader, SteadyFooter
 
 
 class TextScreen(Screen[None]):
@@ -34,7 +34,7 @@ class TextScreen(Screen[None]):
         yield TextArea(
             self.text, id="text-scroll", read_only=True, soft_wrap=False, show_cursor=False, compact=True
         )
-        yield Footer(compact=True, show_command_palette=False)
+        yield SteadyFooter()
 
     def action_close(self) -> None:
         self.app.pop_screen()

@@ -1,4 +1,4 @@
-"""Screen furniture shared by every view: the header, the breadcrumb and the `:`/`/` prompt.
+"""Screen furniture shared by every view: the header, the breadcrumb, the `:`/`/` prompt, the footer.
 
 The header reads the app's reactive state (`data`, `cluster_error`, `loading`) and re-renders when it
 changes, so every screen in the stack shows the same source, refresh time and warnings.
@@ -6,13 +6,14 @@ changes, so every screen in the stack shows the same source, refresh time and wa
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal, cast
+from typing import Any, ClassVar, Literal, cast
 
 from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
 from textual.suggester import SuggestFromList
-from textual.widgets import Input, Label
+from textual.widgets import Footer, Input, Label
 
 from tftui.ui.actions import bindings
 from tftui.ui.host import Host
@@ -170,3 +171,28 @@ class Prompt(Horizontal):
         field = self.input
         with field.prevent(Input.Changed):  # clearing the text must not clear the filter
             field.value = ""
+
+
+class SteadyFooter(Footer):
+    """Textual's footer, composed again only when the keys it shows changed.
+
+    Footer recomposes (a dozen widgets mounted and styled) on every `bindings_updated` signal, and
+    the screen sends one on each focus change: `:` and its return, and each view shown again,
+    re-made the same footer twice per switch.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(compact=True, show_command_palette=False)
+        self._keys_shown: tuple[tuple[str, str, str, bool], ...] | None = None
+
+    def bindings_changed(self, screen: Screen[Any]) -> None:
+        keys = tuple(
+            (binding.key, binding.description, binding.action, enabled)
+            for _node, binding, enabled, _tooltip in screen.active_bindings.values()
+            if binding.show
+        )
+        if keys == self._keys_shown:
+            return
+        super().bindings_changed(screen)
+        if screen.app.app_focus and self.is_attached and screen is self.screen:  # it recomposes
+            self._keys_shown = keys
