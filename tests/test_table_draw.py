@@ -118,6 +118,13 @@ async def test_a_focus_change_redraws_only_the_cursor_row_and_every_frame_equals
         assert updated == _from_scratch(table)
         assert "node-001-new" in "".join(text for text, _ in updated[2])
 
+        # a row removed above the others: every row below moves up one index, and a cell's lines
+        # carry its row's index (what a click on it selects), so each is drawn at its new place
+        fewer = _table(60, changed=1)
+        table.show(Table(fewer.columns, tuple(r for r in fewer.rows if r.key != "n0")))
+        await pilot.pause()
+        assert _lines(table) == _from_scratch(table)
+
         await pilot.resize_terminal(50, 20)  # the widths change: drawn anew, and right
         await pilot.pause()
         assert _lines(table) == _from_scratch(table)

@@ -136,10 +136,11 @@ class ResourceTable(DataTable[RenderableType]):
         classes, so every focus change (`:` opens the prompt, a view is shown again), resize (the
         prompt takes a line) or updated cell redraws every visible cell through Rich: ≈ 0.1 ms
         each, 50-80 ms of a frame at 200 × 50 (about half of a `:nodes` switch at 5,000 nodes).
-        What a cell looks like depends only on the cell, its width and height and its styles (the
-        focus tints the background, so both looks are kept); cells are never changed in place
-        (`_sync` hands the table new ones), so the very same cell object drawn with the same
-        styles is the same lines (`tests/test_table_draw.py` compares with drawing from scratch).
+        What a cell looks like depends only on the cell, its place (its lines carry the row and
+        column index a click on them selects), width, height and styles (the focus tints the
+        background, so both looks are kept); cells are never changed in place (`_sync` hands the
+        table new ones), so the very same cell object drawn at the same place with the same styles
+        is the same lines (`tests/test_table_draw.py` compares with drawing from scratch).
         """
         if row_index < self.fixed_rows or column_index < self.fixed_columns:  # header, labels
             return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
@@ -153,7 +154,7 @@ class ResourceTable(DataTable[RenderableType]):
             False, False, False, hover, cursor, self.show_cursor, self._show_hover_cursor,
             self.cursor_foreground_priority == "css", self.cursor_background_priority == "css",
         )  # fmt: skip
-        key = (id(cell), width, height, self.cell_padding, base_style, styles)
+        key = (id(cell), row_index, column_index, width, height, self.cell_padding, base_style, styles)
         drawn = self._drawn.get(key)
         if drawn is not None and drawn[0] is cell:
             return drawn[1]
