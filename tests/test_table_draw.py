@@ -47,15 +47,16 @@ def _lines(table: ResourceTable) -> Lines:
 
 
 def _from_scratch(table: ResourceTable) -> Lines:
-    """The lines drawn with no cache at all; the table's own cache is left as it was."""
-    kept = dict(table._drawn)
-    table._drawn.clear()
+    """The lines drawn with no cache at all; the table's own caches are left as they were."""
+    kept = (dict(table._cells_drawn), dict(table._lines_drawn))
+    table.forget_drawn()
     table._clear_caches()
     try:
         return _lines(table)
     finally:
-        table._drawn.clear()
-        table._drawn.update(kept)
+        table.forget_drawn()
+        table._cells_drawn.update(kept[0])
+        table._lines_drawn.update(kept[1])
         table._clear_caches()
 
 
@@ -73,8 +74,22 @@ def rich_draws(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return calls
 
 
+@pytest.fixture
+def assembled(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Every line DataTable assembles from its cells (its own `_render_line`, counted by y)."""
+    calls: list[int] = []
+    original = DataTable._render_line
+
+    def counting(self: Any, y: int, *args: Any) -> Any:
+        calls.append(y)
+        return original(self, y, *args)
+
+    monkeypatch.setattr(DataTable, "_render_line", counting)
+    return calls
+
+
 async def test_a_focus_change_redraws_only_the_cursor_row_and_every_frame_equals_a_fresh_draw(
-    rich_draws: list[int],
+    rich_draws: list[int], assembled: list[int]
 ) -> None:
     app = Drawn()
     async with app.run_test(size=(60, 24)) as pilot:
@@ -102,10 +117,12 @@ async def test_a_focus_change_redraws_only_the_cursor_row_and_every_frame_equals
         # row (whose cursor style follows the focus, and was just drawn anew) and the header
         for target, want in ((other, blurred), (table, focused)):
             rich_draws.clear()
+            assembled.clear()
             target.focus()
             await pilot.pause()
             assert _lines(table) == want
             assert set(rich_draws) <= {-1, 0}
+            assert set(assembled) <= {0, 1}  # nor are the other lines assembled again: y 0 the header
 
         await pilot.press("down", "down")
         assert _lines(table) == _from_scratch(table)

@@ -253,7 +253,11 @@ def test_console_code_builds_no_markup_and_no_raw_widget() -> None:
     bad: list[str] = []
     for path in sorted(UI.rglob("*.py")):
         rel = path.relative_to(UI.parent.parent)
-        door = path.name == "plain.py" or (path.name == "table.py" and path.parent.name == "widgets")
+        # the doors: plain.py makes every widget's content plain; table.py is the one DataTable the
+        # console uses, and tabledraw.py the drawing it inherits (it keeps lines, adds no content)
+        door = path.name == "plain.py" or (
+            path.name in ("table.py", "tabledraw.py") and path.parent.name == "widgets"
+        )
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.Call):
                 func = node.func

@@ -14,7 +14,6 @@ from typing import ClassVar
 
 from rich.console import RenderableType
 from rich.style import Style
-from textual._types import SegmentLines
 from textual.binding import BindingType
 from textual.geometry import Size
 from textual.widget import Widget
@@ -26,13 +25,12 @@ from tftui.ui.render.format import fit_number, is_number
 from tftui.ui.render.gauge import COMPONENT_CLASSES, GaugeStyles
 from tftui.ui.render.views import Column, Row, Table, rendered
 from tftui.ui.widgets.plain import plain_cell
+from tftui.ui.widgets.tabledraw import KeptDrawing
 
 ROW_LIMIT = 1_000
 """Rows a resource view hands its table at most (the rest: filter or sort to bring them up, as in
 k9s). A DataTable pays per row added; 40,000 GPUs took minutes to fill and every later re-order
 again. The view says `showing 1,000 of 40,000 — / to filter`; export and marks see every row."""
-DRAWN_CELLS = 8_192
-"""Drawn cells a table keeps (`_render_cell`): a full screen is ≈ 600, in two cursor styles."""
 REBUILD_AFTER = 200
 """Row removals above which `show` clears and re-adds instead of removing one by one."""
 
@@ -76,7 +74,7 @@ def gauge_styles_of(widget: Widget) -> GaugeStyles:
     )
 
 
-class ResourceTable(DataTable[RenderableType]):
+class ResourceTable(KeptDrawing):
     """One resource list; `show(table)` makes it display exactly `table`, changing as little as possible.
 
     The number of `add_row`/`remove_row`/`update_cell` calls of the last `show` is kept in
@@ -106,8 +104,6 @@ class ResourceTable(DataTable[RenderableType]):
         self._synced: tuple[tuple[str, ...], tuple[int, ...]] = ((), ())  # columns of the last sync
         self._restore: str | None = None  # cursor key to restore after a column rebuild
         self.last_changes = 0
-        # id(cell) and how it is drawn → (the cell, its drawn lines); see `_render_cell`
-        self._drawn: dict[tuple[object, ...], tuple[object, SegmentLines]] = {}
 
     def on_unmount(self) -> None:
         """Let the rows go: a closed view is cyclic garbage that may wait for the collector (see
@@ -119,50 +115,7 @@ class ResourceTable(DataTable[RenderableType]):
         self._shown.clear()
         self._order.clear()
         self._rows.clear()
-        self._drawn.clear()
-
-    def _render_cell(
-        self,
-        row_index: int,
-        column_index: int,
-        base_style: Style,
-        width: int,
-        cursor: bool = False,
-        hover: bool = False,
-    ) -> SegmentLines:
-        """A body cell's lines, drawn once for as long as the cell object and its style stay.
-
-        DataTable keys its own cache of drawn cells by its update count and the table's pseudo
-        classes, so every focus change (`:` opens the prompt, a view is shown again), resize (the
-        prompt takes a line) or updated cell redraws every visible cell through Rich: ≈ 0.1 ms
-        each, 50-80 ms of a frame at 200 × 50 (about half of a `:nodes` switch at 5,000 nodes).
-        What a cell looks like depends only on the cell, its place (its lines carry the row and
-        column index a click on them selects), width, height and styles (the focus tints the
-        background, so both looks are kept); cells are never changed in place (`_sync` hands the
-        table new ones), so the very same cell object drawn at the same place with the same styles
-        is the same lines (`tests/test_table_draw.py` compares with drawing from scratch).
-        """
-        if row_index < self.fixed_rows or column_index < self.fixed_columns:  # header, labels
-            return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
-        row_key = self._row_locations.get_key(row_index)
-        column_key = self._column_locations.get_key(column_index)
-        row = self.rows.get(row_key) if row_key is not None else None
-        if row is None or column_key is None or column_key not in self._data.get(row.key, {}):
-            return super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
-        cell, height = self._data[row.key][column_key], row.height
-        styles = self._get_styles_to_render_cell(
-            False, False, False, hover, cursor, self.show_cursor, self._show_hover_cursor,
-            self.cursor_foreground_priority == "css", self.cursor_background_priority == "css",
-        )  # fmt: skip
-        key = (id(cell), row_index, column_index, width, height, self.cell_padding, base_style, styles)
-        drawn = self._drawn.get(key)
-        if drawn is not None and drawn[0] is cell:
-            return drawn[1]
-        lines = super()._render_cell(row_index, column_index, base_style, width, cursor, hover)
-        if len(self._drawn) >= DRAWN_CELLS:
-            self._drawn.clear()
-        self._drawn[key] = (cell, lines)
-        return lines
+        self.forget_drawn()
 
     def gauge_styles(self) -> GaugeStyles:
         """The theme's gauge colours (the `gauge--*` component classes of this table)."""
