@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -19,6 +20,7 @@ from tftui.sources.sim.cluster import DEFAULT_NOW, SimCluster
 from tftui.ui.app import TfTuiApp
 from tftui.ui.load import data as load_data
 from tftui.ui.load.data import StateReader, load
+from tftui.ui.widgets.table import ResourceTable
 
 
 @pytest.fixture(autouse=True)
@@ -201,3 +203,30 @@ async def test_a_key_holds_once_though_it_bubbles_back_to_the_app(monkeypatch: p
         await pilot.press("down", "down")
         await pilot.pause()
         assert len(holds) == 2
+
+
+async def test_a_view_switch_holds_background_work_until_the_new_view_is_drawn(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`:nodes` ends with `enter`, whose frame is the old view's; background work waits on until the
+    new view's first frame is drawn, or a refresh would compete for the interpreter with it."""
+    drawn: list[tuple[str, bool]] = []
+    real_render = ResourceTable.render_lines
+
+    def render(self: ResourceTable, crop: Any) -> Any:
+        drawn.append((type(self.screen).__name__, giveway.held()))
+        return real_render(self, crop)
+
+    app = TfTuiApp(
+        SimCluster(seed=7, nodes=4, now=DEFAULT_NOW), None, clock=lambda: DEFAULT_NOW, refresh_interval=None
+    )
+    async with app.run_test(size=(120, 40)) as pilot:
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        monkeypatch.setattr(ResourceTable, "render_lines", render)
+        await pilot.press("colon", *"nodes", "enter")
+        await pilot.pause()
+        await pilot.pause()
+        first = next(held for screen, held in drawn if screen == "NodesScreen")
+        assert first  # the new view's first frame was drawn with background work held
+        assert not giveway.held()  # and released after it
