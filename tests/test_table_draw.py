@@ -146,6 +146,10 @@ async def test_a_focus_change_redraws_only_the_cursor_row_and_every_frame_equals
         await pilot.pause()
         assert _lines(table) == _from_scratch(table)
 
+        table.zebra_stripes = True  # a row's look changes with its stripe: drawn anew
+        await pilot.pause()
+        assert _lines(table) == _from_scratch(table)
+
         app.theme = "textual-light" if app.theme != "textual-light" else "textual-dark"
         await pilot.pause()
         assert _lines(table) == _from_scratch(table)

@@ -51,7 +51,7 @@ class KeptDrawing(DataTable[RenderableType]):
         )
 
     def render_lines(self, crop: Region) -> list[Strip]:
-        # once a frame: the column widths and the cursor and hover looks every line depends on
+        # once a frame: the column widths and the cursor, hover and stripe looks every line depends on
         styles = self._get_styles_to_render_cell
         show, hover = self.show_cursor, self._show_hover_cursor
         self._frame = (
@@ -62,6 +62,8 @@ class KeptDrawing(DataTable[RenderableType]):
             styles(False, False, False, False, True, show, hover, False, False),
             styles(False, False, False, True, False, show, hover, False, False),
             styles(False, False, False, True, True, show, hover, False, False),
+            self.zebra_stripes and self.get_component_rich_style("datatable--even-row"),
+            self.zebra_stripes and self.get_component_rich_style("datatable--odd-row"),
         )
         return super().render_lines(crop)
 
