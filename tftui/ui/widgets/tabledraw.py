@@ -51,7 +51,7 @@ class KeptDrawing(DataTable[RenderableType]):
         )
 
     def render_lines(self, crop: Region) -> list[Strip]:
-        # once a frame: the column widths and the cursor, hover and stripe looks every line depends on
+        # once a frame: the column widths, and the cursor, hover, stripe and header looks lines depend on
         styles = self._get_styles_to_render_cell
         show, hover = self.show_cursor, self._show_hover_cursor
         self._frame = (
@@ -64,6 +64,8 @@ class KeptDrawing(DataTable[RenderableType]):
             styles(False, False, False, True, True, show, hover, False, False),
             self.zebra_stripes and self.get_component_rich_style("datatable--even-row"),
             self.zebra_stripes and self.get_component_rich_style("datatable--odd-row"),
+            self.get_component_rich_style("datatable--header"),
+            self.get_component_rich_style("datatable--header-hover"),
         )
         return super().render_lines(crop)
 
@@ -74,15 +76,19 @@ class KeptDrawing(DataTable[RenderableType]):
             row_key, line_no = self._get_offsets(y)
         except LookupError:
             return super()._render_line(y, x1, x2, base_style)
-        cells = self._data.get(row_key)
-        if row_key is self._header_row_key or cells is None:
-            return super()._render_line(y, x1, x2, base_style)
-        index = self._row_locations.get(row_key)
+        index: int | None
+        shown: tuple[object, ...]
+        if row_key is self._header_row_key:  # its cells are the column labels
+            index, shown = -1, tuple(column.label for column in self.ordered_columns)
+        else:
+            cells = self._data.get(row_key)
+            if cells is None:
+                return super()._render_line(y, x1, x2, base_style)
+            index, shown = self._row_locations.get(row_key), tuple(cells.values())
         key = (
             row_key, line_no, index, x1, x2, self.size.width, base_style, self._frame,
             index == self.cursor_coordinate.row, index == self.hover_coordinate.row,
         )  # fmt: skip
-        shown = tuple(cells.values())
         drawn = self._lines_drawn.get(key)
         if drawn is not None and _same(drawn[0], shown):
             return drawn[1]
