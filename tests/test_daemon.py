@@ -189,16 +189,37 @@ def test_a_stop_ends_the_tick_at_the_next_pool(server: KubeApiServer, kubeconfig
     stamp), the pools after it are left to the next leader with one journal line, and nothing more
     is written."""
     daemon, kube = make_daemon(kubeconfig, elect=False, stop_at=AFTER_CAMPAIGN)
+    logs = io.StringIO()
+    root = logging.getLogger("tftui")
+    saved = (root.handlers[:], root.level, root.propagate)
+    setup_logging("info", logs)
+    written_by_handler: list[int] = []
 
     def on_entry(entry: JournalEntry) -> None:
-        if entry.kind == "action" and entry.message.startswith("delete GPUNodeClaim"):
-            daemon.stop()  # as SIGTERM does, while the first pool's releases are being applied
+        if (
+            entry.kind == "action"
+            and entry.message.startswith("delete GPUNodeClaim")
+            and not written_by_handler
+        ):
+            before = len(logs.getvalue())
+            daemon._on_signal(signal.SIGTERM)  # while the first pool's releases are being applied
+            written_by_handler.append(len(logs.getvalue()) - before)
 
     daemon.journal.subscribe(on_entry)
     try:
         assert daemon.run() == 0
     finally:
         kube.close()
+        root.handlers[:], root.level, root.propagate = saved
+    # the handler writes nothing (it may interrupt a log line being written); the loop says it at
+    # its next check of the stop, before the journal line of what it leaves
+    assert written_by_handler == [0]
+    said = [json.loads(line)["msg"] for line in logs.getvalue().splitlines()]
+    received = [
+        i for i, m in enumerate(said) if m == "received SIGTERM: finishing the call in flight, then stopping"
+    ]
+    assert len(received) == 1
+    assert received[0] < next(i for i, m in enumerate(said) if m.startswith("stopping:"))
     entries = daemon.journal.entries()
     rounds = {e.pool for e in entries if e.kind == "compaction" and e.message.startswith("round:")}
     assert rounds == {"demo-dev"}

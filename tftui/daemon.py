@@ -133,6 +133,7 @@ class Daemon:
         self.runtime: Runtime | None = None
         self.ops: OpsServer | None = None
         self._stop = threading.Event()
+        self._signalled: str | None = None  # a signal's name until the loop has said it stops
         self._heartbeat = time.monotonic()
         self._unsettled_since: float | None = None  # since when ticks are skipped (`_tick`)
         self._metrics_ok: tuple[bool, str] = (True, "")
@@ -152,8 +153,21 @@ class Daemon:
             signal.signal(sig, lambda signum, _frame: self._on_signal(signum))
 
     def _on_signal(self, signum: int) -> None:
-        log.info("received %s: finishing the call in flight, then stopping", signal.Signals(signum).name)
+        """No I/O here: the handler runs between two bytecodes of the main thread, which may be in
+        the middle of writing a log line (a reentrant write fails, and the line is lost). The loop
+        says it at its next check of the stop (`_stopping`)."""
+        self._signalled = signal.Signals(signum).name
         self.stop()
+
+    def _stopping(self) -> bool:
+        """Whether a stop was asked for (the runtime asks at each pool and workload); the first
+        time after a signal, say so."""
+        if not self._stop.is_set():
+            return False
+        if self._signalled is not None:
+            log.info("received %s: finishing the call in flight, then stopping", self._signalled)
+            self._signalled = None
+        return True
 
     def run(self) -> int:
         """The loop; returns 0 after a graceful stop."""
@@ -180,7 +194,7 @@ class Daemon:
         if self.elector is not None:
             self.elector.start()
         try:
-            while not self._stop.is_set():
+            while not self._stopping():
                 self._heartbeat = time.monotonic()
                 self._iteration()
                 if opts.stop_at is not None and self.clock() >= opts.stop_at:
@@ -191,6 +205,7 @@ class Daemon:
         return 0
 
     def _shutdown(self) -> None:
+        self._stopping()  # a signal during the last iteration is said before the loop ends
         self.runtime = None
         if self.elector is not None:
             self.elector.stop(release=True)
@@ -276,7 +291,7 @@ class Daemon:
         self.metrics.known_labels(sorted(p for p in pools if p))
         if self.elector is not None:
             rt.actuator.fence = self.elector.is_leader
-        rt.stopping = self._stop.is_set
+        rt.stopping = self._stopping
         return rt
 
     def _tick_due(self, rt: Runtime) -> None:
@@ -291,7 +306,7 @@ class Daemon:
             target = None  # jump to the next due time after this tick
         else:
             target = now + timedelta(seconds=elapsed * self.options.speed)
-        while not self._stop.is_set() and self.is_leader():
+        while not self._stopping() and self.is_leader():
             self._heartbeat = time.monotonic()
             ok = self._tick(rt)
             nxt = rt.next_due()
