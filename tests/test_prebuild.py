@@ -14,6 +14,7 @@ from tftui.ui.app import TfTuiApp
 from tftui.ui.render.nodeviews import gpus_table, nodes_table
 from tftui.ui.render.tableops import plain
 from tftui.ui.render.views import Gauges, rendered
+from tftui.ui.screens.base import ResourceScreen
 from tftui.ui.screens.prebuild import Prebuilding
 from tftui.ui.screens.resource import GpusScreen, NodesScreen
 from tftui.ui.widgets.table import ResourceTable
@@ -64,10 +65,13 @@ def shown_rows(table: ResourceTable) -> dict[str, list[str]]:
     return {key: [plain(c).strip() for c in table.get_row(key)] for key in table.row_keys}
 
 
-def fresh_rows(app: TfTuiApp, screen: NodesScreen, needle: str = "") -> dict[str, list[str]]:
-    """The rows a build from scratch (no row cache, no prebuild) gives for the data on screen."""
+def fresh_rows(
+    app: TfTuiApp, screen: ResourceScreen, needle: str = "", build: Any = nodes_table
+) -> dict[str, list[str]]:
+    """The rows a build from scratch (no row cache, no prebuild) gives for the data on screen
+    (`build`: the view's table builder)."""
     assert app.data is not None and screen._layout is not None
-    table = nodes_table(app.data, Gauges(screen._layout))
+    table = build(app.data, Gauges(screen._layout))
     return {
         r.key: [plain(rendered(r.cells.get(c.key, ""))).strip() for c in table.columns]
         for r in table.rows
@@ -166,21 +170,12 @@ async def test_a_kept_view_switched_away_from_is_built_in_the_refresh_thread_too
         assert app.screen is shown_first
         assert renders[:1] == [True]  # shown as built in the refresh thread
         table = gpus.query_one("#main", ResourceTable)
-        fresh, shown = data_rows(app, gpus), shown_rows(table)
+        fresh, shown = fresh_rows(app, gpus, build=gpus_table), shown_rows(table)
         assert fresh.keys() == shown.keys()
         for key, cells in shown.items():  # a cell is the fresh one, or it cut to its column
             for got, want in zip(cells, fresh[key], strict=True):
                 assert got == want or (got.endswith("…") and want.startswith(got[:-1])), (key, got, want)
         assert not any(gone in key for key in table.row_keys)
-
-
-def data_rows(app: TfTuiApp, screen: GpusScreen) -> dict[str, list[str]]:
-    """The GPU rows a build from scratch gives for the data on screen."""
-    assert app.data is not None and screen._layout is not None
-    table = gpus_table(app.data, Gauges(screen._layout))
-    return {
-        r.key: [plain(rendered(r.cells.get(c.key, ""))).strip() for c in table.columns] for r in table.rows
-    }
 
 
 def test_a_prebuilt_table_is_taken_only_for_its_own_data_scope_and_analyses() -> None:

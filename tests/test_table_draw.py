@@ -60,32 +60,29 @@ def _from_scratch(table: ResourceTable) -> Lines:
         table._clear_caches()
 
 
+def _first_arguments(monkeypatch: pytest.MonkeyPatch, method: str) -> list[int]:
+    """The first argument of every call of DataTable's own `method` (counted, then run)."""
+    calls: list[int] = []
+    original = getattr(DataTable, method)
+
+    def counting(self: Any, first: int, *args: Any, **kwargs: Any) -> Any:
+        calls.append(first)
+        return original(self, first, *args, **kwargs)
+
+    monkeypatch.setattr(DataTable, method, counting)
+    return calls
+
+
 @pytest.fixture
 def rich_draws(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Every cell DataTable draws through Rich (its own `_render_cell`, counted)."""
-    calls: list[int] = []
-    original = DataTable._render_cell
-
-    def counting(self: Any, row_index: int, *args: Any, **kwargs: Any) -> Any:
-        calls.append(row_index)
-        return original(self, row_index, *args, **kwargs)
-
-    monkeypatch.setattr(DataTable, "_render_cell", counting)
-    return calls
+    """Every cell DataTable draws through Rich (its own `_render_cell`, by row index)."""
+    return _first_arguments(monkeypatch, "_render_cell")
 
 
 @pytest.fixture
 def assembled(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Every line DataTable assembles from its cells (its own `_render_line`, counted by y)."""
-    calls: list[int] = []
-    original = DataTable._render_line
-
-    def counting(self: Any, y: int, *args: Any) -> Any:
-        calls.append(y)
-        return original(self, y, *args)
-
-    monkeypatch.setattr(DataTable, "_render_line", counting)
-    return calls
+    """Every line DataTable assembles from its cells (its own `_render_line`, by y)."""
+    return _first_arguments(monkeypatch, "_render_line")
 
 
 async def test_a_focus_change_redraws_only_the_cursor_row_and_every_frame_equals_a_fresh_draw(
