@@ -9,12 +9,14 @@ from typing import Any
 import pytest
 from rich.style import Style
 from rich.text import Text
+from textual._styles_cache import StylesCache
 from textual.app import App, ComposeResult
 from textual.geometry import Region
 from textual.widgets import DataTable, Input
 
 from tftui.ui.render.views import Column, Row, Table
 from tftui.ui.widgets.table import ResourceTable
+from tftui.ui.widgets.tabledraw import KeptStyling
 
 COLUMNS = (Column("name", "NAME", 16), Column("use", "USE", 12), Column("gpus", "GPUS", 6))
 
@@ -47,17 +49,22 @@ def _lines(table: ResourceTable) -> Lines:
 
 
 def _from_scratch(table: ResourceTable) -> Lines:
-    """The lines drawn with no cache at all; the table's own caches are left as they were."""
-    kept = (dict(table._cells_drawn), dict(table._lines_drawn))
+    """The lines drawn and styled with no cache at all; the table's own caches are left as they were."""
+    styling = table._styles_cache
+    assert isinstance(styling, KeptStyling)
+    kept = (dict(table._cells_drawn), dict(table._lines_drawn), dict(styling._styled))
     table.forget_drawn()
     table._clear_caches()
+    styling.clear()
     try:
         return _lines(table)
     finally:
         table.forget_drawn()
         table._cells_drawn.update(kept[0])
         table._lines_drawn.update(kept[1])
+        styling._styled.update(kept[2])
         table._clear_caches()
+        styling.clear()
 
 
 def _first_arguments(monkeypatch: pytest.MonkeyPatch, method: str) -> list[int]:
@@ -85,8 +92,23 @@ def assembled(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return _first_arguments(monkeypatch, "_render_line")
 
 
+@pytest.fixture
+def styled(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Every line of a ResourceTable that Textual's styles cache styles (by y)."""
+    calls: list[int] = []
+    original = StylesCache.render_line
+
+    def counting(self: StylesCache, styles: Any, y: int, *args: Any) -> Any:
+        if isinstance(self, KeptStyling):
+            calls.append(y)
+        return original(self, styles, y, *args)
+
+    monkeypatch.setattr(StylesCache, "render_line", counting)
+    return calls
+
+
 async def test_a_focus_change_redraws_only_the_cursor_row_and_every_frame_equals_a_fresh_draw(
-    rich_draws: list[int], assembled: list[int]
+    rich_draws: list[int], assembled: list[int], styled: list[int]
 ) -> None:
     app = Drawn()
     async with app.run_test(size=(60, 24)) as pilot:
@@ -115,11 +137,14 @@ async def test_a_focus_change_redraws_only_the_cursor_row_and_every_frame_equals
         for target, want in ((other, blurred), (table, focused)):
             rich_draws.clear()
             assembled.clear()
+            styled.clear()
             target.focus()
             await pilot.pause()
             assert _lines(table) == want
             assert set(rich_draws) <= {-1, 0}
             assert set(assembled) <= {1}  # nor are the other lines assembled again, header included
+            # nor styled again (the whole widget is repainted: Textual's styles cache is emptied)
+            assert set(styled) <= {1}
 
         await pilot.press("down", "down")
         assert _lines(table) == _from_scratch(table)
@@ -150,3 +175,13 @@ async def test_a_focus_change_redraws_only_the_cursor_row_and_every_frame_equals
         app.theme = "textual-light" if app.theme != "textual-light" else "textual-dark"
         await pilot.pause()
         assert _lines(table) == _from_scratch(table)
+
+        # what the styles cache adds around a drawn line: a styled line kept for one look is not
+        # shown in another (a tint, a text opacity; padding takes Textual's own path)
+        for rule, value in (("tint", "red 30%"), ("text_opacity", "60%"), ("padding", (0, 2))):
+            before = _lines(table)
+            setattr(table.styles, rule, value)
+            await pilot.pause()
+            after = _lines(table)
+            assert after == _from_scratch(table)
+            assert after != before
