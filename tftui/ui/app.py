@@ -69,12 +69,13 @@ from tftui.ui.palette import ActionCommands
 from tftui.ui.refreshing import Refreshing
 from tftui.ui.render.rowcache import RowCaches
 from tftui.ui.render.views import Row
-from tftui.ui.screens.base import VIEW_ALIASES, VIEWS, ResourceScreen
+from tftui.ui.screens.base import ResourceScreen
 from tftui.ui.screens.metrics import WorkloadScreen
 from tftui.ui.screens.modals import HelpEntry, HelpScreen, WarningsScreen
 from tftui.ui.screens.placement import PlacementScreen
 from tftui.ui.screens.registry import ROOT_VIEWS
 from tftui.ui.screens.resource import NodeScreen
+from tftui.ui.screens.viewnames import VIEW_ALIASES, VIEWS
 from tftui.ui.switching import ScopeCommands
 from tftui.ui.themes import DARK, LIGHT, THEMES
 from tftui.ui.widgets.plain import ControlFilter

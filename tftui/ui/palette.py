@@ -15,7 +15,7 @@ from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from tftui.ui.actions import REGISTRY
 from tftui.ui.host import Host
-from tftui.ui.screens.base import VIEWS
+from tftui.ui.screens.viewnames import VIEWS
 
 
 class ActionCommands(Provider):

@@ -34,67 +34,10 @@ from tftui.ui.render.views import Cell, Gauges, Layout, Row, Table, layout_candi
 from tftui.ui.render.widths import fit_table, fits
 from tftui.ui.screens.prebuild import Prebuilding
 from tftui.ui.screens.text import TextScreen
+from tftui.ui.screens.viewnames import COMMANDS, PROMPT_HINT, QUIT_COMMANDS, VIEWS
 from tftui.ui.widgets.chrome import Breadcrumb, ConsoleHeader, Prompt, PromptMode, SteadyFooter
 from tftui.ui.widgets.table import ROW_LIMIT, ResourceTable
 
-VIEWS = (
-    "pools",
-    "nodes",
-    "gpus",
-    "workloads",
-    "place",
-    "compaction",
-    "defrag",
-    "events",
-    "waste",
-    "alerts",
-    "whatif",
-    "ns",
-    "ctx",
-    "xray",
-)
-"""The root views, in the order the prompt and the unknown-view hint list them."""
-VIEW_ALIASES: dict[str, str] = {
-    "pools": "pools",
-    "pool": "pools",
-    "nodes": "nodes",
-    "node": "nodes",
-    "no": "nodes",
-    "gpus": "gpus",
-    "gpu": "gpus",
-    "workloads": "workloads",
-    "workload": "workloads",
-    "wl": "workloads",
-    "place": "place",
-    "placement": "place",
-    "compaction": "compaction",
-    "compact": "compaction",
-    "defrag": "defrag",
-    "events": "events",
-    "event": "events",
-    "ev": "events",
-    "journal": "events",
-    "waste": "waste",
-    "diagnosis": "waste",
-    "diag": "waste",
-    "alerts": "alerts",
-    "alert": "alerts",
-    "whatif": "whatif",
-    "what-if": "whatif",
-    "ns": "ns",
-    "namespace": "ns",
-    "namespaces": "ns",
-    "ctx": "ctx",
-    "context": "ctx",
-    "contexts": "ctx",
-    "xray": "xray",
-    "x": "xray",
-}
-"""`:` command → root view (k9s aliases)."""
-QUIT_COMMANDS = ("quit", "q")
-COMMANDS = [*VIEWS, *(a for a in VIEW_ALIASES if a not in VIEWS), "quit"]
-"""Completion candidates, canonical names first so they win the prefix match."""
-PROMPT_HINT = "  ".join(VIEWS)
 EMPTY = Table((), ())
 SORT_FALLBACK: dict[str, tuple[str, ...]] = {"name": ("key",), "pool": ("node",)}
 """Where a view has no column of the sort key's name, the column that plays its part."""

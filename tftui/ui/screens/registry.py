@@ -1,4 +1,4 @@
-"""The root views `:` switches to, by canonical name (aliases live in `base.VIEW_ALIASES`)."""
+"""The root views `:` switches to, by canonical name (aliases live in `viewnames.VIEW_ALIASES`)."""
 
 from __future__ import annotations
 

@@ -25,8 +25,8 @@ from tftui.ui.render.poolwaste import WASTE_EVERY, pool_waste, workloads_waste
 from tftui.ui.render.views import Gauges, Layout, Table, pools_table
 from tftui.ui.render.workviews import quota_summary, workers_table, workloads_table
 from tftui.ui.screens.autoscale import AUTOSCALE_BINDINGS, AutoscaleActions
-from tftui.ui.screens.base import VIEWS as VIEWS
 from tftui.ui.screens.base import ResourceScreen as ResourceScreen
+from tftui.ui.screens.viewnames import VIEWS as VIEWS
 from tftui.ui.widgets.history import HistorySparks
 from tftui.ui.widgets.plain import PlainStatic
 from tftui.ui.widgets.table import ResourceTable
