@@ -238,6 +238,11 @@ class TfTuiApp(ScopeCommands, Refreshing, Writes):
         sys.setswitchinterval(self._switch_interval)
         self._young.release()
 
+    def keep_built(self) -> None:
+        """What a screen just built on this thread joins the refreshes' in the frozen set
+        (`YoungFreezer.keep`; call inside `gc_paused`)."""
+        self._young.keep()
+
     def now(self) -> datetime:
         """The console's clock (injected in tests; the demo's simulated clock)."""
         return self._clock()

@@ -9,6 +9,7 @@ which every other screen module builds on, does not import any of them.
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Mapping
 from typing import ClassVar, cast
 
@@ -43,6 +44,8 @@ SORT_FALLBACK: dict[str, tuple[str, ...]] = {"name": ("key",), "pool": ("node",)
 """Where a view has no column of the sort key's name, the column that plays its part."""
 LARGEST_FIRST = frozenset({"gap", "money"})
 """Sorts a waste hunt starts from the top of: the largest gap, the most wasted dollars."""
+KEEP_BUILT_AFTER = 20_000
+"""Objects a build on the interface thread leaves for the collector above which they are frozen."""
 
 
 def count_words(displayed: int, matching: int, total: int, label: str = "") -> str:
@@ -212,9 +215,12 @@ class ResourceScreen(Prebuilding, Screen[None]):
             self._stale = True  # a kept view left aside (`app.KEPT_VIEWS`): rendered when shown
             return
         # builds allocate thousands of rows that all stay alive: a full collection triggered here
-        # would rescan the whole heap while the operator waits for the frame (see `gcpause`)
+        # would rescan the whole heap while the operator waits for the frame (see `gcpause`), and
+        # each later one would rescan them until the next refresh freezes them: frozen now
         with gc_paused():
             self._render_data()
+            if gc.get_count()[0] > KEEP_BUILT_AFTER:
+                self.tui.keep_built()
 
     def on_screen_suspend(self) -> None:
         """Off the stack (kept for a later `:`, or going): what was prebuilt for the next refresh
