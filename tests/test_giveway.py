@@ -76,6 +76,20 @@ def test_a_hold_lasts_at_most_max_hold() -> None:
     assert not giveway.held()
 
 
+def test_hold_on_holds_again_only_just_after_input(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = [1000.0]
+    monkeypatch.setattr(giveway.time, "monotonic", lambda: clock[0])
+    giveway.hold()
+    giveway.release()  # the key's frame is out
+    clock[0] += giveway.MAX_HOLD / 2
+    assert giveway.hold_on()  # a screen the key brought up: held until its own frame
+    assert giveway.held()
+    giveway.release()
+    clock[0] += giveway.MAX_HOLD
+    assert not giveway.hold_on()  # no input a moment ago (the first screen, a timer): nothing held
+    assert not giveway.held()
+
+
 def test_background_marks_only_its_own_thread_and_nests() -> None:
     assert not giveway.gives_way()
     with background():
@@ -230,3 +244,48 @@ async def test_a_view_switch_holds_background_work_until_the_new_view_is_drawn(
         first = next(held for screen, held in drawn if screen == "NodesScreen")
         assert first  # the new view's first frame was drawn with background work held
         assert not giveway.held()  # and released after it
+
+
+async def test_a_drill_down_and_going_back_hold_background_work_until_drawn(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """enter opens a screen and esc shows the one below again, each after the key's own frame: the
+    shown screen's first frame is drawn with background work still held. The first screen at start
+    was brought up by no key: it holds nothing."""
+    drawn: list[tuple[object, bool]] = []
+    real_render = ResourceTable.render_lines
+
+    def render(self: ResourceTable, crop: Any) -> Any:
+        drawn.append((self.screen, giveway.held()))
+        return real_render(self, crop)
+
+    monkeypatch.setattr(ResourceTable, "render_lines", render)
+    app = TfTuiApp(
+        SimCluster(seed=7, nodes=4, now=DEFAULT_NOW), None, clock=lambda: DEFAULT_NOW, refresh_interval=None
+    )
+    async with app.run_test(size=(120, 40)) as pilot:
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        pools = app.screen
+        assert not any(held for screen, held in drawn if screen is pools)
+        await giveway_pause(pilot)
+        drawn.clear()
+        await pilot.press("enter")
+        await pilot.pause()
+        await pilot.pause()
+        opened = app.screen
+        assert opened is not pools
+        assert next(held for screen, held in drawn if screen is opened)
+        await giveway_pause(pilot)
+        drawn.clear()
+        await pilot.press("escape")
+        await pilot.pause()
+        await pilot.pause()
+        assert app.screen is pools
+        assert next(held for screen, held in drawn if screen is pools)
+        assert not giveway.held()
+
+
+async def giveway_pause(pilot: Any) -> None:
+    """Long enough after the last key that no hold is left to carry on (`giveway.MAX_HOLD`)."""
+    await pilot.pause(giveway.MAX_HOLD * 1.5)

@@ -31,6 +31,7 @@ STRIDE = 256
 """Items between check-points in `paced` loops: a few hundred microseconds of light per-item work."""
 
 _hold_until = 0.0  # monotonic deadline while the interface serves input; 0.0 when it is not
+_held_at = 0.0  # monotonic time of the last `hold`
 _local = threading.local()
 _lock = threading.Lock()
 _wakeup = threading.Condition(_lock)
@@ -39,8 +40,21 @@ _wakeup = threading.Condition(_lock)
 def hold(seconds: float = MAX_HOLD) -> None:
     """The interface is serving input: background check-points wait (until `release`, at most
     `seconds`, capped at `MAX_HOLD`)."""
+    global _hold_until, _held_at
+    _held_at = time.monotonic()
+    _hold_until = _held_at + min(seconds, MAX_HOLD)
+
+
+def hold_on() -> bool:
+    """Hold again, until `release`, if input was served less than `MAX_HOLD` ago (whether it did):
+    a screen that a key brought up (a view switch, a drill-down, going back) is drawn after that
+    key's own frame, which ended its hold. A screen no input brought up (the first) holds nothing."""
     global _hold_until
-    _hold_until = time.monotonic() + min(seconds, MAX_HOLD)
+    now = time.monotonic()
+    if now - _held_at >= MAX_HOLD:
+        return False
+    _hold_until = now + MAX_HOLD
+    return True
 
 
 def release() -> None:

@@ -275,10 +275,6 @@ class TfTuiApp(ScopeCommands, Refreshing, Writes):
             return False
         while len(self.screen_stack) > 2:
             self.pop_screen()
-        # the key's hold (`on_event`) ends with the old screen's next frame; background work waits
-        # on until the new screen's first frame is out too (at most `giveway.MAX_HOLD` again)
-        giveway.hold()
-        self.call_after_refresh(giveway.release)
         if not fresh:
             self.switch_screen(self._root_view(view))
             return True

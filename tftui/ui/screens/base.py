@@ -21,6 +21,7 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import DataTable, Input
 
+from tftui.model import giveway
 from tftui.model.gcpause import gc_paused
 from tftui.ui.actions import bindings
 from tftui.ui.host import Host
@@ -228,6 +229,10 @@ class ResourceScreen(Prebuilding, Screen[None]):
         self._prebuilt.clear()
 
     def on_screen_resume(self) -> None:
+        # shown by a key (`:nodes`, enter, esc): that key's hold ended with the old screen's frame;
+        # background work waits on until this screen's first frame is out (`giveway.hold_on`)
+        if giveway.hold_on():
+            self.app.call_after_refresh(giveway.release)
         if self._stale:
             self._stale = False
             self.render_data()
