@@ -24,8 +24,9 @@ from tftui.ui.widgets.table import ResourceTable
 
 
 @pytest.fixture(autouse=True)
-def _released() -> Iterator[None]:
+def _released(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     giveway.release()
+    monkeypatch.setattr(giveway, "_held_at", 0.0)  # no key served a moment ago by an earlier test's app
     yield
     giveway.release()
 
