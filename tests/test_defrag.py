@@ -847,6 +847,25 @@ def test_33_d6_count_rule() -> None:
     assert res.evict is not None and res.evict.pod == "default/p1"  # largest first
 
 
+def test_d6_an_empty_selector_pdb_counts_as_the_eviction_api_counts_it() -> None:
+    """D6 (tftui): a PDB with an empty selector is no pod's guardrail (test 23), but the Eviction API
+    checks it for every pod of its namespace (kubernetes#119732): beside the pod's own PDB it makes
+    the eviction a refusal (more than one PDB), so the node is skipped before any eviction (upstream
+    ignores it there and starts the drain). In another namespace it changes nothing."""
+    p1 = base(src=wk("p1", "n-src"), cover=False)
+    everything = {**pdb("everything", "p1", disruptions_allowed=5), "spec": {"selector": {}}}
+    plan, res = step([*p1, pdb("pdb-p1", "p1", disruptions_allowed=1), everything])
+    assert res.evict is None and skip_of(res, "n-src") == "pdb-blocked"
+    msg = (
+        "node n-src skipped before eviction: pod default/p1 is selected by 2 PDBs (everything, pdb-p1): "
+        "the Eviction API refuses to evict a pod with more than one"
+    )
+    assert ("Normal", "DefragSkipPDBBlocked", msg) in events(plan)
+    elsewhere = {**everything, "metadata": {**everything["metadata"], "namespace": "other"}}
+    _, res = step([*p1, pdb("pdb-p1", "p1", disruptions_allowed=1), elsewhere])
+    assert res.evict is not None and res.evict.pod == "default/p1"
+
+
 # -- 34–39 and D5: steps -------------------------------------------------------------------------
 
 

@@ -672,21 +672,41 @@ def test_settle_waits_for_the_cache_to_show_a_write(kube: KubeCluster, server: K
     assert not [p for p in kube.snapshot() if p["kind"] == "Pod" and p["metadata"]["name"] == name]
 
 
-def test_a_pdb_with_an_empty_selector_blocks_no_eviction(kube: KubeCluster, server: KubeApiServer) -> None:
-    """As the API server's eviction handler: a PDB whose selector is empty counts for no pod, even
-    one allowing no disruption (the one covering the pod by its labels is charged)."""
+def test_a_pdb_with_an_empty_selector_covers_every_pod_of_its_namespace(
+    kube: KubeCluster, server: KubeApiServer
+) -> None:
+    """As the API server's eviction handler since kubernetes#119732 (1.29, 1.28.3, 1.27.7): `{}`
+    selects every pod of its namespace. Beside the pod's own PDB the eviction is refused (more than
+    one PDB); alone, its budget is checked and charged, and tftui waits for that charge."""
     pdb, pod = covered_running_pod(server)
-    ns = pdb["metadata"]["namespace"]
-    blocker = {
+    ns, name = pdb["metadata"]["namespace"], pod["metadata"]["name"]
+    everything = {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
         "metadata": {"name": "everything", "namespace": ns},
-        "spec": {"selector": {}, "minAvailable": 1000},
+        "spec": {"selector": {}, "minAvailable": 0},
         "status": {"disruptionsAllowed": 0, "observedGeneration": 1},
     }
-    server.seed([blocker])
-    kube.apply(EvictPod(ns, pod["metadata"]["name"]))
-    assert server.get("Pod", pod["metadata"]["name"], ns) is None
+    server.seed([everything])
+    with pytest.raises(ActionError) as err:
+        kube.apply(EvictPod(ns, name))
+    assert "500 This pod has more than one PodDisruptionBudget" in str(err.value)  # (retried as a 5xx)
+    assert server.get("Pod", name, ns) is not None
+
+    base = f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets"
+    request(server, "DELETE", f"{base}/{pdb['metadata']['name']}")
+    assert kube.settle(5)
+    with pytest.raises(ActionError) as err:
+        kube.apply(EvictPod(ns, name))
+    assert err.value.status == 429  # its budget alone, spent
+    request(server, "PATCH", f"{base}/everything/status", {"status": {"disruptionsAllowed": 1}},
+            "application/merge-patch+json")  # fmt: skip
+    assert kube.settle(5)
+    charged = kube._budget_charged(ns, name)
+    assert charged is not None and charged[0] == "everything"  # what settle() waits for after the eviction
+    kube.apply(EvictPod(ns, name))
+    assert server.get("Pod", name, ns) is None
+    assert (server.get("PodDisruptionBudget", "everything", ns) or {})["status"]["disruptionsAllowed"] == 0
 
 
 @pytest.mark.parametrize(

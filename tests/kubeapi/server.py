@@ -278,13 +278,12 @@ def field_match(selector: str, obj: Mapping[str, Any]) -> bool:
 
 
 def pdb_selects(selector: Any, labels: Mapping[str, str]) -> bool:
-    """Whether the Eviction subresource counts this PDB for a pod with `labels` (metav1.LabelSelector).
-    A missing or empty selector counts for no pod there (the eviction handler skips it, "it should
-    match nothing, not everything"), although the disruption controller reads an empty policy/v1
-    selector as every pod of the namespace."""
-    if not isinstance(selector, dict) or not (
-        selector.get("matchLabels") or selector.get("matchExpressions")
-    ):
+    """Whether the Eviction subresource counts this PDB for a pod with `labels` (metav1.LabelSelector,
+    as `LabelSelectorAsSelector`): a missing selector selects nothing, an empty one `{}` every pod of
+    the namespace, as the disruption controller reads it. (Until Kubernetes 1.29, 1.28.3 and 1.27.7
+    the eviction handler skipped an empty selector too, so a drain ignored such a budget:
+    kubernetes#119731, fixed by kubernetes#119732.)"""
+    if not isinstance(selector, dict):
         return False
     for k, v in (selector.get("matchLabels") or {}).items():
         if labels.get(k) != v:

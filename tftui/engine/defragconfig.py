@@ -205,8 +205,14 @@ def _stale(since_raw: str | None, ttl: timedelta | None, now: datetime) -> bool:
 
 
 def _selector_matches(selector: Any, labels: dict[str, str]) -> bool:
-    """D6: empty selectors cover nothing."""
+    """D6: empty selectors cover nothing (no PDB of that kind counts as a pod's guardrail)."""
     return selector_matches(selector, labels, empty_matches_all=False)
+
+
+def _eviction_counts(selector: Any, labels: dict[str, str]) -> bool:
+    """D6: whether the Eviction API checks this PDB for a pod: an empty selector `{}` selects every
+    pod of the namespace there (Kubernetes 1.29, 1.28.3 and 1.27.7 on: kubernetes#119732)."""
+    return selector_matches(selector, labels, empty_matches_all=True)
 
 
 def _disruptions_allowed(pdb: dict[str, Any]) -> int:

@@ -17,6 +17,7 @@ from tftui.engine.defragconfig import (
     DefragConfig,
     _annotations,
     _aware,
+    _eviction_counts,
     _labels,
     _meta,
     _selector_matches,
@@ -206,13 +207,30 @@ class _Ctx:
     def covering(self, w: WorkerView) -> list[dict[str, Any]]:
         """PDBs (non-empty selector) in the worker's namespace that select it."""
         labels = _labels(w.obj)
+        return [
+            p
+            for p in self._maybe(w, labels)
+            if _selector_matches((p.get("spec") or {}).get("selector"), labels)
+        ]
+
+    def checked(self, w: WorkerView) -> list[dict[str, Any]]:
+        """PDBs the Eviction API checks for the worker: `covering`, and those with an empty selector."""
+        labels = _labels(w.obj)
+        return [
+            p
+            for p in self._maybe(w, labels)
+            if _eviction_counts((p.get("spec") or {}).get("selector"), labels)
+        ]
+
+    def _maybe(self, w: WorkerView, labels: dict[str, str]) -> list[dict[str, Any]]:
+        """The namespace's PDBs that may select the worker, by rank (name order)."""
         pdb_pairs, pdb_scan = self.index.pdbs
         pairs = pdb_pairs.get(w.namespace, {})
         maybe = list(pdb_scan.get(w.namespace, ()))
         for item in labels.items():
             maybe += pairs.get(item, ())
         maybe.sort(key=lambda rp: rp[0])
-        return [p for _, p in maybe if _selector_matches((p.get("spec") or {}).get("selector"), labels)]
+        return [p for _, p in maybe]
 
     def owned(self, obj: dict[str, Any] | None, label: str, pool_key: str) -> bool:
         return _labels(obj).get(label) == keys.TRUE and _annotations(obj).get(pool_key) == self.pool

@@ -412,11 +412,18 @@ def _unmovable_summary(w: WorkerView, targets: list[_Target], rejects: list[str]
 
 
 def _pdb_block(ctx: _Ctx, node: str, workers: Sequence[WorkerView]) -> str | None:
-    """D6: upstream's PDB check plus the count rule (allow ≥ the node's pods each PDB covers)."""
+    """D6: upstream's PDB check, over the PDBs the Eviction API checks (an empty selector's too),
+    plus the rules it enforces: at most one PDB a pod, and each allowing ≥ the node's pods it covers."""
     covered: dict[tuple[str, str], int] = {}
     per_worker: list[tuple[WorkerView, list[dict[str, Any]]]] = []
     for w in workers:
-        pdbs = ctx.covering(w)
+        pdbs = ctx.checked(w)
+        if len(pdbs) > 1:
+            names = ", ".join(_meta(p).get("name", "") for p in pdbs)
+            return (
+                f"pod {w.namespace}/{w.name} is selected by {len(pdbs)} PDBs ({names}): "
+                "the Eviction API refuses to evict a pod with more than one"
+            )
         per_worker.append((w, pdbs))
         for p in pdbs:
             k = (_meta(p).get("namespace", ""), _meta(p).get("name", ""))

@@ -362,7 +362,9 @@ class Writes(KubeBase):
     def _budget_charged(self, ns: str, name: str) -> tuple[str, str] | None:
         """The PodDisruptionBudget an eviction of this pod will charge (name, cached rv): the API server
         decrements `disruptionsAllowed` of the one PDB covering a Running, Ready pod before it deletes
-        the pod (a Pending, finished or terminating pod goes without a check; an unready one may).
+        the pod (a Pending, finished or terminating pod goes without a check; an unready one may). A
+        PDB with an empty selector `{}` covers every pod of its namespace there (Kubernetes 1.29,
+        1.28.3 and 1.27.7 on); on an older server it is not charged, and the wait for it ends once.
         `settle()` then waits for that PDB's change too, so the next decision never sees the budget
         the eviction just spent as still free. (The API server validates pods and PDBs, but should an
         odd one reach the cache, it means no wait, never a failed eviction.)"""
@@ -389,7 +391,7 @@ class Writes(KubeBase):
                 (key[1], str((pdb.get("metadata") or {}).get("resourceVersion") or ""))
                 for key, pdb in self._store.get("PodDisruptionBudget", {}).items()
                 if key[0] == ns
-                and selector_matches((pdb.get("spec") or {}).get("selector"), labels, empty_matches_all=False)
+                and selector_matches((pdb.get("spec") or {}).get("selector"), labels, empty_matches_all=True)
             ]
         return covering[0] if ready and len(covering) == 1 else None
 
