@@ -308,7 +308,7 @@ def main() -> None:
     parser.add_argument("--gpus-per-node", type=int, default=8)
     parser.add_argument("--workers", type=int, default=60000)
     parser.add_argument("--keys", type=int, default=60, help="cursor keys timed, idle and refreshing")
-    parser.add_argument("--switches", type=int, default=8, help="`:view` switches timed while refreshing")
+    parser.add_argument("--switches", type=int, default=24, help="`:view` switches timed while refreshing")
     parser.add_argument("--gap", type=float, default=0.05, help="seconds between keys (a fast typist)")
     parser.add_argument("--repeat", type=int, default=2, help="refresh and first-screen runs; best kept")
     parser.add_argument(
