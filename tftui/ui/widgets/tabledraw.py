@@ -42,7 +42,10 @@ from textual.widgets import DataTable
 DRAWN_CELLS = 8_192
 """Drawn cells kept (a full screen is ≈ 600, each in two looks); cleared when full."""
 DRAWN_LINES = 1_024
-"""Drawn lines kept (a full screen is ≈ 50, each in two looks); cleared when full. Styled lines too."""
+"""Drawn lines kept (a full screen is ≈ 50, each in two looks); cleared when full."""
+STYLED_LINES = 256
+"""Styled lines kept: each holds its filtered copies too (≈ 7 KB a line at 200 columns), so only
+what a screenful in both looks and some scrolling need; cleared when full."""
 
 
 Label = tuple[Content, Color, Color, TextualStyle] | None
@@ -137,7 +140,7 @@ class KeptStyling(StylesCache):
             styles, y, size, content_size, padding, base_background, background, lambda _y: drawn,
             border_title, border_subtitle, opacity, ansi_theme, native_ansi,
         )  # fmt: skip
-        if len(self._styled) >= DRAWN_LINES:
+        if len(self._styled) >= STYLED_LINES:
             self._styled.clear()
         self._styled[key] = (drawn, styled)
         return styled
