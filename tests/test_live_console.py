@@ -17,7 +17,7 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import Label
 
-from tests.kubeapi import KubeApiServer
+from tests.kubeapi import Fault, KubeApiServer
 from tests.waiting import wait_until
 from tftui.sources.kube import KubeCluster
 from tftui.sources.sim.cluster import generate_objects
@@ -266,6 +266,30 @@ async def open_workloads_at(pilot: Pilot[None], app: TfTuiApp, key: str) -> None
     table.move_cursor(row=table.get_row_index(key))
     await pilot.pause()
     assert table.cursor_key == key
+
+
+async def test_a_write_shows_in_the_refresh_after_it_though_the_watch_lags(
+    server: KubeApiServer, kube: KubeCluster
+) -> None:
+    """The console reads the watch cache, which lags the API server's answer: the write waits (in
+    its thread) until the cache shows it, so the refresh after it never shows the state before."""
+    key = autoscale_off_workload()
+    app = TfTuiApp(kube, None, refresh_interval=None)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await loaded(pilot)
+        await open_workloads_at(pilot, app, key)
+        await pilot.press("a")
+        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        server.inject(Fault(delay=1.0, method="GET", path="tensorfusionworkloads"))
+        server.drop_watches()  # the workloads' watch comes back a second late
+        await pilot.press("tab", "enter")
+        await wait_until(pilot, lambda: workload_autoscale(server.url, key) is True, 5)
+        await wait_until(pilot, lambda: not app.writes_in_flight and not app._refreshing(), 10)
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert app.data is not None
+        spec = (app.data.state.workloads[key].obj or {}).get("spec") or {}
+        assert spec.get("autoScalingConfig", {}).get("autoSetResources", {}).get("enable") is True
 
 
 async def test_autoscale_key_patches_the_workload_spec(server: KubeApiServer, kube: KubeCluster) -> None:

@@ -282,22 +282,28 @@ class Writes(KubeBase):
         )
 
     def _patch_workload(self, ns: str, name: str, body: JSON) -> None:
-        """JSON merge patch of a TensorFusionWorkload's spec (the console's autoscale toggle)."""
+        """JSON merge patch of a TensorFusionWorkload's spec (the console's autoscale toggle),
+        remembered for `settle()` as every other write is."""
         plural = "tensorfusionworkloads"
         self._call(
             f"patch {plural} {ns}/{name}",
-            lambda _: _done(
-                self.custom.patch_namespaced_custom_object(
-                    TF_GROUP,
-                    TF_VERSION,
-                    ns,
-                    plural,
-                    name,
-                    body,
-                    _content_type=MERGE,
-                    _preload_content=False,
-                    _request_timeout=self._timeout(),
-                )
+            lambda _: self._wrote(
+                "TensorFusionWorkload",
+                ns,
+                name,
+                _done(
+                    self.custom.patch_namespaced_custom_object(
+                        TF_GROUP,
+                        TF_VERSION,
+                        ns,
+                        plural,
+                        name,
+                        body,
+                        _content_type=MERGE,
+                        _preload_content=False,
+                        _request_timeout=self._timeout(),
+                    )
+                ),
             ),
             on_conflict=lambda: self._reread(
                 lambda: self.custom.get_namespaced_custom_object(

@@ -41,6 +41,9 @@ from tftui.ui.render.autoscaleview import toggle_body
 from tftui.ui.render.opsviews import confirm_compaction_body
 from tftui.ui.screens.modals import ConfirmScreen, ModeScreen
 
+WRITE_SETTLE_S = 5.0
+"""Longest a console write waits for the watch cache to show it before its refresh (s)."""
+
 
 def released_words(plan: Plan, pool: str, *, embedded: bool = True) -> str:
     """What a manual compaction did: on the embedded cluster the round ran; on a live cluster only
@@ -255,12 +258,21 @@ class Writes(ConsoleBase):
     ) -> None:
         try:
             message = self._write(action, pool, mode, enable)
+            self._settle_writes()
             with self._outcome_lock:
                 self._unseen[id(message)] = self.outcome_text(message)[0]
         finally:
             with self._outcome_lock:
                 self.writes_in_flight.pop(pool, None)
         self.post_message(message)
+
+    def _settle_writes(self) -> None:
+        """Wait, in the write's thread, until a live cluster's watch cache shows what it wrote (at
+        most `WRITE_SETTLE_S`): the refresh after the write reads that cache, which lags the API
+        server's answer, and showed the state before the write until the next refresh."""
+        settle = getattr(self._cluster, "settle", None)
+        if callable(settle):
+            settle(WRITE_SETTLE_S)
 
     def _write(
         self, action: str, pool: str, mode: str | None, enable: bool | None
