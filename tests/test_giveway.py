@@ -31,6 +31,18 @@ def _released(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     giveway.release()
 
 
+def _console() -> TfTuiApp:
+    """A small demo console that refreshes only when asked."""
+    return TfTuiApp(
+        SimCluster(seed=7, nodes=4, now=DEFAULT_NOW), None, clock=lambda: DEFAULT_NOW, refresh_interval=None
+    )
+
+
+async def _loaded(app: TfTuiApp, pilot: Any) -> None:
+    await app.workers.wait_for_complete()
+    await pilot.pause()
+
+
 def _in_thread(work: object, *, gives_way: bool) -> tuple[threading.Thread, threading.Event, threading.Event]:
     started, passed = threading.Event(), threading.Event()
 
@@ -186,12 +198,9 @@ async def test_a_key_holds_background_work_until_its_frame_is_drawn(monkeypatch:
         return real_load(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr("tftui.ui.refreshing.load_rest", probe)
-    app = TfTuiApp(
-        SimCluster(seed=7, nodes=4, now=DEFAULT_NOW), None, clock=lambda: DEFAULT_NOW, refresh_interval=None
-    )
+    app = _console()
     async with app.run_test(size=(120, 40)) as pilot:
-        await app.workers.wait_for_complete()
-        await pilot.pause()
+        await _loaded(app, pilot)
         assert seen == [True]  # the refresh thread gives way
         await pilot.press("down")
         await pilot.pause()
@@ -209,12 +218,9 @@ async def test_a_key_holds_once_though_it_bubbles_back_to_the_app(monkeypatch: p
         real_hold(seconds)
 
     monkeypatch.setattr(giveway, "hold", hold)
-    app = TfTuiApp(
-        SimCluster(seed=7, nodes=4, now=DEFAULT_NOW), None, clock=lambda: DEFAULT_NOW, refresh_interval=None
-    )
+    app = _console()
     async with app.run_test(size=(120, 40)) as pilot:
-        await app.workers.wait_for_complete()
-        await pilot.pause()
+        await _loaded(app, pilot)
         await pilot.press("down", "down")
         await pilot.pause()
         assert len(holds) == 2
@@ -232,12 +238,9 @@ async def test_a_view_switch_holds_background_work_until_the_new_view_is_drawn(
         drawn.append((type(self.screen).__name__, giveway.held()))
         return real_render(self, crop)
 
-    app = TfTuiApp(
-        SimCluster(seed=7, nodes=4, now=DEFAULT_NOW), None, clock=lambda: DEFAULT_NOW, refresh_interval=None
-    )
+    app = _console()
     async with app.run_test(size=(120, 40)) as pilot:
-        await app.workers.wait_for_complete()
-        await pilot.pause()
+        await _loaded(app, pilot)
         monkeypatch.setattr(ResourceTable, "render_lines", render)
         await pilot.press("colon", *"nodes", "enter")
         await pilot.pause()
@@ -261,12 +264,9 @@ async def test_a_drill_down_and_going_back_hold_background_work_until_drawn(
         return real_render(self, crop)
 
     monkeypatch.setattr(ResourceTable, "render_lines", render)
-    app = TfTuiApp(
-        SimCluster(seed=7, nodes=4, now=DEFAULT_NOW), None, clock=lambda: DEFAULT_NOW, refresh_interval=None
-    )
+    app = _console()
     async with app.run_test(size=(120, 40)) as pilot:
-        await app.workers.wait_for_complete()
-        await pilot.pause()
+        await _loaded(app, pilot)
         pools = app.screen
         assert not any(held for screen, held in drawn if screen is pools)
         await giveway_pause(pilot)

@@ -155,7 +155,7 @@ class Writes(KubeBase):
         elif isinstance(action, PatchPoolStatus):
             self.patch_custom("gpupools", action.pool, {"status": dict(action.fields)}, status=True)
         elif isinstance(action, PatchWorkloadStatus):
-            self._patch_workload_status(action.namespace, action.name, dict(action.fields))
+            self._patch_workload(action.namespace, action.name, {"status": dict(action.fields)}, status=True)
         elif isinstance(action, PatchWorkloadAutoscale):
             self._patch_workload(action.namespace, action.name, action.patch())
         elif isinstance(action, DeleteGPUNodeClaim):
@@ -251,48 +251,23 @@ class Writes(KubeBase):
             ),
         )
 
-    def _patch_workload_status(self, ns: str, name: str, fields: JSON) -> None:
-        """JSON merge patch of a TensorFusionWorkload's status subresource."""
+    def _patch_workload(self, ns: str, name: str, body: JSON, *, status: bool = False) -> None:
+        """JSON merge patch of a TensorFusionWorkload: its spec (the console's autoscale toggle) or,
+        `status`, its status subresource; remembered for `settle()` as every write is."""
         plural = "tensorfusionworkloads"
-        self._call(
-            f"patch {plural} {ns}/{name}/status",
-            lambda _: self._wrote(
-                "TensorFusionWorkload",
-                ns,
-                name,
-                _done(
-                    self.custom.patch_namespaced_custom_object_status(
-                        TF_GROUP,
-                        TF_VERSION,
-                        ns,
-                        plural,
-                        name,
-                        {"status": fields},
-                        _content_type=MERGE,
-                        _preload_content=False,
-                        _request_timeout=self._timeout(),
-                    )
-                ),
-            ),
-            on_conflict=lambda: self._reread(
-                lambda: self.custom.get_namespaced_custom_object(
-                    TF_GROUP, TF_VERSION, ns, plural, name, _preload_content=False
-                )
-            ),
+        fn = (
+            self.custom.patch_namespaced_custom_object_status
+            if status
+            else self.custom.patch_namespaced_custom_object
         )
-
-    def _patch_workload(self, ns: str, name: str, body: JSON) -> None:
-        """JSON merge patch of a TensorFusionWorkload's spec (the console's autoscale toggle),
-        remembered for `settle()` as every other write is."""
-        plural = "tensorfusionworkloads"
         self._call(
-            f"patch {plural} {ns}/{name}",
+            f"patch {plural} {ns}/{name}{'/status' if status else ''}",
             lambda _: self._wrote(
                 "TensorFusionWorkload",
                 ns,
                 name,
                 _done(
-                    self.custom.patch_namespaced_custom_object(
+                    fn(
                         TF_GROUP,
                         TF_VERSION,
                         ns,
