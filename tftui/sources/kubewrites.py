@@ -48,6 +48,12 @@ from tftui.sources.kubebase import (
 from tftui.sources.ports import ActionError, NotLeader
 
 
+def _several_budgets(status: int, message: str) -> bool:
+    """The eviction handler's answer for a pod that more than one PDB selects: an InternalError
+    (500) that every later attempt repeats while those PDBs stay."""
+    return status == 500 and "more than one PodDisruptionBudget" in message
+
+
 class Writes(KubeBase):
     """`KubeCluster`'s writes (`apply` and the patch helpers); every attempt asks `fence`."""
 
@@ -77,8 +83,10 @@ class Writes(KubeBase):
         *,
         on_conflict: Callable[[], None] | None = None,
         no_retry_429: bool = False,
+        final: Callable[[int, str], bool] | None = None,
     ) -> T:
         """Run `fn(attempt)` with retries; non-retryable API errors become ActionError(message, status).
+        `final(status, message)`: an answer that another attempt would only repeat (not retried).
 
         With a `fence`, it is asked before every attempt; `NotLeader` when it says no."""
         last = ""
@@ -91,6 +99,8 @@ class Writes(KubeBase):
             except ApiException as exc:
                 status = int(exc.status or 500)
                 msg = _api_message(exc)
+                if final is not None and final(status, msg):
+                    raise ActionError(f"{what}: {msg}", status) from None
                 if status == 409 and on_conflict is not None:
                     try:
                         on_conflict()  # re-read, then retry
@@ -332,7 +342,7 @@ class Writes(KubeBase):
                 raise
 
         budget = self._budget_charged(ns, name)
-        self._call(f"evict pod {ns}/{name}", evict, no_retry_429=True)
+        self._call(f"evict pod {ns}/{name}", evict, no_retry_429=True, final=_several_budgets)
         self._wrote("Pod", ns, name)
         if budget is not None:  # its rv from before the call: the watch may have brought the change already
             key = ("PodDisruptionBudget", ns, budget[0])
