@@ -209,12 +209,6 @@ def _selector_matches(selector: Any, labels: dict[str, str]) -> bool:
     return selector_matches(selector, labels, empty_matches_all=False)
 
 
-def _eviction_counts(selector: Any, labels: dict[str, str]) -> bool:
-    """D6: whether the Eviction API checks this PDB for a pod: an empty selector `{}` selects every
-    pod of the namespace there (Kubernetes 1.29, 1.28.3 and 1.27.7 on: kubernetes#119732)."""
-    return selector_matches(selector, labels, empty_matches_all=True)
-
-
 def _disruptions_allowed(pdb: dict[str, Any]) -> int:
     value = (pdb.get("status") or {}).get("disruptionsAllowed")
     return value if isinstance(value, int) and not isinstance(value, bool) else 0

@@ -17,7 +17,6 @@ from tftui.engine.defragconfig import (
     DefragConfig,
     _annotations,
     _aware,
-    _eviction_counts,
     _labels,
     _meta,
     _selector_matches,
@@ -25,6 +24,7 @@ from tftui.engine.defragconfig import (
 from tftui.engine.plan import Action, pool_event
 from tftui.engine.state import ClusterState, GPUView, NodeView, Res, WorkerView
 from tftui.model import keys
+from tftui.model.selectors import pdb_selects
 
 # -- per-call index ------------------------------------------------------------------------------
 
@@ -217,9 +217,7 @@ class _Ctx:
         """PDBs the Eviction API checks for the worker: `covering`, and those with an empty selector."""
         labels = _labels(w.obj)
         return [
-            p
-            for p in self._maybe(w, labels)
-            if _eviction_counts((p.get("spec") or {}).get("selector"), labels)
+            p for p in self._maybe(w, labels) if pdb_selects((p.get("spec") or {}).get("selector"), labels)
         ]
 
     def _maybe(self, w: WorkerView, labels: dict[str, str]) -> list[dict[str, Any]]:

@@ -39,3 +39,11 @@ def selector_matches(selector: Any, labels: Mapping[str, str], *, empty_matches_
         if not ok:
             return False
     return True
+
+
+def pdb_selects(selector: Any, labels: Mapping[str, str]) -> bool:
+    """Whether a PodDisruptionBudget with `selector` covers a pod with `labels` as the API server
+    reads it: the disruption controller and the Eviction API alike (policy/v1: a missing selector
+    selects nothing, `{}` every pod of the namespace; the eviction handler skipped `{}` until
+    Kubernetes 1.29, 1.28.3 and 1.27.7, kubernetes#119732)."""
+    return selector_matches(selector, labels, empty_matches_all=True)

@@ -28,7 +28,7 @@ from tftui.engine.plan import (
     PatchWorkloadAutoscale,
     PatchWorkloadStatus,
 )
-from tftui.model.selectors import selector_matches
+from tftui.model.selectors import pdb_selects
 from tftui.sources.kubebase import (
     _PLURAL_KIND,
     EVENT_NAMESPACE,
@@ -381,8 +381,7 @@ class Writes(KubeBase):
             covering = [
                 (key[1], str((pdb.get("metadata") or {}).get("resourceVersion") or ""))
                 for key, pdb in self._store.get("PodDisruptionBudget", {}).items()
-                if key[0] == ns
-                and selector_matches((pdb.get("spec") or {}).get("selector"), labels, empty_matches_all=True)
+                if key[0] == ns and pdb_selects((pdb.get("spec") or {}).get("selector"), labels)
             ]
         return covering[0] if ready and len(covering) == 1 else None
 

@@ -15,7 +15,6 @@ from typing import Any, Final
 
 from tftui.model import keys
 from tftui.model.quantity import QuantityError, parse_quantity
-from tftui.model.selectors import selector_matches
 from tftui.sources.sim.demo_layout import as_utc
 
 JSON = dict[str, Any]
@@ -146,11 +145,6 @@ def _patch_changes(current: Mapping[str, Any], patch: Mapping[str, Any]) -> bool
         elif current.get(k) != v:
             return True
     return False
-
-
-def _selector_matches(selector: Any, labels: Mapping[str, str]) -> bool:
-    """policy/v1: `{}` selects every pod."""
-    return selector_matches(selector, labels, empty_matches_all=True)
 
 
 def _is_pending_worker(key: Key, obj: Mapping[str, Any]) -> bool:

@@ -14,6 +14,7 @@ from tftui.engine.partitions import mig_start
 from tftui.engine.state import PartitionUse
 from tftui.model import keys
 from tftui.model.provider import PartitionTemplate, ProviderCatalog
+from tftui.model.selectors import pdb_selects
 from tftui.sources.sim.acting_objects import (
     _DEFAULT_OVERSUB,
     _SUM_FIELDS,
@@ -29,7 +30,6 @@ from tftui.sources.sim.acting_objects import (
     _milli,
     _PodIndex,
     _scaled,
-    _selector_matches,
     _ts,
     _units,
     same_for_pdbs,
@@ -463,7 +463,7 @@ class _ActingStatus(_ActingStore):
         pdb = self._objs[key]
         spec = pdb.get("spec") or {}
         selector = spec.get("selector")
-        matched = [p for p in pods if _selector_matches(selector, _labels(p))]
+        matched = [p for p in pods if pdb_selects(selector, _labels(p))]
         healthy = sum(
             1
             for p in matched

@@ -10,6 +10,7 @@ import copy
 from datetime import timedelta
 
 from tftui.model import keys
+from tftui.model.selectors import pdb_selects
 from tftui.sources.ports import ActionError
 from tftui.sources.sim.acting_objects import (
     _DEFRAG_POD_KEYS,
@@ -28,7 +29,6 @@ from tftui.sources.sim.acting_objects import (
     _labels,
     _meta,
     _ready,
-    _selector_matches,
     _ts,
 )
 from tftui.sources.sim.acting_status import _ActingStatus
@@ -89,7 +89,7 @@ class _ActingWrites(_ActingStatus):
     def _covering_pdbs(self, pod: JSON) -> list[JSON]:
         ns, labels = _meta(pod).get("namespace", ""), _labels(pod)
         pdbs = (self._objs[k] for k in self._keys("PodDisruptionBudget") if k[1] == ns)
-        return [p for p in pdbs if _selector_matches((p.get("spec") or {}).get("selector"), labels)]
+        return [p for p in pdbs if pdb_selects((p.get("spec") or {}).get("selector"), labels)]
 
     def _refresh_pdbs(self, namespace: str, pdbs: list[JSON]) -> list[JSON]:
         """Bring these PDBs' statuses up to date (as the status pass would), returning them as now

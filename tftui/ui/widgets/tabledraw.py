@@ -48,7 +48,7 @@ STYLED_LINES = 256
 what a screenful in both looks and some scrolling need; cleared when full."""
 
 
-Label = tuple[Content, Color, Color, TextualStyle] | None
+BorderLabel = tuple[Content, Color, Color, TextualStyle] | None
 """A border title or subtitle as Textual's styles cache takes it."""
 
 
@@ -74,8 +74,8 @@ class KeptStyling(StylesCache):
         background: Color,
         render_content_line: Callable[[int], Strip],
         filters: Sequence[LineFilter],
-        border_title: Label,
-        border_subtitle: Label,
+        border_title: BorderLabel,
+        border_subtitle: BorderLabel,
         content_size: Size | None = None,
         padding: Spacing | None = None,
         crop: Region | None = None,
@@ -119,8 +119,8 @@ class KeptStyling(StylesCache):
         base_background: Color,
         background: Color,
         render_content_line: Callable[[int], Strip],
-        border_title: Label,
-        border_subtitle: Label,
+        border_title: BorderLabel,
+        border_subtitle: BorderLabel,
         opacity: float,
         ansi_theme: TerminalTheme,
         native_ansi: bool,
