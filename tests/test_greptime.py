@@ -12,6 +12,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import socket
+import threading
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
@@ -403,6 +405,53 @@ def test_dsn_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
     assert GreptimeMetrics().describe() == "greptime example.invalid:4003/public"
     with pytest.raises(SourceError, match="invalid metrics DSN"):
         GreptimeMetrics("host=h port")
+
+
+@pytest.mark.parametrize(
+    "dsn",
+    ["postgresql://u:Pa@ss-tail@127.0.0.1:4003/public", "host=127.0.0.1,tail@h port=4003,4003 dbname=public"],
+)
+def test_a_raw_at_sign_in_the_password_is_refused_before_any_lookup(
+    dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The driver splits user info at the first "@": the password's tail would become a host name,
+    sent to DNS and printed in the error. Refused at once, without echoing it."""
+
+    def no_lookup(*_a: object, **_k: object) -> None:
+        raise AssertionError("a DNS lookup for a DSN that is refused")
+
+    monkeypatch.setattr(socket, "getaddrinfo", no_lookup)
+    with pytest.raises(
+        SourceError, match="host contains '@' — write an '@' in the user or password as %40"
+    ) as exc:
+        GreptimeMetrics(dsn).describe()
+    assert "tail" not in str(exc.value)
+    assert GreptimeMetrics("postgresql://u:Pa%40ss-tail@127.0.0.1:4003/public").describe() == (
+        "greptime 127.0.0.1:4003/public"
+    )
+
+
+def test_a_resolver_that_does_not_answer_costs_the_connect_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The driver's connect timeout starts after its DNS lookup: a silent resolver would hold the
+    caller (the daemon's loop, its SIGTERM) for as long as the resolver's own retries."""
+
+    answered, real = threading.Event(), socket.getaddrinfo
+
+    def silent(host: object, *a: Any, **k: Any) -> Any:
+        if host == "metrics.example":
+            answered.wait(60)
+        return real(host, *a, **k)
+
+    monkeypatch.setattr(socket, "getaddrinfo", silent)
+    metrics = GreptimeMetrics("host=metrics.example port=4003 dbname=public", connect_timeout=1)
+    try:
+        with pytest.raises(
+            SourceError, match=r"cannot connect \(no DNS answer for metrics.example within 1 s\)"
+        ):
+            metrics.tables()
+    finally:
+        answered.set()
+        metrics.close()
 
 
 # -- injection ------------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 import pytest
 import yaml
@@ -93,7 +93,14 @@ def _run(run: Run) -> tuple[Run, int, str]:
             if run.expect in line:
                 break
         proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=30)
+        try:
+            out, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+            raise AssertionError(
+                f"{run.name}: no stop within 30 s of SIGTERM:\n{''.join(lines)}{out}{err}"[-4000:]
+            ) from None
         watchdog.cancel()
         return run, proc.returncode, "".join(lines) + out + err
     finally:
@@ -119,7 +126,8 @@ def test_no_failing_run_prints_a_credential(pg_server: PgServer, tmp_path: Path)
             "conninfo": f"host=127.0.0.1 password={PW_CONNINFO} dbname",
             "port": f"postgresql://tftui:{PW_PORT}@127.0.0.1:notaport/secrets_db",
         }
-        refused = f"postgresql://tftui:{PW_REFUSED}@127.0.0.1:1/public?connect_timeout=2"
+        raw_at = f"postgresql://tftui:{PW_REFUSED}@127.0.0.1:1/public?connect_timeout=2"
+        refused = f"postgresql://tftui:{quote(PW_REFUSED, safe='')}@127.0.0.1:1/public?connect_timeout=2"
         wrong = pg_server.dsn("secrets_db", password=PW_WRONG)
         runs = [
             *(
@@ -127,6 +135,7 @@ def test_no_failing_run_prints_a_credential(pg_server: PgServer, tmp_path: Path)
                 for k, d in bad_dsns.items()
             ),
             Run("report wrong password", ["report", "--demo", "--metrics-dsn", wrong], "password authentication"),
+            Run("report raw @", ["report", "--demo", "--metrics-dsn", raw_at], "host contains '@'"),
             Run("report refused", ["report", "--demo", "--metrics-dsn", refused], "cannot connect"),
             Run(
                 "report env DSN",
@@ -166,7 +175,7 @@ def test_no_failing_run_prints_a_credential(pg_server: PgServer, tmp_path: Path)
         assert run.expect in output, (run.name, output[-2000:])
         assert run.code is None or code == run.code, (run.name, code, output[-2000:])
         for secret in SECRETS:
-            for form in {secret, unquote(secret)}:
+            for form in {secret, unquote(secret), *secret.split("@")}:  # nor a half of a raw "@"
                 assert form not in output, f"{run.name}: {form!r} printed:\n{output}"
 
 

@@ -396,6 +396,8 @@ class Daemon:
         if port is None:
             self.metrics.metrics_store_up.set(0)
             return
+        if self._stop.is_set():
+            return  # a read the stop would wait for, and nobody reads its answer
         if self.runtime is not None and self.runtime.last_autoscale is not None:
             return  # the autoscale loop reports it (see _tick)
         wall = time.monotonic()

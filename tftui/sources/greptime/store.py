@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
 import re
+import socket
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -106,6 +108,21 @@ def _num(value: Any) -> Any:
     return value
 
 
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def _lookup(hosts: Sequence[str], done: threading.Event) -> None:
+    for host in hosts:
+        with suppress(OSError):  # the driver says why, in its words
+            socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP, type=socket.SOCK_STREAM)
+    done.set()
+
+
 def _one_line(text: str) -> str:
     return " ".join(text.split())
 
@@ -136,7 +153,18 @@ class Store:
         except psycopg.Error as exc:  # the driver's text may quote the DSN: never echo it
             message = redact.scrub(_one_line(str(exc)), *secrets)
             raise SourceError(f"invalid metrics DSN: {message}") from None
+        if any("@" in h for h in str(params.get("host") or "").split(",")):
+            # the driver splits user info at the first "@": the rest of a password holding a raw "@"
+            # became the host, and would be looked up in DNS and printed in the error
+            raise SourceError(
+                "invalid metrics DSN: its host contains '@' — write an '@' in the user or password as %40"
+            )
         self._dsn = dsn
+        self._hosts = (
+            tuple(h for h in str(params.get("host") or "").split(",") if h and not h.startswith("/"))
+            if not params.get("hostaddr")
+            else ()
+        )
         self._secret = str(params.get("password") or "")
         self._secrets = (*secrets, self._secret)
         redact.register(self._secret)
@@ -150,6 +178,7 @@ class Store:
         self._timeout = float(connect_timeout)
         self.gpu_capacity: Mapping[str, tuple[float, float]] = dict(gpu_capacity or {})
         self._pool: ConnectionPool | None = None
+        self._lookup: threading.Event | None = None  # the last DNS lookup; set once it answered
         self._tables: dict[str, TableInfo] | None = None
         self._lock = threading.Lock()
 
@@ -194,11 +223,35 @@ class Store:
     def _configure(conn: psycopg.Connection[Any]) -> None:
         conn.execute("SET TIME ZONE 'UTC'")
 
+    def _resolve_within_timeout(self) -> None:
+        """The driver's connect timeout starts after its DNS lookup, which a resolver that does not
+        answer holds for tens of seconds (the daemon's loop and its SIGTERM with it). Look the hosts
+        up first, in a thread, for at most the timeout; the driver's own lookup then hits the
+        resolver's answer. While a lookup is still unanswered, the next attempt fails at once
+        rather than start (and wait for) another."""
+        pending = [h for h in self._hosts if not _is_ip(h)]
+        if not pending:
+            return
+        done = self._lookup
+        if done is None or done.is_set():
+            done = self._lookup = threading.Event()
+            threading.Thread(
+                target=_lookup, args=(pending, done), name="tftui-metrics-dns", daemon=True
+            ).start()
+            done.wait(self._timeout)
+        if not done.is_set():
+            raise SourceError(
+                f"metrics store {self._where}: cannot connect (no DNS answer for "
+                f"{', '.join(pending)} within {self._timeout:g} s) — check the host in --metrics-dsn "
+                "and the resolver"
+            )
+
     def _open(self) -> ConnectionPool:
         """Probe, detect the tables on the probe connection, then open the pool (first use only)."""
         with self._lock:
             if self._pool is not None:
                 return self._pool
+            self._resolve_within_timeout()
             try:
                 with psycopg.connect(self._dsn, **self._connect_kwargs()) as probe:
                     self._configure(probe)
@@ -236,6 +289,10 @@ class Store:
 
     def _unreachable(self) -> SourceError:
         """The pool could not deliver: ask the server directly why, for a precise message."""
+        try:
+            self._resolve_within_timeout()
+        except SourceError as exc:
+            return exc
         try:
             with psycopg.connect(self._dsn, **self._connect_kwargs()):
                 pass
