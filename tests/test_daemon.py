@@ -403,7 +403,7 @@ def test_a_silent_resolver_for_the_metrics_store_neither_holds_the_loop_nor_the_
     the resolver's), the cluster loops go on, and a stop ends the run although the lookup hangs."""
     answered, real = threading.Event(), socket.getaddrinfo
 
-    def silent(host: object, *a: Any, **k: Any) -> Any:
+    def silent(host: str | None, *a: Any, **k: Any) -> Any:
         if host == "metrics.example":
             answered.wait(120)
         return real(host, *a, **k)

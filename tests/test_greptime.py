@@ -437,7 +437,7 @@ def test_a_resolver_that_does_not_answer_costs_the_connect_timeout(monkeypatch: 
 
     answered, real = threading.Event(), socket.getaddrinfo
 
-    def silent(host: object, *a: Any, **k: Any) -> Any:
+    def silent(host: str | None, *a: Any, **k: Any) -> Any:
         if host == "metrics.example":
             answered.wait(60)
         return real(host, *a, **k)
