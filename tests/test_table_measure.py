@@ -86,6 +86,37 @@ async def test_rows_added_and_cells_narrowed_are_not_measured_and_lay_out_as_dat
         assert getattr(ours.get_row_at(7)[0], "plain", None) == "node-0007"
 
 
+async def test_a_filter_and_its_backspace_re_add_the_rows_cells_built_before_and_lay_out_as_datatable() -> (
+    None
+):
+    """A filter key that changes many rows clears the table and adds its rows again, in one batch;
+    rows shown by either of the last two shows come back with the very cells built for them."""
+    app = Pair()
+    async with app.run_test(size=(80, 30)) as pilot:
+        ours = app.query_one("#ours", ResourceTable)
+        plain = app.query_one("#plain", DataTable)
+        full = _table(600)
+        ours.show(full)
+        await pilot.pause()
+        built = {key: ours.get_row(key) for key in ours.row_keys}
+        sevens = Table(COLUMNS, tuple(r for r in full.rows if r.key.endswith("7")))
+        for shown in (sevens, full):  # "/7", then backspace
+            ours.show(shown)
+            await pilot.pause()
+            _plain_show(plain, shown)
+            await pilot.pause()
+            assert ours.row_keys == [str(k.value) for k in plain.rows]
+            assert ours.virtual_size == plain.virtual_size
+            assert all(
+                a is b for key in ours.row_keys for a, b in zip(ours.get_row(key), built[key], strict=True)
+            )
+            assert [c.plain for c in ours.get_row_at(3)] == [str(c) for c in plain.get_row_at(3)]
+        assert ours.cursor_key == "n7"  # the cursor kept its row through both
+        ours.focus()
+        await pilot.press("down")
+        assert ours.cursor_key == "n8"
+
+
 async def test_an_auto_width_column_is_still_measured(measured: list[Any]) -> None:
     app = Pair()
     async with app.run_test(size=(80, 30)) as pilot:

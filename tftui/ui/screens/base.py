@@ -386,6 +386,10 @@ class ResourceScreen(Prebuilding, Screen[None]):
 
     def _set_needle(self, needle: str) -> None:
         if needle != self.needle:
+            # the key's hold may have ended with the prompt's own frame: hold on until the
+            # filtered rows are out (`giveway.hold_on`, as a screen shown by a key)
+            if giveway.hold_on():
+                self.app.call_after_refresh(giveway.release)
             self.needle = needle
             self.row_filter = parse_filter(needle)
             self.render_data()
