@@ -14,18 +14,23 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from textual.pilot import Pilot
 from textual.widgets import Label, Static
 
 from tests.kubeapi import KubeApiServer
 from tests.waiting import type_text, wait_until
+from tftui.engine.state import ClusterState
 from tftui.sources.kube import KubeCluster
 from tftui.sources.sim.cluster import DEFAULT_NOW, SimCluster, generate_objects
 from tftui.sources.sim.usage import SimMetrics
 from tftui.ui.app import TfTuiApp
 from tftui.ui.load.analysis import AUTOSCALE
 from tftui.ui.load.autoscale import AutoscaleAnalysis
-from tftui.ui.render.scope import SelectorError, parse_filter, parse_selector
+from tftui.ui.render import scope as scope_module
+from tftui.ui.render.scope import Narrowing, SelectorError, parse_filter, parse_selector, scoped
+from tftui.ui.render.views import Column, Row, Table
 from tftui.ui.screens.resource import NodesScreen, PoolsScreen, WorkloadsScreen
 from tftui.ui.screens.scopes import ContextsScreen, NamespacesScreen
 from tftui.ui.widgets.chrome import Breadcrumb
@@ -87,6 +92,77 @@ def test_filter_forms() -> None:
     assert parse_filter("!Speech").inverse and parse_filter("!Speech").text == "speech"
     assert parse_filter("-l app=web").selector is not None
     assert parse_filter("speech").text == "speech" and not parse_filter("speech").inverse
+
+
+def _worker_rows(cluster: SimCluster) -> tuple[ClusterState, tuple[Row, ...]]:
+    state = ClusterState.build(cluster.snapshot())
+    rows = tuple(
+        Row(k, {"name": k}, " ".join([k, w.pool or "", w.namespace]).lower())
+        for k, w in state.workers.items()
+    )
+    return state, rows
+
+
+def test_a_filter_typed_key_by_key_keeps_exactly_the_rows_of_a_scan_of_every_row(small: SimCluster) -> None:
+    """`Narrowing` scans the last result when the filter only narrows it; whatever is typed, deleted
+    or switched (inverse, a selector, another namespace, a new build), it keeps what `scoped` over
+    every row keeps, in the same order."""
+    state, rows = _worker_rows(small)
+    builds = [Table((Column("name", "NAME", 20),), rows), Table((Column("name", "NAME", 20),), rows[::2])]
+    namespaces = [None, *sorted({w.namespace for w in state.workers.values()})[:2]]
+    words = [
+        "",
+        "d",
+        "de",
+        "demo-",
+        "demo-i",
+        "inf",
+        "infer",
+        "!de",
+        "!inf",
+        "-l app=web",
+        "-l =",
+        "train",
+        "rain",
+    ]
+
+    @settings(max_examples=60, deadline=None)
+    @given(
+        st.lists(
+            st.tuples(st.sampled_from(words), st.sampled_from(namespaces), st.sampled_from([0, 1])),
+            max_size=12,
+        )
+    )
+    def typed(steps: list[tuple[str, str | None, int]]) -> None:
+        narrowing = Narrowing()
+        for needle, namespace, build in steps:
+            table, row_filter = builds[build], parse_filter(needle)
+            want = scoped(table, state, "Pod", row_filter, namespace)
+            got = narrowing.scoped("main", table, state, "Pod", row_filter, namespace)
+            assert [r.key for r in got.rows] == [r.key for r in want.rows], (needle, namespace, build)
+
+    typed()
+
+
+def test_a_key_that_narrows_the_filter_scans_the_rows_it_kept_and_a_backspace_every_row(
+    small: SimCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state, rows = _worker_rows(small)
+    table = Table((Column("name", "NAME", 20),), rows)
+    scanned: list[int] = []
+    real = scope_module.scoped
+
+    def counting(source: Table, *args: Any) -> Table:
+        scanned.append(len(source.rows))
+        return real(source, *args)
+
+    monkeypatch.setattr(scope_module, "scoped", counting)
+    narrowing = Narrowing()
+    kept = narrowing.scoped("main", table, state, "Pod", parse_filter("infer"), None)
+    assert 0 < len(kept.rows) < len(rows)
+    narrowing.scoped("main", table, state, "Pod", parse_filter("inference"), None)
+    narrowing.scoped("main", table, state, "Pod", parse_filter("infer"), None)
+    assert scanned == [len(rows), len(kept.rows), len(rows)]
 
 
 # -- pilot: the demo ---------------------------------------------------------------------------------

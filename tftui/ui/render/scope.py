@@ -236,3 +236,47 @@ def scoped(
                 continue
         rows.append(r)
     return table if len(rows) == len(table.rows) else Table(table.columns, tuple(rows))
+
+
+def _narrows(before: RowFilter, after: RowFilter) -> bool:
+    """Whether every row `after` keeps, `before` kept too: plain text filters, the new text
+    containing the old (a key typed at the end, or anywhere)."""
+    plain = (
+        before.error is None and after.error is None and before.selector is None and after.selector is None
+    )
+    return plain and not before.inverse and not after.inverse and before.text in after.text
+
+
+class Narrowing:
+    """`scoped`, remembering its last result per table: a filter that narrows the last one, on the
+    same built table in the same namespace, scans the rows the last one kept, not every row (typing
+    `/inf-h1` over 40,000 GPUs scanned all of them at each key)."""
+
+    def __init__(self) -> None:
+        self._last: dict[str, tuple[Table, str | None, str | None, RowFilter, Table]] = {}
+
+    def scoped(
+        self,
+        key: str,
+        table: Table,
+        state: ClusterState,
+        kind: str | None,
+        row_filter: RowFilter,
+        namespace: str | None,
+    ) -> Table:
+        source = table
+        last = self._last.get(key)
+        if last is not None:
+            built, last_kind, last_namespace, last_filter, last_shown = last
+            if (
+                built is table
+                and (last_kind, last_namespace) == (kind, namespace)
+                and _narrows(last_filter, row_filter)
+            ):
+                source = last_shown
+        shown = scoped(source, state, kind, row_filter, namespace)
+        self._last[key] = (table, kind, namespace, row_filter, shown)
+        return shown
+
+    def clear(self) -> None:
+        self._last.clear()

@@ -30,7 +30,7 @@ from tftui.ui.load.data import ConsoleData
 from tftui.ui.privatefiles import PrivateFileError, default_folder, write_new
 from tftui.ui.render.objects import describe, find_object, object_yaml
 from tftui.ui.render.rowcache import RowCache
-from tftui.ui.render.scope import RowFilter, parse_filter, scoped
+from tftui.ui.render.scope import Narrowing, RowFilter, parse_filter
 from tftui.ui.render.tableops import has_column, marked_table, sorted_table, table_csv, with_deltas
 from tftui.ui.render.views import Cell, Gauges, Layout, Row, Table, layout_candidates
 from tftui.ui.render.widths import fit_table, fits
@@ -104,6 +104,7 @@ class ResourceScreen(Prebuilding, Screen[None]):
         self._previous: dict[str, dict[str, Mapping[str, Cell]]] = {}
         self._build_cache: dict[str, tuple[tuple[int, Layout, str], Table, tuple[object, ...]]] = {}
         self._row_caches: dict[str, RowCache[Row]] = {}
+        self._narrowing = Narrowing()  # each table's last filtered rows: a key typed narrows them
         self._stale = False  # a change arrived while off the stack (a kept view left aside)
 
     @property
@@ -201,6 +202,7 @@ class ResourceScreen(Prebuilding, Screen[None]):
                 callbacks[:] = [(node, callback) for node, callback in callbacks if node is not self]
         for cache in (self.shown_tables, self._built, self._previous, self._build_cache, self._row_caches):
             cache.clear()
+        self._narrowing.clear()
 
     def _scope_changed(self, _namespace: str | None) -> None:
         self.render_data()
@@ -286,8 +288,13 @@ class ResourceScreen(Prebuilding, Screen[None]):
         full = self._built_table(table, data, layout)
         filtered = self.FILTERED is None or (table.id or "") in self.FILTERED
         kind = self.OBJECT_KINDS.get(table.id or "")
-        shown = scoped(
-            full, data.state, kind, self.row_filter if filtered else RowFilter(), self.tui.namespace
+        shown = self._narrowing.scoped(
+            table.id or "",
+            full,
+            data.state,
+            kind,
+            self.row_filter if filtered else RowFilter(),
+            self.tui.namespace,
         )
         if filtered and self.sort_column is not None:
             shown = sorted_table(shown, self.sort_column, self.sort_reverse)
