@@ -12,7 +12,9 @@ Figures (goals of the scale work; a benchmark, not a timed test):
   moves within the view, then moves that scroll it (those redraw every row shown, and are also
   printed apart). Goals while refreshing: median ≤ 16 ms, p99 ≤ 100 ms. The idle switches open
   `:gpus` and `:nodes` for the first time; the ones while refreshing go back to them, kept mounted
-  (`ui.app.KEPT_VIEWS`).
+  (`ui.app.KEPT_VIEWS`). Then `/` and a filter typed on `:gpus` (`FILTER`), idle and while
+  refreshing: the key that changes the row set re-adds up to 1,000 rows and draws the screenful
+  that comes into view. The same budget applies.
 - first screen from a dump: a fresh process opens the console `--from` a dump of the cluster
   (`DumpCluster`, as the CLI does) and is timed from its start to the frame showing the pools
   table, and to the frame where metrics and operations have arrived too. Goal ≤ 3 s.
@@ -189,6 +191,31 @@ async def switches(app: Any, count: int, gap: float, during: Any = None) -> list
     return out
 
 
+FILTER = "inf-h1"
+"""Typed after `/` on `:gpus`: `in` keeps most rows, `f` changes the row set (a pool prefix), then
+the names narrow it to a few."""
+
+
+async def filter_keys(app: Any, reps: int, gap: float, during: Any = None) -> list[float]:
+    """`/` and `FILTER` typed `reps` times on the current view, each key timed to the frame that
+    shows the rows it filtered; esc clears the filter between rounds (not timed)."""
+    out = []
+    for _ in range(reps):
+        if during is not None:
+            during()
+        out.append(await key_to_frame(app, ("slash",), lambda: app.screen.query_one("#prompt").display))
+        typed = ""
+        for ch in FILTER:
+            if during is not None:
+                during()
+            typed += ch
+            out.append(await key_to_frame(app, (ch,), lambda want=typed: app.screen.needle == want))
+            await asyncio.sleep(gap)
+        await key_to_frame(app, ("escape",), lambda: not app.screen.query_one("#prompt").display)
+        await asyncio.sleep(0.3)
+    return out
+
+
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     from tftui.model.dedupe import Deduper
     from tftui.sources.sim.cluster import DEFAULT_NOW
@@ -234,6 +261,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         )
         busy_switches = await switches(app, args.switches, args.gap, keep_refreshing)
         out["keys_refreshing"], out["switch_refreshing"] = busy_keys, busy_switches
+        while app._refreshing():
+            await asyncio.sleep(0.05)
+        await switches(app, 1, args.gap)  # to :gpus
+        out["filter_idle"] = await filter_keys(app, args.filters, args.gap)
+        out["filter_refreshing"] = await filter_keys(app, args.filters, args.gap, keep_refreshing)
         out["refreshes_during"] = refreshes["started"]
         while app._refreshing():
             await asyncio.sleep(0.05)
@@ -309,6 +341,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=60000)
     parser.add_argument("--keys", type=int, default=60, help="cursor keys timed, idle and refreshing")
     parser.add_argument("--switches", type=int, default=24, help="`:view` switches timed while refreshing")
+    parser.add_argument("--filters", type=int, default=4, help=f"rounds of `/{FILTER}` typed on :gpus")
     parser.add_argument("--gap", type=float, default=0.05, help="seconds between keys (a fast typist)")
     parser.add_argument("--repeat", type=int, default=2, help="refresh and first-screen runs; best kept")
     parser.add_argument(
@@ -347,10 +380,12 @@ def main() -> None:
     print("  " + summary("cursor keys on :nodes", r["keys_idle"]))
     print("    " + summary("of which scrolled the view", r["keys_idle_scrolled"]))
     print("  " + summary(":gpus/:nodes switches, each view opened the first time", r["switch_idle"]))
+    print("  " + summary(f"filter keys `/{FILTER}` on :gpus", r["filter_idle"]))
     print(f"key → frame written, while refreshing ({r['refreshes_during']} refreshes ran):")
     print("  " + summary("cursor keys on :nodes", r["keys_refreshing"]))
     print("    " + summary("of which scrolled the view", r["keys_refreshing_scrolled"]))
     print("  " + summary(":gpus/:nodes switches, back to the kept views", r["switch_refreshing"]))
+    print("  " + summary(f"filter keys `/{FILTER}` on :gpus", r["filter_refreshing"]))
     if args.only == "rss":
         print(f"peak RSS of the console process: {r['peak_rss_mib']:.0f} MiB")
         ratio("console_peak_rss_mib/1024", r["peak_rss_mib"] / 1024, 1, "<=")
@@ -375,6 +410,9 @@ def main() -> None:
             "key_frame_median_refreshing_scrolling/16ms",
             statistics.median(r["keys_refreshing_scrolled"]) / 0.016,
         )
+    filtering = r["filter_refreshing"]  # the same key budget, for the keys that re-draw the rows
+    ratio("filter_key_median_refreshing/16ms", statistics.median(filtering) / 0.016, 1, "<=")
+    ratio("filter_key_p99_refreshing/100ms", percentile(filtering, 0.99) / 0.1, 1, "<=")
     ratio("view_switch_median_refreshing/100ms", statistics.median(r["switch_refreshing"]) / 0.1, 1, "<=")
     ratio("first_screen_from_dump_s/3s", first["pools_s"] / 3.0, 1, "<=")
     ratio("console_peak_rss_mib/1024", r["peak_rss_mib"] / 1024, 1, "<=")
