@@ -103,6 +103,27 @@ def test_hold_on_holds_again_only_just_after_input(monkeypatch: pytest.MonkeyPat
     assert not giveway.held()
 
 
+def test_a_keys_late_release_does_not_end_the_hold_of_what_the_key_brought_up(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A filter key's release is queued for the frame after it, which may come after the rows it
+    filtered took their own hold: that hold lasts until its own release."""
+    clock = [1000.0]
+    monkeypatch.setattr(giveway.time, "monotonic", lambda: clock[0])
+    key = giveway.hold()
+    rows = giveway.hold_on()
+    assert rows and rows != key
+    giveway.release(key)  # the key's frame (the prompt echo) is out
+    assert giveway.held()
+    giveway.release(rows)
+    assert not giveway.held()
+    again = giveway.hold()
+    giveway.release(rows)  # a stale token releases nothing
+    assert giveway.held()
+    giveway.release(again)
+    assert not giveway.held()
+
+
 def test_background_marks_only_its_own_thread_and_nests() -> None:
     assert not giveway.gives_way()
     with background():
@@ -180,13 +201,13 @@ async def test_a_key_holds_background_work_until_its_frame_is_drawn(monkeypatch:
     calls: list[str] = []
     real_hold, real_release = giveway.hold, giveway.release
 
-    def hold(seconds: float = giveway.MAX_HOLD) -> None:
+    def hold(seconds: float = giveway.MAX_HOLD) -> int:
         calls.append("hold")
-        real_hold(seconds)
+        return real_hold(seconds)
 
-    def release() -> None:
+    def release(token: int = 0) -> None:
         calls.append("release")
-        real_release()
+        real_release(token)
 
     monkeypatch.setattr(giveway, "hold", hold)
     monkeypatch.setattr(giveway, "release", release)
@@ -213,9 +234,9 @@ async def test_a_key_holds_once_though_it_bubbles_back_to_the_app(monkeypatch: p
     holds: list[float] = []
     real_hold = giveway.hold
 
-    def hold(seconds: float = giveway.MAX_HOLD) -> None:
+    def hold(seconds: float = giveway.MAX_HOLD) -> int:
         holds.append(seconds)
-        real_hold(seconds)
+        return real_hold(seconds)
 
     monkeypatch.setattr(giveway, "hold", hold)
     app = _console()
@@ -285,6 +306,31 @@ async def test_a_drill_down_and_going_back_hold_background_work_until_drawn(
         assert app.screen is pools
         assert next(held for screen, held in drawn if screen is pools)
         assert not giveway.held()
+
+
+async def test_a_filter_key_holds_background_work_until_its_rows_are_drawn(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A filter key's rows are built and drawn after the prompt's own frame, whose release must not
+    end the hold the rows took (`giveway.hold_on` in `_set_needle`)."""
+    drawn: list[tuple[str, bool]] = []
+    real_render = ResourceTable.render_lines
+
+    def render(self: ResourceTable, crop: Any) -> Any:
+        drawn.append((getattr(self.screen, "needle", ""), giveway.held()))
+        return real_render(self, crop)
+
+    app = _console()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _loaded(app, pilot)
+        await pilot.press("slash")
+        await giveway_pause(pilot)
+        monkeypatch.setattr(ResourceTable, "render_lines", render)
+        await pilot.press("d")
+        await pilot.pause()
+        await pilot.pause()
+        assert next(held for needle, held in drawn if needle == "d")  # the filtered rows' frame: held
+        assert not giveway.held()  # and released after it
 
 
 async def giveway_pause(pilot: Any) -> None:

@@ -32,35 +32,42 @@ STRIDE = 256
 
 _hold_until = 0.0  # monotonic deadline while the interface serves input; 0.0 when it is not
 _held_at = 0.0  # monotonic time of the last `hold`
+_token = 0  # of the last `hold` or `hold_on`
 _local = threading.local()
 _lock = threading.Lock()
 _wakeup = threading.Condition(_lock)
 
 
-def hold(seconds: float = MAX_HOLD) -> None:
-    """The interface is serving input: background check-points wait (until `release`, at most
-    `seconds`, capped at `MAX_HOLD`)."""
-    global _hold_until, _held_at
+def hold(seconds: float = MAX_HOLD) -> int:
+    """The interface is serving input: background check-points wait (until `release` of the
+    returned token, at most `seconds`, capped at `MAX_HOLD`)."""
+    global _hold_until, _held_at, _token
     _held_at = time.monotonic()
     _hold_until = _held_at + min(seconds, MAX_HOLD)
+    _token += 1
+    return _token
 
 
-def hold_on() -> bool:
-    """Hold again, until `release`, if input was served less than `MAX_HOLD` ago (whether it did):
-    a screen that a key brought up (a view switch, a drill-down, going back) is drawn after that
-    key's own frame, which ended its hold. A screen no input brought up (the first) holds nothing."""
-    global _hold_until
+def hold_on() -> int:
+    """Hold again, until `release` of the returned token, if input was served less than
+    `MAX_HOLD` ago (whether it did); 0 when it does not. A screen that a key brought up (a view
+    switch, a drill-down, going back) or rows a filter key changed are drawn after that key's own
+    frame, which released the key's hold. A screen no input brought up (the first) holds nothing."""
+    global _hold_until, _token
     now = time.monotonic()
     if now - _held_at >= MAX_HOLD:
-        return False
+        return 0
     _hold_until = now + MAX_HOLD
-    return True
+    _token += 1
+    return _token
 
 
-def release() -> None:
-    """The interface has written its frame: waiting background work goes on now."""
+def release(token: int = 0) -> None:
+    """The interface has written its frame: waiting background work goes on now. With the token
+    of a hold, only if no later hold was taken (that one is released by its own frame: the key's
+    pending release must not end the hold of what the key brought up); 0 releases any."""
     global _hold_until
-    if _hold_until:
+    if _hold_until and (not token or token == _token):
         with _wakeup:
             _hold_until = 0.0
             _wakeup.notify_all()

@@ -230,8 +230,8 @@ class TfTuiApp(ScopeCommands, Refreshing, Writes):
             and not event.is_forwarded  # a key comes back here as it bubbles up from the focused widget
         ):
             self._last_input = time.monotonic()  # the refreshes' full collections wait for quiet
-            giveway.hold()  # background loops wait at their check-points until the frame is out
-            self.call_after_refresh(giveway.release)
+            token = giveway.hold()  # background loops wait at their check-points until the frame is out
+            self.call_after_refresh(giveway.release, token)
         await super().on_event(event)
 
     def on_unmount(self) -> None:

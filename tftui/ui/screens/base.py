@@ -233,8 +233,8 @@ class ResourceScreen(Prebuilding, Screen[None]):
     def on_screen_resume(self) -> None:
         # shown by a key (`:nodes`, enter, esc): that key's hold ended with the old screen's frame;
         # background work waits on until this screen's first frame is out (`giveway.hold_on`)
-        if giveway.hold_on():
-            self.app.call_after_refresh(giveway.release)
+        if token := giveway.hold_on():
+            self.app.call_after_refresh(giveway.release, token)
         if self._stale:
             self._stale = False
             self.render_data()
@@ -395,8 +395,8 @@ class ResourceScreen(Prebuilding, Screen[None]):
         if needle != self.needle:
             # the key's hold may have ended with the prompt's own frame: hold on until the
             # filtered rows are out (`giveway.hold_on`, as a screen shown by a key)
-            if giveway.hold_on():
-                self.app.call_after_refresh(giveway.release)
+            if token := giveway.hold_on():
+                self.app.call_after_refresh(giveway.release, token)
             self.needle = needle
             self.row_filter = parse_filter(needle)
             self.render_data()
