@@ -149,10 +149,12 @@ def test_young_freezer_keeps_what_the_interface_built_without_counting_a_settle(
     freezer = YoungFreezer(reclaim_every=1)
     try:
         with gc_paused():
+            pending = weakref.ref(_Cycle())  # cyclic garbage a render left
             built = [[i] for i in range(1000)]
             freezer.keep()
             assert gc.get_count()[0] < 10  # nothing young left for the next collection to scan
             assert gc.get_freeze_count() >= len(built)
+            assert pending() is None  # collected, not frozen with the build
             assert freezer.settles == 0 and freezer.reclaims == 0  # the reclaim's pace is the refreshes'
     finally:
         freezer.release()

@@ -93,8 +93,15 @@ class YoungFreezer:
         interface thread built itself (a view opened for the first time, its rows and gauges: about
         400,000 objects for `:gpus` at 5,000 nodes) would otherwise be rescanned by each full
         collection until the next refresh settles, a 0.1 s pause of every thread every few view
-        switches. Not counted as a settle: the reclaim stays as often as the refreshes make it."""
+        switches. Not counted as a settle: the reclaim stays as often as the refreshes make it.
+
+        The young generations are collected first: the cyclic garbage pending in them (Textual's
+        messages and render leftovers, about 23,000 objects a filter round at 5,000 nodes) would
+        otherwise be frozen with the build and kept until the next reclaim, hundreds of refreshes
+        away (measured: 2.5 MiB more for each `/` filter typed). The build itself is alive and
+        survives; the old generation's garbage is left to the reclaim, as a settle leaves it."""
         self._kept = True
+        gc.collect(1)
         gc.freeze()
 
     def release(self) -> None:
