@@ -406,6 +406,7 @@ def test_a_silent_resolver_for_the_metrics_store_neither_holds_the_loop_nor_the_
     def silent(host: str | None, *a: Any, **k: Any) -> Any:
         if host == "metrics.example":
             answered.wait(120)
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")  # no real lookup
         return real(host, *a, **k)
 
     monkeypatch.setattr(socket, "getaddrinfo", silent)

@@ -440,6 +440,7 @@ def test_a_resolver_that_does_not_answer_costs_the_connect_timeout(monkeypatch: 
     def silent(host: str | None, *a: Any, **k: Any) -> Any:
         if host == "metrics.example":
             answered.wait(60)
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")  # no real lookup
         return real(host, *a, **k)
 
     monkeypatch.setattr(socket, "getaddrinfo", silent)
