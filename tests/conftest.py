@@ -5,8 +5,11 @@ tests' demo cluster and metrics (one per module); a still text cursor for every 
 
 from __future__ import annotations
 
+import socket
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from textual.widgets import Input
@@ -23,6 +26,29 @@ from tftui.sources.sim.usage import SimMetrics
 def _still_cursor(monkeypatch: pytest.MonkeyPatch) -> None:
     """The Input cursor blinks on a timer; still, console tests and snapshots are deterministic."""
     monkeypatch.setattr(Input, "_toggle_cursor", lambda self: None)
+
+
+SILENT_HOST = "metrics.example"
+"""A host name whose DNS lookup never answers while a test that asks for `silent_resolver` runs."""
+
+
+@pytest.fixture
+def silent_resolver(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """`SILENT_HOST`'s lookups hang until the test ends, then fail; they never reach the real
+    resolver (the lookup threads outlive the test). Other names resolve as usual."""
+    answered, real = threading.Event(), socket.getaddrinfo
+
+    def silent(host: str | None, *args: Any, **kwargs: Any) -> Any:
+        if host == SILENT_HOST:
+            answered.wait(120)
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return real(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", silent)
+    try:
+        yield SILENT_HOST
+    finally:
+        answered.set()
 
 
 @pytest.fixture(scope="module")
