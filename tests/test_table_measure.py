@@ -3,6 +3,7 @@ out exactly as DataTable does: the same scrollable size, the same rows on screen
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 import pytest
@@ -117,6 +118,31 @@ async def test_a_filter_and_its_backspace_re_add_the_rows_cells_built_before_and
         ours.focus()
         await pilot.press("down")
         assert ours.cursor_key == "n8"
+
+
+async def test_a_cleared_table_leaves_its_rows_to_reference_counting() -> None:
+    """DataTable's caches are Textual LRUCaches, whose `clear()` left their entries linked in a
+    circle: every filter key that clears the table left its rows (and the lines and cells drawn
+    from them) as cyclic garbage, frozen with the next refresh's objects while a refresh runs.
+    Unlinked, they are freed at once. (Textual's Strips cache themselves: those stay cyclic.)"""
+    app = Pair()
+    async with app.run_test(size=(80, 30)) as pilot:
+        ours = app.query_one("#ours", ResourceTable)
+        full = _table(600)
+        ours.show(full)
+        await pilot.pause()
+        assert ours.row_keys[:3] == ["n0", "n1", "n2"]  # ordered rows, lines and cells now cached
+        gc.collect()
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        try:
+            ours.show(Table(COLUMNS, tuple(r for r in full.rows if r.key.endswith("7"))))  # cleared
+            await pilot.pause()
+            gc.collect()
+            left = [o for o in gc.garbage if isinstance(o, data_table_module.Row)]
+        finally:
+            gc.set_debug(0)
+            gc.garbage.clear()
+        assert left == []
 
 
 async def test_an_auto_width_column_is_still_measured(measured: list[Any]) -> None:
