@@ -226,9 +226,10 @@ class Store:
     def _resolve_within_timeout(self) -> None:
         """The driver's connect timeout starts after its DNS lookup, which a resolver that does not
         answer holds for tens of seconds (the daemon's loop and its SIGTERM with it). Look the hosts
-        up first, in a thread, for at most the timeout; the driver's own lookup then hits the
-        resolver's answer. While a lookup is still unanswered, the next attempt fails at once
-        rather than start (and wait for) another."""
+        up first, in a thread, for at most the timeout. The driver then looks them up again: a
+        caching resolver answers at once, any other as fast as it just did (within the timeout).
+        While a lookup is still unanswered, the next attempt fails at once rather than start (and
+        wait for) another."""
         pending = [h for h in self._hosts if not _is_ip(h)]
         if not pending:
             return
