@@ -153,17 +153,19 @@ class Store:
         except psycopg.Error as exc:  # the driver's text may quote the DSN: never echo it
             message = redact.scrub(_one_line(str(exc)), *secrets)
             raise SourceError(f"invalid metrics DSN: {message}") from None
-        if any("@" in h for h in str(params.get("host") or "").split(",")):
+        hosts = [h for h in str(params.get("host") or "").split(",") if h]
+        if any("@" in h for h in hosts):
             # the driver splits user info at the first "@": the rest of a password holding a raw "@"
             # became the host, and would be looked up in DNS and printed in the error
             raise SourceError(
                 "invalid metrics DSN: its host contains '@' — write an '@' in the user or password as %40"
             )
         self._dsn = dsn
-        self._hosts = (
-            tuple(h for h in str(params.get("host") or "").split(",") if h and not h.startswith("/"))
-            if not params.get("hostaddr")
-            else ()
+        # the names the driver looks up in DNS (not a socket directory, an address, or a hostaddr)
+        self._names = (
+            ()
+            if params.get("hostaddr")
+            else tuple(h for h in hosts if not h.startswith("/") and not _is_ip(h))
         )
         self._secret = str(params.get("password") or "")
         self._secrets = (*secrets, self._secret)
@@ -230,7 +232,7 @@ class Store:
         caching resolver answers at once, any other as fast as it just did (within the timeout).
         While a lookup is still unanswered, the next attempt fails at once rather than start (and
         wait for) another."""
-        pending = [h for h in self._hosts if not _is_ip(h)]
+        pending = self._names
         if not pending:
             return
         done = self._lookup

@@ -234,13 +234,17 @@ class ResourceScreen(Prebuilding, Screen[None]):
         self._prebuilt.clear()
 
     def on_screen_resume(self) -> None:
-        # shown by a key (`:nodes`, enter, esc): that key's hold ended with the old screen's frame;
-        # background work waits on until this screen's first frame is out (`giveway.hold_on`)
-        if token := giveway.hold_on():
-            self.app.call_after_refresh(giveway.release, token)
+        # shown by a key (`:nodes`, enter, esc): that key's hold ended with the old screen's frame
+        self._hold_until_drawn()
         if self._stale:
             self._stale = False
             self.render_data()
+
+    def _hold_until_drawn(self) -> None:
+        """What a key just brought up (this screen, its filtered rows) is drawn after the key's own
+        frame: background work waits on until the next frame is out too (`giveway.hold_on`)."""
+        if token := giveway.hold_on():
+            self.app.call_after_refresh(giveway.release, token)
 
     def _render_data(self) -> None:
         data = self.tui.data
@@ -396,10 +400,7 @@ class ResourceScreen(Prebuilding, Screen[None]):
 
     def _set_needle(self, needle: str) -> None:
         if needle != self.needle:
-            # the key's hold may have ended with the prompt's own frame: hold on until the
-            # filtered rows are out (`giveway.hold_on`, as a screen shown by a key)
-            if token := giveway.hold_on():
-                self.app.call_after_refresh(giveway.release, token)
+            self._hold_until_drawn()  # the key's hold may end with the prompt's own frame
             self.needle = needle
             self.row_filter = parse_filter(needle)
             self.render_data()
