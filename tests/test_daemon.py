@@ -184,6 +184,33 @@ def test_no_tick_decides_while_the_cache_does_not_show_the_last_writes(
     assert set(health) == {(True, "")}  # never a restart: it would relist from a slow API server
 
 
+def test_a_signal_while_the_stop_event_is_locked_still_stops_the_loop(kubeconfig: Path) -> None:
+    """A signal handler runs in the main thread between two bytecodes, maybe inside the stop
+    event's `wait` while it holds the event's lock: the handler must take no lock (`Event.set` there
+    waited for itself forever: a daemon that ignored SIGTERM now and then under load), and the loop's
+    wait must still end soon after."""
+    daemon, kube = make_daemon(kubeconfig, elect=False)
+    try:
+        handled = threading.Event()
+
+        def in_the_wait() -> None:
+            # as inside `Event.wait`, where the handler may run
+            with daemon._stop._cond:  # type: ignore[attr-defined]
+                daemon._on_signal(signal.SIGTERM)
+            handled.set()
+
+        threading.Thread(target=in_the_wait, daemon=True).start()
+        assert handled.wait(5), "the signal handler waited for the stop event's lock"
+        daemon.options.poll = 30.0
+        started = time.monotonic()
+        daemon._wait()
+        assert time.monotonic() - started < 2  # a due wait of 30 s ends at the next check
+        assert daemon._stopping()
+        assert daemon._stop.is_set()  # and the event is set, from the loop, for other threads
+    finally:
+        kube.close()
+
+
 def test_a_stop_ends_the_tick_at_the_next_pool(server: KubeApiServer, kubeconfig: Path) -> None:
     """SIGTERM mid-tick: the pool being reconciled is finished (its releases, events and last-sync
     stamp), the pools after it are left to the next leader with one journal line, and nothing more

@@ -54,6 +54,7 @@ log = logging.getLogger("tftui.daemon")
 jlog = logging.getLogger("tftui.journal")
 METRICS_PROBE_EVERY = 10.0  # wall seconds between metrics-store probes when autoscale does not run
 FAILED_TICK_STEP = timedelta(seconds=10)  # simulated time moved after a failed tick (as run_for's step)
+SIGNAL_POLL = 0.2  # wall seconds between checks for a signal while the loop waits (`Daemon._wait`)
 
 
 class JsonFormatter(logging.Formatter):
@@ -133,6 +134,7 @@ class Daemon:
         self.runtime: Runtime | None = None
         self.ops: OpsServer | None = None
         self._stop = threading.Event()
+        self._signal_stop = False  # set by a signal handler (see `_on_signal`)
         self._signalled: str | None = None  # a signal's name until the loop has said it stops
         self._heartbeat = time.monotonic()
         self._unsettled_since: float | None = None  # since when ticks are skipped (`_tick`)
@@ -154,16 +156,23 @@ class Daemon:
 
     def _on_signal(self, signum: int) -> None:
         """No I/O here: the handler runs between two bytecodes of the main thread, which may be in
-        the middle of writing a log line (a reentrant write fails, and the line is lost). The loop
-        says it at its next check of the stop (`_stopping`)."""
+        the middle of writing a log line (a reentrant write fails, and the line is lost). No lock
+        either: that thread may hold the stop event's own lock (in its `wait`, between two of the
+        event's bytecodes), and `Event.set` would then wait for itself forever: a daemon that never
+        stopped on SIGTERM, now and then under load. Two plain stores; the loop sees them at its
+        next check of the stop (`_stopping`, and `_wait` every `SIGNAL_POLL`), and says it there."""
         self._signalled = signal.Signals(signum).name
-        self.stop()
+        self._signal_stop = True
+
+    def _stop_asked(self) -> bool:
+        return self._signal_stop or self._stop.is_set()
 
     def _stopping(self) -> bool:
         """Whether a stop was asked for (the runtime asks at each pool and workload); the first
         time after a signal, say so."""
-        if not self._stop.is_set():
+        if not self._stop_asked():
             return False
+        self._stop.set()  # here, outside the handler: whoever waits on the event wakes up
         if self._signalled is not None:
             log.info("received %s: finishing the call in flight, then stopping", self._signalled)
             self._signalled = None
@@ -396,7 +405,7 @@ class Daemon:
         if port is None:
             self.metrics.metrics_store_up.set(0)
             return
-        if self._stop.is_set():
+        if self._stop_asked():
             return  # a read the stop would wait for, and nobody reads its answer
         if self.runtime is not None and self.runtime.last_autoscale is not None:
             return  # the autoscale loop reports it (see _tick)
@@ -425,7 +434,12 @@ class Daemon:
                 delay = min(delay, max(0.0, (nxt - self.clock()).total_seconds()))
         elif rt is not None and self.options.speed is not None and math.isinf(self.options.speed):
             delay = 0.0
-        self._stop.wait(delay)
+        deadline = time.monotonic() + delay
+        while not self._stop_asked():  # in steps: a signal sets no event (see `_on_signal`)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            self._stop.wait(min(left, SIGNAL_POLL))
 
     # -- journal → logs and counters ------------------------------------------------------------------------
 
