@@ -195,3 +195,109 @@ def test_content_widths_remembered_per_row_equal_measuring_every_cell() -> None:
     for t in tables:
         assert content_widths(t) == _naive_widths(t)
     assert content_widths(tables[-2])["name"] == 40
+
+
+def _naive_fit(table: Table, width: int) -> Table:
+    """`fit_table` as it cut before its rows' measured widths were read: every flexible cell through
+    `_cut`, whatever its width."""
+    from dataclasses import replace
+
+    from tftui.ui.render.widths import _cut, fit_widths
+
+    widths = fit_widths(table, width)
+    columns = tuple(replace(c, width=widths[c.key]) for c in table.columns)
+    rows = []
+    for row in table.rows:
+        cells = dict(row.cells)
+        for c in columns:
+            if c.flex and c.key in cells:
+                cells[c.key] = _cut(cells[c.key], c.width, c.flex)
+        rows.append(replace(row, cells=cells))
+    return Table(columns, tuple(rows))
+
+
+def test_fit_table_measures_a_page_once_and_cuts_as_every_cell_through_cut(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A render sizes its page three times (`fits`, `fit_widths`, `fit_table`): the cells are measured
+    once, and only the cells wider than their column go through the cut; the result is the cut of
+    every cell (a hostile name, a wide character, a `Text`, a label that changed alone)."""
+    from dataclasses import replace
+
+    from rich.text import Text
+
+    from tftui.ui.render import widths as widths_module
+
+    name, note = Column("name", "NAME", 8, flex=2), Column("note", "NOTE", 6, flex=1)
+    rows = tuple(
+        Row(
+            f"n{i}",
+            {"name": f"node-{i:03d}" + "x" * (i % 23), "note": Text("é" * (i % 31)), "gpus": str(i)},
+            "",
+        )
+        for i in range(60)
+    )
+    rows += (Row("evil", {"name": "\x1b]0;title\x07" + "n" * 30, "note": "a\nb", "gpus": "1"}, ""),)
+    base = Table((name, note, COLUMNS[2]), rows)
+    relabelled = Table((replace(name, label="NAME↓"), note, COLUMNS[2]), rows)
+    measured: list[object] = []
+    real_width = widths_module._width
+
+    def counting(cell: object) -> int:
+        measured.append(cell)
+        return real_width(cell)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(widths_module, "_width", counting)
+    for table in (base, relabelled, base, Table(base.columns, rows[:7])):
+        for width in (30, 60, 200):
+            measured.clear()
+            widths_module.fits(table, width)
+            first = len(measured)
+            widths_module.fit_widths(table, width)
+            got = widths_module.fit_table(table, width)
+            wider = sum(  # the cut measures the cells it cuts, nothing else
+                1
+                for c in got.columns
+                if c.flex
+                for r in table.rows
+                if c.key in r.cells and real_width(r.cells[c.key]) > c.width
+            )
+            assert len(measured) - first == wider
+            measured.clear()
+            assert got == _naive_fit(table, width)
+    widths_module.fit_table(base, 60)
+    measured.clear()
+    fitted = widths_module.fit_table(base, 400)  # the page measured already, and it all fits
+    assert measured == []
+    assert fitted.rows == base.rows
+
+
+def test_fitted_columns_widen_as_a_plain_loop() -> None:
+    """`fitted_columns` (numbers never cut) with the longest text per column first: the same widths
+    as looking at every cell, for a number a unit abbreviates, one nothing fits, a single row and none."""
+    from tftui.ui.render.format import fit_number, is_number
+    from tftui.ui.widgets.table import fitted_columns
+
+    def naive(columns: tuple[Column, ...], rows: tuple[Row, ...]) -> dict[str, int]:
+        widths = {c.key: c.width for c in columns}
+        for row in rows:
+            for key, width in widths.items():
+                text = row.cells.get(key)
+                if (
+                    isinstance(text, str)
+                    and len(text) > width
+                    and is_number(text)
+                    and not fit_number(text, width)
+                ):
+                    widths[key] = len(text)
+        return widths
+
+    columns = (Column("a", "A", 3), Column("b", "B", 4), Column("c", "C", 2))
+    values = ["12", "10000", "-123456", "1.5", "abcdefgh", "999", "12345678901", "7"]
+    rows = tuple(
+        Row(f"r{i}", {"a": values[i % 8], "b": values[(i * 3) % 8], "c": values[(i * 5) % 8]}, "")
+        for i in range(20)
+    )
+    for page in (rows, rows[:1], (), rows[3:9], rows):
+        got = fitted_columns(columns, page)
+        assert {c.key: c.width for c in got} == naive(columns, page)

@@ -42,11 +42,13 @@ def _width(cell: Cell) -> int:
 
 
 _RowWidths = dict[int, tuple[Row, tuple[int, ...]]]
-_measured: dict[tuple[str, ...], _RowWidths] = {}
-"""Per column set, the cell widths of the rows last measured, by row identity. Rows are immutable
-and re-used while their object does not change (`rowcache`, `with_deltas`): a render sizes the
-same page three times (`fits`, `fit_widths`, `fit_table`) and a refresh mostly re-shows the same
-rows, so each row's cells are measured once. Only the last page of each column set is kept."""
+_measured: dict[tuple[str, ...], tuple[tuple[Row, ...], tuple[str, ...], _RowWidths, dict[str, int]]] = {}
+"""Per column set, the last page measured: its rows, the cell widths of each (by row identity) and
+the columns' natural widths. Rows are immutable and re-used while their object does not change
+(`rowcache`, `with_deltas`, a filter key narrowing the last page): a render sizes the same page three
+times (`fits`, `fit_widths`, `fit_table`), answered from the first, and a refresh or a filter key
+mostly re-shows the same rows, so each row's cells are measured once. Only the last page of each
+column set is kept."""
 
 
 def _row_widths(row: Row, keys: tuple[str, ...]) -> tuple[int, ...]:
@@ -54,21 +56,29 @@ def _row_widths(row: Row, keys: tuple[str, ...]) -> tuple[int, ...]:
     return tuple(0 if (cell := cells.get(k)) is None else _width(cell) for k in keys)
 
 
-def content_widths(table: Table) -> dict[str, int]:
-    """Each column's natural width: its widest cell on `table`'s rows, at least its label."""
+def _measure(table: Table) -> tuple[_RowWidths, dict[str, int]]:
+    """(each row's cell widths by row identity, each column's natural width) of `table`'s page."""
     keys = tuple(c.key for c in table.columns)
-    widths = [cell_len(c.label) for c in table.columns]
-    last = _measured.get(keys, {})
+    labels = tuple(c.label for c in table.columns)
+    last = _measured.get(keys)
+    if last is not None and last[0] is table.rows and last[1] == labels:
+        return last[2], last[3]
+    before = last[2] if last is not None else {}
     seen: _RowWidths = {}
     for row in table.rows:
-        hit = last.get(id(row))
-        row_widths = hit[1] if hit is not None and hit[0] is row else _row_widths(row, keys)
-        seen[id(row)] = (row, row_widths)
-        for i, w in enumerate(row_widths):
-            if w > widths[i]:
-                widths[i] = w
-    _measured[keys] = seen
-    return dict(zip(keys, widths, strict=True))
+        hit = before.get(id(row))
+        seen[id(row)] = hit if hit is not None and hit[0] is row else (row, _row_widths(row, keys))
+    least = [cell_len(label) for label in labels]
+    # the widest of each column, in C: `max` over the column's position in every row's widths
+    widths = list(map(max, least, *(w for _, w in seen.values()))) if seen else least
+    natural = dict(zip(keys, widths, strict=True))
+    _measured[keys] = (table.rows, labels, seen, natural)
+    return seen, natural
+
+
+def content_widths(table: Table) -> dict[str, int]:
+    """Each column's natural width: its widest cell on `table`'s rows, at least its label."""
+    return dict(_measure(table)[1])
 
 
 def _shrink(widths: dict[str, int], columns: Sequence[Column], floor: Mapping[str, int], excess: int) -> int:
@@ -150,13 +160,17 @@ def fit_table(table: Table, available: int, *, scrollbar: bool = True) -> Table:
         return table
     widths = fit_widths(table, available, scrollbar=scrollbar)
     columns = tuple(replace(c, width=widths[c.key]) for c in table.columns)
-    cut_cols = [c for c in columns if c.flex]
+    measured, natural = _measure(table)
+    cut_cols = [(i, c) for i, c in enumerate(columns) if c.flex and c.width < natural[c.key]]
+    if not cut_cols:  # every cell fits its column: the rows as they are
+        return Table(columns, table.rows)
     rows: list[Row] = []
     for row in table.rows:
+        cell_widths = measured[id(row)][1]
         changed: dict[str, Cell] = {}
-        for c in cut_cols:
+        for i, c in cut_cols:
             cell = row.cells.get(c.key)
-            if cell is None:
+            if cell is None or cell_widths[i] <= c.width:
                 continue
             new = _cut(cell, c.width, c.flex)
             if new is not cell:

@@ -9,7 +9,7 @@ shown as plain text whatever the builder made of them (`widgets.plain`): object 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from itertools import zip_longest
 from typing import ClassVar
 
@@ -42,13 +42,32 @@ Made = tuple[Row, tuple[tuple[str, ...], tuple[int, ...]], list[RenderableType],
 compared, the cells handed to the DataTable."""
 
 
-def fitted_columns(columns: Sequence[Column], rows: Iterable[Mapping[str, object]]) -> tuple[Column, ...]:
+_lengths: dict[tuple[str, ...], dict[int, tuple[Row, tuple[int, ...]]]] = {}
+"""Per column set, the length of each text cell of the rows last fitted (0 for other cells), by row
+identity: rows are immutable and mostly re-shown (a refresh, a filter key narrowing the page)."""
+
+
+def fitted_columns(columns: Sequence[Column], rows: Sequence[Row]) -> tuple[Column, ...]:
     """`columns`, each widened to its widest numeric cell that no abbreviation fits (numbers are
     never cut: `format.fit_number`)."""
+    keys = tuple(c.key for c in columns)
+    before = _lengths.get(keys, {})
+    seen: dict[int, tuple[Row, tuple[int, ...]]] = {}
+    for row in rows:
+        hit = before.get(id(row))
+        if hit is None or hit[0] is not row:
+            cells = row.cells
+            hit = (row, tuple(len(t) if isinstance(t := cells.get(k), str) else 0 for k in keys))
+        seen[id(row)] = hit
+    _lengths[keys] = seen
+    # the longest text of each column, in C; only a column with text wider than it looks further
+    longest = list(map(max, *(lengths for _, lengths in seen.values()))) if len(seen) > 1 else None
     widths = {c.key: c.width for c in columns}
-    for cells in rows:
-        for key, width in widths.items():
-            text = cells.get(key)
+    for i, key in enumerate(keys):
+        if longest is not None and longest[i] <= widths[key]:
+            continue
+        for row in rows:
+            text, width = row.cells.get(key), widths[key]
             if (
                 isinstance(text, str)
                 and len(text) > width
@@ -244,7 +263,7 @@ class ResourceTable(KeptDrawing):
 
     def show(self, table: Table) -> None:
         """Display exactly `table`: columns (rebuilt only on a layout change) and rows (diffed)."""
-        columns = fitted_columns(table.columns, (r.cells for r in table.rows))
+        columns = fitted_columns(table.columns, table.rows)
         with self.app.batch_update():
             self._set_columns(columns)
             cursor = self._restore or self.cursor_key
