@@ -316,5 +316,12 @@ def unlink(cache: object) -> None:
 
 
 def _same(kept: tuple[object, ...], shown: tuple[object, ...]) -> bool:
-    """The very same cells (a line kept for cells since replaced is drawn again)."""
-    return len(kept) == len(shown) and all(a is b for a, b in zip(kept, shown, strict=True))
+    """The very same cells, or cells that draw the same (`_content`): a row built anew with equal
+    cells (the rows a filter brought back, a view shown again) keeps its lines; a line kept for
+    cells that since changed is drawn again."""
+    if len(kept) != len(shown):
+        return False
+    for a, b in zip(kept, shown, strict=True):
+        if a is not b and (type(a) is not Text or type(b) is not Text or _content(a) != _content(b)):
+            return False
+    return True
