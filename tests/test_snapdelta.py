@@ -4,14 +4,18 @@ with churn, defrag evictions, node releases and provisioned nodes builds."""
 
 from __future__ import annotations
 
+import itertools
 from datetime import timedelta
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from tftui.engine import incremental
-from tftui.engine.snapdelta import DeltaSnapshot
+from tftui.engine import incremental, snapdelta
+from tftui.engine.snapdelta import DeltaSnapshot, identity_changes, increasing, positions
 from tftui.engine.state import ClusterState
+from tftui.model import giveway
 from tftui.runtime.whatif import SimConfig, WhatIfCluster, parse_policy, simulate
 from tftui.sources.sim.cluster import DEFAULT_NOW, generate_objects
 
@@ -85,3 +89,57 @@ def test_a_state_from_change_sets_equals_the_full_build_and_drops_its_predecesso
     snap = second.snapshot
     assert isinstance(snap, DeltaSnapshot)  # built from a change set, which went with the update
     assert snap.base is None and snap.changed is None
+
+
+def _naive_changes(old: list[Any], new: list[Any]) -> Any:
+    """`identity_changes` written plainly: one pass each, no slices."""
+    if len(old) == len(new) and all(a is b for a, b in zip(old, new, strict=True)):
+        return [], [], {}
+    pos = {id(o): i for i, o in enumerate(new)}
+    old_ids, new_ids = {id(o) for o in old}, {id(o) for o in new}
+    added = [o for o in new if id(o) not in old_ids]
+    removed = [o for o in old if id(o) not in new_ids]
+    kept = [pos[id(o)] for o in old if id(o) in pos]
+    if any(a >= b for a, b in itertools.pairwise(kept)):
+        return None
+    return added, removed, pos
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    size=st.integers(0, 14),
+    ops=st.lists(
+        st.tuples(st.sampled_from(["replace", "add", "drop", "swap"]), st.integers(0, 20)), max_size=5
+    ),
+    slice_size=st.integers(1, 4),
+)
+def test_identity_changes_in_slices_equal_one_pass(
+    size: int, ops: list[tuple[str, int]], slice_size: int
+) -> None:
+    """Slicing the passes (so a key waits for a slice, not a pass) changes no answer, whatever the
+    slice size against the lists' lengths."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(giveway, "SLICE", slice_size)
+        patch.setattr(snapdelta, "SLICE", slice_size)
+        old: list[Any] = [{"n": i} for i in range(size)]
+        new = list(old)
+        for op, at in ops:
+            if op == "replace" and new:
+                new[at % len(new)] = {"n": -at}
+            elif op == "add":
+                new.append({"n": 100 + at})
+            elif op == "drop" and new:
+                del new[at % len(new)]
+            elif op == "swap" and len(new) > 1:
+                i = at % (len(new) - 1)
+                new[i], new[i + 1] = new[i + 1], new[i]
+        got, want = identity_changes(old, new), _naive_changes(old, new)
+        if want is None or got is None:
+            assert got is want
+        else:
+            assert sorted(map(id, got[0])) == sorted(map(id, want[0]))
+            assert sorted(map(id, got[1])) == sorted(map(id, want[1]))
+            assert got[2] == want[2]
+        assert positions(new) == {id(o): i for i, o in enumerate(new)}
+        seq = [o["n"] for o in new]
+        assert increasing(seq) == all(a < b for a, b in itertools.pairwise(seq))

@@ -20,10 +20,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from tftui.model.giveway import checkpoint
+from tftui.model.giveway import SLICE, checkpoint, slices
 from tftui.model.snapshot import Snapshot
 
-__all__ = ["DeltaSnapshot", "KindDelta", "identity_changes", "in_order", "ordered", "positions"]
+__all__ = ["DeltaSnapshot", "KindDelta", "identity_changes", "in_order", "increasing", "ordered", "positions"]
 
 KindDelta = tuple[list[dict[str, Any]], list[dict[str, Any]], dict[int, int]]
 """(objects only in the new snapshot, objects only in `base`, position in the new kind list by id)."""
@@ -48,29 +48,50 @@ class DeltaSnapshot(Snapshot):
 def identity_changes(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> KindDelta | None:
     """(objects only in `new`, objects only in `old`, position in `new` by id — empty when the two
     lists are the same objects), by identity; None when unchanged objects changed places. The set
-    operations run in C, so an unchanged kind costs a few microseconds per thousand objects."""
-    if len(old) == len(new) and all(map(operator.is_, old, new)):
+    operations run in C, so an unchanged kind costs a few microseconds per thousand objects; each
+    pass goes in slices (`giveway.slices`), so a key waits for a slice, not for a pass."""
+    if len(old) == len(new) and all(
+        all(map(operator.is_, a, b)) for a, b in zip(slices(old), slices(new), strict=True)
+    ):
         return [], [], {}
     checkpoint()
     pos = positions(new)
-    checkpoint()
-    old_by_id = dict(zip(map(id, old), old, strict=True))
-    checkpoint()
-    new_by_id = dict(zip(map(id, new), new, strict=True))
+    old_by_id: dict[int, dict[str, Any]] = {}
+    for part in slices(old):
+        old_by_id.update(zip(map(id, part), part, strict=True))
+    new_by_id: dict[int, dict[str, Any]] = {}
+    for part in slices(new):
+        new_by_id.update(zip(map(id, part), part, strict=True))
     checkpoint()
     added = [new_by_id[i] for i in new_by_id.keys() - old_by_id.keys()]
+    checkpoint()
     removed = [old_by_id[i] for i in old_by_id.keys() - new_by_id.keys()]
     checkpoint()
-    kept = [p for p in map(pos.get, map(id, old)) if p is not None]
+    kept: list[int] = []
+    for part in slices(old):
+        kept += [p for p in map(pos.get, map(id, part)) if p is not None]
     checkpoint()
-    if not all(map(operator.lt, kept, kept[1:])):
-        return None
-    return added, removed, pos
+    return (added, removed, pos) if increasing(kept) else None
+
+
+def increasing(seq: list[int]) -> bool:
+    """Whether `seq` is strictly increasing (in C, a slice at a time)."""
+    for start in range(0, len(seq), SLICE):
+        if start:
+            checkpoint()
+        if not all(map(operator.lt, seq[start : start + SLICE], seq[start + 1 : start + SLICE + 1])):
+            return False
+    return True
 
 
 def positions(objs: list[dict[str, Any]]) -> dict[int, int]:
     """Position in `objs` by the id of each object."""
-    return dict(zip(map(id, objs), itertools.count()))
+    pos: dict[int, int] = {}
+    for start in range(0, len(objs), SLICE):
+        if start:
+            checkpoint()
+        pos.update(zip(map(id, objs[start : start + SLICE]), itertools.count(start)))
+    return pos
 
 
 def in_order(objs: Iterable[dict[str, Any]], pos: dict[int, int]) -> list[dict[str, Any]]:
@@ -88,8 +109,11 @@ def ordered(views: dict[str, Any], pos: dict[int, int]) -> dict[str, Any]:
     An empty `pos`: nothing of this kind changed, the order is the previous state's."""
     if not pos:
         return views
-    seq = list(map(pos.__getitem__, map(id, map(_OBJ, views.values()))))
+    objs = list(map(_OBJ, views.values()))
+    seq: list[int] = []
+    for part in slices(objs):
+        seq += map(pos.__getitem__, map(id, part))
     checkpoint()
-    if all(map(operator.lt, seq, seq[1:])):
+    if increasing(seq):
         return views
     return dict(sorted(views.items(), key=lambda kv: pos[id(kv[1].obj)]))

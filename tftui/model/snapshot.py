@@ -10,6 +10,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from tftui.model.giveway import slices
+
 __all__ = ["KIND_NAMES", "OTHER", "DumpError", "Snapshot"]
 
 #: the kinds the model validates (`tftui.model.dump.KINDS` maps each to its model; a test holds the
@@ -63,7 +65,10 @@ class Snapshot:
         sources hand an unchanged object's dict again, so this means nothing changed."""
         if other is self:
             return True
-        return len(self.objects) == len(other.objects) and all(map(operator.is_, self.objects, other.objects))
+        return len(self.objects) == len(other.objects) and all(
+            all(map(operator.is_, mine, theirs))
+            for mine, theirs in zip(slices(self.objects), slices(other.objects), strict=True)
+        )
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Snapshot) and self.objects == other.objects

@@ -51,6 +51,7 @@ from tftui.engine.state.views import (
 )
 from tftui.model import keys
 from tftui.model.gcpause import gc_paused
+from tftui.model.giveway import paced
 from tftui.model.isolation import PARTITIONED, SHARED, gpu_isolation
 from tftui.model.provider import ProviderCatalog
 from tftui.model.quantity import QuantityError, quantity_float
@@ -560,7 +561,7 @@ class ClusterState(StateQueries):
         basis = self._basis() if self._basis is not None else None
         before: dict[str, T] | None = basis._derived.get(key) if basis is not None else None
         out: dict[str, T] = {}
-        for name in names:
+        for name in paced(names):  # on a refresh thread: a key waits for a stride, not every node
             node = self.nodes[name]
             if (
                 before is not None
