@@ -325,12 +325,33 @@ async def test_a_filter_key_holds_background_work_until_its_rows_are_drawn(
         await _loaded(app, pilot)
         await pilot.press("slash")
         await giveway_pause(pilot)
+        table = app.screen.query_one(ResourceTable)
+        before = table.row_count
         monkeypatch.setattr(ResourceTable, "render_lines", render)
-        await pilot.press("d")
+        await pilot.press("v")  # `demo-dev` only
         await pilot.pause()
         await pilot.pause()
-        assert next(held for needle, held in drawn if needle == "d")  # the filtered rows' frame: held
+        assert 0 < table.row_count < before
+        assert next(held for needle, held in drawn if needle == "v")  # the filtered rows' frame: held
         assert not giveway.held()  # and released after it
+
+
+def test_slices_cover_the_list_in_order_with_a_check_point_between_two_while_held(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A C-level pass over a big list goes a slice at a time, waiting between two while a key is
+    served: a pass never gives the interpreter up until it ends."""
+    waits: list[int] = []
+    monkeypatch.setattr(giveway, "checkpoint", lambda: waits.append(1))
+    items = list(range(3 * 4 + 1))
+    assert [list(part) for part in giveway.slices(items, 4)] == [items[i : i + 4] for i in range(0, 13, 4)]
+    assert waits == []  # nothing held: no check-point at all
+    giveway.hold()
+    assert [x for part in giveway.slices(items, 4) for x in part] == items
+    assert len(waits) == 3  # between the four slices, not before the first
+    assert list(giveway.slices([], 4)) == []
+    monkeypatch.setattr(giveway, "SLICE", 5)
+    assert [len(part) for part in giveway.slices(items)] == [5, 5, 3]  # the module's size by default
 
 
 async def giveway_pause(pilot: Any) -> None:
