@@ -138,6 +138,10 @@ def test_a_filter_typed_key_by_key_keeps_exactly_the_rows_of_a_scan_of_every_row
         for needle, namespace, build in steps:
             table, row_filter = builds[build], parse_filter(needle)
             want = scoped(table, state, "Pod", row_filter, namespace)
+            if namespace is None and row_filter.selector is None and row_filter.error is None:
+                text, inverse = row_filter.text, row_filter.inverse  # the text scan, written plainly
+                plain = [r.key for r in table.rows if not text or (text in r.search) != inverse]
+                assert [r.key for r in want.rows] == plain
             got = narrowing.scoped("main", table, state, "Pod", row_filter, namespace)
             assert [r.key for r in got.rows] == [r.key for r in want.rows], (needle, namespace, build)
 

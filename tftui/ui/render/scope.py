@@ -14,6 +14,8 @@ indexes built once per cluster state.
 
 from __future__ import annotations
 
+import itertools
+import operator
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -213,6 +215,9 @@ def cluster_namespaces(state: ClusterState) -> list[str]:
     )
 
 
+_SEARCH = operator.attrgetter("search")
+
+
 def scoped(
     table: Table, state: ClusterState, kind: str | None, row_filter: RowFilter, namespace: str | None
 ) -> Table:
@@ -224,6 +229,10 @@ def scoped(
     selector = row_filter.selector if kind is not None else None
     if not keep_ns and selector is None and not row_filter.text:
         return table
+    if not keep_ns and selector is None:  # text alone (every filter key typed): the scan in C
+        hits = map(operator.contains, map(_SEARCH, table.rows), itertools.repeat(row_filter.text))
+        kept = tuple(itertools.compress(table.rows, map(operator.not_, hits) if row_filter.inverse else hits))
+        return table if len(kept) == len(table.rows) else Table(table.columns, kept)
     rows = []
     for r in table.rows:
         if keep_ns and kind is not None and namespace not in namespaces_of(state, kind, r.key):
