@@ -414,8 +414,8 @@ def _scan(state: ClusterState, pv: PoolView, prices: Mapping[str, float]) -> _Sc
         got = scans[key] = _Scan(
             candidates,
             released,
-            {n.name: _node_totals(n) for n in candidates},
-            {n.name: _state_keep(state, n) for n in candidates},
+            {n.name: _node_totals(n) for n in paced(candidates)},
+            {n.name: _state_keep(state, n) for n in paced(candidates)},
         )
     return got
 
