@@ -195,6 +195,16 @@ def test_content_widths_remembered_per_row_equal_measuring_every_cell() -> None:
     for t in tables:
         assert content_widths(t) == _naive_widths(t)
     assert content_widths(tables[-2])["name"] == 40
+    # each text's width is kept; emptied when full, the widths are still right
+    from tftui.ui.render import widths as widths_module
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(widths_module, "TEXT_WIDTHS_KEPT", 3)
+        patch.setattr(widths_module, "_measured", {})
+        patch.setattr(widths_module, "_text_widths", {})
+        for t in tables:
+            assert content_widths(t) == _naive_widths(t)
+        assert len(widths_module._text_widths) <= 3
 
 
 def _naive_fit(table: Table, width: int) -> Table:
