@@ -15,7 +15,6 @@ from textual.color import Color
 
 from tftui.model.plaintext import json_visible, unsafe, visible
 from tftui.ui.render.plain import plain_text
-from tftui.ui.widgets import plain as plain_module
 from tftui.ui.widgets.plain import ControlFilter, plain_cell, plain_renderable
 
 
@@ -86,16 +85,14 @@ def test_plain_renderable_makes_strings_in_groups_and_tables_plain() -> None:
     assert not unsafe(out, multiline=True)
 
 
-def test_plain_cell_is_one_line_of_text_never_markup(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_plain_cell_is_one_line_of_text_never_markup() -> None:
     cell = plain_cell("a[/]\nb")
     assert isinstance(cell, Text) and cell.plain == "a[/]\\nb"
     # kept by its text: the same Text for the same str (a value repeated down a column), and right
     # again after the table is emptied
     assert plain_cell("a[/]\nb") is cell
-    monkeypatch.setattr(plain_module, "PLAIN_CELLS_KEPT", 2)
-    texts = [plain_cell(t) for t in ("x\x1b", "y", "z", "x\x1b")]
-    assert [t.plain for t in texts] == ["x\\x1b", "y", "z", "x\\x1b"]  # type: ignore[union-attr]
-    assert len(plain_module._plain_cells) <= 2
+    assert plain_cell(Text("x\x1b")) is not plain_cell(Text("x\x1b"))  # only str cells are kept
+    assert [t.plain for t in map(plain_cell, ("x\x1b", "x\x1b"))] == ["x\\x1b"] * 2  # type: ignore[union-attr]
 
 
 def test_control_filter_drops_what_escaped_nothing() -> None:

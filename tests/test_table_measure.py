@@ -195,16 +195,14 @@ def test_content_widths_remembered_per_row_equal_measuring_every_cell() -> None:
     for t in tables:
         assert content_widths(t) == _naive_widths(t)
     assert content_widths(tables[-2])["name"] == 40
-    # each text's width is kept; emptied when full, the widths are still right
+    # each text's width is kept: measured afresh, the widths are the same
     from tftui.ui.render import widths as widths_module
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(widths_module, "TEXT_WIDTHS_KEPT", 3)
         patch.setattr(widths_module, "_measured", {})
-        patch.setattr(widths_module, "_text_widths", {})
+        widths_module._text_width.cache_clear()
         for t in tables:
             assert content_widths(t) == _naive_widths(t)
-        assert len(widths_module._text_widths) <= 3
 
 
 def _naive_fit(table: Table, width: int) -> Table:
@@ -289,18 +287,20 @@ def test_fitted_columns_widen_as_a_plain_loop() -> None:
     from tftui.ui.widgets.table import fitted_columns
 
     def naive(columns: tuple[Column, ...], rows: tuple[Row, ...]) -> dict[str, int]:
-        widths = {c.key: c.width for c in columns}
-        for row in rows:
-            for key, width in widths.items():
-                text = row.cells.get(key)
+        """Column by column, every cell: a number wider than the column so far that no unit fits."""
+        out = {}
+        for column in columns:
+            width = column.width
+            for text in (row.cells.get(column.key) for row in rows):
                 if (
-                    isinstance(text, str)
+                    type(text) is str
                     and len(text) > width
                     and is_number(text)
-                    and not fit_number(text, width)
+                    and fit_number(text, width) is None
                 ):
-                    widths[key] = len(text)
-        return widths
+                    width = len(text)
+            out[column.key] = width
+        return out
 
     columns = (Column("a", "A", 3), Column("b", "B", 4), Column("c", "C", 2))
     values = ["12", "10000", "-123456", "1.5", "abcdefgh", "999", "12345678901", "7"]

@@ -14,6 +14,7 @@ still see every full text.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
@@ -36,22 +37,16 @@ HARD_MIN = 6
 __all__ = ["CELL_PADDING", "SCROLLBAR", "content_widths", "fit_table", "fit_widths", "fits"]
 
 
-TEXT_WIDTHS_KEPT = 65_536
-"""Texts whose drawn width is kept (`_width`); the table is emptied when full."""
-_text_widths: dict[str, int] = {}
-
-
 def _width(cell: Cell) -> int:
-    """Cells as drawn: control characters show as escapes (`\\x1b`), four cells, not zero. Kept per
-    text: a figure, a pool, a model or a phase repeats down a column, and the rows a filter key
-    brings up are measured anew (1,000 rows: 5 ms of the key's frame at 5,000 nodes)."""
-    text = plain(cell)
-    width = _text_widths.get(text)
-    if width is None:
-        if len(_text_widths) >= TEXT_WIDTHS_KEPT:
-            _text_widths.clear()
-        width = _text_widths[text] = cell_len(visible(text, multiline=False))
-    return width
+    """Cells as drawn: control characters show as escapes (`\\x1b`), four cells, not zero."""
+    return _text_width(plain(cell))
+
+
+@functools.lru_cache(maxsize=65_536)
+def _text_width(text: str) -> int:
+    """Kept per text: a figure, a pool, a model or a phase repeats down a column, and the rows a
+    filter key brings up are measured anew (1,000 rows: 5 ms of the key's frame at 5,000 nodes)."""
+    return cell_len(visible(text, multiline=False))
 
 
 _RowWidths = dict[int, tuple[Row, tuple[int, ...]]]

@@ -16,6 +16,7 @@ GPUNode phase retitled the terminal. Here, instead of trusting every view builde
 
 from __future__ import annotations
 
+import functools
 from typing import Any, cast
 
 from rich.cells import cell_len
@@ -89,26 +90,20 @@ def _widget_content(content: Any, *, multiline: bool) -> Any:
     return plain_renderable(content, multiline=multiline)
 
 
-PLAIN_CELLS_KEPT = 65_536
-"""`str` cells whose plain `Text` is kept (`plain_cell`); the table is emptied when full."""
-_plain_cells: dict[str, Text] = {}
-
-
 def plain_cell(cell: RenderableType) -> RenderableType:
-    """A DataTable cell: one line, never markup (the DataTable parses `str` cells as markup).
+    """A DataTable cell: one line, never markup (the DataTable parses `str` cells as markup)."""
+    if type(cell) is str:
+        return _str_cell(cell)
+    return plain_renderable(cell, multiline=False)
 
-    A `str` cell's `Text` is kept by its text and handed to every cell showing it: a pool, a model,
+
+@functools.lru_cache(maxsize=65_536)
+def _str_cell(text: str) -> Text:
+    """A `str` cell's `Text`, kept by its text and handed to every cell showing it: a pool, a model,
     a phase or a figure repeats down a column, and the 1,000 rows a filter key brings up each made
     theirs anew (8,000 `Text`s, about 8 ms of the key's frame at 5,000 nodes). Sharing is safe:
     nothing changes a cell in place (the table draws it; a cut copies it first)."""
-    if type(cell) is str:
-        text = _plain_cells.get(cell)
-        if text is None:
-            if len(_plain_cells) >= PLAIN_CELLS_KEPT:
-                _plain_cells.clear()
-            text = _plain_cells[cell] = Text(visible(cell, multiline=False))
-        return text
-    return plain_renderable(cell, multiline=False)
+    return Text(visible(text, multiline=False))
 
 
 class PlainStatic(Static):
