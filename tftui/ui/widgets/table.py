@@ -9,7 +9,7 @@ shown as plain text whatever the builder made of them (`widgets.plain`): object 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from itertools import zip_longest
 from typing import ClassVar
 
@@ -26,6 +26,7 @@ from tftui.ui.actions import bindings
 from tftui.ui.render.format import fit_number, is_number
 from tftui.ui.render.gauge import COMPONENT_CLASSES, GaugeStyles
 from tftui.ui.render.views import Column, Row, Table, rendered
+from tftui.ui.render.widths import content_widths
 from tftui.ui.widgets.plain import plain_cell
 from tftui.ui.widgets.tabledraw import KeptDrawing
 
@@ -42,29 +43,15 @@ Made = tuple[Row, tuple[tuple[str, ...], tuple[int, ...]], list[RenderableType],
 compared, the cells handed to the DataTable."""
 
 
-_lengths: dict[tuple[str, ...], dict[int, tuple[Row, tuple[int, ...]]]] = {}
-"""Per column set, the length of each text cell of the rows last fitted (0 for other cells), by row
-identity: rows are immutable and mostly re-shown (a refresh, a filter key narrowing the page)."""
-
-
-def fitted_columns(columns: Sequence[Column], rows: Sequence[Row]) -> tuple[Column, ...]:
+def fitted_columns(
+    columns: Sequence[Column], rows: Sequence[Row], natural: Mapping[str, int] | None = None
+) -> tuple[Column, ...]:
     """`columns`, each widened to its widest numeric cell that no abbreviation fits (numbers are
-    never cut: `format.fit_number`)."""
-    keys = tuple(c.key for c in columns)
-    before = _lengths.get(keys, {})
-    seen: dict[int, tuple[Row, tuple[int, ...]]] = {}
-    for row in rows:
-        hit = before.get(id(row))
-        if hit is None or hit[0] is not row:
-            cells = row.cells
-            hit = (row, tuple(len(t) if isinstance(t := cells.get(k), str) else 0 for k in keys))
-        seen[id(row)] = hit
-    _lengths[keys] = seen
-    # the longest text of each column, in C; only a column with text wider than it looks further
-    longest = list(map(max, *(lengths for _, lengths in seen.values()))) if len(seen) > 1 else None
+    never cut: `format.fit_number`). `natural`: each column's widest drawn cell (`widths`), when
+    known: a column no wider than that has no number to widen it, and its cells are not looked at."""
     widths = {c.key: c.width for c in columns}
-    for i, key in enumerate(keys):
-        if longest is not None and longest[i] <= widths[key]:
+    for key in widths:
+        if natural is not None and natural.get(key, 0) <= widths[key]:
             continue
         for row in rows:
             text, width = row.cells.get(key), widths[key]
@@ -263,7 +250,8 @@ class ResourceTable(KeptDrawing):
 
     def show(self, table: Table) -> None:
         """Display exactly `table`: columns (rebuilt only on a layout change) and rows (diffed)."""
-        columns = fitted_columns(table.columns, table.rows)
+        # the page is measured already (`fit_table`): only a column too narrow for it is looked at
+        columns = fitted_columns(table.columns, table.rows, content_widths(table))
         with self.app.batch_update():
             self._set_columns(columns)
             cursor = self._restore or self.cursor_key
