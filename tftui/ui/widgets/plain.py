@@ -97,12 +97,13 @@ def plain_cell(cell: RenderableType) -> RenderableType:
     return plain_renderable(cell, multiline=False)
 
 
-@functools.lru_cache(maxsize=65_536)
+@functools.lru_cache(maxsize=16_384)
 def _str_cell(text: str) -> Text:
     """A `str` cell's `Text`, kept by its text and handed to every cell showing it: a pool, a model,
     a phase or a figure repeats down a column, and the 1,000 rows a filter key brings up each made
     theirs anew (8,000 `Text`s, about 8 ms of the key's frame at 5,000 nodes). Sharing is safe:
-    nothing changes a cell in place (the table draws it; a cut copies it first)."""
+    nothing changes a cell in place (the table draws it; a cut copies it first). At most 16,384
+    (≈ 5 MiB): names are unique and only pass through; the values that repeat stay."""
     return Text(visible(text, multiline=False))
 
 
