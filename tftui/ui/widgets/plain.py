@@ -104,7 +104,7 @@ def _str_cell(text: str) -> Text:
     theirs anew (8,000 `Text`s, about 8 ms of the key's frame at 5,000 nodes). Sharing is safe:
     nothing changes a cell in place (the table draws it; a cut copies it first). At most 16,384
     (≈ 5 MiB): names are unique and only pass through; the values that repeat stay."""
-    return Text(visible(text, multiline=False))
+    return cast(Text, plain_renderable(text, multiline=False))  # the one place a str becomes a Text
 
 
 class PlainStatic(Static):
