@@ -11,7 +11,7 @@ import gc
 import os
 import sys
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 from tftui.model.plaintext import json_visible, visible
 from tftui.model.snapshot import Snapshot
@@ -76,12 +76,40 @@ def _live_cluster(args: argparse.Namespace) -> ClusterPort:
         cluster = KubeCluster(context=args.context, kubeconfig=args.kubeconfig)
     except SourceError as exc:
         raise UserError(f"no Kubernetes cluster reachable ({exc}); {hint}") from None
+    line = SyncLine(sys.stderr)
     try:
-        cluster.wait_synced(timeout=30)
+        cluster.wait_synced(timeout=30, progress=line.show)
     except SourceError as exc:
         cluster.close()
         raise UserError(f"no Kubernetes cluster reachable ({exc}); {hint}") from None
+    finally:
+        line.clear()
     return cluster
+
+
+class SyncLine:
+    """The first sync's progress on a terminal's stderr (`wait_synced` calls `show` every half
+    second): a big cluster's first list takes seconds, which would otherwise pass in silence. One
+    line, rewritten in place and erased when the sync ends; nothing when stderr is not a terminal."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.tty = stream.isatty()
+        self.shown = False
+
+    def show(self, objects: int, synced: int, kinds: int) -> None:
+        if self.tty:
+            self.stream.write(
+                f"\r\x1b[Ktftui: listing the cluster: {objects:,} objects, {synced}/{kinds} kinds"
+            )
+            self.stream.flush()
+            self.shown = True
+
+    def clear(self) -> None:
+        if self.shown:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+            self.shown = False
 
 
 def metrics_dsn(args: argparse.Namespace) -> str | None:

@@ -146,6 +146,8 @@ class KubeBase:
     fence: Fence | None
     relists: int
     generation: int
+    listed: int
+    _listed_at: float
     _lock: threading.Lock
     _changed: threading.Condition
     _store: dict[str, dict[tuple[str, str], JSON]]

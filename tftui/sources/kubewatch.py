@@ -5,6 +5,7 @@ says why and how). A mixin of `KubeCluster`, apart from the writes it shares not
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -94,10 +95,15 @@ class WatchCache(KubeBase):
                 finally:
                     resp.release_conn()
                 doc = json.loads(data)
-                for obj in doc.get("items") or []:
+                page = doc.get("items") or []
+                for obj in page:
                     obj["apiVersion"] = k.api_version  # the API omits these on list items
                     obj["kind"] = k.kind
                     items[_key(obj)] = self._dedupe.object(obj)
+                # progress for `wait_synced` (threads of several kinds may race on the count: it
+                # is shown, never decided on; the time is what a wait's deadline follows)
+                self.listed += len(page)
+                self._listed_at = time.monotonic()
                 meta = doc.get("metadata") or {}
                 rv = str(meta.get("resourceVersion") or "")  # every page carries the list's rv
                 token = str(meta.get("continue") or "")

@@ -1,0 +1,98 @@
+"""The live adapter's first sync (`KubeCluster.wait_synced`) on a slow API server: its timeout is
+the longest silence, not the whole list, so a big cluster whose pages keep coming is read, while a
+server that stops answering, or a list that never ends, is still one clear error."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.kubeapi import Fault, KubeApiServer
+from tftui.cli.common import SyncLine
+from tftui.sources.kube import KubeCluster
+from tftui.sources.ports import SourceError
+
+PAGE = 20
+PAGE_DELAY = 0.25  # each page of pods answers this late
+TIMEOUT = 1.2  # well above one page's delay, well below the whole list's
+
+
+def pod(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "sync", "labels": {"app": "sync"}},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+    }
+
+
+@pytest.fixture
+def slow_pods(server: KubeApiServer) -> KubeApiServer:
+    """Enough pods for 10+ pages, every list request for pods answered `PAGE_DELAY` late."""
+    server.seed([pod(f"p{i:03d}") for i in range(200)])
+    server.inject(Fault(delay=PAGE_DELAY, method="GET", path="/api/v1/pods", sticky=True))
+    return server
+
+
+@pytest.fixture
+def cluster(kubeconfig: Path) -> Iterator[KubeCluster]:
+    k = KubeCluster(kubeconfig=str(kubeconfig), backoff=0.01, max_backoff=0.05, page_size=PAGE)
+    try:
+        yield k
+    finally:
+        k.close()
+
+
+def pages_of_pods(server: KubeApiServer) -> int:
+    return -(-len(server.objects("Pod")) // PAGE)
+
+
+def test_a_list_longer_than_the_timeout_syncs_while_its_pages_keep_coming(
+    slow_pods: KubeApiServer, cluster: KubeCluster
+) -> None:
+    assert pages_of_pods(slow_pods) * PAGE_DELAY > 2 * TIMEOUT  # the whole list outlasts the timeout
+    cluster.wait_synced(TIMEOUT)
+    pods = [o for o in cluster.snapshot() if o["kind"] == "Pod"]
+    assert len(pods) == len(slow_pods.objects("Pod"))
+    assert cluster.listed >= len(slow_pods.objects())
+
+
+def test_a_server_that_stops_answering_is_still_an_error(server: KubeApiServer, cluster: KubeCluster) -> None:
+    server.inject(Fault(delay=4 * TIMEOUT, method="GET", path="/api/v1/pods"))
+    with pytest.raises(SourceError, match=rf"no answer listing pods for {TIMEOUT:g}s"):
+        cluster.wait_synced(TIMEOUT)
+
+
+def test_a_list_that_never_ends_is_bounded(slow_pods: KubeApiServer, cluster: KubeCluster) -> None:
+    with pytest.raises(SourceError, match=r"pods still listing after 1s \([0-9,]+ objects received\)"):
+        cluster.wait_synced(TIMEOUT, limit=1.0)
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_sync_shows_its_progress_on_a_terminal_and_erases_it(
+    slow_pods: KubeApiServer, cluster: KubeCluster
+) -> None:
+    term, pipe = Terminal(), io.StringIO()
+    lines = SyncLine(term), SyncLine(pipe)
+
+    def both(objects: int, synced: int, kinds: int) -> None:
+        for line in lines:
+            line.show(objects, synced, kinds)
+
+    cluster.wait_synced(TIMEOUT, progress=both)
+    for line in lines:
+        line.clear()
+    shown = term.getvalue().split("\r\x1b[K")
+    assert shown[0] == "" and shown[-1] == ""  # each update rewrites the line; the end erases it
+    counts = [s for s in shown if s]
+    assert len(counts) >= 2 and all(s.startswith("tftui: listing the cluster: ") for s in counts)
+    assert counts[0] != counts[-1]  # the count moves as pages arrive
+    assert pipe.getvalue() == ""  # not a terminal: nothing
