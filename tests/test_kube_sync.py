@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.kubeapi import Fault, KubeApiServer
-from tftui.cli.common import SyncLine
+from tftui.cli.common import StatusLine
 from tftui.sources.kube import KubeCluster
 from tftui.sources.ports import SourceError
 
@@ -81,11 +81,11 @@ def test_the_sync_shows_its_progress_on_a_terminal_and_erases_it(
     slow_pods: KubeApiServer, cluster: KubeCluster
 ) -> None:
     term, pipe = Terminal(), io.StringIO()
-    lines = SyncLine(term), SyncLine(pipe)
+    lines = StatusLine(term), StatusLine(pipe)
 
     def both(objects: int, synced: int, kinds: int) -> None:
         for line in lines:
-            line.show(objects, synced, kinds)
+            line.synced(objects, synced, kinds)
 
     cluster.wait_synced(TIMEOUT, progress=both)
     for line in lines:

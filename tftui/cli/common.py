@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from tftui.sources.ports import ClusterPort, MetricsPort
 
 EXIT_USAGE = 2
+BIG_DUMP = 64 << 20
+"""Bytes from which reading a dump says so on a terminal (half a second or more of reading and checking)."""
 
 
 def emit(text: str, *, json_text: bool = False) -> None:
@@ -63,7 +65,17 @@ def open_cluster(args: argparse.Namespace, *, acting: bool = True) -> ClusterPor
     if args.from_file:
         from tftui.sources.dumpfile import DumpCluster
 
-        return DumpCluster(args.from_file)
+        line = StatusLine(sys.stderr)
+        try:
+            size = os.stat(args.from_file).st_size if args.from_file != "-" else 0
+        except OSError:
+            size = 0  # the load says why it cannot read the file
+        if size >= BIG_DUMP:
+            line.show(f"reading {os.path.basename(args.from_file)} ({size / 2**20:,.0f} MiB)")
+        try:
+            return DumpCluster(args.from_file)
+        finally:
+            line.clear()
     return _live_cluster(args)
 
 
@@ -76,9 +88,9 @@ def _live_cluster(args: argparse.Namespace) -> ClusterPort:
         cluster = KubeCluster(context=args.context, kubeconfig=args.kubeconfig)
     except SourceError as exc:
         raise UserError(f"no Kubernetes cluster reachable ({exc}); {hint}") from None
-    line = SyncLine(sys.stderr)
+    line = StatusLine(sys.stderr)
     try:
-        cluster.wait_synced(timeout=30, progress=line.show)
+        cluster.wait_synced(timeout=30, progress=line.synced)
     except SourceError as exc:
         cluster.close()
         raise UserError(f"no Kubernetes cluster reachable ({exc}); {hint}") from None
@@ -87,23 +99,26 @@ def _live_cluster(args: argparse.Namespace) -> ClusterPort:
     return cluster
 
 
-class SyncLine:
-    """The first sync's progress on a terminal's stderr (`wait_synced` calls `show` every half
-    second): a big cluster's first list takes seconds, which would otherwise pass in silence. One
-    line, rewritten in place and erased when the sync ends; nothing when stderr is not a terminal."""
+class StatusLine:
+    """What a slow start is doing, on a terminal's stderr: reading a big dump or the first sync of
+    a big cluster takes seconds, which would otherwise pass in silence. One line, rewritten in
+    place and erased when the step ends (before the console or an error line); nothing when stderr
+    is not a terminal."""
 
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
         self.tty = stream.isatty()
         self.shown = False
 
-    def show(self, objects: int, synced: int, kinds: int) -> None:
+    def show(self, text: str) -> None:
         if self.tty:
-            self.stream.write(
-                f"\r\x1b[Ktftui: listing the cluster: {objects:,} objects, {synced}/{kinds} kinds"
-            )
+            self.stream.write(f"\r\x1b[Ktftui: {visible(text)}")
             self.stream.flush()
             self.shown = True
+
+    def synced(self, objects: int, synced: int, kinds: int) -> None:
+        """`KubeCluster.wait_synced`'s progress call (every half second)."""
+        self.show(f"listing the cluster: {objects:,} objects, {synced}/{kinds} kinds")
 
     def clear(self) -> None:
         if self.shown:
