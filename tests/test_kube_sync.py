@@ -63,12 +63,15 @@ def test_a_list_longer_than_the_timeout_syncs_while_its_pages_keep_coming(
 
 def test_a_server_that_stops_answering_is_still_an_error(server: KubeApiServer, cluster: KubeCluster) -> None:
     server.inject(Fault(delay=4 * TIMEOUT, method="GET", path="/api/v1/pods"))
-    with pytest.raises(SourceError, match=rf"no answer listing pods for {TIMEOUT:g}s"):
+    with pytest.raises(SourceError, match=rf"no answer listing ([a-z]+, )*pods(, [a-z]+)* for {TIMEOUT:g}s"):
         cluster.wait_synced(TIMEOUT)
 
 
 def test_a_list_that_never_ends_is_bounded(slow_pods: KubeApiServer, cluster: KubeCluster) -> None:
-    with pytest.raises(SourceError, match=r"pods still listing after 1s \([0-9,]+ objects received\)"):
+    # other kinds may still be listing too on a busy machine: the message names every one
+    with pytest.raises(
+        SourceError, match=r": ([a-z]+, )*pods(, [a-z]+)* still listing after 1s \([0-9,]+ objects"
+    ):
         cluster.wait_synced(TIMEOUT, limit=1.0)
 
 

@@ -273,15 +273,21 @@ class KubeCluster(WatchCache, Writes):
                 if err and (now - quiet_since >= timeout or now >= end or k.kind in self._fatal):
                     raise SourceError(redact.scrub(f"cluster {self._name}: cannot list {k.plural}: {err}"))
                 if now - quiet_since >= timeout:
-                    raise SourceError(f"cluster {self._name}: no answer listing {k.plural} for {timeout:g}s")
+                    raise SourceError(
+                        f"cluster {self._name}: no answer listing {self._unsynced()} for {timeout:g}s"
+                    )
                 if now >= end:
                     raise SourceError(
-                        f"cluster {self._name}: {k.plural} still listing after {now - start:.0f}s "
+                        f"cluster {self._name}: {self._unsynced()} still listing after {now - start:.0f}s "
                         f"({self.listed:,} objects received)"
                     )
                 if progress is not None and now - shown >= PROGRESS_EVERY:
                     shown = now
                     progress(self.listed, sum(e.is_set() for e in self._synced.values()), len(self.kinds))
+
+    def _unsynced(self) -> str:
+        """The kinds not listed yet, as the API names them (`pods, gpus`)."""
+        return ", ".join(k.plural for k in self.kinds if not self._synced[k.kind].is_set())
 
     def synced(self) -> bool:
         return all(e.is_set() for e in self._synced.values())
