@@ -55,6 +55,7 @@ jlog = logging.getLogger("tftui.journal")
 METRICS_PROBE_EVERY = 10.0  # wall seconds between metrics-store probes when autoscale does not run
 FAILED_TICK_STEP = timedelta(seconds=10)  # simulated time moved after a failed tick (as run_for's step)
 SIGNAL_POLL = 0.2  # wall seconds between checks for a signal while the loop waits (`Daemon._wait`)
+SYNC_LOG_EVERY = 10.0  # wall seconds between two progress lines of the first sync (`Daemon.first_sync`)
 
 
 class JsonFormatter(logging.Formatter):
@@ -137,6 +138,7 @@ class Daemon:
         self._signal_stop = False  # set by a signal handler (see `_on_signal`)
         self._signalled: str | None = None  # a signal's name until the loop has said it stops
         self._heartbeat = time.monotonic()
+        self._sync_logged = self._heartbeat  # when `first_sync` last logged its progress
         self._unsettled_since: float | None = None  # since when ticks are skipped (`_tick`)
         self._metrics_ok: tuple[bool, str] = (True, "")
         self._last_probe = -math.inf
@@ -178,12 +180,52 @@ class Daemon:
             self._signalled = None
         return True
 
+    def serve(self) -> None:
+        """Start the ops server (`/healthz`, `/readyz`, `/metrics`) unless it runs or `listen` is
+        None. `first_sync` starts it before the cluster's first list, `run` otherwise."""
+        if self.options.listen is not None and self.ops is None:
+            self.ops = OpsServer(self.options.listen, self.metrics, self.health, self.ready)
+            self.ops.start()
+
+    def first_sync(self, wait: Callable[..., None], timeout: float) -> None:
+        """The cluster's first list (`wait`: `KubeCluster.wait_synced`), with the ops server up.
+
+        A 5,000-node cluster's first list takes tens of seconds, longer than the kubelet gives a
+        liveness probe that finds no server (the chart's: 5 s, then three failures 10 s apart):
+        with the server started after the list, such a daemon was restarted before it had listed,
+        again and again. Meanwhile `/healthz` is ok (the list's progress counts as the loop's
+        heartbeat; a list that stops answering ends the wait, and the process, after `timeout`),
+        `/readyz` answers 503 until it is done, and a line is logged every `SYNC_LOG_EVERY` s."""
+        self.serve()
+        start = self._sync_logged = time.monotonic()
+        try:
+            wait(timeout=timeout, progress=self._syncing)
+        except BaseException:
+            self._stop_ops()
+            raise
+        fields = {
+            "objects": getattr(self.cluster, "listed", None),
+            "seconds": round(time.monotonic() - start, 1),
+        }
+        log.info("cluster cache synced", extra={"fields": fields})
+
+    def _syncing(self, objects: int, synced: int, kinds: int) -> None:
+        now = self._heartbeat = time.monotonic()
+        if now - self._sync_logged >= SYNC_LOG_EVERY:
+            self._sync_logged = now
+            log.info(
+                "listing the cluster", extra={"fields": {"objects": objects, "kinds": f"{synced}/{kinds}"}}
+            )
+
+    def _stop_ops(self) -> None:
+        if self.ops is not None:
+            self.ops.stop()
+            self.ops = None
+
     def run(self) -> int:
         """The loop; returns 0 after a graceful stop."""
         opts = self.options
-        if opts.listen is not None:
-            self.ops = OpsServer(opts.listen, self.metrics, self.health, self.ready)
-            self.ops.start()
+        self.serve()
         log.info(
             "daemon started",
             extra={
@@ -219,8 +261,7 @@ class Daemon:
         if self.elector is not None:
             self.elector.stop(release=True)
             self.metrics.leader.set(0)
-        if self.ops is not None:
-            self.ops.stop()
+        self._stop_ops()
         self._unsubscribe()
         log.info("daemon stopped", extra={"fields": {"ticks": self.ticks}})
 

@@ -75,10 +75,12 @@ def cmd_daemon(args: argparse.Namespace) -> int:
         raise UserError(f"no Kubernetes cluster reachable ({exc})") from None
     metrics = None
     try:
-        cluster.wait_synced(timeout=60)
-        metrics = open_metrics(args, cluster)
+        metrics = open_metrics(args, cluster)  # opens nothing until first used
         elector = None if args.dry_run else LeaderElector(cluster.api, config)
         daemon = Daemon(cluster, metrics, options, elector=elector)
+        # the probes' server is up while the first list runs (a SIGTERM meanwhile ends the
+        # process at once, as before: nothing was decided or written yet)
+        daemon.first_sync(cluster.wait_synced, timeout=60)
         daemon.install_signal_handlers()
         return daemon.run()
     finally:
