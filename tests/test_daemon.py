@@ -540,12 +540,10 @@ def test_daemon_process_on_the_demo_never_imports_textual_and_stops_on_sigterm()
         assert metric(scraped, "tftui_errors_total", where="loop") == 0
         assert metric(scraped, "tftui_actions_total", action="EvictPod", result="failed") == 0
         metric(scraped, "tftui_pods_evicted_total", pool="demo-training")  # exported, whatever it counted
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=60)  # each step of a stop is bounded, but slow on a busy machine
+        out, err = _stopped(proc, signal.SIGTERM)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 0, err
     assert "TEXTUAL False" in err
     docs = [json.loads(line) for line in out.splitlines()]
     assert docs[0]["msg"] == "daemon started" and docs[0]["cluster"] == "demo"
@@ -583,6 +581,16 @@ def _start(args: list[str]) -> subprocess.Popen[str]:
     )
 
 
+def _stopped(proc: subprocess.Popen[str], sig: int) -> tuple[str, str]:
+    """Send `sig` to a daemon process; its (stdout, stderr) once it exited 0. Each step of a stop
+    (the call in flight, the Lease's release, the cache's close) is bounded, but slow on a busy
+    machine: up to a minute."""
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    return out, err
+
+
 def _ready(port: int) -> bool:
     try:
         return http(f"http://127.0.0.1:{port}/readyz")[0] == 200
@@ -608,12 +616,10 @@ def test_cli_daemon_on_a_cluster_leads_and_releases_on_sigterm(
                 k.startswith("DELETE /apis/tensor-fusion.ai/v1/gpunodeclaims/") for k in writes(server)
             )
         )
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=60)  # the same; and the lease release, cache close (each bounded)
+        out, _ = _stopped(proc, signal.SIGTERM)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 0, err
     assert not (server.get("Lease", "tftui", "tf-sys") or {})["spec"].get("holderIdentity")
     docs = [json.loads(line) for line in out.splitlines()]
     holder = lease["spec"]["holderIdentity"]
@@ -636,11 +642,9 @@ def test_cli_daemon_dry_run_on_a_cluster_writes_nothing(server: KubeApiServer, k
                 > 0
             )
         )
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
+        out, _ = _stopped(proc, signal.SIGINT)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 0, err
     assert writes(server) == {}
     assert any('"msg": "dry-run: delete GPUNodeClaim ' in line for line in out.splitlines())

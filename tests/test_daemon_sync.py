@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 from tests.kubeapi import Fault, KubeApiServer
-from tests.test_daemon import _free_port, _start, http
+from tests.test_daemon import _free_port, _start, _stopped, http
 from tests.waiting import eventually
 
 LIST_DELAY = 8.0  # the first list of pods answers this late: longer than the process takes to start
@@ -35,12 +35,10 @@ def test_the_probes_answer_while_the_first_list_runs(server: KubeApiServer, kube
         assert (code, body.strip()) == (503, "not ok: cluster cache not synced yet")  # the pods still listing
         assert server.pending_faults() == 0  # the delayed list was asked for: the wait is the sync's
         eventually(lambda: http(f"{base}/readyz")[0] == 200, 60)
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
+        out, _ = _stopped(proc, signal.SIGINT)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 0, err
     docs = [json.loads(line) for line in out.splitlines()]
     synced = [d for d in docs if d["msg"] == "cluster cache synced"]
     assert len(synced) == 1 and synced[0]["objects"] >= len(server.objects())
