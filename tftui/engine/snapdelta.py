@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from tftui.model.giveway import SLICE, checkpoint, slices
+from tftui.model.giveway import SLICE, checkpoint, offsets, same_items, slices
 from tftui.model.snapshot import Snapshot
 
 __all__ = ["DeltaSnapshot", "KindDelta", "identity_changes", "in_order", "increasing", "ordered", "positions"]
@@ -50,9 +50,7 @@ def identity_changes(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> Ki
     lists are the same objects), by identity; None when unchanged objects changed places. The set
     operations run in C, so an unchanged kind costs a few microseconds per thousand objects; each
     pass goes in slices (`giveway.slices`), so a key waits for a slice, not for a pass."""
-    if len(old) == len(new) and all(
-        all(map(operator.is_, a, b)) for a, b in zip(slices(old), slices(new), strict=True)
-    ):
+    if same_items(old, new):
         return [], [], {}
     checkpoint()
     pos = positions(new)
@@ -76,9 +74,7 @@ def identity_changes(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> Ki
 
 def increasing(seq: list[int]) -> bool:
     """Whether `seq` is strictly increasing (in C, a slice at a time)."""
-    for start in range(0, len(seq), SLICE):
-        if start:
-            checkpoint()
+    for start in offsets(len(seq), SLICE):
         if not all(map(operator.lt, seq[start : start + SLICE], seq[start + 1 : start + SLICE + 1])):
             return False
     return True
@@ -87,9 +83,7 @@ def increasing(seq: list[int]) -> bool:
 def positions(objs: list[dict[str, Any]]) -> dict[int, int]:
     """Position in `objs` by the id of each object."""
     pos: dict[int, int] = {}
-    for start in range(0, len(objs), SLICE):
-        if start:
-            checkpoint()
+    for start in offsets(len(objs), SLICE):
         pos.update(zip(map(id, objs[start : start + SLICE]), itertools.count(start)))
     return pos
 

@@ -16,6 +16,7 @@ pure: where they pause does not change what they return.
 
 from __future__ import annotations
 
+import operator
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -123,13 +124,30 @@ def paced(items: Iterable[T], stride: int = STRIDE) -> Iterator[T]:
         yield item
 
 
-def slices(items: Sequence[T], size: int | None = None) -> Iterator[Sequence[T]]:
-    """`items` in consecutive slices of `size`, with a check-point between two: for passes that run
-    in C (`all(map(...))`, `dict(zip(...))`) over big lists. Such a pass never gives the interpreter
-    up until it ends, so a key waits for all of it however small the switch interval (60,000 pods:
-    5-10 ms a pass). `size`: `SLICE`."""
+def offsets(length: int, size: int | None = None) -> Iterator[int]:
+    """The starts of `length` items' consecutive slices of `size`, with a check-point between two:
+    for passes that run in C (`all(map(...))`, `dict(zip(...))`) over big lists. Such a pass never
+    gives the interpreter up until it ends, so a key waits for all of it however small the switch
+    interval (60,000 pods: 5-10 ms a pass). `size`: `SLICE`."""
     size = size or SLICE
-    for start in range(0, len(items), size):
+    for start in range(0, length, size):
         if start and _hold_until:
             checkpoint()
+        yield start
+
+
+def slices(items: Sequence[T], size: int | None = None) -> Iterator[Sequence[T]]:
+    """`items` in consecutive slices of `size` (`SLICE`), with a check-point between two (`offsets`)."""
+    size = size or SLICE
+    for start in offsets(len(items), size):
         yield items[start : start + size]
+
+
+def same_items(a: Sequence[object], b: Sequence[object]) -> bool:
+    """Whether `a` and `b` hold the very same objects in the same order (by identity, in C, a slice
+    at a time): a source hands an unchanged object's dict again, so this means nothing changed."""
+    size = SLICE
+    return len(a) == len(b) and all(
+        all(map(operator.is_, a[start : start + size], b[start : start + size]))
+        for start in offsets(len(a), size)
+    )

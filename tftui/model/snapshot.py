@@ -5,12 +5,11 @@ be read: what the engine and the batch commands need of `tftui.model.dump` witho
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from tftui.model.giveway import slices
+from tftui.model.giveway import same_items
 
 __all__ = ["KIND_NAMES", "OTHER", "DumpError", "Snapshot"]
 
@@ -63,12 +62,7 @@ class Snapshot:
     def same_objects(self, other: Snapshot) -> bool:
         """Whether both hold the very same dicts in the same order (C-level identity checks): the
         sources hand an unchanged object's dict again, so this means nothing changed."""
-        if other is self:
-            return True
-        return len(self.objects) == len(other.objects) and all(
-            all(map(operator.is_, mine, theirs))
-            for mine, theirs in zip(slices(self.objects), slices(other.objects), strict=True)
-        )
+        return other is self or same_items(self.objects, other.objects)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Snapshot) and self.objects == other.objects

@@ -21,7 +21,7 @@ from typing import Any, cast
 
 from tftui.model.dump import Snapshot, _kind_of, validate_items
 from tftui.model.gcpause import gc_paused
-from tftui.model.giveway import SLICE, checkpoint, slices
+from tftui.model.giveway import SLICE, checkpoint, offsets
 
 __all__ = ["CHUNK", "ValidationCache"]
 
@@ -72,10 +72,8 @@ class ValidationCache:
         with gc_paused():
             if len(items) == len(self._items) and self._items:
                 changed: list[int] = []
-                for start, (new, old) in zip(
-                    itertools.count(0, SLICE),
-                    zip(slices(items, SLICE), slices(self._items, SLICE), strict=True),
-                ):
+                for start in offsets(len(items)):
+                    new, old = items[start : start + SLICE], self._items[start : start + SLICE]
                     changed += itertools.compress(itertools.count(start), map(operator.is_not, new, old))
                 checkpoint()
                 if len(changed) <= len(items) // 4:
