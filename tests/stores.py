@@ -13,7 +13,9 @@ differs between the stores for a test (a column one layout lacks) it reads from 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import contextlib
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import AbstractContextManager
 from typing import Any, Final, Protocol
 
 from tests import pg
@@ -50,6 +52,11 @@ class MetricsStore(Protocol):
     def drop_table(self, db: str, table: str) -> None: ...
 
     def kill_connections(self) -> None: ...
+
+    def hold(self, db: str, table: str) -> AbstractContextManager[None]:
+        """While inside, queries that read `table` wait (an overloaded store); the server's own
+        statement timeout still ends them."""
+        ...
 
 
 class PgStore:
@@ -100,6 +107,16 @@ class PgStore:
                 import time
 
                 time.sleep(0.02)
+
+    @contextlib.contextmanager
+    def hold(self, db: str, table: str) -> Iterator[None]:
+        with self.server.connect(db, user=pg.USER) as conn:  # a lock held open in a transaction
+            conn.autocommit = False
+            conn.execute(f'LOCK TABLE "{table}" IN ACCESS EXCLUSIVE MODE')
+            try:
+                yield
+            finally:
+                conn.rollback()
 
 
 #: PostgreSQL column types of the tests' overrides → GreptimeDB's names
@@ -155,3 +172,6 @@ class DialectStore:
 
     def kill_connections(self) -> None:
         self.server.wire.kill_connections()
+
+    def hold(self, db: str, table: str) -> AbstractContextManager[None]:
+        return self.server.stall(table)

@@ -475,6 +475,42 @@ def test_metrics_store_pauses_then_resumes_autoscale(
     assert len(paused) == 1 and ("does not exist" in paused[0].message or "not found" in paused[0].message)
 
 
+def test_a_metrics_store_that_stops_answering_pauses_autoscale_only(
+    server: KubeApiServer, kubeconfig: Path, store: Any
+) -> None:
+    """On each store: queries on a held table end at the query timeout (they used to wait for good,
+    and the loop with them until the liveness probe restarted the daemon); autoscale pauses saying
+    so, the cluster loops and the probes go on, and autoscale resumes once the store answers."""
+    db = f"daemon_held_{store.kind}"
+    store.create(db, "greptime_timestamp")
+    metrics = GreptimeMetrics(store.dsn(db), connect_timeout=1, query_timeout=1)
+    daemon, kube = make_daemon(kubeconfig, metrics=metrics, stop_at=None, listen="127.0.0.1:0")
+    thread = run_in_thread(daemon)
+    try:
+        with store.hold(db, "tf_worker_usage"):
+            eventually(
+                lambda: any(e.message.startswith("autoscale paused") for e in daemon.journal.entries()), 60
+            )
+            ticks = daemon.ticks
+            eventually(lambda: daemon.ticks >= ticks + 2, 60)  # the loop goes on
+            assert [k for k in writes(server) if "leases" not in k]  # and acted on the cluster meanwhile
+            assert daemon.ops is not None
+            base = f"http://127.0.0.1:{daemon.ops.port}"
+            code, body = http(f"{base}/readyz")
+            assert code == 503 and "no result within 1 s" in body, body
+            assert http(f"{base}/healthz")[0] == 200
+        eventually(
+            lambda: any(e.message.startswith("autoscale resumed") for e in daemon.journal.entries()), 60
+        )
+    finally:
+        daemon.stop()
+        thread.join(timeout=10)
+        kube.close()
+        metrics.close()
+    paused = [e for e in daemon.journal.entries() if e.message.startswith("autoscale paused")]
+    assert len(paused) == 1 and "no result within 1 s while" in paused[0].message, paused
+
+
 def test_follower_never_acts(server: KubeApiServer, kubeconfig: Path) -> None:
     lease = {
         "apiVersion": "coordination.k8s.io/v1",

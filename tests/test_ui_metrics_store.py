@@ -16,7 +16,7 @@ import pytest
 
 from tests.pg import SIM_TABLES, DictRows
 from tests.stores import MetricsStore
-from tests.test_ui_metrics import FAST, WINDOW, cell, make_app, settle, table
+from tests.test_ui_metrics import FAST, WINDOW, cell, header_status, make_app, settle, table
 from tftui.engine.alerts import RULES
 from tftui.sources.greptime import GreptimeMetrics
 from tftui.sources.sim.cluster import DEFAULT_NOW, SimCluster
@@ -80,3 +80,25 @@ async def test_waste_view_on_the_store_lists_the_engines_findings(
         assert isinstance(app.screen, WasteScreen)
         shown = table(app)
         assert len(shown.row_keys) == len(expected)
+
+
+async def test_a_store_that_stops_answering_is_shown_then_recovers(
+    store: MetricsStore, demo: SimCluster, loaded: tuple[GreptimeMetrics, Any]
+) -> None:
+    """A held table (a locked table, an overloaded GreptimeDB) ends the console's queries at the
+    query timeout: the header says so and allocation still renders; once released, a refresh is
+    whole again. Before, the analyses waited on the store for good."""
+    with GreptimeMetrics(store.dsn("console"), connect_timeout=3, query_timeout=1) as gm:
+        app = make_app(demo, gm)
+        async with app.run_test(size=(200, 50)) as pilot:
+            await settle(pilot)
+            assert header_status(app) == ""
+            with store.hold("console", "tf_worker_usage"):
+                await pilot.press("ctrl+r")
+                await settle(pilot)
+                status = header_status(app)
+                assert "no result within 1 s while" in status and "(tf_worker_usage)" in status, status
+                assert table(app).row_keys  # the pools, from allocation
+            await pilot.press("ctrl+r")
+            await settle(pilot)
+            assert header_status(app) == ""

@@ -13,6 +13,11 @@ Reproduced (module that does it):
   placeholders, the empty query answered with EmptyQueryResponse (psycopg_pool's check).
 - Fixtures (sqltext.py): BEGIN/START TRANSACTION/COMMIT/ROLLBACK answered and ignored (with
   GreptimeDB's warning notice), `SHOW` of four variables, `SET TRANSACTION`; `SET TIME ZONE`.
+- `SET statement_timeout` (engine.py) as GreptimeDB reads it on its PostgreSQL port (a bare number
+  is milliseconds, a quoted one may carry ms/s/min/h/d); a statement that outlives it fails with
+  57000 "Canceling statement due to statement timeout". Other `SET`s answer with GreptimeDB's
+  "Unsupported set variable" warning. `DialectServer.stall` holds the queries naming a table, as an
+  overloaded store (the timeout ends them) or a wedged one (nothing does) would.
 - SQL rewrites (sqltext.py): `::timestamp`/`CAST(… AS TIMESTAMP)` at millisecond precision;
   interval shorthands (`'1d'::INTERVAL`, `'1h30m'`).
 - DataFusion's planner and function set as they are: duplicate projection names rejected ("Projections
@@ -39,13 +44,15 @@ the planned column's unit).
 from __future__ import annotations
 
 import atexit
-from collections.abc import Iterable, Mapping
+import threading
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 
-from tests.greptime_dialect.engine import Engine
+from tests.greptime_dialect.engine import Engine, Stall
 from tests.greptime_dialect.tables import LAYOUTS, LINE_PROTOCOL, MIGRATION_DDL, Layout, TableSchema
 from tests.greptime_dialect.wire import WireServer
 
@@ -110,9 +117,23 @@ class DialectServer:
     def drop_table(self, db: str, table: str) -> None:
         self.engine.drop_table(db, table)
 
+    @contextmanager
+    def stall(self, table: str, *, honour_timeout: bool = True) -> Iterator[None]:
+        """While inside, every query naming `table` waits: until the block ends, or (with
+        `honour_timeout`) until its session's statement timeout fails it."""
+        stall = Stall(threading.Event(), honour_timeout)
+        self.engine.stalls[table] = stall
+        try:
+            yield
+        finally:
+            del self.engine.stalls[table]
+            stall.released.set()
+
     def stop(self) -> None:
         if not self._stopped:
             self._stopped = True
+            for stall in self.engine.stalls.values():
+                stall.released.set()
             self.wire.stop()
 
 

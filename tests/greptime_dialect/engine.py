@@ -6,7 +6,8 @@ PostgreSQL SQL dialect) in which its tables are registered as in-memory record b
 `information_schema.columns` table in GreptimeDB's shape (see `_COLUMNS_SCHEMA`).
 
 Every statement goes through `execute`: GreptimeDB's canned answers (sqltext.fixture), `SET`
-(the time zone: only UTC is modelled, as GreptimeDB's default), then GreptimeDB's text rewrites
+(the time zone: only UTC is modelled, as GreptimeDB's default; `statement_timeout`, enforced as
+GreptimeDB does on its PostgreSQL port), then GreptimeDB's text rewrites
 (sqltext.rewrite) and DataFusion's planner and executor. DataFusion's errors come back with the
 SQLSTATE GreptimeDB maps its status codes to (src/servers/src/postgres/types/error.rs): a table
 not found 42P01, a syntax error 42601, any other planning or execution error P0000.
@@ -20,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import re
 import threading
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -58,6 +60,17 @@ class Session:
     database: str
     timezone: str = "UTC"
     notices: list[str] = field(default_factory=list)
+    timeout_ms: int = 0  # `SET statement_timeout`; 0: none
+
+
+@dataclass(frozen=True, slots=True)
+class Stall:
+    """A test's hold on the queries that name a table (`Engine.stall`): they wait until `released`;
+    with `honour_timeout` the session's statement timeout ends the wait as GreptimeDB's does (an
+    overloaded store), without it nothing does (a wedged server)."""
+
+    released: threading.Event
+    honour_timeout: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +142,29 @@ _SET: Final = re.compile(
     r"(?is)^\s*set\s+(session\s+|local\s+)?(time\s+zone|timezone|time_zone)\s*(to|=)?\s*(.*?)\s*;?\s*$"
 )
 _OTHER_SET: Final = re.compile(r"(?is)^\s*set\s+(session\s+|local\s+)?([A-Za-z_.@]+)")
+_TIMEOUT_SET: Final = re.compile(
+    r"(?is)^\s*set\s+(session\s+|local\s+)?statement_timeout\s*(to|=)\s*(.*?)\s*;?\s*$"
+)
+_TIMEOUT_TEXT: Final = re.compile(r"^(\d+)(ms|s|min|h|d)$")
+_UNIT_MS: Final = {"ms": 1, "s": 1000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+TIMED_OUT: Final = "Canceling statement due to statement timeout"
+"""GreptimeDB's message when its statement timeout ends a query (SQLSTATE 57000, `Cancelled`)."""
+
+
+def _timeout_ms(value: str) -> int:
+    """GreptimeDB's `set_query_timeout` on the PostgreSQL port: a bare number is milliseconds, a
+    quoted one a number or a number with a unit (ms, s, min, h, d)."""
+    if value.isdigit():
+        return int(value)
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        inner = value[1:-1]
+        if inner.isdigit():
+            return int(inner)
+        if m := _TIMEOUT_TEXT.match(inner):
+            return int(m[1]) * _UNIT_MS[m[2]]
+    raise DialectError("0A000", f"Not supported: Unsupported timeout expr {value} in set variable statement")
+
+
 _UTC: Final = frozenset({"utc", "'utc'", "'etc/utc'", "'+00:00'", "'+0000'", "'z'", "local", "default"})
 
 
@@ -138,6 +174,7 @@ class Engine:
     def __init__(self) -> None:
         self._lock = threading.RLock()
         self._dbs: dict[str, _Database] = {}
+        self.stalls: dict[str, Stall] = {}  # table → the test's hold on queries naming it
         self._version = 0  # bumped on every schema change: information_schema is rebuilt lazily
 
     # -- set-up (the tests' side; not reachable over the wire) ----------------------------------
@@ -267,6 +304,9 @@ class Engine:
                 )
             session.timezone = "UTC"
             return Result("OK 0")
+        if m := _TIMEOUT_SET.match(sql):
+            session.timeout_ms = _timeout_ms(m.group(3).strip())
+            return Result("OK 0")
         if m := _OTHER_SET.match(sql):
             session.notices.append(f"Unsupported set variable {m.group(2).upper()}")
             return Result("OK 0")
@@ -279,17 +319,29 @@ class Engine:
             self._information_schema(db)
         text = rewrite(sql)
         values = {str(i): v for i, v in enumerate(params, 1)}
+        started = time.monotonic()
+        self._wait_for_stalls(session, sql)
         try:
             df = db.ctx.sql(text, param_values=values) if values else db.ctx.sql(text)
             batches = df.collect()
             schema = df.schema()
         except Exception as exc:
             raise _error(exc, session.database) from None
+        if session.timeout_ms and time.monotonic() - started > session.timeout_ms / 1000:
+            raise DialectError("57000", TIMED_OUT)  # GreptimeDB would have cancelled it by now
         try:  # a partition's batch may carry a narrower type than the plan (a CASE of ints and floats)
             table = pa.Table.from_batches([b.cast(schema) for b in batches], schema=schema)
             return _encode(table)
         except (pa.ArrowException, ValueError, TypeError) as exc:
             raise DialectError("XX000", f"Failed to encode the result: {exc}") from None
+
+    def _wait_for_stalls(self, session: Session, sql: str) -> None:
+        for table, stall in list(self.stalls.items()):
+            if table not in sql:
+                continue
+            limit = session.timeout_ms / 1000 if stall.honour_timeout and session.timeout_ms else None
+            if not stall.released.wait(limit):
+                raise DialectError("57000", TIMED_OUT)
 
 
 def _coerce(schema: TableSchema, column: str, value: Any) -> Any:

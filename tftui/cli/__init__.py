@@ -24,6 +24,7 @@ from tftui.cli.common import UserError as UserError
 from tftui.cli.common import default_pool as default_pool
 from tftui.cli.common import emit as emit
 from tftui.cli.common import metrics_dsn as metrics_dsn
+from tftui.cli.common import metrics_timeout
 from tftui.cli.common import open_cluster as open_cluster
 from tftui.cli.common import open_metrics as open_metrics
 from tftui.cli.common import parse_now as parse_now
@@ -99,6 +100,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _dispatch(args: argparse.Namespace) -> int:
+    metrics_timeout(args)  # a bad value ends the command before it reads anything
     if args.daemon:
         return cmd_daemon(args)
     if args.command == "dump":

@@ -19,6 +19,7 @@ from tftui.sources.ports import SourceError
 
 if TYPE_CHECKING:
     from tftui.engine.state import ClusterState
+    from tftui.sources.greptime import GreptimeMetrics
     from tftui.sources.ports import ClusterPort, MetricsPort
 
 EXIT_USAGE = 2
@@ -133,12 +134,30 @@ def metrics_dsn(args: argparse.Namespace) -> str | None:
     return args.metrics_dsn or (None if args.demo else os.environ.get("TFTUI_METRICS_DSN")) or None
 
 
+def metrics_timeout(args: argparse.Namespace) -> float | None:
+    """`--metrics-timeout` in seconds (None: not given, the store's default of 30 s); the command
+    checks it before it reads anything."""
+    value = getattr(args, "metrics_timeout", None)
+    if value is None:
+        return None
+    seconds = _duration_arg("--metrics-timeout", value).total_seconds()
+    if seconds <= 0:
+        raise UserError(f"--metrics-timeout: must be more than 0, got {value!r}")
+    return seconds
+
+
+def open_greptime(args: argparse.Namespace, dsn: str) -> GreptimeMetrics:
+    """The metrics store at `dsn`, its queries limited by `--metrics-timeout`."""
+    from tftui.sources.greptime import GreptimeMetrics
+
+    seconds = metrics_timeout(args)
+    return GreptimeMetrics(dsn) if seconds is None else GreptimeMetrics(dsn, query_timeout=seconds)
+
+
 def open_metrics(args: argparse.Namespace, cluster: ClusterPort) -> MetricsPort | None:
     dsn = metrics_dsn(args)
     if dsn:
-        from tftui.sources.greptime import GreptimeMetrics
-
-        return GreptimeMetrics(dsn)
+        return open_greptime(args, dsn)
     if args.demo:
         from tftui.sources.sim.usage import SimMetrics
 

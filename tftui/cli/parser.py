@@ -43,6 +43,12 @@ def _add_source_args(p: argparse.ArgumentParser, *, sub: bool = False) -> None:
         help="GreptimeDB PostgreSQL DSN (default: env TFTUI_METRICS_DSN; --demo: its simulator)",
     )
     src.add_argument(
+        "--metrics-timeout",
+        metavar="DURATION",
+        default=d(None),
+        help="longest a metrics query may take before it is an error (a Go duration; default 30s)",
+    )
+    src.add_argument(
         "--read-only",
         action="store_true",
         default=d(False),

@@ -7,7 +7,16 @@ import argparse
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from tftui.cli.common import UserError, _demo_now, _settle, _state, emit, metrics_dsn, open_cluster
+from tftui.cli.common import (
+    UserError,
+    _demo_now,
+    _settle,
+    _state,
+    emit,
+    metrics_dsn,
+    open_cluster,
+    open_greptime,
+)
 
 if TYPE_CHECKING:
     from tftui.engine.state import ClusterState
@@ -49,9 +58,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     cluster, state, cluster_name = _report_cluster(args, dsn)
     port: Step1Port
     if dsn:
-        from tftui.sources.greptime import GreptimeMetrics
-
-        port = GreptimeMetrics(dsn)
+        port = open_greptime(args, dsn)
     elif args.demo:
         assert cluster is not None
         port = _demo_step1(cluster, args.seed)

@@ -22,6 +22,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from tftui.model import redact
 from tftui.model.redact import dsn_secrets
+from tftui.sources.greptime.deadline import GRACE, QUERY_TIMEOUT, Deadline, keepalive_kwargs, server_timed_out
 from tftui.sources.ports import SourceError
 
 DSN_ENV: Final = "TFTUI_METRICS_DSN"
@@ -132,7 +133,9 @@ class Store:
 
     The pool is opened on first use, after a probe connection has proven the DSN works — so a bad
     DSN fails fast with the server's reason instead of a pool timeout. `gpu_capacity` (GPU name →
-    (TFLOPS, VRAM bytes)) is only needed by `latest_worker_usage` to derive TFLOPS.
+    (TFLOPS, VRAM bytes)) is only needed by `latest_worker_usage` to derive TFLOPS. No exchange with
+    the server waits longer than `query_timeout` (plus `deadline.GRACE` for a server that does not
+    answer at all): a store that hangs is an error, never a hung command or daemon tick.
     """
 
     def __init__(
@@ -141,11 +144,14 @@ class Store:
         *,
         pool_size: int = 4,
         connect_timeout: float = 5,
+        query_timeout: float = QUERY_TIMEOUT,
         gpu_capacity: Mapping[str, tuple[float, float]] | None = None,
     ) -> None:
         dsn = dsn or dsn_from_env()
         if not dsn:
             raise SourceError(f"no metrics store configured: pass --metrics-dsn or set {DSN_ENV}")
+        if not query_timeout > 0:
+            raise SourceError(f"metrics query timeout must be positive, got {query_timeout:g} s")
         secrets = dsn_secrets(dsn)
         redact.register(*secrets)  # masked in every later message and log line, whoever writes it
         try:
@@ -178,6 +184,7 @@ class Store:
         self._user = str(params.get("user") or "")
         self._pool_size = max(1, pool_size)
         self._timeout = float(connect_timeout)
+        self.query_timeout = float(query_timeout)
         self.gpu_capacity: Mapping[str, tuple[float, float]] = dict(gpu_capacity or {})
         self._pool: ConnectionPool | None = None
         self._lookup: threading.Event | None = None  # the last DNS lookup; set once it answered
@@ -219,11 +226,34 @@ class Store:
             "autocommit": True,
             "cursor_factory": psycopg.ClientCursor,
             "connect_timeout": max(1, round(self._timeout)),
+            **keepalive_kwargs(self.query_timeout + GRACE),
         }
 
-    @staticmethod
-    def _configure(conn: psycopg.Connection[Any]) -> None:
-        conn.execute("SET TIME ZONE 'UTC'")
+    @contextmanager
+    def _answering(self, conn: psycopg.Connection[Any], doing: str, table: str = "") -> Iterator[Deadline]:
+        """The block's exchanges with the server, within the client's deadline (`deadline`): a
+        connection cut there is one SourceError saying the store did not answer."""
+        deadline = Deadline(conn, self.query_timeout + GRACE)
+        try:
+            with deadline:
+                yield deadline
+        except psycopg.OperationalError:
+            if deadline.fired:
+                raise self._no_answer(doing, table) from None
+            raise
+
+    def _configure(self, conn: psycopg.Connection[Any]) -> None:
+        """UTC, and the server's own limit on each statement (`deadline`; whole milliseconds, as
+        both PostgreSQL and GreptimeDB read a bare number)."""
+        with self._answering(conn, "connecting"):
+            conn.execute("SET TIME ZONE 'UTC'")
+            conn.execute(f"SET statement_timeout = {max(1, round(self.query_timeout * 1000))}")
+
+    def _check(self, conn: psycopg.Connection[Any]) -> None:
+        """The pool's check of a connection it hands out, within the deadline too (a failed check
+        makes the pool discard the connection and take another)."""
+        with Deadline(conn, self.query_timeout + GRACE):
+            ConnectionPool.check_connection(conn)
 
     def _resolve_within_timeout(self) -> None:
         """The driver's connect timeout starts after its DNS lookup, which a resolver that does not
@@ -259,7 +289,8 @@ class Store:
                 with psycopg.connect(self._dsn, **self._connect_kwargs()) as probe:
                     self._configure(probe)
                     if self._tables is None:
-                        self._tables = self._detect(probe)
+                        with self._answering(probe, "reading information_schema.columns"):
+                            self._tables = self._detect(probe)
             except psycopg.Error as exc:
                 raise self._error(exc, "connecting") from None
             pool: ConnectionPool = ConnectionPool(
@@ -268,7 +299,7 @@ class Store:
                 max_size=self._pool_size,
                 kwargs=self._connect_kwargs(),
                 configure=self._configure,
-                check=ConnectionPool.check_connection,
+                check=self._check,
                 timeout=self._timeout,
                 name="tftui-metrics",
                 open=False,
@@ -308,6 +339,13 @@ class Store:
 
     # -- errors ----------------------------------------------------------------------------------
 
+    def _no_answer(self, doing: str, table: str = "") -> SourceError:
+        subject = f" ({table})" if table else ""
+        return SourceError(
+            f"metrics store {self._where}: no result within {self.query_timeout:g} s while {doing}{subject} "
+            "— the store is overloaded or unreachable; retry, or allow longer with --metrics-timeout"
+        )
+
     def _scrub(self, text: str) -> str:
         return redact.scrub(_one_line(text), *self._secrets)
 
@@ -319,6 +357,8 @@ class Store:
         low = raw.lower()
         where = f"metrics store {self._where}"
         subject = f" ({table})" if table else ""
+        if server_timed_out(exc):
+            return self._no_answer(doing, table)
         if isinstance(exc, psycopg.OperationalError) and doing == "connecting":
             if "authentication" in low or "password" in low:
                 user = f' for user "{self._user}"' if self._user else ""
@@ -407,7 +447,8 @@ class Store:
             if self._tables is None:
                 with self._connection() as conn:
                     try:
-                        self._tables = self._detect(conn)
+                        with self._answering(conn, "reading information_schema.columns"):
+                            self._tables = self._detect(conn)
                     except psycopg.Error as exc:
                         raise self._error(exc, "reading information_schema.columns") from None
         return self._tables or {}
@@ -453,7 +494,7 @@ class Store:
     ) -> tuple[list[str], list[tuple[Any, ...]]]:
         """Column names and rows of one query; every failure becomes one SourceError line."""
         try:
-            with self._connection() as conn, conn.cursor() as cur:
+            with self._connection() as conn, conn.cursor() as cur, self._answering(conn, doing, table):
                 cur.execute(query, params)
                 return [d.name for d in cur.description or ()], cur.fetchall()
         except SourceError:

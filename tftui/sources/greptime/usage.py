@@ -188,8 +188,14 @@ class UsageQueries(Store):
         )
         params = {"start": _naive_utc(start), "end": _naive_utc(end)}
         try:
-            with self._connection() as conn, conn.cursor() as cur:
+            with (
+                self._connection() as conn,
+                conn.cursor() as cur,
+                self._answering(conn, f"reading {table}", table) as deadline,
+            ):
+                alive = deadline.alive
                 for rec in cur.stream(query, params):
+                    alive()
                     row = {k: _num(v) for k, v in zip(names, rec, strict=False)}
                     row["ts"] = _aware(rec[-1])
                     yield row
