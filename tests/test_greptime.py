@@ -388,6 +388,22 @@ def test_table_dropped_after_detection(store: MetricsStore) -> None:
         )
 
 
+def test_workload_rows_are_the_rows_of_that_workload(tiny: GreptimeMetrics) -> None:
+    """The tags go to the WHERE clause (the store reads one workload's series); the same rows as
+    filtering every row, in time order, for every workload and for one that does not exist."""
+    start, end = NOW - timedelta(hours=2), NOW + timedelta(minutes=1)
+    every = list(tiny.rows("tf_worker_usage", start, end))
+    keys = {(r["namespace"], r["workload"]) for r in every}
+    assert len(keys) >= 2
+    for ns, wl in sorted(keys):
+        mine = [r for r in every if (r["namespace"], r["workload"]) == (ns, wl)]
+        got = list(tiny.workload_rows(ns, wl, start, end))
+        assert sorted(got, key=repr) == sorted(mine, key=repr) and [r["ts"] for r in got] == sorted(
+            r["ts"] for r in got
+        )
+    assert list(tiny.workload_rows("nobody", "nothing", start, end)) == []
+
+
 def test_pool_recovers_from_killed_connections(store: MetricsStore, tiny: GreptimeMetrics) -> None:
     tiny.step1(timedelta(hours=1), NOW, CAPACITY)
     store.kill_connections()
@@ -464,6 +480,8 @@ def test_sql_injection_in_names_is_harmless(store: MetricsStore) -> None:
         assert any(
             r["workload"] == INJECTION for r in metrics.rows("tf_worker_usage", NOW - timedelta(hours=1), NOW)
         )
+        mine = list(metrics.workload_rows(INJECTION, INJECTION, NOW - timedelta(hours=1), NOW))
+        assert [(r["namespace"], r["workload"]) for r in mine] == [(INJECTION, INJECTION)]
     with psycopg.connect(store.dsn("inject"), autocommit=True, cursor_factory=psycopg.ClientCursor) as conn:
         row = conn.execute(
             "SELECT count(*) AS n FROM tf_worker_usage WHERE workload = %s", (INJECTION,)

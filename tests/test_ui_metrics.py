@@ -125,6 +125,13 @@ class Store:
         self.rows_calls += 1
         return self.metrics.rows(table, start, end)
 
+    def workload_rows(
+        self, namespace: str, workload: str, start: datetime, end: datetime
+    ) -> Iterator[dict[str, Any]]:
+        self._check()
+        self.rows_calls += 1
+        return self.metrics.workload_rows(namespace, workload, start, end)
+
     def step1(
         self, window: timedelta, now: datetime, gpu_capacity: Mapping[str, tuple[float, float]]
     ) -> Step1:
@@ -602,6 +609,59 @@ def test_history_buckets_exact_figures(data: ConsoleData) -> None:
     assert h.vram_avg == (2 + 4 + 2 + 6) * gi / 4 and h.vram_peak == 6 * gi
     values, first = spark_values(h.tflops)
     assert first == 0 and values[1:3] == [0.0, 0.0]
+
+
+def test_workload_history_takes_compute_tflops_where_it_is_written(data: ConsoleData) -> None:
+    """As step 1 does, per GPU: `compute_tflops` where it is non-zero somewhere in the span (a NULL
+    row of that GPU is no sample), compute % × capacity where it is always 0. The history used to
+    derive every figure from compute %, so a workload on a GPU whose writer fills compute_tflops
+    showed other figures in its detail than in the waste report."""
+    wl = data.state.workloads[WORKLOAD]
+    w1, w2 = (data.state.workers[k] for k in wl.workers[:2])
+    gpu1, gpu2 = w1.gpu_ids[0], w2.gpu_ids[0]
+    cap2 = data.state.gpus[gpu2].capacity.tflops
+    now = data.refreshed_at
+
+    def row(minutes_ago: int, worker: Any, gpu: str, pct: float, tflops: float | None) -> dict[str, Any]:
+        return {"namespace": wl.namespace, "workload": wl.name, "worker": worker.uid, "uuid": gpu,
+                "compute_percentage": pct, "compute_tflops": tflops, "memory_bytes": 1,
+                "ts": now - timedelta(minutes=minutes_ago)}  # fmt: skip
+
+    rows = [
+        row(50, w1, gpu1, 10.0, 0.0),  # gpu1 writes compute_tflops (non-zero at minute 40): taken, 0
+        row(50, w2, gpu2, 20.0, 0.0),  # gpu2 never does: compute % × capacity
+        row(40, w1, gpu1, 30.0, 55.0),
+        row(30, w1, gpu1, 30.0, None),  # NULL: no sample, not the derived figure
+    ]
+    seen: list[tuple[str, str]] = []
+
+    class OfWorkload:
+        def rows(self, table: Any, start: datetime, end: datetime) -> Iterator[dict[str, Any]]:
+            raise AssertionError("a port with workload_rows is asked for the workload's rows only")
+
+        def workload_rows(
+            self, ns: str, name: str, start: datetime, end: datetime
+        ) -> Iterator[dict[str, Any]]:
+            seen.append((ns, name))
+            return iter(rows)
+
+    h = compute_history(OfWorkload(), data, WORKLOAD, span=timedelta(hours=1))  # type: ignore[arg-type]
+    assert seen == [(wl.namespace, wl.name)]
+    assert h.tflops_avg == pytest.approx((0.0 + 0.2 * cap2 + 55.0) / 3)
+    assert h.tflops_peak == pytest.approx(max(55.0, 0.2 * cap2))
+    assert h.rows == 4 and h.unknown_gpus == ()
+
+
+def test_the_simulators_workload_rows_are_its_rows_of_that_workload(metrics: SimMetrics) -> None:
+    start, end = DEFAULT_NOW - timedelta(hours=2), DEFAULT_NOW
+    ns, _, name = WORKLOAD.partition("/")
+    every = [
+        r
+        for r in metrics.rows("tf_worker_usage", start, end)
+        if (r["namespace"], r["workload"]) == (ns, name)
+    ]
+    assert len(every) > 100
+    assert list(metrics.workload_rows(ns, name, start, end)) == every
 
 
 # -- help, layouts ---------------------------------------------------------------------------------

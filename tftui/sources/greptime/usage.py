@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -181,12 +181,35 @@ class UsageQueries(Store):
 
         The time column is returned as `ts` (timezone-aware UTC) whatever its name in the store.
         """
-        t = self._require(table, ())
+        return self._stream(table, start, end, {})
+
+    def workload_rows(
+        self, namespace: str, workload: str, start: datetime, end: datetime
+    ) -> Iterator[dict[str, Any]]:
+        """`rows("tf_worker_usage", …)` of one workload: its tags are in the WHERE clause, so the
+        store reads that workload's series, not every worker's window (a workload's 24 h history
+        read the whole cluster's: 86 million rows at 5,000 nodes)."""
+        return self._stream("tf_worker_usage", start, end, {"namespace": namespace, "workload": workload})
+
+    def _stream(
+        self, table: MetricsTable, start: datetime, end: datetime, tags: Mapping[str, str]
+    ) -> Iterator[dict[str, Any]]:
+        t = self._require(table, tuple(tags))
         names = [c for c in t.columns if c != t.time]
-        query = sql.SQL("SELECT {cols}, {ts} FROM {t} WHERE {w} ORDER BY {ts}").format(
-            cols=sql.SQL(", ").join(map(sql.Identifier, names)), ts=t.ts, t=t.ident, w=self._window(t)
+        where = sql.SQL(" AND ").join(
+            [
+                self._window(t),
+                *(sql.SQL("{} = %({})s").format(sql.Identifier(k), sql.SQL("tag_" + k)) for k in tags),
+            ]
         )
-        params = {"start": _naive_utc(start), "end": _naive_utc(end)}
+        query = sql.SQL("SELECT {cols}, {ts} FROM {t} WHERE {w} ORDER BY {ts}").format(
+            cols=sql.SQL(", ").join(map(sql.Identifier, names)), ts=t.ts, t=t.ident, w=where
+        )
+        params = {
+            "start": _naive_utc(start),
+            "end": _naive_utc(end),
+            **{"tag_" + k: v for k, v in tags.items()},
+        }
         try:
             with (
                 self._connection() as conn,

@@ -45,7 +45,7 @@ import functools
 import gc
 import math
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 from zoneinfo import ZoneInfo
@@ -492,9 +492,20 @@ class SimMetrics:
                 "ts": ts,
             }
 
-    def _worker_usage_rows(self, t: int, ts: datetime) -> Iterator[dict[str, Any]]:
+    def workload_rows(
+        self, namespace: str, workload: str, start: datetime, end: datetime
+    ) -> Iterator[dict[str, Any]]:
+        """`rows("tf_worker_usage", …)` of one workload's workers only (a workload's history)."""
+        self._sync()
+        mine = [w for w in self.workers if w.namespace == namespace and w.workload == workload]
+        for t in self._grid(start, end):
+            yield from self._worker_usage_rows(t, datetime.fromtimestamp(t, UTC), mine)
+
+    def _worker_usage_rows(
+        self, t: int, ts: datetime, workers: Sequence[_Worker] | None = None
+    ) -> Iterator[dict[str, Any]]:
         hours = self._hours(t)
-        for w in self.workers:
+        for w in self.workers if workers is None else workers:
             if w.created > t:
                 continue
             pct, mem = self._worker_sample(w, t, hours)

@@ -180,7 +180,13 @@ def compute_history(
     bucket: timedelta = HISTORY_BUCKET,
     cancelled: Callable[[], bool] = lambda: False,
 ) -> WorkloadHistory:
-    """Stream `tf_worker_usage` over the span and keep the rows of `workload` ("namespace/name")."""
+    """`workload`'s ("namespace/name") rows of `tf_worker_usage` over the span, per minute summed.
+
+    Read through the port's `workload_rows` where it has one (the store filters by the workload's
+    tags); another port's rows are streamed and filtered here. TFLOPS follow the data per GPU as
+    step 1 does: `compute_tflops` where it is written (non-zero in the span), else compute % × the
+    GPU's capacity; a NULL is no sample, never 0.
+    """
     wl = data.state.workloads.get(workload)
     namespace, _, name = workload.partition("/")
     if wl is not None:
@@ -189,49 +195,64 @@ def compute_history(
     start = end - span
     n_buckets = max(1, -(-span // bucket))
     capacity = gpu_capacity(data.state)
-    minutes: dict[datetime, list[Any]] = {}  # ts → [Σ TFLOPS, Σ bytes] (None: a row lacked it)
-    t_sum = v_sum = 0.0
-    t_peak: float | None = None
-    v_peak: float | None = None
-    t_rows = v_rows = rows = 0
-    workers: set[str] = set()
-    unknown: set[str] = set()
-    source: Iterator[dict[str, Any]] = metrics.rows("tf_worker_usage", start, end)
+    of_workload = getattr(metrics, "workload_rows", None)
+    source: Iterator[dict[str, Any]] = (
+        of_workload(namespace, name, start, end)
+        if callable(of_workload)
+        else metrics.rows("tf_worker_usage", start, end)
+    )
+    mine: list[dict[str, Any]] = []
     try:
         for i, r in enumerate(source):
             if i % CANCEL_CHECK_ROWS == 0 and cancelled():
                 raise Cancelled
-            if r.get("workload") != name or r.get("namespace") != namespace:
-                continue
-            ts = r["ts"]
-            rows += 1
-            workers.add(str(r.get("worker") or r.get("pod_name") or ""))
-            acc = minutes.setdefault(ts, [0.0, 0.0])
-            pct, mem = r.get("compute_percentage"), r.get("memory_bytes")
-            uuid = str(r.get("uuid") or "")
-            cap = capacity.get(uuid, (0.0, 0.0))[0]
-            if pct is not None and cap > 0:
-                tf = float(pct) / 100.0 * cap
-                acc[0] = None if acc[0] is None else acc[0] + tf
-                t_sum += tf
-                t_rows += 1
-                t_peak = tf if t_peak is None or tf > t_peak else t_peak
-            else:
-                acc[0] = None
-                if pct is not None:
-                    unknown.add(uuid)
-            if mem is not None:
-                vb = float(mem)
-                acc[1] = None if acc[1] is None else acc[1] + vb
-                v_sum += vb
-                v_rows += 1
-                v_peak = vb if v_peak is None or vb > v_peak else v_peak
-            else:
-                acc[1] = None
+            if r.get("workload") == name and r.get("namespace") == namespace:
+                mine.append(r)
     finally:
         close = getattr(source, "close", None)
         if callable(close):  # a generator: stop the store's cursor early (cancel)
             close()
+
+    written = {str(r.get("uuid") or "") for r in mine if r.get("compute_tflops")}  # non-zero
+    minutes: dict[datetime, list[Any]] = {}  # ts → [Σ TFLOPS, Σ bytes] (None: a row lacked it)
+    t_sum = v_sum = 0.0
+    t_peak: float | None = None
+    v_peak: float | None = None
+    t_rows = v_rows = 0
+    workers: set[str] = set()
+    unknown: set[str] = set()
+    for r in mine:
+        ts = r["ts"]
+        workers.add(str(r.get("worker") or r.get("pod_name") or ""))
+        acc = minutes.setdefault(ts, [0.0, 0.0])
+        pct, mem = r.get("compute_percentage"), r.get("memory_bytes")
+        uuid = str(r.get("uuid") or "")
+        tf: float | None = None
+        if uuid in written:
+            direct = r.get("compute_tflops")
+            tf = None if direct is None else float(direct)
+        elif pct is not None:
+            cap = capacity.get(uuid, (0.0, 0.0))[0]
+            if cap > 0:
+                tf = float(pct) / 100.0 * cap
+            else:
+                unknown.add(uuid)
+        if tf is not None:
+            acc[0] = None if acc[0] is None else acc[0] + tf
+            t_sum += tf
+            t_rows += 1
+            t_peak = tf if t_peak is None or tf > t_peak else t_peak
+        else:
+            acc[0] = None
+        if mem is not None:
+            vb = float(mem)
+            acc[1] = None if acc[1] is None else acc[1] + vb
+            v_sum += vb
+            v_rows += 1
+            v_peak = vb if v_peak is None or vb > v_peak else v_peak
+        else:
+            acc[1] = None
+    rows = len(mine)
 
     sums = [[0.0, 0, 0.0, 0] for _ in range(n_buckets)]  # Σ TFLOPS, minutes, Σ bytes, minutes
     for ts, (tf, vb) in minutes.items():
