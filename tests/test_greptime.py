@@ -15,6 +15,7 @@ import math
 import socket
 from collections.abc import Iterator
 from datetime import datetime, timedelta
+from types import SimpleNamespace
 from typing import Any
 
 import psycopg
@@ -46,6 +47,7 @@ from tests.stores import MetricsStore
 from tftui.engine.alerts import RULES, AlertHistory, evaluate_history, evaluation_times, render
 from tftui.model.metrics import ALERT_RULES, AlertResult, NoData, Step1, history_by_step
 from tftui.model.quantity import quantity_float
+from tftui.runtime.whatif_usage import recorded_usage
 from tftui.sources.greptime import DSN_ENV, GreptimeMetrics, dsn_from_env
 from tftui.sources.ports import SourceError
 from tftui.sources.sim.cluster import generate_objects
@@ -402,6 +404,48 @@ def test_workload_rows_are_the_rows_of_that_workload(tiny: GreptimeMetrics) -> N
             r["ts"] for r in got
         )
     assert list(tiny.workload_rows("nobody", "nothing", start, end)) == []
+
+
+def test_the_stores_hourly_usage_gives_the_what_ifs_recorded_usage(store: MetricsStore) -> None:
+    """`simulate --metrics-dsn` replays each workload's mean TFLOPS per hour of day: the store sums
+    them (`hourly_usage`) and the result is what reading every row gives — `compute_tflops` where
+    non-zero, else compute % × capacity, an unknown GPU or a NULL compute % no sample."""
+
+    def use(
+        ns: str, wl: str, gpu: str, hours_ago: float, pct: float | None, tflops: float | None
+    ) -> dict[str, Any]:
+        return {"namespace": ns, "workload": wl, "worker": f"{wl}-w", "pod_name": f"{wl}-p", "pool": "p",
+                "node": "n", "uuid": gpu, "compute_percentage": pct, "compute_tflops": tflops,
+                "memory_bytes": 1, "ts": NOW - timedelta(hours=hours_ago)}  # fmt: skip
+
+    rows = [
+        use("a", "infer", A100_1, 0.5, 50.0, 0.0),  # derived: 156
+        use("a", "infer", A100_1, 0.6, 10.0, 100.0),  # written: 100
+        use("a", "infer", H100_5, 3.2, 20.0, 0.0),  # another hour, another GPU
+        use("a", "infer", UNKNOWN_GPU, 3.3, 90.0, 0.0),  # unknown capacity: no sample
+        use("b", "infer", A100_2, 7.1, None, 0.0),  # NULL compute %: no sample
+        use("b", "infer", A100_2, 7.2, 25.0, None),
+        use("b", "train", A100_1, 30.0, 80.0, 0.0),  # outside the window
+    ]
+    store.create("hourly", "ts")
+    store.load("hourly", {"tf_worker_usage": full_rows("tf_worker_usage", rows)}, "ts")
+    state: Any = SimpleNamespace(
+        gpus={g: SimpleNamespace(capacity=SimpleNamespace(tflops=c[0])) for g, c in CAPACITY.items()}
+    )
+
+    class RowsOnly:
+        def __init__(self, metrics: GreptimeMetrics) -> None:
+            self.rows = metrics.rows
+
+    with _metrics(store.dsn("hourly")) as metrics:
+        summed = recorded_usage(metrics, state, NOW, timedelta(hours=24))
+        read = recorded_usage(RowsOnly(metrics), state, NOW, timedelta(hours=24))  # type: ignore[arg-type]
+    assert set(summed) == {"a/infer", "b/infer"}
+    for key, hours in read.items():
+        assert summed[key] == pytest.approx(hours), key
+    hour = (NOW - timedelta(hours=0.5)).hour
+    assert summed["a/infer"][hour] == pytest.approx((156.0 + 100.0) / 2)
+    assert summed["b/infer"][(NOW - timedelta(hours=7.2)).hour] == pytest.approx(0.25 * 312.0)
 
 
 def test_pool_recovers_from_killed_connections(store: MetricsStore, tiny: GreptimeMetrics) -> None:

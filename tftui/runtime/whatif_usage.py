@@ -224,15 +224,27 @@ class DemandColumns:
 def recorded_usage(
     metrics: MetricsPort, state: ClusterState, start: datetime, window: timedelta
 ) -> dict[str, list[float | None]]:
-    """Mean TFLOPS per device of each workload per UTC hour of day over `window` before `start`."""
+    """Mean TFLOPS per device of each workload per UTC hour of day over `window` before `start`.
+
+    A store that sums per hour (`hourly_usage`) does; from another port's rows, a row's TFLOPS are
+    `compute_tflops`, or compute % × the GPU's capacity where it is 0 (none for an unknown GPU).
+    """
     sums: dict[str, list[float]] = {}
     counts: dict[str, list[int]] = {}
+    hourly = getattr(metrics, "hourly_usage", None)
+    if callable(hourly):
+        caps = [(name, g.capacity.tflops) for name, g in state.gpus.items()]
+        for ns, wl, hour, total, n in hourly(start - window, start, caps):
+            key = f"{ns}/{wl}"
+            sums.setdefault(key, [0.0] * 24)[hour % 24] += total
+            counts.setdefault(key, [0] * 24)[hour % 24] += n
+        return _hourly_means(sums, counts)
     for r in metrics.rows("tf_worker_usage", start - window, start):
         gpu = state.gpus.get(str(r.get("uuid") or ""))
         tfl = r.get("compute_tflops") or 0.0
         if not tfl:
             pct = r.get("compute_percentage")
-            if pct is None or gpu is None:
+            if pct is None or gpu is None or gpu.capacity.tflops <= 0:
                 continue
             tfl = float(pct) / 100.0 * gpu.capacity.tflops
         ts = r.get("ts") or r.get("greptime_timestamp")
@@ -242,6 +254,13 @@ def recorded_usage(
         h = as_utc(ts).hour
         sums.setdefault(key, [0.0] * 24)[h] += float(tfl)
         counts.setdefault(key, [0] * 24)[h] += 1
+    return _hourly_means(sums, counts)
+
+
+def _hourly_means(
+    sums: dict[str, list[float]], counts: dict[str, list[int]]
+) -> dict[str, list[float | None]]:
+    """Each workload's mean per hour; an hour without samples takes the mean of its known hours."""
     out: dict[str, list[float | None]] = {}
     for key, s in sums.items():
         c = counts[key]
