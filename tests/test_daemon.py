@@ -398,6 +398,19 @@ def test_killed_between_an_eviction_and_its_marker_the_restart_waits_and_never_e
     assert f"evict Pod {first}" not in [m for m, _ in seen]
 
 
+def ended(daemon: Daemon, thread: threading.Thread, *used: Any) -> None:
+    """Stop a daemon run by `run_in_thread`, wait for it, and close what it used."""
+    daemon.stop()
+    thread.join(timeout=10)
+    for resource in used:
+        resource.close()
+
+
+def journaled(daemon: Daemon, prefix: str) -> list[JournalEntry]:
+    """The daemon's journal entries whose message starts with `prefix`."""
+    return [e for e in daemon.journal.entries() if e.message.startswith(prefix)]
+
+
 def test_metrics_store_down_pauses_autoscale_only(server: KubeApiServer, kubeconfig: Path) -> None:
     down = GreptimeMetrics("host=127.0.0.1 port=1 dbname=public user=tftui", connect_timeout=1)
     daemon, kube = make_daemon(kubeconfig, metrics=down, stop_at=None, listen="127.0.0.1:0")
@@ -415,10 +428,8 @@ def test_metrics_store_down_pauses_autoscale_only(server: KubeApiServer, kubecon
         daemon.options.metrics_optional = True
         assert http(f"{base}/readyz") == (200, "ok\n")
     finally:
-        daemon.stop()
-        thread.join(timeout=10)
-        kube.close()
-    paused = [e for e in daemon.journal.entries() if e.message.startswith("autoscale paused")]
+        ended(daemon, thread, kube)
+    paused = journaled(daemon, "autoscale paused")
     assert len(paused) == 1 and not paused[0].ok  # one status line, not one per run
     assert "compaction and defrag go on" in paused[0].message
 
@@ -433,15 +444,13 @@ def test_a_silent_resolver_for_the_metrics_store_neither_holds_the_loop_nor_the_
     thread = run_in_thread(daemon)
     try:
         eventually(lambda: len(evictions(server)) >= 2)
-        paused = [e for e in daemon.journal.entries() if e.message.startswith("autoscale paused")]
+        paused = journaled(daemon, "autoscale paused")
         assert paused and f"no DNS answer for {silent_resolver} within 1 s" in paused[0].message
         daemon.stop()
         thread.join(timeout=60)
         assert not thread.is_alive()
     finally:
-        daemon.stop()
-        thread.join(timeout=10)
-        kube.close()
+        ended(daemon, thread, kube)
 
 
 def test_metrics_store_pauses_then_resumes_autoscale(
@@ -453,25 +462,20 @@ def test_metrics_store_pauses_then_resumes_autoscale(
     daemon, kube = make_daemon(kubeconfig, metrics=metrics, stop_at=None, listen="127.0.0.1:0")
     thread = run_in_thread(daemon)
     try:
-        eventually(lambda: any(e.message.startswith("autoscale paused") for e in daemon.journal.entries()))
+        eventually(lambda: bool(journaled(daemon, "autoscale paused")))
         assert daemon.ops is not None
         base = f"http://127.0.0.1:{daemon.ops.port}"
         code, body = http(f"{base}/readyz")
         assert code == 503 and "autoscale paused" in body
         store.create(db, "greptime_timestamp")
         # the next autoscale tick after the store answers (slow on a loaded machine: generous timeout)
-        eventually(
-            lambda: any(e.message.startswith("autoscale resumed") for e in daemon.journal.entries()), 60
-        )
+        eventually(lambda: bool(journaled(daemon, "autoscale resumed")), 60)
         eventually(lambda: http(f"{base}/readyz") == (200, "ok\n"), 30)
         text = http(f"{base}/metrics")[1]
         assert metric(text, "tftui_autoscale_paused") == 0 and metric(text, "tftui_metrics_store_up") == 1
     finally:
-        daemon.stop()
-        thread.join(timeout=10)
-        kube.close()
-        metrics.close()
-    paused = [e for e in daemon.journal.entries() if e.message.startswith("autoscale paused")]
+        ended(daemon, thread, kube, metrics)
+    paused = journaled(daemon, "autoscale paused")
     assert len(paused) == 1 and ("does not exist" in paused[0].message or "not found" in paused[0].message)
 
 
@@ -488,9 +492,7 @@ def test_a_metrics_store_that_stops_answering_pauses_autoscale_only(
     thread = run_in_thread(daemon)
     try:
         with store.hold(db, "tf_worker_usage"):
-            eventually(
-                lambda: any(e.message.startswith("autoscale paused") for e in daemon.journal.entries()), 60
-            )
+            eventually(lambda: bool(journaled(daemon, "autoscale paused")), 60)
             ticks = daemon.ticks
             eventually(lambda: daemon.ticks >= ticks + 2, 60)  # the loop goes on
             assert [k for k in writes(server) if "leases" not in k]  # and acted on the cluster meanwhile
@@ -499,15 +501,10 @@ def test_a_metrics_store_that_stops_answering_pauses_autoscale_only(
             code, body = http(f"{base}/readyz")
             assert code == 503 and "no result within 1 s" in body, body
             assert http(f"{base}/healthz")[0] == 200
-        eventually(
-            lambda: any(e.message.startswith("autoscale resumed") for e in daemon.journal.entries()), 60
-        )
+        eventually(lambda: bool(journaled(daemon, "autoscale resumed")), 60)
     finally:
-        daemon.stop()
-        thread.join(timeout=10)
-        kube.close()
-        metrics.close()
-    paused = [e for e in daemon.journal.entries() if e.message.startswith("autoscale paused")]
+        ended(daemon, thread, kube, metrics)
+    paused = journaled(daemon, "autoscale paused")
     assert len(paused) == 1 and "no result within 1 s while" in paused[0].message, paused
 
 
@@ -532,9 +529,7 @@ def test_follower_never_acts(server: KubeApiServer, kubeconfig: Path) -> None:
         assert daemon.journal.entries() == []
         assert kube.lease() is not None and kube.lease()["spec"]["holderIdentity"] == "someone-else"  # type: ignore[index]
     finally:
-        daemon.stop()
-        thread.join(timeout=10)
-        kube.close()
+        ended(daemon, thread, kube)
     assert (server.get("Lease", "tftui", "tf-sys") or {})["spec"]["holderIdentity"] == "someone-else"
 
 

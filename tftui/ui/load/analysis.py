@@ -215,16 +215,12 @@ def compute_history(
 
     written = {str(r.get("uuid") or "") for r in mine if r.get("compute_tflops")}  # non-zero
     minutes: dict[datetime, list[Any]] = {}  # ts → [Σ TFLOPS, Σ bytes] (None: a row lacked it)
-    t_sum = v_sum = 0.0
-    t_peak: float | None = None
-    v_peak: float | None = None
-    t_rows = v_rows = 0
+    tflops, vram = _Figure(), _Figure()
     workers: set[str] = set()
     unknown: set[str] = set()
     for r in mine:
-        ts = r["ts"]
         workers.add(str(r.get("worker") or r.get("pod_name") or ""))
-        acc = minutes.setdefault(ts, [0.0, 0.0])
+        acc = minutes.setdefault(r["ts"], [0.0, 0.0])
         pct, mem = r.get("compute_percentage"), r.get("memory_bytes")
         uuid = str(r.get("uuid") or "")
         tf: float | None = None
@@ -237,22 +233,8 @@ def compute_history(
                 tf = float(pct) / 100.0 * cap
             else:
                 unknown.add(uuid)
-        if tf is not None:
-            acc[0] = None if acc[0] is None else acc[0] + tf
-            t_sum += tf
-            t_rows += 1
-            t_peak = tf if t_peak is None or tf > t_peak else t_peak
-        else:
-            acc[0] = None
-        if mem is not None:
-            vb = float(mem)
-            acc[1] = None if acc[1] is None else acc[1] + vb
-            v_sum += vb
-            v_rows += 1
-            v_peak = vb if v_peak is None or vb > v_peak else v_peak
-        else:
-            acc[1] = None
-    rows = len(mine)
+        tflops.add(acc, 0, tf)
+        vram.add(acc, 1, None if mem is None else float(mem))
 
     sums = [[0.0, 0, 0.0, 0] for _ in range(n_buckets)]  # Σ TFLOPS, minutes, Σ bytes, minutes
     for ts, (tf, vb) in minutes.items():
@@ -271,14 +253,39 @@ def compute_history(
         bucket=bucket,
         tflops=tuple(s[0] / s[1] if s[1] else None for s in sums),
         vram=tuple(s[2] / s[3] if s[3] else None for s in sums),
-        tflops_avg=t_sum / t_rows if t_rows else None,
-        tflops_peak=t_peak,
-        vram_avg=v_sum / v_rows if v_rows else None,
-        vram_peak=v_peak,
-        rows=rows,
+        tflops_avg=tflops.mean(),
+        tflops_peak=tflops.peak,
+        vram_avg=vram.mean(),
+        vram_peak=vram.peak,
+        rows=len(mine),
         workers=len(workers - {""}),
         unknown_gpus=tuple(sorted(unknown)),
     )
+
+
+class _Figure:
+    """One figure of a workload's rows: sum, samples and peak, and each minute's sum (`add`)."""
+
+    __slots__ = ("n", "peak", "total")
+
+    def __init__(self) -> None:
+        self.total = 0.0
+        self.n = 0
+        self.peak: float | None = None
+
+    def add(self, minute: list[Any], at: int, value: float | None) -> None:
+        """A row's value; None is no sample, and leaves its minute's sum unknown (never 0)."""
+        if value is None:
+            minute[at] = None
+            return
+        if minute[at] is not None:
+            minute[at] += value
+        self.total += value
+        self.n += 1
+        self.peak = value if self.peak is None or value > self.peak else self.peak
+
+    def mean(self) -> float | None:
+        return self.total / self.n if self.n else None
 
 
 @dataclass(frozen=True, slots=True)
