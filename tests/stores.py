@@ -173,5 +173,5 @@ class DialectStore:
     def kill_connections(self) -> None:
         self.server.wire.kill_connections()
 
-    def hold(self, db: str, table: str) -> AbstractContextManager[None]:
+    def hold(self, db: str, table: str) -> AbstractContextManager[Any]:
         return self.server.stall(table)

@@ -17,8 +17,10 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import Label
 
+from tests.greptime_dialect import DialectServer
 from tests.kubeapi import Fault, KubeApiServer
 from tests.waiting import wait_until
+from tftui.sources.greptime import GreptimeMetrics
 from tftui.sources.kube import KubeCluster
 from tftui.sources.sim.cluster import generate_objects
 from tftui.ui.app import TfTuiApp
@@ -348,3 +350,23 @@ async def test_read_only_offers_no_autoscale_key(server: KubeApiServer, kube: Ku
         assert isinstance(app.screen, WorkloadsScreen)  # no dialog opened
         assert app.perform("workload_autoscale", pool=key, enable=True) is False
     assert not workload_autoscale(server.url, key)
+
+
+async def test_a_write_is_not_held_by_a_metrics_store_that_does_not_answer(
+    server: KubeApiServer, kube: KubeCluster, dialect_server: DialectServer
+) -> None:
+    """A refresh waits on the metrics store's latest samples outside the cluster lock: a write made
+    meanwhile goes through at once. It used to wait for the whole refresh, so for as long as the
+    store took (before there was a query limit, for good)."""
+    dialect_server.create_database("slow_store", "greptime_timestamp")
+    with GreptimeMetrics(dialect_server.dsn("slow_store"), connect_timeout=3, query_timeout=30) as metrics:
+        app = TfTuiApp(kube, metrics, refresh_interval=None)
+        async with app.run_test(size=(160, 50)) as pilot:
+            await loaded(pilot)
+            with dialect_server.stall("tf_gpu_usage") as stall:
+                app.action_refresh()
+                await wait_until(pilot, stall.entered.is_set)  # the refresh waits on the store
+                assert app.perform("placement_mode", pool="demo-dev", mode="CompactFirst")
+                await wait_until(pilot, lambda: template_mode(server.url, "dev-spread") == "CompactFirst")
+                assert not stall.released.is_set() and app._refreshing()  # while the store still holds
+            await app.workers.wait_for_complete()

@@ -118,13 +118,13 @@ class DialectServer:
         self.engine.drop_table(db, table)
 
     @contextmanager
-    def stall(self, table: str, *, honour_timeout: bool = True) -> Iterator[None]:
+    def stall(self, table: str, *, honour_timeout: bool = True) -> Iterator[Stall]:
         """While inside, every query naming `table` waits: until the block ends, or (with
         `honour_timeout`) until its session's statement timeout fails it."""
         stall = Stall(threading.Event(), honour_timeout)
         self.engine.stalls[table] = stall
         try:
-            yield
+            yield stall
         finally:
             del self.engine.stalls[table]
             stall.released.set()

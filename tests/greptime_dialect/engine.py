@@ -67,10 +67,12 @@ class Session:
 class Stall:
     """A test's hold on the queries that name a table (`Engine.stall`): they wait until `released`;
     with `honour_timeout` the session's statement timeout ends the wait as GreptimeDB's does (an
-    overloaded store), without it nothing does (a wedged server)."""
+    overloaded store), without it nothing does (a wedged server). `entered` is set once a query
+    waits."""
 
     released: threading.Event
     honour_timeout: bool
+    entered: threading.Event = field(default_factory=threading.Event)
 
 
 @dataclass(frozen=True, slots=True)
@@ -340,6 +342,7 @@ class Engine:
             if table not in sql:
                 continue
             limit = session.timeout_ms / 1000 if stall.honour_timeout and session.timeout_ms else None
+            stall.entered.set()
             if not stall.released.wait(limit):
                 raise DialectError("57000", TIMED_OUT)
 

@@ -46,6 +46,7 @@ from tftui.ui.load.data import (
     ConsoleData,
     connection_error,
     describe_error,
+    latest_usage,
     load,
     load_rest,
     load_state,
@@ -118,25 +119,28 @@ class Refreshing(ConsoleBase):
                 if not worker.is_cancelled:
                     self.post_message(LoadFailed(f"disconnected: {lost}", now))
                 return
-            with self._cluster_lock:
-                self._run_simulation()
-                now = self._clock()
-                if self._shown_once:
-                    with gc_paused():
-                        data = load(self._cluster, self._metrics, now, self.runtime, self._reader)
-                        self._prebuild(data)
-                        self._young.settle(self._quiet())  # no collection scans what it built
-                else:  # first screen: the pools view as soon as the state is built
-                    # no usage index yet (an empty one costs a pass over every GPU and worker, and
-                    # shows exactly what no index shows: no figures); `load_rest` joins the usage
-                    first = load_state(self._cluster, self._metrics, now, self._reader, usage=False)
-                    if not worker.is_cancelled:
-                        self.post_message(DataLoaded(first))
-                    self._shown_once = True
-                    with gc_paused():
-                        data = load_rest(first, self._cluster, self._metrics, self.runtime, self._reader)
-                        self._prebuild(data)
-                        self._young.settle(self._quiet())
+            if getattr(self._metrics, "REMOTE", False):
+                data = self._load_beside_the_store(worker)
+            else:
+                with self._cluster_lock:
+                    self._run_simulation()
+                    now = self._clock()
+                    if self._shown_once:
+                        with gc_paused():
+                            data = load(self._cluster, self._metrics, now, self.runtime, self._reader)
+                            self._prebuild(data)
+                            self._young.settle(self._quiet())  # no collection scans what it built
+                    else:  # first screen: the pools view as soon as the state is built
+                        # no usage index yet (an empty one costs a pass over every GPU and worker, and
+                        # shows exactly what no index shows: no figures); `load_rest` joins the usage
+                        first = load_state(self._cluster, self._metrics, now, self._reader, usage=False)
+                        if not worker.is_cancelled:
+                            self.post_message(DataLoaded(first))
+                        self._shown_once = True
+                        with gc_paused():
+                            data = load_rest(first, self._cluster, self._metrics, self.runtime, self._reader)
+                            self._prebuild(data)
+                            self._young.settle(self._quiet())
         except ClusterLoadError as exc:
             if not worker.is_cancelled:
                 self.post_message(LoadFailed(str(exc), now, exc.source))
@@ -149,6 +153,27 @@ class Refreshing(ConsoleBase):
                 self._next_refresh = started + took / REFRESH_SHARE
         if not worker.is_cancelled:
             self.post_message(DataLoaded(data))
+
+    def _load_beside_the_store(self, worker: Any) -> ConsoleData:
+        """`_load_work` with a metrics store over the network: its latest samples are read between
+        two holds of the cluster lock, so a slow or hung store (up to its query limit) delays no
+        write the console makes meanwhile; a write in between is shown by the refresh it asks for."""
+        cluster, metrics, reader = self._cluster, self._metrics, self._reader
+        with self._cluster_lock:
+            self._run_simulation()
+            now = self._clock()
+            with gc_paused():
+                first = load_state(cluster, metrics, now, reader, usage=False)
+            if not self._shown_once:  # first screen: the pools view as soon as the state is built
+                if not worker.is_cancelled:
+                    self.post_message(DataLoaded(first))
+                self._shown_once = True
+        latest = latest_usage(metrics, first.state, now)
+        with self._cluster_lock, gc_paused():
+            data = load_rest(first, cluster, metrics, self.runtime, reader, latest)
+            self._prebuild(data)
+            self._young.settle(self._quiet())
+        return data
 
     def _prebuild(self, data: ConsoleData) -> None:
         """Let the screen on show build its tables for `data` here, in the refresh thread

@@ -76,6 +76,8 @@ Errors: anything the server or network does wrong becomes one `SourceError` line
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from tftui.sources.greptime.alerts import RULES, AlertQueries, RuleSpec, alert_row_key
 from tftui.sources.greptime.objhistory import ObjectHistoryQueries
 from tftui.sources.greptime.step1 import Step1Queries
@@ -114,3 +116,6 @@ class GreptimeMetrics(Step1Queries, AlertQueries, UsageQueries, ObjectHistoryQue
     DSN fails fast with the server's reason instead of a pool timeout. `gpu_capacity` (GPU name →
     (TFLOPS, VRAM bytes)) is only needed by `latest_worker_usage` to derive TFLOPS.
     """
+
+    REMOTE: ClassVar[bool] = True
+    """Reads wait on a server over the network: the console reads them outside its cluster lock."""

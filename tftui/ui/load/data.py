@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from tftui.engine import incremental
 from tftui.engine.state import ClusterState
@@ -286,28 +286,38 @@ def load_state(
     )
 
 
+class LatestUsage(NamedTuple):
+    """The latest samples a refresh joins onto its state, or why there are none (`error`)."""
+
+    gpus: dict[str, GPUUsage]
+    workers: dict[tuple[str, str], WorkerUsage]
+    error: str | None = None
+
+
+def latest_usage(metrics: MetricsPort | None, state: ClusterState, now: datetime) -> LatestUsage:
+    """The metrics' latest GPU and worker samples at `now`; a failure is `error`, never raised."""
+    if metrics is None:
+        return LatestUsage({}, {})
+    share_capacity(metrics, state)
+    try:
+        return LatestUsage(metrics.latest_gpu_usage(now), metrics.latest_worker_usage(now))
+    except Exception as exc:
+        return LatestUsage({}, {}, metrics_error_text(metrics, exc))
+
+
 def load_rest(
     first: ConsoleData,
     cluster: ClusterPort,
     metrics: MetricsPort | None,
     runtime: ConsoleRuntime | None = None,
     reader: StateReader | None = None,
+    latest: LatestUsage | None = None,
 ) -> ConsoleData:
-    """`first` (from `load_state`) completed with the latest usage and the operation screens;
-    `reader` (the one that read `first`) re-uses the last usage join and operations when their
-    inputs did not change."""
+    """`first` (from `load_state`) completed with the latest usage (read here unless `latest` was
+    read already) and the operation screens; `reader` (the one that read `first`) re-uses the last
+    usage join and operations when their inputs did not change."""
     state, now, source = first.state, first.refreshed_at, first.source
-    metrics_error: str | None = None
-    gpu_usage: dict[str, GPUUsage] = {}
-    worker_usage: dict[tuple[str, str], WorkerUsage] = {}
-    if metrics is not None:
-        share_capacity(metrics, state)
-        try:
-            gpu_usage = metrics.latest_gpu_usage(now)
-            worker_usage = metrics.latest_worker_usage(now)
-        except Exception as exc:
-            metrics_error = metrics_error_text(metrics, exc)
-            gpu_usage, worker_usage = {}, {}
+    gpu_usage, worker_usage, metrics_error = latest or latest_usage(metrics, state, now)
     reader = reader or StateReader()
     checkpoint()
     usage = reader.usage(state, gpu_usage, worker_usage)
