@@ -165,3 +165,23 @@ def test_the_dialect_server_reads_statement_timeout_as_greptimedb_does(dialect_s
         assert info.value.sqlstate == "57000" and TIMED_OUT in str(info.value)
         conn.execute("SET statement_timeout = 0")  # 0: no limit
         assert conn.execute("SELECT count(*) FROM tf_worker_usage").fetchall() == [(0,)]
+
+
+def test_a_greptimedb_that_refuses_statement_timeout_still_connects_and_is_cut_by_the_client(
+    dialect_server: DialectServer, quick_grace: None
+) -> None:
+    """GreptimeDB before v0.9 refused a SET of a variable it did not know (0A000, read in its
+    source): the connection must still work, the client's deadline being the only limit."""
+    dialect_server.create_database("old_greptime", "ts")
+    dialect_server.load("old_greptime", step1_rows())
+    dialect_server.engine.refused_variables.add("statement_timeout")
+    try:
+        with GreptimeMetrics(
+            dialect_server.dsn("old_greptime"), connect_timeout=3, query_timeout=1
+        ) as metrics:
+            check_step1(metrics.step1(HOUR, NOW, CAPACITY))
+            with dialect_server.stall("tf_worker_usage"):  # honours a timeout this server never got
+                no_answer(lambda: metrics.step1(HOUR, NOW, CAPACITY), "1")
+            check_step1(returns(lambda: metrics.step1(HOUR, NOW, CAPACITY)))
+    finally:
+        dialect_server.engine.refused_variables.discard("statement_timeout")

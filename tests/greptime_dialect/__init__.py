@@ -16,7 +16,8 @@ Reproduced (module that does it):
 - `SET statement_timeout` (engine.py) as GreptimeDB reads it on its PostgreSQL port (a bare number
   is milliseconds, a quoted one may carry ms/s/min/h/d); a statement that outlives it fails with
   57000 "Canceling statement due to statement timeout". Other `SET`s answer with GreptimeDB's
-  "Unsupported set variable" warning. `DialectServer.stall` holds the queries naming a table, as an
+  "Unsupported set variable" warning; `engine.refused_variables` makes them fail (0A000) as
+  GreptimeDB before v0.9 did. `DialectServer.stall` holds the queries naming a table, as an
   overloaded store (the timeout ends them) or a wedged one (nothing does) would.
 - SQL rewrites (sqltext.py): `::timestamp`/`CAST(… AS TIMESTAMP)` at millisecond precision;
   interval shorthands (`'1d'::INTERVAL`, `'1h30m'`).

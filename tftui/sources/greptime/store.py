@@ -244,10 +244,12 @@ class Store:
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
         """UTC, and the server's own limit on each statement (`deadline`; whole milliseconds, as
-        both PostgreSQL and GreptimeDB read a bare number)."""
+        both PostgreSQL and GreptimeDB read a bare number). GreptimeDB before v0.9 refuses a SET of
+        a variable it does not know (0A000): the client's deadline is then the only limit."""
         with self._answering(conn, "connecting"):
             conn.execute("SET TIME ZONE 'UTC'")
-            conn.execute(f"SET statement_timeout = {max(1, round(self.query_timeout * 1000))}")
+            with suppress(psycopg.errors.FeatureNotSupported):
+                conn.execute(f"SET statement_timeout = {max(1, round(self.query_timeout * 1000))}")
 
     def _check(self, conn: psycopg.Connection[Any]) -> None:
         """The pool's check of a connection it hands out, within the deadline too (a failed check
