@@ -11,10 +11,13 @@ takes `--metrics-timeout`; the daemon pauses autoscale and its other loops go on
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import threading
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, TypeVar
 
 import psycopg
@@ -27,6 +30,7 @@ from tests.stores import MetricsStore
 from tests.test_report_store import report
 from tftui.sources.greptime import GreptimeMetrics
 from tftui.sources.greptime import store as store_module
+from tftui.sources.greptime.deadline import Deadline
 from tftui.sources.ports import SourceError
 
 T = TypeVar("T")
@@ -185,3 +189,40 @@ def test_a_greptimedb_that_refuses_statement_timeout_still_connects_and_is_cut_b
             check_step1(returns(lambda: metrics.step1(HOUR, NOW, CAPACITY)))
     finally:
         dialect_server.engine.refused_variables.discard("statement_timeout")
+
+
+def _conn(fd: int) -> Any:
+    """What `Deadline` touches of a connection: the socket's descriptor."""
+    return SimpleNamespace(pgconn=SimpleNamespace(socket=fd))
+
+
+def test_deadlines_cut_only_what_outlives_them_from_one_thread() -> None:
+    """A deadline cuts its connection once due (the peer then reads end-of-stream), a finished one
+    never does, `alive()` moves the limit; a thousand deadlines start no thread of their own."""
+    pairs = [socket.socketpair() for _ in range(3)]
+    try:
+        late, done, streaming = (
+            Deadline(_conn(a.fileno()), t) for (a, _), t in zip(pairs, (0.3, 0.3, 1.0), strict=True)
+        )
+        before = threading.active_count()
+        with contextlib.ExitStack() as stack:
+            for _ in range(1000):
+                stack.enter_context(Deadline(_conn(pairs[1][0].fileno()), 60))
+        assert threading.active_count() <= before + 1
+        with done:
+            pass
+        with late, streaming:
+            for _ in range(15):  # 1.5 s of rows every 0.1 s: each one moves the 1 s limit
+                streaming.alive()
+                threading.Event().wait(0.1)
+            returns(lambda: pairs[0][1].recv(1))  # the late one's peer sees the shutdown
+            assert late.fired and not streaming.fired
+        assert not done.fired
+        for sock in (pairs[1][1], pairs[2][1]):
+            sock.setblocking(False)
+            with pytest.raises(BlockingIOError):  # still open: nothing to read, no end-of-stream
+                sock.recv(1)
+    finally:
+        for a, b in pairs:
+            a.close()
+            b.close()

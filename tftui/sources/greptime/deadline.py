@@ -15,6 +15,8 @@ driver's `OperationalError` and the pool discards the broken connection. TCP kee
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import os
 import socket
 import threading
@@ -60,7 +62,8 @@ def server_timed_out(exc: BaseException) -> bool:
 class Deadline:
     """`with Deadline(conn, seconds):` shuts `conn`'s socket down once the block has run `seconds`
     without progress (`alive()`, which a stream of rows calls per row: a stream that keeps coming is
-    the server's to end, at its own limit); `fired` then says the driver's error came from here."""
+    the server's to end, at its own limit); `fired` then says the driver's error came from here.
+    One watchdog thread serves every deadline: entering one starts no thread."""
 
     def __init__(self, conn: psycopg.Connection[Any], seconds: float) -> None:
         self._conn = conn
@@ -69,16 +72,10 @@ class Deadline:
         self._done = False
         self._last = time.monotonic()
         self.fired = False
-        self._timer = self._arm(seconds)
-
-    def _arm(self, seconds: float) -> threading.Timer:
-        timer = threading.Timer(seconds, self._cut)
-        timer.daemon = True
-        return timer
 
     def __enter__(self) -> Deadline:
         self._last = time.monotonic()
-        self._timer.start()
+        _WATCHDOG.watch(self, self._last + self._seconds)
         return self
 
     def alive(self) -> None:
@@ -88,19 +85,18 @@ class Deadline:
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        with self._lock:  # after this, a late timer finds `_done` and leaves the connection alone
+        with self._lock:  # after this, the watchdog finds `_done` and leaves the connection alone
             self._done = True
-        self._timer.cancel()
 
-    def _cut(self) -> None:
+    def expired(self, now: float) -> float | None:
+        """Called by the watchdog at the due time: cut the connection, or the next due time when
+        rows came meanwhile; None when nothing is left to watch."""
         with self._lock:
             if self._done:
-                return
-            quiet = time.monotonic() - self._last
-            if quiet < self._seconds:  # progress since: wait out the rest of the limit from it
-                self._timer = self._arm(self._seconds - quiet)
-                self._timer.start()
-                return
+                return None
+            quiet = now - self._last
+            if quiet < self._seconds:
+                return self._last + self._seconds
             self.fired = True
             try:
                 fd = self._conn.pgconn.socket
@@ -109,3 +105,39 @@ class Deadline:
                     sock.shutdown(socket.SHUT_RDWR)
             except (OSError, psycopg.Error):
                 pass  # already closed: the driver's own error says so
+            return None
+
+
+class _Watchdog:
+    """A heap of (due time, deadline) and one daemon thread, started on first use, that calls each
+    deadline when it is due. A finished deadline stays in the heap until its due time (a few dozen
+    bytes each) and is then dropped."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._heap: list[tuple[float, int, Deadline]] = []
+        self._count = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def watch(self, deadline: Deadline, due: float) -> None:
+        with self._cond:
+            heapq.heappush(self._heap, (due, next(self._count), deadline))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="tftui-metrics-deadline", daemon=True)
+                self._thread.start()
+            elif self._heap[0][2] is deadline:
+                self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._heap or self._heap[0][0] > time.monotonic():
+                    self._cond.wait(self._heap[0][0] - time.monotonic() if self._heap else None)
+                _, _, deadline = heapq.heappop(self._heap)
+            again = deadline.expired(time.monotonic())
+            if again is not None:
+                with self._cond:
+                    heapq.heappush(self._heap, (again, next(self._count), deadline))
+
+
+_WATCHDOG: Final = _Watchdog()
