@@ -1,5 +1,6 @@
 """`dumps_indented` writes what `json.dumps(indent=2, ensure_ascii=False)` writes, byte for byte,
-including the floats pydantic-core spells differently and the values it refuses."""
+including the floats pydantic-core spells differently and the values it refuses — except that a
+NaN or ±Infinity is `null` (JSON has no such numbers)."""
 
 from __future__ import annotations
 
@@ -13,11 +14,22 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tftui.model import jsontext
-from tftui.model.jsontext import dumps_indented, sorted_tree
+from tftui.model.jsontext import dumps_indented, finite_tree, sorted_tree
 
 
 def _ref(data: Any) -> str:
-    return json.dumps(data, indent=2, ensure_ascii=False)
+    return json.dumps(finite_tree(data), indent=2, ensure_ascii=False, allow_nan=False)
+
+
+def test_non_finite_numbers_are_null_on_both_paths(monkeypatch: pytest.MonkeyPatch) -> None:
+    data = {"nan": math.nan, "inf": [math.inf, (-math.inf, 1.5)], "tiny": 1e-05, "ok": 2.0}
+    expected = '{\n  "nan": null,\n  "inf": [\n    null,\n    [\n      null,\n      1.5\n    ]\n  ],\n  "tiny": 1e-05,\n  "ok": 2.0\n}'
+    assert dumps_indented(data) == expected  # the standard library's path (1e-05)
+    del data["tiny"]
+    monkeypatch.setattr(jsontext.json, "dumps", None)  # pydantic-core's path alone
+    assert json.loads(dumps_indented(data)) == {"nan": None, "inf": [None, [None, 1.5]], "ok": 2.0}
+    same = {"a": [1.0, "x"]}
+    assert finite_tree(same) is same  # nothing to replace: nothing rebuilt
 
 
 def test_tricky_values_match_the_standard_library() -> None:
@@ -52,7 +64,9 @@ _json = st.recursive(
 @given(_json)
 def test_any_json_data(data: Any) -> None:
     assert dumps_indented(data) == _ref(data)
-    assert dumps_indented(sorted_tree(data)) == json.dumps(data, indent=2, ensure_ascii=False, sort_keys=True)
+    assert dumps_indented(sorted_tree(data)) == json.dumps(
+        finite_tree(data), indent=2, ensure_ascii=False, sort_keys=True
+    )
 
 
 def test_names_and_uuids_that_look_like_exponents_keep_the_fast_path(monkeypatch: pytest.MonkeyPatch) -> None:

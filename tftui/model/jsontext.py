@@ -6,12 +6,15 @@ the 5,000-node demo's plan, report and recommendations (17–44 MB of text) cost
 there against 0.2–0.5 s in pydantic-core, already a dependency (the model validates with it).
 
 The two agree on indentation, separators, string escapes (C0 controls as `\\u00XX`, the rest
-kept as UTF-8), integers of any size, `NaN`/`Infinity` and floats, except one case: a float
+kept as UTF-8), integers of any size and floats, except one case: a float
 of magnitude under 1e-4, which Python writes `1e-05` / `2.5e-07` and pydantic-core `0.00001` /
 `2.5e-7`. Such a number token (`0.0000…` or a single-digit negative exponent) is searched for
 in pydantic-core's text and, if one occurs, the standard library encodes the data instead. Any
 value pydantic-core refuses (a lone surrogate) takes that path too, so the result is always the
-standard library's text.
+standard library's text — with one deliberate difference: a NaN or ±Infinity is written `null`,
+as JavaScript's `JSON.stringify` does (JSON has no such numbers; the standard library's `NaN`
+tokens make a document `jq` and other strict readers refuse). Nothing tftui computes should be
+non-finite; this keeps a slip from producing a document nobody can read.
 
 For plain JSON data only (dicts with string keys, lists, tuples, str, int, float, bool, None), as
 the commands build it: pydantic-core would also serialize what `json.dumps` refuses (a datetime,
@@ -21,12 +24,13 @@ a dataclass) and spells a `None` key `"None"` where `json.dumps` writes `"null"`
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any, Final
 
 from pydantic_core import PydanticSerializationError, to_json
 
-__all__ = ["dumps_indented", "sorted_tree"]
+__all__ = ["dumps_indented", "finite_tree", "sorted_tree"]
 
 # a number token only pydantic-core writes, for a float below 1e-4 (Python: `1e-05`, `2.5e-07`):
 # with `indent` every number ends its line, after `": ` (a member) or the indentation (an element).
@@ -52,12 +56,27 @@ def _divergent(raw: bytes) -> bool:
 def dumps_indented(data: Any) -> str:
     """`json.dumps(data, indent=2, ensure_ascii=False)`, the same text (see the module docstring)."""
     try:
-        raw = to_json(data, indent=2)
+        raw = to_json(data, indent=2, inf_nan_mode="null")
     except (PydanticSerializationError, ValueError, TypeError):
         raw = None
     if raw is None or _divergent(raw):
-        return json.dumps(data, indent=2, ensure_ascii=False)
+        return json.dumps(finite_tree(data), indent=2, ensure_ascii=False)
     return raw.decode("utf-8")
+
+
+def finite_tree(data: Any) -> Any:
+    """`data` with every NaN and ±Infinity replaced by None (what `dumps_indented` writes as `null`);
+    dicts, lists and tuples rebuilt only where one occurs below them."""
+    cls = type(data)
+    if cls is float:
+        return data if math.isfinite(data) else None
+    if cls is dict:
+        out = {k: finite_tree(v) for k, v in data.items()}
+        return data if all(out[k] is v for k, v in data.items()) else out
+    if cls is list or cls is tuple:
+        items = [finite_tree(v) for v in data]
+        return data if all(a is b for a, b in zip(items, data, strict=True)) else items
+    return data
 
 
 def sorted_tree(data: Any) -> Any:

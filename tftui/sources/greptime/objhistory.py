@@ -14,12 +14,13 @@ repeated in `GROUP BY` (not its alias), and the bucket index is clamped in Pytho
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from psycopg import sql
 
 from tftui.model.usage import ObjectHistoryQuery, ObjectSeries, bucket_means
-from tftui.sources.greptime.store import Store, _f, _naive_utc, capacity_case
+from tftui.sources.greptime.store import Store, _f, _naive_utc, _opt, capacity_case
 
 __all__ = ["ObjectHistoryQueries"]
 
@@ -65,7 +66,13 @@ class ObjectHistoryQueries(Store):
         n = q.buckets
         with self._malformed("aggregating a usage history"):
             return ObjectSeries(
-                used=bucket_means(n, ((int(_f(b)), _f(s), int(_f(c))) for b, s, c, _ in used_rows)),
-                allocated=bucket_means(n, ((int(_f(b)), _f(s), int(_f(c))) for b, s, c, _ in alloc_rows)),
+                used=bucket_means(n, _finite(used_rows)),
+                allocated=bucket_means(n, _finite(alloc_rows)),
                 rows=int(sum(_f(r) for *_, r in used_rows) + sum(_f(r) for *_, r in alloc_rows)),
             )
+
+
+def _finite(rows: Iterable[Sequence[Any]]) -> list[tuple[int, float, int]]:
+    """(bucket, Σ, samples) of the buckets whose sum is a number: one with a NaN or ±Infinity among
+    its rows is a gap (`_opt`), not a figure."""
+    return [(int(_f(b)), total, int(_f(c))) for b, s, c, _ in rows if (total := _opt(s)) is not None]

@@ -224,7 +224,7 @@ class Step1Queries(Store):
         acc: dict[tuple[str, str], list[Any]] = {}  # Σ tflops, n, peak tflops, peak bytes, samples
         for ns, wl, uuid, pct_sum, pct_n, pct_max, tf_sum, tf_n, tf_max, mem_max, n in rows:
             a = acc.setdefault((str(ns), str(wl)), [0.0, 0.0, None, None, 0])
-            direct = (_f(tf_sum), int(_f(tf_n)), _opt(tf_max)) if tflops_written(tf_max, tf_sum) else None
+            direct = _direct(tf_sum, tf_n, tf_max) if tflops_written(tf_max, tf_sum) else None
             cap = capacity.get(str(uuid), (0.0, 0.0))[0]
             if direct is None and cap <= 0:
                 missing.add(f"capacity of {uuid}")
@@ -236,6 +236,12 @@ class Step1Queries(Store):
                           tflops_peak=a[2], vram_peak_bytes=a[3], samples=int(a[4]))
             for (ns, wl), a in acc.items()
         ]  # fmt: skip
+
+
+def _direct(total: Any, n: Any, peak: Any) -> tuple[float, int, float | None]:
+    """A group's written `compute_tflops` (Σ, count, max); a non-finite sum is no sample."""
+    finite = _opt(total)
+    return (finite, int(_f(n)), _opt(peak)) if finite is not None else (0.0, 0, None)
 
 
 def tflops_written(peak: Any, total: Any) -> bool:
@@ -256,6 +262,8 @@ def tflops_written(peak: Any, total: Any) -> bool:
 
 
 def _mean(total: Any, n: Any) -> float | None:
-    """sum ÷ count of a column; None when no row had a value (a missing sample is not 0)."""
+    """sum ÷ count of a column; None when no row had a value (a missing sample is not 0) or the
+    sum is not finite (a NaN or ±Infinity among the rows: no figure, as `_opt`)."""
     count = _f(n)
-    return _f(total) / count if count else None
+    mean = _f(total) / count if count else None
+    return mean if mean is not None and math.isfinite(mean) else None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import math
 import os
 import re
 import socket
@@ -99,7 +100,12 @@ def _f(value: Any) -> float:
 
 
 def _opt(value: Any) -> float | None:
-    return None if value is None else _f(value)
+    """A value, or None for NULL and for a non-finite one: a NaN or ±Infinity in a table (a writer's
+    division by zero) is no sample, never a figure a decision or a JSON document could carry."""
+    if value is None:
+        return None
+    number = _f(value)
+    return number if math.isfinite(number) else None
 
 
 def _num(value: Any) -> Any:

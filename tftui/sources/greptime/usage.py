@@ -81,7 +81,7 @@ class UsageQueries(Store):
         with self._malformed("reading the latest worker usage"):
             for ns, name, workload, uuid, pct, tf, mem, ts in rows:
                 a = acc.setdefault((str(ns), str(name)), [str(workload), 0.0, 0.0, 0.0, 0, _aware(ts)])
-                p, b, written = _opt(pct), _opt(mem), _f(tf)
+                p, b, written = _opt(pct), _opt(mem), _opt(tf) or 0.0
                 cap = self.gpu_capacity.get(str(uuid), (0.0, 0.0))[0]
                 device = written or (None if p is None or cap <= 0 else p / 100.0 * cap)
                 a[1] = None if a[1] is None or p is None else a[1] + p
@@ -138,8 +138,9 @@ class UsageQueries(Store):
                         sql.Placeholder(f"hl{i}")))  # fmt: skip
             hl_expr = sql.SQL("CASE {} ELSE %(hl)s END").format(sql.SQL(" ").join(whens))
         pod = sql.SQL("min(pod_name)") if t.has("pod_name") else sql.SQL("NULL")
+        # a NaN or ±Infinity (both engines order NaN above every number) is no TFLOPS sample
         bucket = sql.SQL(
-            "CASE WHEN v IS NULL OR v < 0 THEN -1 WHEN v < %(first)s THEN 0 "
+            "CASE WHEN v IS NULL OR v < 0 OR v > 1e308 THEN -1 WHEN v < %(first)s THEN 0 "
             "ELSE floor(ln(v * %(r1)s / %(first)s + 1) / %(lr)s) END"
         )
         # grouped by the one identifying tag (the pod UID): every extra text key costs a hash and
@@ -188,7 +189,8 @@ class UsageQueries(Store):
         """(namespace, workload, UTC hour of day, Σ TFLOPS, samples) over [start, end): what the
         what-if replays per workload (`whatif.recorded_usage`), summed by the store instead of every
         row of the window streamed to Python (a day at 5,000 nodes is tens of millions of rows).
-        A row's TFLOPS as `usage_histograms` reads them; a row without one is no sample."""
+        A row's TFLOPS as `usage_histograms` reads them; a row without one (or a NaN, ±Infinity) is
+        no sample."""
         t = self._require(
             "tf_worker_usage", ("namespace", "workload"), ("compute_tflops", "compute_percentage")
         )
@@ -196,7 +198,8 @@ class UsageQueries(Store):
         value = self._tflops_value(t, gpu_tflops, params)
         query = sql.SQL(
             "SELECT namespace, workload, h, sum(v) AS tflops, count(v) AS samples FROM (SELECT namespace, "
-            "workload, date_part('hour', {ts}) AS h, {v} AS v FROM {t} WHERE {w}) s "
+            "workload, h, CASE WHEN x BETWEEN -1e308 AND 1e308 THEN x END AS v FROM (SELECT namespace, "
+            "workload, date_part('hour', {ts}) AS h, {v} AS x FROM {t} WHERE {w}) r) s "
             "GROUP BY namespace, workload, h"
         ).format(ts=t.ts, v=value, t=t.ident, w=self._window(t))
         rows = self._fetch(query, params, "summing usage per hour of day", t.name)

@@ -1,0 +1,112 @@
+"""A NaN or ±Infinity in a metrics table (a writer's division by zero) is no sample, on both stores.
+
+Before: the report printed `nan%` and `inf`, its JSON held `NaN`/`Infinity` tokens (a document `jq`
+and other strict readers refuse), and one such TFLOPS sample made the autoscaler's history query
+fail to convert its bucket, pausing autoscale for every workload. Now a figure that a non-finite
+value reaches is unknown (as NULL is), the others are untouched, and JSON never carries one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.pg import A100_1, A100_2, CAPACITY, H100_5, NOW, step1_rows
+from tests.stores import MetricsStore
+from tests.test_report_store import shifted
+from tftui.engine.autoscale import AutoscaleState
+from tftui.model.usage import ObjectHistoryQuery
+from tftui.sources.greptime import GreptimeMetrics
+
+NAN, INF = math.nan, math.inf
+
+
+def poisoned() -> dict[str, list[dict[str, Any]]]:
+    """`step1_rows()` with non-finite values in one group of each step-1 query."""
+    data = step1_rows()
+    gpu = [r for r in data["tf_gpu_usage"] if r["uuid"] == A100_1]
+    gpu[0]["compute_percentage"] = NAN  # A100_1's compute % is unknown; A100_2's is not
+    node = [r for r in data["tf_node_metrics"] if r["node"] == "gpu-a100-2"]
+    node[0]["allocated_tflops_percent"] = INF
+    req = [r for r in data["tf_worker_resources"] if r["namespace"] == "research"]
+    req[0]["tflops_request"] = -INF
+    use = [r for r in data["tf_worker_usage"] if r["uuid"] == H100_5]
+    use[0]["compute_percentage"] = NAN
+    return data
+
+
+def _strict(text: str) -> Any:
+    def refuse(token: str) -> Any:
+        raise ValueError(f"{token} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_step1_and_latest_usage_take_a_non_finite_value_as_no_sample(store: MetricsStore) -> None:
+    store.create("nonfinite", "ts")
+    store.load("nonfinite", poisoned(), "ts")
+    with GreptimeMetrics(store.dsn("nonfinite"), connect_timeout=3, gpu_capacity=CAPACITY) as metrics:
+        result = metrics.step1(timedelta(hours=1), NOW, CAPACITY)
+        gpus = {g.uuid: g.compute_used_pct for g in result.gpus}
+        assert gpus[A100_1] is None and gpus[A100_2] == pytest.approx(0.0)  # the clean GPU keeps its figure
+        nodes = {n.node: (n.tflops_allocated_pct, n.vram_allocated_pct) for n in result.nodes}
+        assert nodes["gpu-a100-2"][0] is None and nodes["gpu-a100-2"][1] == pytest.approx(18.75)
+        assert nodes["gpu-a100-1"][0] == pytest.approx(20.23)
+        reqs = {(r.namespace, r.workload): r.tflops_request for r in result.workload_requests}
+        assert reqs[("research", "llama3-8b-infer")] is None
+        assert reqs[("ml-serving", "qwen2-72b-infer")] == pytest.approx(400.0)
+        for usage in result.workload_usage:
+            for value in (usage.tflops_avg, usage.tflops_peak, usage.vram_peak_bytes):
+                assert value is None or math.isfinite(value), usage
+        latest = metrics.latest_gpu_usage(NOW - timedelta(minutes=29), timedelta(hours=1))
+        assert all(u.compute_percent is None or math.isfinite(u.compute_percent) for u in latest.values())
+
+
+def test_a_non_finite_tflops_sample_does_not_stop_the_autoscalers_history(store: MetricsStore) -> None:
+    """The history query puts such a sample in no TFLOPS bucket (as a NULL): the load succeeds."""
+    store.create("nonfinite_hist", "ts")
+    store.load("nonfinite_hist", poisoned(), "ts")
+    astate = AutoscaleState()
+    astate.gpu_tflops = {g: c[0] for g, c in CAPACITY.items()}
+    query = astate.history_query(NOW - timedelta(hours=1), NOW)
+    assert query is not None
+    with GreptimeMetrics(store.dsn("nonfinite_hist"), connect_timeout=3) as metrics:
+        groups = metrics.usage_histograms(query)
+        assert groups and all(math.isfinite(g.weight) for g in groups)
+        assert astate.add_pod_buckets(query, groups) > 0
+        series = metrics.object_history(
+            ObjectHistoryQuery(kind="GPUNode", name="gpu-a100-1", start=NOW - timedelta(hours=1), end=NOW,
+                               bucket=timedelta(minutes=15), gpu_tflops=((A100_1, 312.0), (A100_2, 312.0)))
+        )  # fmt: skip
+        assert all(v is None or math.isfinite(v) for v in (*series.used, *series.allocated))
+
+
+def test_report_json_is_strict_json_and_says_no_data(store: MetricsStore, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    now = datetime.now(UTC).replace(microsecond=0)
+    store.create("nonfinite_report", "greptime_timestamp")
+    store.load(
+        "nonfinite_report", shifted(poisoned(), now - timedelta(minutes=1) - NOW), "greptime_timestamp"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "TFTUI_METRICS_DSN")}
+    env["HOME"] = str(home)
+    base = [sys.executable, "-m", "tftui", "report", "--metrics-dsn", store.dsn("nonfinite_report")]
+    done = subprocess.run([*base, "--window", "1h", "--json"], capture_output=True, text=True, env=env,
+                          cwd=home, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    report = _strict(done.stdout)
+    gpus = {g["name"]: g for g in report["gpus"]}
+    assert gpus[A100_1]["compute_used_pct"] is None
+    text = subprocess.run([*base, "--window", "1h"], capture_output=True, text=True, env=env, cwd=home,
+                          timeout=120).stdout  # fmt: skip
+    assert re.search(r"(?<![a-z])(nan|inf)(?![a-z])", text.lower()) is None, text
