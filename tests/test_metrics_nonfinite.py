@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.pg import A100_1, A100_2, CAPACITY, H100_5, NOW, step1_rows
+from tests.pg import A100_1, A100_2, CAPACITY, H100_5, NOW, alert_rows_data, full_rows, step1_rows
 from tests.stores import MetricsStore
 from tests.test_report_store import shifted
 from tftui.engine.autoscale import AutoscaleState
@@ -110,3 +110,24 @@ def test_report_json_is_strict_json_and_says_no_data(store: MetricsStore, tmp_pa
     text = subprocess.run([*base, "--window", "1h"], capture_output=True, text=True, env=env, cwd=home,
                           timeout=120).stdout  # fmt: skip
     assert re.search(r"(?<![a-z])(nan|inf)(?![a-z])", text.lower()) is None, text
+
+
+def test_no_alert_fires_on_a_non_finite_value(store: MetricsStore) -> None:
+    """Both engines order NaN above every number: a NaN temperature passed `> 90`, averaged to NaN
+    and fired GPUTemperatureHigh (GPUTFlopsFull likewise). Now such a sample is no sample: a GPU
+    with only those does not fire, and one with real hot samples beside one fires on their mean."""
+    data = alert_rows_data()
+    for r in data["tf_gpu_usage"]:
+        if r["uuid"] == "g3":  # cool and idle otherwise
+            r["temperature"], r["compute_percentage"] = NAN, INF
+    g1 = next(r for r in data["tf_gpu_usage"] if r["uuid"] == "g1")
+    extra = {**g1, "temperature": NAN, "compute_percentage": NAN, "ts": NOW - timedelta(seconds=10)}
+    data["tf_gpu_usage"] = [*data["tf_gpu_usage"], *full_rows("tf_gpu_usage", [extra])]
+    store.create("nonfinite_alerts", "ts")
+    store.load("nonfinite_alerts", data, "ts")
+    with GreptimeMetrics(store.dsn("nonfinite_alerts"), connect_timeout=3) as metrics:
+        hot = metrics.alert_rows("GPUTemperatureHigh", NOW)
+        full = metrics.alert_rows("GPUTFlopsFull", NOW)
+    assert [r["uuid"] for r in hot] == ["g1"] and hot[0]["avg_temperature"] == pytest.approx(94.0)
+    assert "g3" not in {r["uuid"] for r in full} and "g1" in {r["uuid"] for r in full}
+    assert all(math.isfinite(v) for r in (*hot, *full) for v in r.values() if isinstance(v, float))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -202,7 +203,9 @@ class AlertQueries(Store):
             }[rule]
             keys = ("node", "pool", "uuid")
             t = self._alert_table(rule, "tf_gpu_usage", (*keys, col))
-            above = sql.SQL("{c} > {th}").format(c=sql.Identifier(col), th=th)
+            # a NaN or ±Infinity is no sample: both engines order NaN above every number, so it
+            # would pass `> threshold` and turn the average into NaN (a GPU firing on garbage)
+            above = sql.SQL("{c} > {th} AND {c} <= 1e308").format(c=sql.Identifier(col), th=th)
             # upstream filters the samples before averaging: the average of those above the threshold
             mean = sql.SQL("avg(CASE WHEN {a} THEN {c} END)").format(a=above, c=sql.Identifier(col))
             return _Replay(rule, spec, thr, f"t{n}", t, keys, (col,), col if col == "memory_percentage" else None,
@@ -374,7 +377,7 @@ class AlertQueries(Store):
                         **{a: _num(v) for (a, _e), v in zip(p.outputs, values[at:], strict=False)},
                     }
                     at += len(p.outputs)
-                    if not p.fires(row):
+                    if not p.fires(row) or any(_non_finite(row[a]) for a, _e in p.outputs):
                         continue
                     if p.busy is not None:  # NULL passes `NOT IN` only an empty list
                         others = busy.get(k, set())
@@ -423,6 +426,11 @@ class AlertQueries(Store):
                     "malformed values; recreate the table from TensorFusion's schema"
                 )
         return table
+
+
+def _non_finite(value: Any) -> bool:
+    """A NaN or ±Infinity: a figure no sample makes, on which no rule fires."""
+    return isinstance(value, float) and not math.isfinite(value)
 
 
 def alert_row_key(row: AlertRow) -> tuple[str, ...]:
