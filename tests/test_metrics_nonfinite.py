@@ -131,3 +131,29 @@ def test_no_alert_fires_on_a_non_finite_value(store: MetricsStore) -> None:
     assert [r["uuid"] for r in hot] == ["g1"] and hot[0]["avg_temperature"] == pytest.approx(94.0)
     assert "g3" not in {r["uuid"] for r in full} and "g1" in {r["uuid"] for r in full}
     assert all(math.isfinite(v) for r in (*hot, *full) for v in r.values() if isinstance(v, float))
+
+
+def test_raw_rows_carry_no_non_finite_value_and_the_autoscaler_skips_one(store: MetricsStore) -> None:
+    """The daemon's incremental autoscale load reads raw rows: an Infinity there raised OverflowError
+    in the histogram after part of the rows were applied, and the next run re-read the same window
+    (the load never advanced): autoscale failed for good and would have counted rows twice."""
+    data = step1_rows()
+    use = data["tf_worker_usage"]
+    use[0]["compute_percentage"], use[1]["compute_tflops"] = INF, NAN
+    store.create("nonfinite_rows", "ts")
+    store.load("nonfinite_rows", data, "ts")
+    with GreptimeMetrics(store.dsn("nonfinite_rows"), connect_timeout=3) as metrics:
+        raw = list(metrics.rows("tf_worker_usage", NOW - timedelta(hours=2), NOW + timedelta(minutes=1)))
+    assert len(raw) == len(use)
+    assert not [v for r in raw for v in r.values() if isinstance(v, float) and not math.isfinite(v)]
+    assert any(r["compute_percentage"] is None for r in raw)  # the Infinity: no sample
+    poisoned = [{**r, "compute_percentage": INF, "memory_bytes": NAN} for r in raw]  # another port's rows
+    astate = AutoscaleState()
+    astate.gpu_tflops = {g: c[0] for g, c in CAPACITY.items()}
+    assert astate.add_samples(sorted(raw + poisoned, key=lambda r: r["ts"])) == 2 * len(raw)
+    clean = AutoscaleState()
+    clean.gpu_tflops = astate.gpu_tflops
+    clean.add_samples(sorted(raw, key=lambda r: r["ts"]))
+    assert {k: (h.samples, h.vram_samples) for k, h in astate.workloads.items()} == {
+        k: (h.samples, h.vram_samples) for k, h in clean.workloads.items()
+    }

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -377,7 +376,7 @@ class AlertQueries(Store):
                         **{a: _num(v) for (a, _e), v in zip(p.outputs, values[at:], strict=False)},
                     }
                     at += len(p.outputs)
-                    if not p.fires(row) or any(_non_finite(row[a]) for a, _e in p.outputs):
+                    if not p.fires(row):  # a NaN or ±Infinity is None here (`_num`): it fires nothing
                         continue
                     if p.busy is not None:  # NULL passes `NOT IN` only an empty list
                         others = busy.get(k, set())
@@ -426,11 +425,6 @@ class AlertQueries(Store):
                     "malformed values; recreate the table from TensorFusion's schema"
                 )
         return table
-
-
-def _non_finite(value: Any) -> bool:
-    """A NaN or ±Infinity: a figure no sample makes, on which no rule fires."""
-    return isinstance(value, float) and not math.isfinite(value)
 
 
 def alert_row_key(row: AlertRow) -> tuple[str, ...]:

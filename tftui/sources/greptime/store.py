@@ -109,8 +109,13 @@ def _opt(value: Any) -> float | None:
 
 
 def _num(value: Any) -> Any:
-    """Decimal → float/int in alert rows, so they compare and serialise like the simulator's."""
+    """A value of a raw or alert row: Decimal → float/int, so they compare and serialise like the
+    simulator's; a NaN or ±Infinity → None (no sample, as `_opt`)."""
+    if type(value) is float:
+        return value if math.isfinite(value) else None
     if isinstance(value, Decimal):
+        if not value.is_finite():
+            return None
         return int(value) if value == value.to_integral_value() else float(value)
     return value
 
