@@ -9,6 +9,8 @@ import signal
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.kubeapi import Fault, KubeApiServer
 from tests.test_daemon import _free_port, _start, _stopped, http
 from tests.waiting import eventually
@@ -45,6 +47,31 @@ def test_the_probes_answer_while_the_first_list_runs(server: KubeApiServer, kube
     assert synced[0]["seconds"] >= LIST_DELAY - 1  # the line says how long the list took
     started = next(i for i, d in enumerate(docs) if d["msg"] == "daemon started")
     assert docs.index(synced[0]) < started  # the loop starts on a synced cache
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_stop_during_the_first_list_ends_the_run_cleanly(
+    server: KubeApiServer, kubeconfig: Path, sig: signal.Signals
+) -> None:
+    """The signal handlers are installed before the first list: a stop during it ends the wait at
+    its next progress call, exit 0, nothing started. Before, the default handlers met a process
+    with a server and watch threads running: SIGTERM killed it (exit -15), SIGINT's
+    KeyboardInterrupt gave 130, and once (a fresh-clone run) landed where the exit then hung."""
+    server.inject(Fault(delay=120.0, method="GET", path="/api/v1/pods"))
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    proc = _start(["--daemon", "--kubeconfig", str(kubeconfig), "--dry-run", "--listen", f"127.0.0.1:{port}"])
+    try:
+        eventually(lambda: answers(f"{base}/healthz"), 60)
+        assert server.pending_faults() == 0  # the pods' list is being held
+        out, _ = _stopped(proc, sig)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    messages = [json.loads(line)["msg"] for line in out.splitlines()]
+    assert "daemon stopped before the cluster cache synced" in messages
+    assert "daemon started" not in messages and "cluster cache synced" not in messages
+    assert not answers(f"{base}/healthz")  # the probes' server went with it
 
 
 def test_a_failed_first_list_stops_the_probes_server_and_exits(

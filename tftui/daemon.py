@@ -89,6 +89,10 @@ def setup_logging(level: str = "info", stream: IO[str] | None = None) -> None:
     root.propagate = False
 
 
+class _StoppedListing(Exception):
+    """A stop asked for during the first list (`Daemon.first_sync`)."""
+
+
 @dataclass(slots=True)
 class DaemonOptions:
     dry_run: bool = False
@@ -187,19 +191,27 @@ class Daemon:
             self.ops = OpsServer(self.options.listen, self.metrics, self.health, self.ready)
             self.ops.start()
 
-    def first_sync(self, wait: Callable[..., None], timeout: float) -> None:
-        """The cluster's first list (`wait`: `KubeCluster.wait_synced`), with the ops server up.
+    def first_sync(self, wait: Callable[..., None], timeout: float) -> bool:
+        """The cluster's first list (`wait`: `KubeCluster.wait_synced`), with the ops server up;
+        False when a stop (SIGTERM, SIGINT: `install_signal_handlers` first) ended it.
 
         A 5,000-node cluster's first list takes tens of seconds, longer than the kubelet gives a
         liveness probe that finds no server (the chart's: 5 s, then three failures 10 s apart):
         with the server started after the list, such a daemon was restarted before it had listed,
         again and again. Meanwhile `/healthz` is ok (the list's progress counts as the loop's
         heartbeat; a list that stops answering ends the wait, and the process, after `timeout`),
-        `/readyz` answers 503 until it is done, and a line is logged every `SYNC_LOG_EVERY` s."""
+        `/readyz` answers 503 until it is done, and a line is logged every `SYNC_LOG_EVERY` s. A
+        stop is seen at the wait's next progress call (every half second): nothing was decided or
+        written yet, so the run ends there with exit 0."""
         self.serve()
         start = self._sync_logged = time.monotonic()
         try:
             wait(timeout=timeout, progress=self._syncing)
+        except _StoppedListing:
+            self._stop_ops()
+            self._stopping()  # says which signal
+            log.info("daemon stopped before the cluster cache synced")
+            return False
         except BaseException:
             self._stop_ops()
             raise
@@ -208,8 +220,11 @@ class Daemon:
             "seconds": round(time.monotonic() - start, 1),
         }
         log.info("cluster cache synced", extra={"fields": fields})
+        return True
 
     def _syncing(self, objects: int, synced: int, kinds: int) -> None:
+        if self._stop_asked():
+            raise _StoppedListing
         now = self._heartbeat = time.monotonic()
         if now - self._sync_logged >= SYNC_LOG_EVERY:
             self._sync_logged = now

@@ -78,10 +78,13 @@ def cmd_daemon(args: argparse.Namespace) -> int:
         metrics = open_metrics(args, cluster)  # opens nothing until first used
         elector = None if args.dry_run else LeaderElector(cluster.api, config)
         daemon = Daemon(cluster, metrics, options, elector=elector)
-        # the probes' server is up while the first list runs (a SIGTERM meanwhile ends the
-        # process at once, as before: nothing was decided or written yet)
-        daemon.first_sync(cluster.wait_synced, timeout=60)
+        # the handlers first: a signal during the list ends it at its next progress call with
+        # exit 0 (before, the default handlers met a process with threads and a server running:
+        # SIGINT's KeyboardInterrupt could land anywhere, even inside a lock, and hang the exit)
         daemon.install_signal_handlers()
+        # the probes' server is up while the first list runs
+        if not daemon.first_sync(cluster.wait_synced, timeout=60):
+            return 0
         return daemon.run()
     finally:
         if metrics is not None:
