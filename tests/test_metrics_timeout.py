@@ -12,6 +12,8 @@ takes `--metrics-timeout`; the daemon pauses autoscale and its other loops go on
 from __future__ import annotations
 
 import contextlib
+import json
+import signal
 import socket
 import threading
 from collections.abc import Callable
@@ -25,8 +27,10 @@ import pytest
 
 from tests.greptime_dialect import DialectServer
 from tests.greptime_dialect.engine import TIMED_OUT
+from tests.kubeapi import KubeApiServer
 from tests.pg import CAPACITY, NOW, PASSWORD, check_step1, step1_rows
 from tests.stores import MetricsStore
+from tests.test_daemon import _free_port, _start, _stopped
 from tests.test_report_store import report
 from tftui.sources.greptime import GreptimeMetrics
 from tftui.sources.greptime import store as store_module
@@ -226,3 +230,26 @@ def test_deadlines_cut_only_what_outlives_them_from_one_thread() -> None:
         for a, b in pairs:
             a.close()
             b.close()
+
+
+def test_a_daemon_stop_cuts_a_query_waiting_on_the_store(
+    server: KubeApiServer, kubeconfig: Path, dialect_server: DialectServer
+) -> None:
+    """SIGTERM while the daemon's autoscale waits on a stalled store: the stop cuts the query
+    (`GreptimeMetrics.interrupt`) instead of waiting out its limit (here 120 s; the chart's grace
+    period is 45 s), exits 0, and journals no pause for it."""
+    dialect_server.create_database("stop_store", "greptime_timestamp")
+    port = _free_port()
+    args = ["--daemon", "--kubeconfig", str(kubeconfig), "--dry-run", "--listen", f"127.0.0.1:{port}",
+            "--metrics-dsn", dialect_server.dsn("stop_store"), "--metrics-timeout", "120s"]  # fmt: skip
+    with dialect_server.stall("tf_worker_usage") as stall:
+        proc = _start(args)
+        try:
+            assert stall.entered.wait(60), "the daemon never read the usage"
+            out, _ = _stopped(proc, signal.SIGTERM)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    messages = [json.loads(line)["msg"] for line in out.splitlines()]
+    assert "daemon stopped" in messages
+    assert not [m for m in messages if "autoscale paused" in m or "no result within" in m], messages

@@ -159,6 +159,17 @@ class Daemon:
     def install_signal_handlers(self) -> None:
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda signum, _frame: self._on_signal(signum))
+        threading.Thread(target=self._interrupt_on_stop, name="tftui-stop", daemon=True).start()
+
+    def _interrupt_on_stop(self) -> None:
+        """Once a stop is asked for, cut the metrics store's queries in flight (`interrupt`): the
+        call in flight may be one waiting on a slow store, which would hold the stop up to the
+        query limit. Polls, as the handler sets plain attributes only (see `_on_signal`)."""
+        while not self._stop_asked():
+            time.sleep(SIGNAL_POLL)
+        interrupt = getattr(self.metrics_port, "interrupt", None)
+        if callable(interrupt):
+            interrupt()
 
     def _on_signal(self, signum: int) -> None:
         """No I/O here: the handler runs between two bytecodes of the main thread, which may be in

@@ -289,6 +289,8 @@ class Runtime:
         try:
             self._load_usage(state, now)
         except SourceError as exc:
+            if self.stopping():  # the stop cut the read (`GreptimeMetrics.interrupt`): nothing to pause
+                return executed
             reason = f"metrics store unreachable: {exc}"
             if self.autoscale_paused is None:
                 self.journal.record(

@@ -97,15 +97,24 @@ class Deadline:
             quiet = now - self._last
             if quiet < self._seconds:
                 return self._last + self._seconds
-            self.fired = True
-            try:
-                fd = self._conn.pgconn.socket
-                # shut down a duplicate: the shutdown acts on the connection, the driver keeps its fd
-                with socket.socket(fileno=os.dup(fd)) as sock:
-                    sock.shutdown(socket.SHUT_RDWR)
-            except (OSError, psycopg.Error):
-                pass  # already closed: the driver's own error says so
+            self._shut()
             return None
+
+    def cut(self) -> None:
+        """Cut the connection now, if the block still runs (a process that is stopping)."""
+        with self._lock:
+            if not self._done:
+                self._shut()
+
+    def _shut(self) -> None:
+        self.fired = True
+        try:
+            fd = self._conn.pgconn.socket
+            # shut down a duplicate: the shutdown acts on the connection, the driver keeps its fd
+            with socket.socket(fileno=os.dup(fd)) as sock:
+                sock.shutdown(socket.SHUT_RDWR)
+        except (OSError, psycopg.Error):
+            pass  # already closed: the driver's own error says so
 
 
 class _Watchdog:

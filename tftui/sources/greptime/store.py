@@ -201,6 +201,9 @@ class Store:
         self._lookup: threading.Event | None = None  # the last DNS lookup; set once it answered
         self._tables: dict[str, TableInfo] | None = None
         self._lock = threading.Lock()
+        self._active: set[Deadline] = set()  # the exchanges in flight (`interrupt`)
+        self._active_lock = threading.Lock()  # not `_lock`: `_open` holds that while it configures
+        self._interrupted = False
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -243,15 +246,37 @@ class Store:
     @contextmanager
     def _answering(self, conn: psycopg.Connection[Any], doing: str, table: str = "") -> Iterator[Deadline]:
         """The block's exchanges with the server, within the client's deadline (`deadline`): a
-        connection cut there is one SourceError saying the store did not answer."""
+        connection cut there is one SourceError saying the store did not answer (or that
+        `interrupt` cut it)."""
+        if self._interrupted:
+            raise self._stopping_error(doing)
         deadline = Deadline(conn, self.query_timeout + GRACE)
+        with self._active_lock:
+            self._active.add(deadline)
         try:
             with deadline:
                 yield deadline
         except psycopg.OperationalError:
             if deadline.fired:
-                raise self._no_answer(doing, table) from None
+                raise (
+                    self._stopping_error(doing) if self._interrupted else self._no_answer(doing, table)
+                ) from None
             raise
+        finally:
+            with self._active_lock:
+                self._active.discard(deadline)
+
+    def interrupt(self) -> None:
+        """Cut every exchange in flight and refuse new ones: the process is stopping, and a query
+        that waits on a slow store must not hold its stop (up to the query limit)."""
+        with self._active_lock:
+            self._interrupted = True
+            active = list(self._active)
+        for deadline in active:
+            deadline.cut()
+
+    def _stopping_error(self, doing: str) -> SourceError:
+        return SourceError(f"metrics store {self._where}: interrupted while {doing}: tftui is stopping")
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
         """UTC, and the server's own limit on each statement (`deadline`; whole milliseconds, as
