@@ -115,7 +115,8 @@ def test_report_json_is_strict_json_and_says_no_data(store: MetricsStore, tmp_pa
 def test_no_alert_fires_on_a_non_finite_value(store: MetricsStore) -> None:
     """Both engines order NaN above every number: a NaN temperature passed `> 90`, averaged to NaN
     and fired GPUTemperatureHigh (GPUTFlopsFull likewise). Now such a sample is no sample: a GPU
-    with only those does not fire, and one with real hot samples beside one fires on their mean."""
+    with only those does not fire, and one with real hot samples beside one fires on their mean;
+    a node's allocation rules average the finite samples (a NaN made the node's figure unknown)."""
     data = alert_rows_data()
     for r in data["tf_gpu_usage"]:
         if r["uuid"] == "g3":  # cool and idle otherwise
@@ -123,11 +124,24 @@ def test_no_alert_fires_on_a_non_finite_value(store: MetricsStore) -> None:
     g1 = next(r for r in data["tf_gpu_usage"] if r["uuid"] == "g1")
     extra = {**g1, "temperature": NAN, "compute_percentage": NAN, "ts": NOW - timedelta(seconds=10)}
     data["tf_gpu_usage"] = [*data["tf_gpu_usage"], *full_rows("tf_gpu_usage", [extra])]
+    n1 = next(r for r in data["tf_node_metrics"] if r["node"] == "n1")
+    nan_node = {**n1, "allocated_tflops_percent": NAN, "ts": NOW - timedelta(seconds=10)}
+    data["tf_node_metrics"] = [*data["tf_node_metrics"], *full_rows("tf_node_metrics", [nan_node])]
     store.create("nonfinite_alerts", "ts")
     store.load("nonfinite_alerts", data, "ts")
+    store.create("finite_alerts", "ts")
+    store.load("finite_alerts", alert_rows_data(), "ts")
+    node_rules = ("NodeTFlopsAllocationWarning", "NodeTFlopsAllocationCritical")
+    with GreptimeMetrics(store.dsn("finite_alerts"), connect_timeout=3) as clean:
+        expected = {rule: clean.alert_rows(rule, NOW) for rule in node_rules}
+        assert [r["uuid"] for r in clean.alert_rows("IdleGPU", NOW)] == ["g3"]
     with GreptimeMetrics(store.dsn("nonfinite_alerts"), connect_timeout=3) as metrics:
         hot = metrics.alert_rows("GPUTemperatureHigh", NOW)
         full = metrics.alert_rows("GPUTFlopsFull", NOW)
+        # averages skip the NaN as they skip a NULL: n1 still fires on its finite samples
+        assert {rule: metrics.alert_rows(rule, NOW) for rule in node_rules} == expected
+        assert metrics.alert_rows("IdleGPU", NOW) == []  # g3's compute is all Infinity: no sample, not idle
+    assert any(r["node"] == "n1" for r in expected["NodeTFlopsAllocationWarning"])
     assert [r["uuid"] for r in hot] == ["g1"] and hot[0]["avg_temperature"] == pytest.approx(94.0)
     assert "g3" not in {r["uuid"] for r in full} and "g1" in {r["uuid"] for r in full}
     assert all(math.isfinite(v) for r in (*hot, *full) for v in r.values() if isinstance(v, float))

@@ -214,7 +214,7 @@ class AlertQueries(Store):
             alias = "tflops_available" if "TFlops" in rule else "vram_available"
             keys = ("node", "pool") if rule.startswith("Node") else ("pool",)
             t = self._alert_table(rule, "tf_node_metrics", (*keys, col))
-            left = sql.SQL("100 - avg({c})").format(c=sql.Identifier(col))
+            left = sql.SQL("100 - avg({c})").format(c=_finite(col))
             return _Replay(rule, spec, thr, f"t{n}", t, keys, (col,), None, ((alias, left),), None,
                            sql.SQL("{} < {}").format(left, th),
                            lambda r: r[alias] is not None and r[alias] < thr)  # fmt: skip
@@ -229,11 +229,13 @@ class AlertQueries(Store):
         t = self._alert_table(rule, "tf_gpu_usage", (*keys, "compute_percentage", "memory_percentage",
                                                      "memory_bytes"))  # fmt: skip
         outputs = tuple(
-            (alias, sql.SQL("avg({})").format(sql.Identifier(col)))
+            (alias, sql.SQL("avg({})").format(_finite(col)))
             for alias, col in (("compute", "compute_percentage"), ("vram", "memory_percentage"),
                                ("memory_bytes", "memory_bytes"))
         )  # fmt: skip
-        having = sql.SQL("avg(compute_percentage) < 1 AND avg(memory_percentage) < {}").format(th)
+        having = sql.SQL("avg({}) < 1 AND avg({}) < {}").format(
+            _finite("compute_percentage"), _finite("memory_percentage"), th
+        )
         return _Replay(
             rule, spec, thr, f"t{n}", t, keys, ("compute_percentage", "memory_percentage", "memory_bytes"), None, outputs,
             None, having,
@@ -425,6 +427,12 @@ class AlertQueries(Store):
                     "malformed values; recreate the table from TensorFusion's schema"
                 )
         return table
+
+
+def _finite(column: str) -> sql.Composable:
+    """`column`, NULL where it holds a NaN or ±Infinity: averaged as no sample, like a NULL (both
+    engines order NaN above every number, so `BETWEEN` is false for it)."""
+    return sql.SQL("CASE WHEN {c} BETWEEN -1e308 AND 1e308 THEN {c} END").format(c=sql.Identifier(column))
 
 
 def alert_row_key(row: AlertRow) -> tuple[str, ...]:
