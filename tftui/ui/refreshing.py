@@ -47,7 +47,6 @@ from tftui.ui.load.data import (
     connection_error,
     describe_error,
     latest_usage,
-    load,
     load_rest,
     load_state,
 )
@@ -119,31 +118,10 @@ class Refreshing(ConsoleBase):
                 if not worker.is_cancelled:
                     self.post_message(LoadFailed(f"disconnected: {lost}", now))
                 return
-            if getattr(self._metrics, "REMOTE", False):
-                data = self._load_beside_the_store(worker)
-            else:
-                with self._cluster_lock:
-                    self._run_simulation()
-                    now = self._clock()
-                    if self._shown_once:
-                        with gc_paused():
-                            data = load(self._cluster, self._metrics, now, self.runtime, self._reader)
-                            self._prebuild(data)
-                            self._young.settle(self._quiet())  # no collection scans what it built
-                    else:  # first screen: the pools view as soon as the state is built
-                        # no usage index yet (an empty one costs a pass over every GPU and worker, and
-                        # shows exactly what no index shows: no figures); `load_rest` joins the usage
-                        first = load_state(self._cluster, self._metrics, now, self._reader, usage=False)
-                        if not worker.is_cancelled:
-                            self.post_message(DataLoaded(first))
-                        self._shown_once = True
-                        with gc_paused():
-                            data = load_rest(first, self._cluster, self._metrics, self.runtime, self._reader)
-                            self._prebuild(data)
-                            self._young.settle(self._quiet())
+            data = self._load(worker)
         except ClusterLoadError as exc:
-            if not worker.is_cancelled:
-                self.post_message(LoadFailed(str(exc), now, exc.source))
+            if not worker.is_cancelled:  # the clock as the load read it (the demo's moved in `_load`)
+                self.post_message(LoadFailed(str(exc), self._clock(), exc.source))
             return
         finally:
             took = time.monotonic() - started
@@ -154,25 +132,36 @@ class Refreshing(ConsoleBase):
         if not worker.is_cancelled:
             self.post_message(DataLoaded(data))
 
-    def _load_beside_the_store(self, worker: Any) -> ConsoleData:
-        """`_load_work` with a metrics store over the network: its latest samples are read between
-        two holds of the cluster lock, so a slow or hung store (up to its query limit) delays no
-        write the console makes meanwhile; a write in between is shown by the refresh it asks for."""
-        cluster, metrics, reader = self._cluster, self._metrics, self._reader
-        with self._cluster_lock:
+    def _load(self, worker: Any) -> ConsoleData:
+        """One refresh's data, under the cluster lock (one reader or writer of the source at a
+        time). The first screen is posted as soon as the state is built, before any usage index
+        exists (an empty one costs a pass over every GPU and worker and shows what none shows: no
+        figures). With a metrics store over the network (`REMOTE`) the lock is let go while its
+        latest samples are read, so a slow or hung store (up to its query limit) delays no write
+        the console makes meanwhile; a write in between is shown by the refresh it asks for. The
+        demo's simulated metrics follow the simulated cluster: read under the lock."""
+        cluster, metrics, reader, lock = self._cluster, self._metrics, self._reader, self._cluster_lock
+        with lock:
             self._run_simulation()
             now = self._clock()
             with gc_paused():
                 first = load_state(cluster, metrics, now, reader, usage=False)
-            if not self._shown_once:  # first screen: the pools view as soon as the state is built
+            if not self._shown_once:
                 if not worker.is_cancelled:
                     self.post_message(DataLoaded(first))
                 self._shown_once = True
-        latest = latest_usage(metrics, first.state, now)
-        with self._cluster_lock, gc_paused():
-            data = load_rest(first, cluster, metrics, self.runtime, reader, latest)
-            self._prebuild(data)
-            self._young.settle(self._quiet())
+            if getattr(metrics, "REMOTE", False):
+                lock.release()
+                try:
+                    latest = latest_usage(metrics, first.state, now)
+                finally:
+                    lock.acquire()
+            else:
+                latest = latest_usage(metrics, first.state, now)
+            with gc_paused():
+                data = load_rest(first, cluster, metrics, self.runtime, reader, latest)
+                self._prebuild(data)
+                self._young.settle(self._quiet())  # no collection scans what it built
         return data
 
     def _prebuild(self, data: ConsoleData) -> None:

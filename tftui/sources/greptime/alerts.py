@@ -28,6 +28,7 @@ from tftui.sources.greptime.store import (
     _ms,
     _naive_utc,
     _num,
+    finite,
 )
 from tftui.sources.ports import SourceError
 
@@ -202,9 +203,9 @@ class AlertQueries(Store):
             }[rule]
             keys = ("node", "pool", "uuid")
             t = self._alert_table(rule, "tf_gpu_usage", (*keys, col))
-            # a NaN or ±Infinity is no sample: both engines order NaN above every number, so it
-            # would pass `> threshold` and turn the average into NaN (a GPU firing on garbage)
-            above = sql.SQL("{c} > {th} AND {c} <= 1e308").format(c=sql.Identifier(col), th=th)
+            # a NaN would pass `> threshold` (ordered above every number) and turn the average into
+            # NaN, a GPU firing on garbage: `finite` makes it no sample
+            above = sql.SQL("{c} > {th}").format(c=finite(sql.Identifier(col)), th=th)
             # upstream filters the samples before averaging: the average of those above the threshold
             mean = sql.SQL("avg(CASE WHEN {a} THEN {c} END)").format(a=above, c=sql.Identifier(col))
             return _Replay(rule, spec, thr, f"t{n}", t, keys, (col,), col if col == "memory_percentage" else None,
@@ -214,7 +215,7 @@ class AlertQueries(Store):
             alias = "tflops_available" if "TFlops" in rule else "vram_available"
             keys = ("node", "pool") if rule.startswith("Node") else ("pool",)
             t = self._alert_table(rule, "tf_node_metrics", (*keys, col))
-            left = sql.SQL("100 - avg({c})").format(c=_finite(col))
+            left = sql.SQL("100 - avg({c})").format(c=finite(sql.Identifier(col)))
             return _Replay(rule, spec, thr, f"t{n}", t, keys, (col,), None, ((alias, left),), None,
                            sql.SQL("{} < {}").format(left, th),
                            lambda r: r[alias] is not None and r[alias] < thr)  # fmt: skip
@@ -229,12 +230,12 @@ class AlertQueries(Store):
         t = self._alert_table(rule, "tf_gpu_usage", (*keys, "compute_percentage", "memory_percentage",
                                                      "memory_bytes"))  # fmt: skip
         outputs = tuple(
-            (alias, sql.SQL("avg({})").format(_finite(col)))
+            (alias, sql.SQL("avg({})").format(finite(sql.Identifier(col))))
             for alias, col in (("compute", "compute_percentage"), ("vram", "memory_percentage"),
                                ("memory_bytes", "memory_bytes"))
         )  # fmt: skip
         having = sql.SQL("avg({}) < 1 AND avg({}) < {}").format(
-            _finite("compute_percentage"), _finite("memory_percentage"), th
+            finite(sql.Identifier("compute_percentage")), finite(sql.Identifier("memory_percentage")), th
         )
         return _Replay(
             rule, spec, thr, f"t{n}", t, keys, ("compute_percentage", "memory_percentage", "memory_bytes"), None, outputs,
@@ -427,12 +428,6 @@ class AlertQueries(Store):
                     "malformed values; recreate the table from TensorFusion's schema"
                 )
         return table
-
-
-def _finite(column: str) -> sql.Composable:
-    """`column`, NULL where it holds a NaN or ±Infinity: averaged as no sample, like a NULL (both
-    engines order NaN above every number, so `BETWEEN` is false for it)."""
-    return sql.SQL("CASE WHEN {c} BETWEEN -1e308 AND 1e308 THEN {c} END").format(c=sql.Identifier(column))
 
 
 def alert_row_key(row: AlertRow) -> tuple[str, ...]:

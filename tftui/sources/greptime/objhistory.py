@@ -66,13 +66,13 @@ class ObjectHistoryQueries(Store):
         n = q.buckets
         with self._malformed("aggregating a usage history"):
             return ObjectSeries(
-                used=bucket_means(n, _finite(used_rows)),
-                allocated=bucket_means(n, _finite(alloc_rows)),
+                used=bucket_means(n, _known(used_rows)),
+                allocated=bucket_means(n, _known(alloc_rows)),
                 rows=int(sum(_f(r) for *_, r in used_rows) + sum(_f(r) for *_, r in alloc_rows)),
             )
 
 
-def _finite(rows: Iterable[Sequence[Any]]) -> list[tuple[int, float, int]]:
+def _known(rows: Iterable[Sequence[Any]]) -> list[tuple[int, float, int]]:
     """(bucket, Σ, samples) of the buckets whose sum is a number: one with a NaN or ±Infinity among
     its rows is a gap (`_opt`), not a figure."""
     return [(int(_f(b)), total, int(_f(c))) for b, s, c, _ in rows if (total := _opt(s)) is not None]

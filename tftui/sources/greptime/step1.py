@@ -265,5 +265,4 @@ def _mean(total: Any, n: Any) -> float | None:
     """sum ÷ count of a column; None when no row had a value (a missing sample is not 0) or the
     sum is not finite (a NaN or ±Infinity among the rows: no figure, as `_opt`)."""
     count = _f(n)
-    mean = _f(total) / count if count else None
-    return mean if mean is not None and math.isfinite(mean) else None
+    return _opt(_f(total) / count) if count else None

@@ -571,6 +571,13 @@ def _div(a: float, b: float) -> float:
     return a / b if b else 0.0
 
 
+def finite(expr: sql.Composable) -> sql.Composable:
+    """`expr`, NULL where it is a NaN or ±Infinity (a writer's division by zero): no sample, as a
+    NULL is, for every aggregate and filter over it. Both engines order NaN above every number, so
+    `BETWEEN` is false for it."""
+    return sql.SQL("CASE WHEN {e} BETWEEN -1e308 AND 1e308 THEN {e} END").format(e=expr)
+
+
 def capacity_case(gpu_tflops: Iterable[tuple[str, float]], params: dict[str, Any]) -> sql.Composable:
     """`CASE WHEN uuid IN (…) THEN c … END` over the GPUs of known (positive) TFLOPS, grouped by
     value, with its parameters added to `params`; NULL for any other GPU (unknown is no sample)."""
