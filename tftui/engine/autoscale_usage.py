@@ -218,21 +218,23 @@ class AutoscaleState:
         _add_tflops(pending)
         return n
 
-    def history_query(self, start: datetime, end: datetime) -> HistogramQuery | None:
+    def history_query(self, start: datetime, end: datetime, *, long: bool = False) -> HistogramQuery | None:
         """The pre-aggregation a metrics store can do for a first (history) load, or None.
 
         None means "read raw rows instead": some worker already has sampler state (an incremental
-        load must honour its last timestamps and open VRAM window), the window is longer than one
-        VRAM peak window (each pod's windows are anchored at its own first sample), or longer than
-        50 half-lives of some workload (its reference time would move mid-window).
+        load must honour its last timestamps and open VRAM window), or — unless `long` — the window
+        is longer than one VRAM peak window (each pod's windows are anchored at its own first
+        sample) or than 50 half-lives of some workload (its reference time would move mid-window).
+        A `long` query is answered with the per-window VRAM peaks as well
+        (`engine.autoscale_long.add_long_history`).
         """
         span = (end - start).total_seconds()
-        if span <= 0 or span > VRAM_WINDOW or any(h.samplers for h in self.workloads.values()):
+        if span <= 0 or any(h.samplers for h in self.workloads.values()):
             return None
         default = DEFAULT_PERIOD.total_seconds() / 2
         periods = {**self.periods, **{k: h.period for k, h in self.workloads.items()}}
         half_lives = {k: p.total_seconds() / 2 for k, p in periods.items()}
-        if span > 50 * min((default, *half_lives.values())):
+        if not long and (span > VRAM_WINDOW or span > 50 * min((default, *half_lives.values()))):
             return None
         end_s = math.floor(end.timestamp())
         return HistogramQuery(
@@ -249,6 +251,7 @@ class AutoscaleState:
                 )
             ),
             gpu_tflops=tuple(sorted(self.gpu_tflops.items())),
+            vram_window=VRAM_WINDOW,
         )
 
     def add_pod_buckets(self, query: HistogramQuery, groups: Iterable[PodBucket]) -> int:

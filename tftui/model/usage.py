@@ -72,6 +72,7 @@ class HistogramQuery:
     default_half_life: float  # seconds
     half_lives: tuple[tuple[str, str, float], ...]  # (namespace, workload, seconds) ≠ default
     gpu_tflops: tuple[tuple[str, float], ...]  # (GPU name, TFLOPS capacity)
+    vram_window: float = 86400.0  # seconds: one VRAM peak per pod and window (`VramWindow`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +97,26 @@ class PodBucket:
     vram_count: int = 0
     vram_first: float | None = None
     vram_last: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class VramWindow:
+    """One pod's VRAM peak window of a history window, aggregated in the store (A12, long windows).
+
+    A pod (`pod_name`, else the `worker` tag, within its namespace) opens its first window at its
+    first row with a `memory_bytes` value in the history window; window `index` k covers
+    [that time + k·`vram_window`, + (k+1)·`vram_window`). Over the window's rows with a finite memory
+    value: their `count`, the `peak`, the first and last time (seconds since 1970).
+    """
+
+    namespace: str
+    workload: str
+    pod: str
+    index: int
+    peak: float
+    count: int
+    first: float
+    last: float
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,8 +1,9 @@
 """Feeding the autoscaler's histograms from the metrics store (docs/behaviour.md A12).
 
 A first (history) load asks the store to aggregate per (worker pod, TFLOPS bucket) when it can
-(`GreptimeMetrics.usage_histograms`): a few rows per pod instead of one per sample. Incremental
-loads, and stores without that query, read raw rows; the what-if simulator's usage hands the same
+(`GreptimeMetrics.usage_histograms`): a few rows per pod instead of one per sample, plus one per
+pod and day (`vram_windows`) when the window is longer than a day. Incremental loads, and stores
+without those queries, read raw rows; the what-if simulator's usage hands the same
 rows as columns (`usage_columns`: its generated profiles) or per-worker tuples (`usage_samples`).
 All give the same histograms.
 """
@@ -15,6 +16,7 @@ from typing import Any, Protocol
 
 from tftui.engine.autoscale import DEFAULT_PERIOD, AutoscaleState, effective_config
 from tftui.engine.autoscale_columns import WorkerColumns, add_worker_columns
+from tftui.engine.autoscale_long import add_long_history
 from tftui.engine.state import ClusterState
 from tftui.model.giveway import checkpoint
 from tftui.model.usage import HistogramQuery, PodBucket, PodBucketArrays, SampleInstant
@@ -56,6 +58,13 @@ def load_usage(metrics: _Rows, astate: AutoscaleState, start: datetime, end: dat
     if query is not None and callable(aggregate):
         groups: list[PodBucket] = aggregate(query)
         return astate.add_pod_buckets(query, groups)
+    windows = getattr(metrics, "vram_windows", None)
+    if query is None and callable(aggregate) and callable(windows):
+        # a first load longer than one VRAM window: the same aggregates plus each pod's daily peaks
+        long = astate.history_query(start, end, long=True)
+        if long is not None:
+            groups = aggregate(long)
+            return add_long_history(astate, long, groups, windows(long))
     columns_of = getattr(metrics, "usage_columns", None)
     cols: WorkerColumns | None = columns_of(start, end) if callable(columns_of) else None
     if cols is not None:  # the same samples as columns (the what-if simulator's generated usage)

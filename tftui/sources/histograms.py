@@ -17,9 +17,9 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from tftui.model.usage import HistogramQuery, PodBucket
+from tftui.model.usage import HistogramQuery, PodBucket, VramWindow
 
-__all__ = ["pod_buckets"]
+__all__ = ["pod_buckets", "vram_windows"]
 
 
 def _min(a: Any, b: Any) -> Any:
@@ -68,3 +68,34 @@ def pod_buckets(q: HistogramQuery, rows: Iterable[Mapping[str, Any]]) -> list[Po
                   first=lo, last=hi, peak_memory=mem, vram_count=mn, vram_first=mlo, vram_last=mhi)
         for (uid, b), (ns, wl, pod, w, n, lo, hi, mem, mn, mlo, mhi) in groups.items()
     ]  # fmt: skip
+
+
+_FINITE = 1.7976931348623157e308
+
+
+def vram_windows(q: HistogramQuery, rows: Iterable[Mapping[str, Any]]) -> list[VramWindow]:
+    """Rows in [q.start, q.end), in time order, as `GreptimeMetrics.vram_windows` aggregates them:
+    per pod (`pod_name`, else `worker`, within its namespace) the peak of each `q.vram_window` from
+    its first finite memory sample."""
+    anchors: dict[tuple[str, str], float] = {}
+    # (namespace, pod, window) → [workload, peak, count, first, last]
+    groups: dict[tuple[str, str, int], list[Any]] = {}
+    for r in rows:
+        mem = r.get("memory_bytes")
+        if mem is None or not -_FINITE <= mem <= _FINITE:
+            continue
+        ts = r["ts"]
+        e = ts.timestamp() if isinstance(ts, datetime) else float(ts) / 1000.0
+        ns, pod = str(r.get("namespace")), str(r.get("pod_name") or r.get("worker") or "")
+        e0 = anchors.setdefault((ns, pod), e)
+        key = (ns, pod, math.floor((e - e0) / q.vram_window))
+        g = groups.get(key)
+        if g is None:
+            groups[key] = [str(r.get("workload")), float(mem), 1, e, e]
+        else:
+            g[0], g[1] = min(g[0], str(r.get("workload"))), max(g[1], float(mem))
+            g[2], g[3], g[4] = g[2] + 1, min(g[3], e), max(g[4], e)
+    return [
+        VramWindow(namespace=ns, workload=wl, pod=pod, index=k, peak=float(peak), count=n, first=lo, last=hi)
+        for (ns, pod, k), (wl, peak, n, lo, hi) in groups.items()
+    ]

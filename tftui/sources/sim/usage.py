@@ -51,7 +51,15 @@ from typing import Any, Final
 from zoneinfo import ZoneInfo
 
 from tftui.model.provider import ProviderCatalog
-from tftui.model.usage import HistogramQuery, ObjectHistoryQuery, ObjectSeries, PodBucket, PodBucketArrays
+from tftui.model.usage import (
+    HistogramQuery,
+    ObjectHistoryQuery,
+    ObjectSeries,
+    PodBucket,
+    PodBucketArrays,
+    VramWindow,
+)
+from tftui.sources import histograms
 from tftui.sources.ports import GPUUsage, MetricsTable, WorkerUsage
 from tftui.sources.sim import aggregate
 from tftui.sources.sim.columns import SimColumns
@@ -445,6 +453,11 @@ class SimMetrics:
     def usage_histograms(self, q: HistogramQuery) -> list[PodBucket]:
         """The autoscaler's history window aggregated as the store does, from numpy blocks (no rows)."""
         return aggregate.pod_buckets(self.columns, q)
+
+    def vram_windows(self, q: HistogramQuery) -> list[VramWindow]:
+        """Each pod's VRAM peak per day of a long history window, streamed from the rows (a few
+        numbers per pod and day held, not the rows)."""
+        return histograms.vram_windows(q, self.rows("tf_worker_usage", q.start, q.end))
 
     def usage_histogram_arrays(self, q: HistogramQuery) -> PodBucketArrays:
         """`usage_histograms` as columns (`AutoscaleState.add_pod_bucket_arrays`)."""
