@@ -25,9 +25,10 @@ from tftui.engine.autoscale_long import STALE
 from tftui.engine.histogram import DecayingHistogram
 from tftui.engine.state import ClusterState
 from tftui.model.dump import validate_items
-from tftui.runtime.history import autoscale_window, load_usage
+from tftui.runtime.history import RAW_CHUNK, autoscale_window, load_usage
 from tftui.sources import histograms
 from tftui.sources.greptime import GreptimeMetrics
+from tftui.sources.ports import SourceError
 from tftui.sources.sim.cluster import generate_objects
 
 COL = "greptime_timestamp"
@@ -51,6 +52,16 @@ KEYS = [f"{w['metadata']['namespace']}/{w['metadata']['name']}" for w in _worklo
 STALE_KEY = KEYS[3]
 
 
+def _pods() -> dict[str, str]:
+    """Short names → the workers' pod names (live pods keep their samplers between loads)."""
+    state = ClusterState.build(validate_items(_objects()))
+    names = [sorted(state.workers[w].name for w in state.workloads[k].workers) for k in KEYS]
+    return {f"{x}-{i}": names[k][i] for k, x in enumerate("abdec") for i in range(2)}
+
+
+POD = _pods()
+
+
 def _rows(state: ClusterState) -> list[dict[str, Any]]:
     """Five-minutely rows from 3 days and 2 hours before END to END (the load reads the last 3 days)."""
     (a_ns, a), (b_ns, b), (d_ns, d), (e_ns, e), (c_ns, c) = (k.split("/") for k in KEYS)
@@ -58,17 +69,17 @@ def _rows(state: ClusterState) -> list[dict[str, Any]]:
     begin = END - timedelta(days=3, hours=2)
     # pod name, UID, namespace, workload, from, to (hours after begin), compute written?
     pods = [
-        ("a-0", "u-a0", a_ns, a, 0, 74, False),
-        ("a-1", "u-a1x", a_ns, a, 0, 27, False),  # restarted: the same name, a new UID ...
-        ("a-1", "u-a1y", a_ns, a, 38, 74, False),  # ... after 11 hours away
-        ("b-0", "u-b0", b_ns, b, 0, 74, True),
-        ("b-1", "u-b1", b_ns, b, 62, 74, True),  # starts late
-        ("c-0", "u-c0", c_ns, c, 0, 14, False),  # away for more than a day, then back
-        ("c-0", "u-c0", c_ns, c, 52, 74, False),
+        (POD["a-0"], "u-a0", a_ns, a, 0, 74, False),
+        (POD["a-1"], "u-a1x", a_ns, a, 0, 27, False),  # restarted: the same name, a new UID ...
+        (POD["a-1"], "u-a1y", a_ns, a, 38, 74, False),  # ... after 11 hours away
+        (POD["b-0"], "u-b0", b_ns, b, 0, 74, True),
+        (POD["b-1"], "u-b1", b_ns, b, 62, 74, True),  # starts late
+        (POD["c-0"], "u-c0", c_ns, c, 0, 14, False),  # away for more than a day, then back
+        (POD["c-0"], "u-c0", c_ns, c, 52, 74, False),
         (None, "u-c2", c_ns, c, 10, 74, False),  # no pod_name: the UID stands in
-        ("d-0", "u-d0", d_ns, d, 0, 24, False),  # a 1 min half-life: references move many times
-        ("d-1", "u-d1", d_ns, d, 0, 74, False),
-        ("e-0", "u-e0", e_ns, e, 0, 24, False),  # a 1 min half-life, silent for 2 days at the end
+        (POD["d-0"], "u-d0", d_ns, d, 0, 24, False),  # a 1 min half-life: references move many times
+        (POD["d-1"], "u-d1", d_ns, d, 0, 74, False),
+        (POD["e-0"], "u-e0", e_ns, e, 0, 24, False),  # a 1 min half-life, silent for 2 days at the end
     ]
     out = []
     for i, (pod, uid, ns, wl, lo, hi, written) in enumerate(pods):
@@ -182,8 +193,8 @@ def test_a_long_first_load_reads_aggregates_and_equals_the_row_by_row_load(
         assert (ha.samples, ha.tf_first) == (hr.samples, hr.tf_first), key
         _same_hist(hr.tf, ha.tf, f"{key} tflops")
     assert sum(len(h.samplers) for h in agg.workloads.values()) >= 7
-    a1 = next(h for h in agg.workloads.values() if "a-1" in h.samplers)
-    assert a1.samplers["a-1"].window_end > a1.vram_first + 2 * 86400  # the third window is open
+    a1 = next(h for h in agg.workloads.values() if POD["a-1"] in h.samplers)
+    assert a1.samplers[POD["a-1"]].window_end > a1.vram_first + 2 * 86400  # the third window is open
     # the 1 min half-life workload's last sample is 2 days (2,880 half-lives) before the end: the
     # row-by-row load keeps that stale shape, the aggregated load none (docs/behaviour.md A12)
     assert not by_rows.workloads[stale].tf.is_empty()
@@ -205,9 +216,9 @@ def test_the_store_and_the_row_stream_find_the_same_daily_peaks(data: Data) -> N
     assert stored == streamed
     gaps = {w.pod: sorted(x.index for x in stored if x.pod == w.pod) for w in stored}
     assert (
-        gaps["c-0"] == [0, 2]
-        and gaps["a-1"] == [0, 1, 2]
-        and gaps["b-1"] == [0]
+        gaps[POD["c-0"]] == [0, 2]
+        and gaps[POD["a-1"]] == [0, 1, 2]
+        and gaps[POD["b-1"]] == [0]
         and gaps["u-c2"] == [0, 1, 2]
     )
 
@@ -242,7 +253,7 @@ def test_a_stale_workload_weighs_nothing_and_breaks_nothing(data: Data) -> None:
     q = _fresh(data).history_query(start, end, long=True)
     assert q is not None
     groups = data.metrics.usage_histograms(q)  # would raise "value out of range: underflow"
-    stale = [g for g in groups if g.pod == "e-0" and g.bucket >= 0]
+    stale = [g for g in groups if g.pod == POD["e-0"] and g.bucket >= 0]
     assert stale and all(0 < g.weight < 2.0**-900 for g in stale)
     agg = _fresh(data)
     load_usage(data.metrics, agg, start, end)  # no OverflowError scaling them back
@@ -272,3 +283,74 @@ def test_the_demo_answers_a_long_first_load_as_a_store_does() -> None:
         _same_hist(hr.vram, agg.workloads[key].vram, f"{key} vram", timedelta(minutes=1))
         _same_hist(hr.tf, agg.workloads[key].tf, f"{key} tflops", timedelta(minutes=1))
     assert recommend(state, by_rows, end).to_json() == recommend(state, agg, end).to_json()
+
+
+# -- gaps: raw rows in chunks, a gap longer than the window rebuilt from the aggregates ----------------
+
+
+class _Failing:
+    """`data.metrics` whose `rows` fails at its `fail_at`-th call (a store going down mid-gap)."""
+
+    def __init__(self, metrics: GreptimeMetrics, fail_at: int) -> None:
+        self.metrics, self.fail_at = metrics, fail_at
+        self.spans: list[timedelta] = []
+
+    def rows(self, table: str, start: datetime, end: datetime) -> Any:
+        self.spans.append(end - start)
+        if len(self.spans) == self.fail_at:
+            raise SourceError("metrics store down")
+        return self.metrics.rows(table, start, end)  # type: ignore[arg-type]
+
+
+def test_a_long_gap_is_read_in_chunks_and_a_failure_keeps_what_is_in(data: Data) -> None:
+    start, end = _window(data)
+    mid = end - timedelta(hours=7)
+    whole = _fresh(data)
+    load_usage(data.metrics, whole, start, mid)
+    whole.add_samples(list(data.metrics.rows("tf_worker_usage", mid, end)))  # the gap at once, as before
+    chunked = _fresh(data)
+    load_usage(data.metrics, chunked, start, mid)
+    failing = _Failing(data.metrics, fail_at=60)
+    marks: list[datetime] = []
+    with pytest.raises(SourceError):
+        load_usage(failing, chunked, mid, end, marks.append)
+    assert max(failing.spans) <= RAW_CHUNK and len(marks) == 59 and marks[-1] == mid + 59 * RAW_CHUNK
+    load_usage(data.metrics, chunked, marks[-1], end, marks.append)  # the next run goes on from there
+    assert marks[-1] == end
+    for key, hw in whole.workloads.items():
+        hc = chunked.workloads[key]
+        assert (hc.samples, hc.vram_samples) == (hw.samples, hw.vram_samples), key  # nothing twice
+        _same_hist(hw.vram, hc.vram, f"{key} vram")
+        if hw.period > timedelta(minutes=2):
+            _same_hist(hw.tf, hc.tf, f"{key} tflops")
+
+
+def test_the_daemon_rebuilds_from_the_aggregates_after_a_gap_longer_than_the_window(
+    data: Data, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tftui.runtime.loops import Runtime
+    from tftui.sources.sim.acting import ActingSimCluster
+
+    rt = Runtime(ActingSimCluster(nodes=2), clock=lambda: END, metrics=data.metrics)
+    window = autoscale_window(data.state)
+    t0 = END - timedelta(hours=30)
+    calls: list[str] = []
+    agg = data.metrics.usage_histograms
+
+    def counted(q: Any) -> Any:
+        calls.append("agg")
+        return agg(q)
+
+    monkeypatch.setattr(data.metrics, "usage_histograms", counted)
+    rt._load_usage(data.state, t0)  # the first load
+    first = rt.autoscale_state
+    rt._load_usage(data.state, t0 + timedelta(minutes=10))  # a tick: the new rows
+    assert rt.autoscale_state is first and calls == ["agg"]
+    _no_raw_rows(monkeypatch)
+    rt._load_usage(data.state, t0 + timedelta(minutes=10) + window + timedelta(minutes=1))
+    assert calls == ["agg", "agg"] and rt.autoscale_state is not first
+    assert rt.autoscale_loaded_until == t0 + timedelta(minutes=10) + window + timedelta(minutes=1)
+    restarted = _fresh(data)
+    load_usage(data.metrics, restarted, rt.autoscale_loaded_until - window, rt.autoscale_loaded_until)
+    for key, h in restarted.workloads.items():  # what a restarted daemon would hold
+        _same_hist(h.vram, rt.autoscale_state.workloads[key].vram, key)

@@ -29,6 +29,13 @@ from tftui.sources.sim.usage import SimMetrics
 DEV = "demo-dev"
 
 
+@pytest.fixture(autouse=True)
+def _whole_windows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each load's raw rows in one call, so a test can read the windows loaded from `Recording`
+    (the reads in chunks are tested in test_autoscale_long_history.py)."""
+    monkeypatch.setattr("tftui.runtime.history.RAW_CHUNK", timedelta(days=31))
+
+
 class Recording:
     """A metrics port that records `rows` calls and can be made unreachable."""
 

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
+import pytest
 from rich.text import Text
 from textual.pilot import Pilot
 from textual.widgets import Static
@@ -227,7 +228,51 @@ def test_cells_say_no_data_and_never_zero() -> None:
     )
 
 
-def test_the_loader_reads_only_new_rows_and_matches_a_full_load() -> None:
+def test_a_failed_first_load_of_a_new_window_is_tried_again_whole() -> None:
+    """A longer historyDataPeriod starts a fresh state; if its first load fails, the next load reads
+    the whole new window again (not only the rows since the old state's last load, into nothing)."""
+    import copy
+
+    from tftui.model.dump import validate_items
+    from tftui.sources.ports import SourceError
+
+    sim, metrics = demo()
+    calls: list[tuple[Any, Any]] = []
+    down = [False]
+
+    class Flaky:
+        def usage_histograms(self, q: Any) -> Any:
+            if down[0]:
+                raise SourceError("metrics store down")
+            calls.append((q.start, q.end))
+            return metrics.usage_histograms(q)
+
+        def rows(self, table: Any, start: Any, end: Any) -> Any:
+            calls.append((start, end))
+            return metrics.rows(table, start, end)
+
+    objs = copy.deepcopy(sim.snapshot())
+    state = ClusterState.build(validate_items(objs))
+    loader = AutoscaleLoader()
+    early = DEFAULT_NOW - timedelta(minutes=30)
+    loader.load(Flaky(), state, early)  # type: ignore[arg-type]
+    objs = copy.deepcopy(objs)  # new dicts: validation keeps its objects by the source dict
+    wl = next(o for o in objs if o["kind"] == "TensorFusionWorkload")
+    wl["spec"].setdefault("autoScalingConfig", {}).setdefault("autoSetResources", {})["historyDataPeriod"] = (
+        "6h"
+    )
+    longer = ClusterState.build(validate_items(objs))
+    down[0] = True
+    with pytest.raises(SourceError):
+        loader.load(Flaky(), longer, early + timedelta(minutes=5))  # type: ignore[arg-type]
+    down[0] = False
+    done = loader.load(Flaky(), longer, early + timedelta(minutes=10))  # type: ignore[arg-type]
+    assert done.window == timedelta(hours=6)
+    assert calls[-1] == (early + timedelta(minutes=10) - timedelta(hours=6), early + timedelta(minutes=10))
+
+
+def test_the_loader_reads_only_new_rows_and_matches_a_full_load(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("tftui.runtime.history.RAW_CHUNK", timedelta(days=31))  # each load one call
     sim, metrics = demo()
     calls: list[tuple[Any, Any]] = []
 

@@ -253,16 +253,27 @@ class Runtime:
         return self._autoscale(self.state(), self.clock())
 
     def _load_usage(self, state: ClusterState, now: datetime) -> None:
-        """Feed the histograms the rows since the last load (the history window on the first)."""
+        """Feed the histograms the rows since the last load (the history window on the first).
+
+        After a gap longer than the history window (the store down, the clock jumped) the
+        histograms are rebuilt from the store's aggregates, as a restarted daemon's are, instead of
+        reading the whole gap row by row."""
         assert self.metrics is not None
+        window = autoscale_window(state)
+        start = self.autoscale_loaded_until
+        if start is None or now - start > window:
+            if start is not None:
+                self.autoscale_state = AutoscaleState()
+            start = now - window
         astate = self.autoscale_state
         astate.configure(state)
-        start = self.autoscale_loaded_until
-        if start is None:
-            start = now - autoscale_window(state)
         if start >= now:
             return
-        load_usage(self.metrics, astate, start, now)  # store-aggregated on the first load if it can
+
+        def loaded(t: datetime) -> None:  # raw rows arrive in chunks: a failure keeps what is in
+            self.autoscale_loaded_until = t
+
+        load_usage(self.metrics, astate, start, now, loaded)  # store-aggregated on the first load
         self.autoscale_loaded_until = now
 
     def _autoscale(self, state: ClusterState, now: datetime) -> Plan:

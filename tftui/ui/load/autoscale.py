@@ -78,20 +78,25 @@ class AutoscaleLoader:
         self.loaded_until: datetime | None = None
         self.window = timedelta(0)
 
+    def _loaded(self, t: datetime) -> None:
+        self.loaded_until = t
+
     def load(self, metrics: MetricsPort, state: ClusterState, now: datetime) -> AutoscaleAnalysis:
-        """Read the rows not yet loaded and recommend; a failed read loads nothing (raises)."""
+        """Read the rows not yet loaded and recommend; a failed read raises, and the next load goes
+        on from what was read before it (a fresh state's failed first load starts again)."""
         with self._lock:
             window = _window(state)
             last = self.loaded_until
             if last is None or window > self.window or now < last or now - last > window:
                 self.state, self.window, start = AutoscaleState(), window, now - window
+                self.loaded_until = None
             else:
                 start = last
             astate = self.state
             astate.configure(state)
-            # the first load aggregated where the rows are, later ones the new rows (load_usage
-            # materialises them first: a store failing mid-read loads nothing)
-            rows = load_usage(metrics, astate, start, now) if start < now else 0
+            # the first load aggregated where the rows are, later ones the new rows in chunks (each
+            # materialised first: a store failing mid-read keeps the chunks already in, and says so)
+            rows = load_usage(metrics, astate, start, now, self._loaded) if start < now else 0
             self.loaded_until = now
             result = recommend(state, astate, now)
             frozen = {k: Histograms(_frozen(h.tf), _frozen(h.vram)) for k, h in astate.workloads.items()}
