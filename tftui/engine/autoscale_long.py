@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import Any
 
 from tftui.engine.autoscale_config import DEFAULT_PERIOD, TFLOPS_SAMPLE_WEIGHT, VRAM_SAMPLE_WEIGHT
-from tftui.engine.autoscale_usage import AutoscaleState, WorkloadHistory, _Sampler
+from tftui.engine.autoscale_usage import AutoscaleState, TflopsSums, WorkloadHistory, _Sampler
 from tftui.engine.histogram import MAX_DECAY_EXPONENT, DecayingHistogram, unix_to_go
 from tftui.model.usage import HistogramQuery, PodBucket, VramWindow
 
@@ -32,26 +31,15 @@ def add_long_history(
 ) -> int:
     """Apply a history window of any length from its TFLOPS groups (their VRAM fields unused) and its
     VRAM peak windows; returns the rows covered (Σ of the groups' counts)."""
-    wl: dict[str, list[Any]] = {}  # workload key → [bucket weights, TFLOPS samples, first t, last t]
+    sums = TflopsSums(query.tflops.last)
     last_tf: dict[tuple[str, str], float] = {}  # (workload key, pod) → its last TFLOPS sample
-    last = query.tflops.last
-    n = 0
     for g in groups:
-        n += g.count
-        wkey = f"{g.namespace}/{g.workload}"
-        a = wl.get(wkey)
-        if a is None:
-            a = wl[wkey] = [{}, 0, math.inf, -math.inf]
-        pk = (wkey, g.pod)
+        pk = (sums.add(g), g.pod)
         seen = last_tf.setdefault(pk, -math.inf)
         if g.bucket >= 0:
-            b = min(g.bucket, last)
-            a[0][b] = a[0].get(b, 0.0) + g.weight
-            a[1] += g.count
-            a[2], a[3] = min(a[2], g.first), max(a[3], g.last)
             last_tf[pk] = max(seen, g.last)
     ref_go = unix_to_go(query.ref_unix)
-    for wkey, (weights, count, tf_first, tf_last) in wl.items():
+    for wkey, (weights, count, tf_first, tf_last) in sums.workloads.items():
         hist = _history(astate, wkey)
         if count and _add_decayed(hist.tf, weights, ref_go, unix_to_go(tf_first), unix_to_go(tf_last)):
             hist.samples += count
@@ -60,7 +48,7 @@ def add_long_history(
         smp = astate.workloads[wkey].samplers[pod] = _Sampler()
         smp.last_tf = unix_to_go(lt) if lt > -math.inf else -math.inf
     _replay_vram(astate, windows, query.vram_window)
-    return n
+    return sums.rows
 
 
 def _history(astate: AutoscaleState, wkey: str) -> WorkloadHistory:

@@ -262,17 +262,11 @@ class AutoscaleState:
         each new pod's VRAM window opens at its first sample with the window's peak, added at the
         window's end (the add/subtract pairs of `add_vram` net out to exactly that).
         """
-        wl: dict[str, list[Any]] = {}  # key → [bucket weights, tf samples, first tf t]
+        sums = TflopsSums(query.tflops.last)
         # (wkey, pod) → [first, last tf, VRAM samples, first VRAM t, last VRAM t, VRAM peak]
         pods: dict[tuple[str, str], list[Any]] = {}
-        last = query.tflops.last
-        n = 0
         for g in groups:
-            n += g.count
-            wkey = f"{g.namespace}/{g.workload}"
-            a = wl.get(wkey)
-            if a is None:
-                a = wl[wkey] = [{}, 0, math.inf]
+            wkey = sums.add(g)
             p = pods.get((wkey, g.pod))
             if p is None:
                 p = pods[(wkey, g.pod)] = [g.first, -math.inf, 0, math.inf, -math.inf, None]
@@ -283,13 +277,9 @@ class AutoscaleState:
                 p[4] = max(p[4], g.vram_last if g.vram_last is not None else g.last)
                 p[5] = g.peak_memory if p[5] is None else max(p[5], g.peak_memory)
             if g.bucket >= 0:
-                b = min(g.bucket, last)
-                a[0][b] = a[0].get(b, 0.0) + g.weight
-                a[1] += g.count
-                a[2] = min(a[2], g.first)
                 p[1] = max(p[1], g.last)
         ref_go = unix_to_go(query.ref_unix)
-        for wkey, (weights, count, tf_first) in wl.items():
+        for wkey, (weights, count, tf_first, _tf_last) in sums.workloads.items():
             hist = self.workloads.get(wkey)
             if hist is None:
                 hist = self.workloads[wkey] = WorkloadHistory(self.periods.get(wkey, DEFAULT_PERIOD))
@@ -309,7 +299,7 @@ class AutoscaleState:
                 hist.samplers[pod] = _sampler(last_tf)
                 continue
             _open_vram_window(hist, pod, last_tf, v_first, v_last, float(peak), v_n)
-        return n
+        return sums.rows
 
     def add_pod_bucket_arrays(self, query: HistogramQuery, g: PodBucketArrays) -> int:
         """`add_pod_buckets(query, g.groups())`, the same histograms bit for bit, from the columns.
@@ -408,6 +398,33 @@ class AutoscaleState:
         if smp is None:
             smp = hist.samplers[pod] = _Sampler()
         return buf, smp, hist
+
+
+class TflopsSums:
+    """Store groups' TFLOPS weights summed per workload (bucket clamped to the layout's last):
+    `workloads[key]` = [weights per bucket, samples, first and last sample time]; a group without
+    TFLOPS (bucket −1) only opens its workload. `rows` counts every group's rows."""
+
+    __slots__ = ("last", "rows", "workloads")
+
+    def __init__(self, last: int) -> None:
+        self.last = last
+        self.rows = 0
+        self.workloads: dict[str, list[Any]] = {}
+
+    def add(self, g: PodBucket) -> str:
+        """Add one group; returns its workload key."""
+        self.rows += g.count
+        wkey = f"{g.namespace}/{g.workload}"
+        a = self.workloads.get(wkey)
+        if a is None:
+            a = self.workloads[wkey] = [{}, 0, math.inf, -math.inf]
+        if g.bucket >= 0:
+            b = min(g.bucket, self.last)
+            a[0][b] = a[0].get(b, 0.0) + g.weight
+            a[1] += g.count
+            a[2], a[3] = min(a[2], g.first), max(a[3], g.last)
+        return wkey
 
 
 def _by_first_group(ids: Any) -> list[int]:
