@@ -361,6 +361,7 @@ async def test_a_write_is_not_held_by_a_metrics_store_that_does_not_answer(
     dialect_server.create_database("slow_store", "greptime_timestamp")
     with GreptimeMetrics(dialect_server.dsn("slow_store"), connect_timeout=3, query_timeout=30) as metrics:
         app = TfTuiApp(kube, metrics, refresh_interval=None)
+        app._latest_reader.wait = 60  # the refresh waits on the store (not only `LATEST_WAIT`)
         async with app.run_test(size=(160, 50)) as pilot:
             await loaded(pilot)
             with dialect_server.stall("tf_gpu_usage") as stall:
@@ -369,4 +370,41 @@ async def test_a_write_is_not_held_by_a_metrics_store_that_does_not_answer(
                 assert app.perform("placement_mode", pool="demo-dev", mode="CompactFirst")
                 await wait_until(pilot, lambda: template_mode(server.url, "dev-spread") == "CompactFirst")
                 assert not stall.released.is_set() and app._refreshing()  # while the store still holds
+            await app.workers.wait_for_complete()
+
+
+async def test_a_slow_store_delays_no_refresh_and_the_header_says_so(
+    server: KubeApiServer, kube: KubeCluster, dialect_server: DialectServer
+) -> None:
+    """The refresh waits on the store's latest samples at most `LATEST_WAIT`: past it, the new state
+    is shown (here a placement mode written meanwhile) with the samples read last, the header says
+    the store is slow, and the next refresh after the store answers shows its samples again."""
+    dialect_server.create_database("slow_refresh", "greptime_timestamp")
+    with GreptimeMetrics(dialect_server.dsn("slow_refresh"), connect_timeout=3, query_timeout=30) as metrics:
+        app = TfTuiApp(kube, metrics, refresh_interval=None)
+        async with app.run_test(size=(160, 50)) as pilot:
+            await loaded(pilot)
+            assert app.data is not None and app.data.metrics_late is None
+            seq = app.data_seq
+            with dialect_server.stall("tf_gpu_usage") as stall:
+                assert app.perform("placement_mode", pool="demo-dev", mode="CompactFirst")
+                await wait_until(pilot, lambda: template_mode(server.url, "dev-spread") == "CompactFirst")
+                app.action_refresh()
+                await wait_until(pilot, stall.entered.is_set)
+                await wait_until(
+                    pilot,
+                    lambda: app.data_seq > seq and app.data is not None and app.data.metrics_late is not None,
+                )
+                assert not stall.released.is_set()  # shown while the store still holds the read
+                data = app.data
+                assert data is not None and data.metrics_late is not None and data.metrics_late.shown_at
+                assert data.state.pools["demo-dev"].placement_mode == "CompactFirst"  # the new state
+                status = header_status(app)
+                assert "slow, no answer since" in status and "showing the samples of" in status, status
+            await wait_until(pilot, stall.released.is_set)
+            seq = app.data_seq
+            app.action_refresh()  # takes the answer the store gave meanwhile
+            await wait_until(pilot, lambda: app.data_seq > seq and not app._refreshing(), timeout=15)
+            assert app.data is not None and app.data.metrics_late is None
+            assert "slow" not in header_status(app)
             await app.workers.wait_for_complete()

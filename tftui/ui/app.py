@@ -64,6 +64,7 @@ from tftui.ui.keymap import check_keymap, normalise_keymap
 from tftui.ui.load.analysis import AnalysisKey, AnalysisSettings
 from tftui.ui.load.autoscale import AutoscaleLoader
 from tftui.ui.load.data import StateReader
+from tftui.ui.load.latest import LatestReader
 from tftui.ui.load.ops import ConsoleRuntime
 from tftui.ui.palette import ActionCommands
 from tftui.ui.refreshing import Refreshing
@@ -165,6 +166,7 @@ class TfTuiApp(ScopeCommands, Refreshing, Writes):
         self.prebuilt_tables = 0
         """Tables the refresh thread built for the screen on show (`screens.prebuild`)."""
         self._refresh_thread = WorkThread("tftui-refresh")  # one thread for every refresh (`background`)
+        self._latest_reader = LatestReader()  # a remote store's latest samples, waited on briefly
         self._failures = 0
         self._skip_ticks = 0
         self.source_hint = "…"

@@ -28,6 +28,7 @@ from tftui.ui.background import WorkThread
 from tftui.ui.load.analysis import Analysis, AnalysisKey, AnalysisKind, AnalysisSettings
 from tftui.ui.load.autoscale import AutoscaleLoader
 from tftui.ui.load.data import ConsoleData, StateReader
+from tftui.ui.load.latest import LatestReader
 from tftui.ui.load.ops import CapacityFigures, ConsoleRuntime
 from tftui.ui.render.rowcache import RowCaches
 from tftui.ui.render.views import Row
@@ -178,6 +179,7 @@ class ConsoleBase(App[None]):
     last_refresh_cpu_seconds: float | None
     prebuilt_tables: int
     _refresh_thread: WorkThread
+    _latest_reader: LatestReader
     _cluster: ClusterPort
     _metrics: MetricsPort | None
     _clock: Callable[[], datetime]

@@ -138,8 +138,10 @@ class Refreshing(ConsoleBase):
         exists (an empty one costs a pass over every GPU and worker and shows what none shows: no
         figures). With a metrics store over the network (`REMOTE`) the lock is let go while its
         latest samples are read, so a slow or hung store (up to its query limit) delays no write
-        the console makes meanwhile; a write in between is shown by the refresh it asks for. The
-        demo's simulated metrics follow the simulated cluster: read under the lock."""
+        the console makes meanwhile; a write in between is shown by the refresh it asks for. Nor
+        does it hold the refresh past `LATEST_WAIT`: the new state is shown with the samples read
+        last (`ui.load.latest`). The demo's simulated metrics follow the simulated cluster: read
+        under the lock."""
         cluster, metrics, reader, lock = self._cluster, self._metrics, self._reader, self._cluster_lock
         with lock:
             self._run_simulation()
@@ -150,10 +152,10 @@ class Refreshing(ConsoleBase):
                 if not worker.is_cancelled:
                     self.post_message(DataLoaded(first))
                 self._shown_once = True
-            if getattr(metrics, "REMOTE", False):
+            if metrics is not None and getattr(metrics, "REMOTE", False):
                 lock.release()
-                try:
-                    latest = latest_usage(metrics, first.state, now)
+                try:  # waited on at most LATEST_WAIT: past it, the samples read last (`late`)
+                    latest = self._latest_reader.read(metrics, first.state, now)
                 finally:
                     lock.acquire()
             else:

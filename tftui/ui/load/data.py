@@ -29,6 +29,15 @@ from tftui.ui.load.fragmentation import fragmentations
 from tftui.ui.load.ops import ConsoleRuntime, OpsData, build_ops, event_rows, journal_rows
 
 
+class LateSamples(NamedTuple):
+    """The store has not answered the read of its latest samples asked at `asked_at` (one refresh's
+    wait, `ui.load.latest`): the samples shown are those read for the refresh at `shown_at` (None:
+    none read yet)."""
+
+    asked_at: datetime
+    shown_at: datetime | None
+
+
 @dataclass(frozen=True, slots=True)
 class ConsoleData:
     """One consistent picture: allocation (state), measured use (usage) and how fresh it is."""
@@ -38,6 +47,7 @@ class ConsoleData:
     usage: UsageIndex
     refreshed_at: datetime
     metrics_error: str | None = None  # metrics failed: allocation only (names the store)
+    metrics_late: LateSamples | None = None  # the store is slow: older samples shown (or none)
     metrics_enabled: bool = True  # False: no metrics source configured at all
     metrics_source: str | None = None  # the store's `describe()`, when it has one
     ops: OpsData = field(default_factory=OpsData)  # engine plan per pool, events, journal
@@ -287,11 +297,13 @@ def load_state(
 
 
 class LatestUsage(NamedTuple):
-    """The latest samples a refresh joins onto its state, or why there are none (`error`)."""
+    """The latest samples a refresh joins onto its state, or why there are none (`error`); `late`
+    when they are older ones because the store is slow to answer."""
 
     gpus: dict[str, GPUUsage]
     workers: dict[tuple[str, str], WorkerUsage]
     error: str | None = None
+    late: LateSamples | None = None
 
 
 def latest_usage(metrics: MetricsPort | None, state: ClusterState, now: datetime) -> LatestUsage:
@@ -317,7 +329,7 @@ def load_rest(
     read already) and the operation screens; `reader` (the one that read `first`) re-uses the last
     usage join and operations when their inputs did not change."""
     state, now, source = first.state, first.refreshed_at, first.source
-    gpu_usage, worker_usage, metrics_error = latest or latest_usage(metrics, state, now)
+    gpu_usage, worker_usage, metrics_error, late = latest or latest_usage(metrics, state, now)
     reader = reader or StateReader()
     checkpoint()
     usage = reader.usage(state, gpu_usage, worker_usage)
@@ -332,6 +344,7 @@ def load_rest(
         usage=usage,
         refreshed_at=now,
         metrics_error=metrics_error,
+        metrics_late=late,
         metrics_enabled=metrics is not None,
         metrics_source=store_name(metrics) if metrics is not None else None,
         ops=ops,

@@ -105,6 +105,15 @@ class ConsoleHeader(Vertical):
             error_text = data.metrics_error
             named = error_text.startswith("metrics")  # `metrics store host:port/db: …` names itself
             problems.append(f"{'' if named else 'metrics: '}{error_text} (allocation only)")
+        elif data is not None and data.metrics_late is not None:
+            late = data.metrics_late
+            store = (data.metrics_source or "").split(" (")[0] or "store"
+            shown = (
+                f"showing the samples of {fmt_time(late.shown_at)}"
+                if late.shown_at is not None
+                else "latest samples still loading"
+            )
+            problems.append(f"metrics: {store} slow, no answer since {fmt_time(late.asked_at)}; {shown}")
         elif data is not None and not data.metrics_enabled:
             problems.append("metrics: none configured (allocation only)")
         status = self.query_one("#header-status", Label)
