@@ -354,3 +354,28 @@ def test_the_daemon_rebuilds_from_the_aggregates_after_a_gap_longer_than_the_win
     load_usage(data.metrics, restarted, rt.autoscale_loaded_until - window, rt.autoscale_loaded_until)
     for key, h in restarted.workloads.items():  # what a restarted daemon would hold
         _same_hist(h.vram, rt.autoscale_state.workloads[key].vram, key)
+
+
+def test_upstreams_layout_without_pod_name_keys_the_days_by_uid(store: MetricsStore) -> None:
+    """Upstream's DDL (time index `ts`) has no `pod_name`: the `worker` tag (the pod UID) keys the
+    samplers and the daily peaks, on both paths alike."""
+    state = ClusterState.build(validate_items(_objects()))
+    rows = [{k: v for k, v in r.items() if k != "pod_name"} for r in _rows(state)]
+    store.create("aslongts", "ts", ("tf_worker_usage",), overrides={"tf_worker_usage": {"pod_name": None}})
+    store.load("aslongts", {"tf_worker_usage": rows}, "ts")
+    with GreptimeMetrics(store.dsn("aslongts"), connect_timeout=3) as metrics:
+        d = Data(state, metrics, len(rows))
+        start, end = _window(d)
+        by_rows = _by_rows(d)
+        agg = _fresh(d)
+        assert load_usage(metrics, agg, start, end) == sum(
+            1 for _ in metrics.rows("tf_worker_usage", start, end)
+        )
+    for key, hr in by_rows.workloads.items():
+        ha = agg.workloads[key]
+        assert sorted(ha.samplers) == sorted(hr.samplers) and all(p.startswith("u-") for p in ha.samplers), (
+            key
+        )
+        assert ha.vram_samples == hr.vram_samples, key
+        _same_hist(hr.vram, ha.vram, f"{key} vram")
+    assert {"u-a1x", "u-a1y"} <= set(agg.workloads[KEYS[0]].samplers)  # a restart is a new pod here
