@@ -969,3 +969,28 @@ def test_cli_recommend_without_metrics_source_is_one_line_exit_2(tmp_path: Path)
     )
     assert out.returncode == 2 and out.stderr.startswith("tftui: no metrics source")
     assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_values_that_do_not_parse_are_said_with_the_recommendation() -> None:
+    """Upstream falls back to the defaults silently (A3); tftui does the same but says so, naming
+    the field and the default used, in the recommendation's detail (console, `recommend`, `plan`)."""
+    from tftui.engine.state import ClusterState
+    from tftui.model.dump import validate_items
+    from tftui.sources.sim.cluster import generate_objects
+
+    objs = generate_objects(nodes=2)
+    wl = next(o for o in objs if o["kind"] == "TensorFusionWorkload")
+    key = f"{wl['metadata']['namespace']}/{wl['metadata']['name']}"
+    wl["spec"]["autoScalingConfig"] = {
+        "autoSetResources": {"enable": True, "historyDataPeriod": "7d", "marginFraction": "ten percent"}
+    }
+    state = ClusterState.build(validate_items(objs))
+    astate = AutoscaleState()
+    astate.configure(state)
+    result = recommend(state, astate, NOW)
+    assert astate.periods[key] == timedelta(hours=2)  # the default decides, as upstream
+    detail = result.workloads[key].to_json()["detail"]
+    assert "historyDataPeriod '7d' is not a duration (e.g. 72h, 30m): 2h0m0s used" in detail
+    assert "marginFraction 'ten percent' is not a number: the default used" in detail
+    others = [r for k, r in result.workloads.items() if k != key]
+    assert others and not any("is not a" in r.detail for r in others)

@@ -21,7 +21,8 @@ from tftui.engine import autoscale_checks
 from tftui.engine.memo import ByIdentity
 from tftui.engine.state import ClusterState, WorkerView, WorkloadView
 from tftui.model import keys
-from tftui.model.duration import DurationError, parse_duration
+from tftui.model.duration import DurationError, format_duration, parse_duration
+from tftui.model.numbers import finite_float_problem
 from tftui.model.quantity import Quantity, QuantityError, parse_bounded
 
 Reason = Literal[
@@ -159,6 +160,46 @@ def _duration(value: Any, default: timedelta) -> timedelta:
         return default
 
 
+_DURATIONS: Final = (
+    ("historyDataPeriod", DEFAULT_PERIOD),
+    ("initialDelayPeriod", DEFAULT_DELAY),
+    ("interval", DEFAULT_INTERVAL),
+)
+_FLOATS: Final = (
+    "lowerBoundComputePercentile", "targetComputePercentile", "upperBoundComputePercentile",
+    "lowerBoundVRAMPercentile", "targetVRAMPercentile", "upperBoundVRAMPercentile", "marginFraction",
+    "updateThreshold", "minVRAMResourcesRatio", "maxVRAMResourcesRatio", "minComputeResourcesRatio",
+    "maxComputeResourcesRatio",
+)  # fmt: skip
+
+
+def _parses(value: Any) -> bool:
+    try:
+        return isinstance(value, str) and parse_duration(value) is not None
+    except DurationError:
+        return False
+
+
+def _ignored(asr: Mapping[str, Any]) -> tuple[str, ...]:
+    """The values that do not parse, each with the default used instead (as upstream, silently
+    there; said here: `historyDataPeriod: 7d` is not a Go duration, and 2h of history is not what
+    its author meant). NaN and infinities are config errors (`autoscale_checks`), not notes."""
+    notes: list[str] = []
+    for name, default in _DURATIONS:
+        value = asr.get(name)
+        if value is not None and value != "" and not _parses(value):
+            notes.append(
+                f"{name} {value!r} is not a duration (e.g. 72h, 30m): {format_duration(default)} used"
+            )
+    for name in _FLOATS:
+        value = asr.get(name)
+        if value is None or value == "" or finite_float_problem(value) is not None:
+            continue
+        if math.isnan(_go_float(value, math.nan)):
+            notes.append(f"{name} {value!r} is not a number: the default used")
+    return tuple(notes)
+
+
 _PARSED: dict[tuple[Any, ...], AutoConfig] = {}
 
 
@@ -187,6 +228,7 @@ class AutoConfig:
     initial_delay: timedelta = DEFAULT_DELAY
     interval: timedelta = DEFAULT_INTERVAL
     errors: tuple[str, ...] = ()
+    ignored: tuple[str, ...] = ()  # values that did not parse, and the default used (A3)
 
     @classmethod
     def parse(cls, asr: Mapping[str, Any] | None) -> AutoConfig:
@@ -240,6 +282,7 @@ class AutoConfig:
             initial_delay=_duration(asr.get("initialDelayPeriod"), DEFAULT_DELAY),
             interval=interval,
             errors=tuple(errors),
+            ignored=_ignored(asr),
         )
 
 

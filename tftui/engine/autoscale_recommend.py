@@ -210,6 +210,8 @@ def recommend_workload(
     if cfg.enable and not cfg.target_valid and out.reason != "invalid-config":
         out.reason, out.would_apply = "invalid-target", False
         out.detail = f"{keys.AUTOSCALE_TARGET} {cfg.target_raw!r}: must be all, compute or vram"
+    if cfg.ignored:  # said with every recommendation: the defaults decide instead of what was written
+        out.detail = "; ".join((out.detail, *cfg.ignored)) if out.detail else "; ".join(cfg.ignored)
     return out
 
 
