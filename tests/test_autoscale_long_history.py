@@ -349,7 +349,8 @@ def test_the_daemon_rebuilds_from_the_aggregates_after_a_gap_longer_than_the_win
     _no_raw_rows(monkeypatch)
     rt._load_usage(data.state, t0 + timedelta(minutes=10) + window + timedelta(minutes=1))
     assert calls == ["agg", "agg"] and rt.autoscale_state is not first
-    assert rt.autoscale_loaded_until == t0 + timedelta(minutes=10) + window + timedelta(minutes=1)
+    later = t0 + timedelta(minutes=10) + window + timedelta(minutes=1)
+    assert rt.autoscale_loaded_until == later - GreptimeMetrics.INGEST_LAG
     restarted = _fresh(data)
     load_usage(data.metrics, restarted, rt.autoscale_loaded_until - window, rt.autoscale_loaded_until)
     for key, h in restarted.workloads.items():  # what a restarted daemon would hold
@@ -379,3 +380,33 @@ def test_upstreams_layout_without_pod_name_keys_the_days_by_uid(store: MetricsSt
         assert ha.vram_samples == hr.vram_samples, key
         _same_hist(hr.vram, ha.vram, f"{key} vram")
     assert {"u-a1x", "u-a1y"} <= set(agg.workloads[KEYS[0]].samplers)  # a restart is a new pod here
+
+
+def test_a_row_that_reaches_the_store_late_is_still_loaded(store: MetricsStore) -> None:
+    """The hypervisor's rows reach GreptimeDB through a file and Vector's batches, seconds after
+    their timestamp. A load that marked everything up to its `now` as read lost every row written
+    after it with an earlier timestamp; loads stop `INGEST_LAG` before now, so the next one reads it."""
+    from tftui.runtime.loops import Runtime
+    from tftui.sources.sim.acting import ActingSimCluster
+
+    state = ClusterState.build(validate_items(_objects()))
+    rows = _rows(state)
+    store.create("aslate", COL, ("tf_worker_usage",))
+    last = max(r["ts"] for r in rows)
+    # samples taken 20 s before the load at END, shipped to the store just after it
+    late = [{**r, "ts": END - timedelta(seconds=20)} for r in rows if r["ts"] == last]
+    assert late
+    store.load("aslate", {"tf_worker_usage": rows}, COL)
+    with GreptimeMetrics(store.dsn("aslate"), connect_timeout=3) as metrics:
+        rt = Runtime(ActingSimCluster(nodes=2), clock=lambda: END, metrics=metrics)
+        rt._load_usage(state, END)
+        store.load("aslate", {"tf_worker_usage": late}, COL)  # the batch Vector ships a moment later
+        rt._load_usage(state, END + timedelta(minutes=2))
+        first = END - GreptimeMetrics.INGEST_LAG - autoscale_window(state)  # the first load's start
+        upto = END + timedelta(minutes=2) - GreptimeMetrics.INGEST_LAG
+        reference = _fresh(Data(state, metrics, len(rows)))  # every row, the late ones included
+        reference.add_samples(list(metrics.rows("tf_worker_usage", first, upto)))
+    got, want = rt.autoscale_state.workloads, reference.workloads
+    assert sum(h.vram_samples for h in got.values()) == sum(h.vram_samples for h in want.values())
+    fresh = [k for k in want if k != STALE_KEY]  # (the stale one's TFLOPS are not loaded, A12)
+    assert [got[k].samples for k in fresh] == [want[k].samples for k in fresh]

@@ -21,7 +21,7 @@ from tftui.engine.state import ClusterState
 from tftui.model.giveway import checkpoint
 from tftui.model.usage import HistogramQuery, PodBucket, PodBucketArrays, SampleInstant
 
-__all__ = ["MAX_AUTOSCALE_HISTORY", "RAW_CHUNK", "autoscale_window", "load_usage"]
+__all__ = ["MAX_AUTOSCALE_HISTORY", "RAW_CHUNK", "autoscale_window", "load_usage", "settled"]
 
 MAX_AUTOSCALE_HISTORY = timedelta(days=30)  # a bound on the first load, whatever the config says
 RAW_CHUNK = timedelta(minutes=2)  # raw rows read at once: 120,000 at 5,000 nodes
@@ -37,6 +37,14 @@ def autoscale_window(state: ClusterState) -> timedelta:
         cfg = effective_config(state, wv)
         window = max(window, min(cfg.history, MAX_AUTOSCALE_HISTORY))
     return window
+
+
+def settled(metrics: object, now: datetime) -> datetime:
+    """Up to when a usage load reads at `now`: rows may reach a store after their timestamp
+    (`INGEST_LAG`, GreptimeDB's pipeline), and a load marks everything before its end as read; the
+    simulator's rows are complete at once."""
+    lag = getattr(metrics, "INGEST_LAG", None)
+    return now - lag if isinstance(lag, timedelta) else now
 
 
 class _Rows(Protocol):

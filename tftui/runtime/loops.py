@@ -79,7 +79,7 @@ from tftui.model.snapshot import Snapshot
 from tftui.runtime.actuator import ActionResult, Actuator
 from tftui.runtime.history import MAX_AUTOSCALE_HISTORY as MAX_AUTOSCALE_HISTORY
 from tftui.runtime.history import autoscale_window as autoscale_window
-from tftui.runtime.history import load_usage
+from tftui.runtime.history import load_usage, settled
 from tftui.runtime.journal import Journal
 from tftui.sources import external_scaler
 from tftui.sources.ports import MetricsPort, SourceError, WritableClusterPort
@@ -260,21 +260,22 @@ class Runtime:
         reading the whole gap row by row."""
         assert self.metrics is not None
         window = autoscale_window(state)
+        upto = settled(self.metrics, now)  # the rows a late writer may still add are read next time
         start = self.autoscale_loaded_until
-        if start is None or now - start > window:
+        if start is None or upto - start > window:
             if start is not None:
                 self.autoscale_state = AutoscaleState()
-            start = now - window
+            start = upto - window
         astate = self.autoscale_state
         astate.configure(state)
-        if start >= now:
+        if start >= upto:
             return
 
         def loaded(t: datetime) -> None:  # raw rows arrive in chunks: a failure keeps what is in
             self.autoscale_loaded_until = t
 
-        load_usage(self.metrics, astate, start, now, loaded)  # store-aggregated on the first load
-        self.autoscale_loaded_until = now
+        load_usage(self.metrics, astate, start, upto, loaded)  # store-aggregated on the first load
+        self.autoscale_loaded_until = upto
 
     def _autoscale(self, state: ClusterState, now: datetime) -> Plan:
         """One autoscale run; a failure of the run as a whole is journaled (once per message) and

@@ -76,6 +76,7 @@ Errors: anything the server or network does wrong becomes one `SourceError` line
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import ClassVar
 
 from tftui.sources.greptime.alerts import RULES, AlertQueries, RuleSpec, alert_row_key
@@ -119,3 +120,8 @@ class GreptimeMetrics(Step1Queries, AlertQueries, UsageQueries, ObjectHistoryQue
 
     REMOTE: ClassVar[bool] = True
     """Reads wait on a server over the network: the console reads them outside its cluster lock."""
+    INGEST_LAG: ClassVar[timedelta] = timedelta(seconds=60)
+    """How long after its timestamp a row may still reach the store: the hypervisor appends it to a
+    file and a Vector sidecar ships the file in batches. An incremental usage load stops this long
+    before now (`runtime.history.settled`), so a row that arrives late is read by the next load
+    instead of never."""

@@ -26,7 +26,7 @@ from tftui.engine.autoscale import (
 )
 from tftui.engine.histogram import DecayingHistogram
 from tftui.engine.state import ClusterState
-from tftui.runtime.history import load_usage
+from tftui.runtime.history import load_usage, settled
 from tftui.sources.ports import MetricsPort
 
 __all__ = ["AutoscaleAnalysis", "AutoscaleLoader", "Histograms"]
@@ -86,9 +86,10 @@ class AutoscaleLoader:
         on from what was read before it (a fresh state's failed first load starts again)."""
         with self._lock:
             window = _window(state)
+            upto = settled(metrics, now)  # rows a late writer may still add are read next time
             last = self.loaded_until
-            if last is None or window > self.window or now < last or now - last > window:
-                self.state, self.window, start = AutoscaleState(), window, now - window
+            if last is None or window > self.window or upto < last or upto - last > window:
+                self.state, self.window, start = AutoscaleState(), window, upto - window
                 self.loaded_until = None
             else:
                 start = last
@@ -96,8 +97,8 @@ class AutoscaleLoader:
             astate.configure(state)
             # the first load aggregated where the rows are, later ones the new rows in chunks (each
             # materialised first: a store failing mid-read keeps the chunks already in, and says so)
-            rows = load_usage(metrics, astate, start, now, self._loaded) if start < now else 0
-            self.loaded_until = now
+            rows = load_usage(metrics, astate, start, upto, self._loaded) if start < upto else 0
+            self.loaded_until = upto
             result = recommend(state, astate, now)
             frozen = {k: Histograms(_frozen(h.tf), _frozen(h.vram)) for k, h in astate.workloads.items()}
             return AutoscaleAnalysis(result, frozen, window, rows)
