@@ -325,9 +325,12 @@ def test_a_long_gap_is_read_in_chunks_and_a_failure_keeps_what_is_in(data: Data)
             _same_hist(hw.tf, hc.tf, f"{key} tflops")
 
 
-def test_the_daemon_rebuilds_from_the_aggregates_after_a_gap_longer_than_the_window(
-    data: Data, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("gap", [timedelta(hours=1, minutes=2), timedelta(hours=73)])
+def test_the_daemon_rebuilds_from_the_aggregates_after_a_gap_of_over_an_hour(
+    data: Data, monkeypatch: pytest.MonkeyPatch, gap: timedelta
 ) -> None:
+    """A gap longer than an hour (`CATCH_UP`), or than the 72 h window, is not read row by row: the
+    histograms are rebuilt from the store's aggregates, as a restarted daemon's are."""
     from tftui.runtime.loops import Runtime
     from tftui.sources.sim.acting import ActingSimCluster
 
@@ -344,12 +347,12 @@ def test_the_daemon_rebuilds_from_the_aggregates_after_a_gap_longer_than_the_win
     monkeypatch.setattr(data.metrics, "usage_histograms", counted)
     rt._load_usage(data.state, t0)  # the first load
     first = rt.autoscale_state
-    rt._load_usage(data.state, t0 + timedelta(minutes=10))  # a tick: the new rows
+    rt._load_usage(data.state, t0 + timedelta(minutes=50))  # a tick 50 minutes on: the new rows
     assert rt.autoscale_state is first and calls == ["agg"]
     _no_raw_rows(monkeypatch)
-    rt._load_usage(data.state, t0 + timedelta(minutes=10) + window + timedelta(minutes=1))
+    later = t0 + timedelta(minutes=50) + gap
+    rt._load_usage(data.state, later)
     assert calls == ["agg", "agg"] and rt.autoscale_state is not first
-    later = t0 + timedelta(minutes=10) + window + timedelta(minutes=1)
     assert rt.autoscale_loaded_until == later - GreptimeMetrics.INGEST_LAG
     restarted = _fresh(data)
     load_usage(data.metrics, restarted, rt.autoscale_loaded_until - window, rt.autoscale_loaded_until)

@@ -21,10 +21,29 @@ from tftui.engine.state import ClusterState
 from tftui.model.giveway import checkpoint
 from tftui.model.usage import HistogramQuery, PodBucket, PodBucketArrays, SampleInstant
 
-__all__ = ["MAX_AUTOSCALE_HISTORY", "RAW_CHUNK", "autoscale_window", "load_usage", "settled"]
+__all__ = [
+    "CATCH_UP",
+    "MAX_AUTOSCALE_HISTORY",
+    "RAW_CHUNK",
+    "autoscale_window",
+    "load_usage",
+    "rebuild_after",
+    "settled",
+]
 
 MAX_AUTOSCALE_HISTORY = timedelta(days=30)  # a bound on the first load, whatever the config says
 RAW_CHUNK = timedelta(minutes=2)  # raw rows read at once: 120,000 at 5,000 nodes
+CATCH_UP = timedelta(hours=1)
+"""The longest gap read row by row after a pause (the store down, the view closed): an hour at
+5,000 nodes is 3.6 million rows, tens of CPU seconds; past it the histograms are rebuilt from the
+store's aggregates over the window, as a restart rebuilds them (`rebuild_after`)."""
+
+
+def rebuild_after(window: timedelta, interval: timedelta = timedelta(0)) -> timedelta:
+    """The gap since the last load past which a load rebuilds instead of reading the gap's rows:
+    `CATCH_UP` (never less than two loop intervals, so a long configured interval keeps loading
+    incrementally), at most the history window."""
+    return min(window, max(CATCH_UP, 2 * interval))
 
 
 def autoscale_window(state: ClusterState) -> timedelta:

@@ -79,7 +79,7 @@ from tftui.model.snapshot import Snapshot
 from tftui.runtime.actuator import ActionResult, Actuator
 from tftui.runtime.history import MAX_AUTOSCALE_HISTORY as MAX_AUTOSCALE_HISTORY
 from tftui.runtime.history import autoscale_window as autoscale_window
-from tftui.runtime.history import load_usage, settled
+from tftui.runtime.history import load_usage, rebuild_after, settled
 from tftui.runtime.journal import Journal
 from tftui.sources import external_scaler
 from tftui.sources.ports import MetricsPort, SourceError, WritableClusterPort
@@ -255,14 +255,15 @@ class Runtime:
     def _load_usage(self, state: ClusterState, now: datetime) -> None:
         """Feed the histograms the rows since the last load (the history window on the first).
 
-        After a gap longer than the history window (the store down, the clock jumped) the
-        histograms are rebuilt from the store's aggregates, as a restarted daemon's are, instead of
-        reading the whole gap row by row."""
+        After a gap longer than an hour or the history window (the store down, the clock jumped;
+        `rebuild_after`) the histograms are rebuilt from the store's aggregates, as a restarted
+        daemon's are, instead of reading the whole gap row by row."""
         assert self.metrics is not None
         window = autoscale_window(state)
         upto = settled(self.metrics, now)  # the rows a late writer may still add are read next time
         start = self.autoscale_loaded_until
-        if start is None or upto - start > window:
+        interval = self.autoscale_interval_override or autoscale_interval(state)
+        if start is None or upto - start > rebuild_after(window, interval):
             if start is not None:
                 self.autoscale_state = AutoscaleState()
             start = upto - window

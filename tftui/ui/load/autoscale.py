@@ -26,7 +26,7 @@ from tftui.engine.autoscale import (
 )
 from tftui.engine.histogram import DecayingHistogram
 from tftui.engine.state import ClusterState
-from tftui.runtime.history import load_usage, settled
+from tftui.runtime.history import load_usage, rebuild_after, settled
 from tftui.sources.ports import MetricsPort
 
 __all__ = ["AutoscaleAnalysis", "AutoscaleLoader", "Histograms"]
@@ -88,7 +88,7 @@ class AutoscaleLoader:
             window = _window(state)
             upto = settled(metrics, now)  # rows a late writer may still add are read next time
             last = self.loaded_until
-            if last is None or window > self.window or upto < last or upto - last > window:
+            if last is None or window > self.window or upto < last or upto - last > rebuild_after(window):
                 self.state, self.window, start = AutoscaleState(), window, upto - window
                 self.loaded_until = None
             else:
