@@ -18,6 +18,7 @@ from tftui.engine.autoscale import DEFAULT_PERIOD, AutoscaleState, effective_con
 from tftui.engine.autoscale_columns import WorkerColumns, add_worker_columns
 from tftui.engine.autoscale_long import add_long_history
 from tftui.engine.state import ClusterState
+from tftui.model.gcpause import without_gc
 from tftui.model.giveway import checkpoint
 from tftui.model.usage import HistogramQuery, PodBucket, PodBucketArrays, SampleInstant
 
@@ -70,6 +71,7 @@ class _Rows(Protocol):
     def rows(self, table: Any, start: datetime, end: datetime) -> Iterator[dict[str, Any]]: ...
 
 
+@without_gc  # every branch builds objects per row or group beside the process's whole state
 def load_usage(
     metrics: _Rows,
     astate: AutoscaleState,
