@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.greptime_dialect import DialectServer
 from tftui.engine.state import ClusterState
 from tftui.model.dump import validate_items
 from tftui.sources.sim.cluster import DEFAULT_NOW, SimCluster
@@ -430,3 +431,21 @@ def test_view_switch_typed_while_a_refresh_runs_at_scale(tmux: Tmux) -> None:
     tmux.keys(":q", literal=True)
     tmux.keys("Enter")
     tmux.wait_text(f"{EXIT_MARK} 0", timeout=60)
+
+
+def test_a_hung_metrics_store_holds_neither_the_refresh_nor_the_exit_in_tmux(
+    tmux: Tmux, dialect_server: DialectServer
+) -> None:
+    """The demo cluster with a GreptimeDB-dialect store that stops answering (`tf_gpu_usage` held,
+    its statement timeout ignored, as a wedged server): the header says the store is slow within a
+    refresh, the pools keep refreshing, and `q` ends the console at once, not after the query limit."""
+    dialect_server.create_database("hung_e2e", "greptime_timestamp")
+    dsn = dialect_server.dsn("hung_e2e")
+    with dialect_server.stall("tf_gpu_usage", honour_timeout=False) as stall:
+        tmux.start(
+            f"{demo_console('--metrics-dsn', dsn, '--metrics-timeout', '120s')}; echo '{EXIT_MARK}' $?; sleep 60"
+        )
+        screen = tmux.wait_text("slow, no answer since", timeout=60)
+        assert "demo-inference" in screen and "latest samples still loading" in screen
+        assert stall.entered.is_set() and not stall.released.is_set()
+        tmux.press_until(("q",), f"{EXIT_MARK} 0", literal=True)

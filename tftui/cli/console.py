@@ -23,6 +23,11 @@ def cmd_console(args: argparse.Namespace) -> int:
             sim_speed=args.speed if args.demo else 0.0,
         )
     finally:
+        # queries still waiting on a slow store (an analysis's, the latest samples') are cut: the
+        # interpreter's exit joins their worker threads, which would hold it up to the query limit
+        interrupt = getattr(metrics, "interrupt", None)
+        if callable(interrupt):
+            interrupt()
         for source in (metrics, cluster):
             close = getattr(source, "close", None)
             if callable(close):
