@@ -159,14 +159,7 @@ class UsageQueries(Store):
             "FROM {t} WHERE {w}) s GROUP BY worker, {b}"
         ).format(b=bucket, pod=pod, decay=decay, pods=sql.SQL("pod_name," if t.has("pod_name") else ""),
                  ts=t.ts, v=value, hl=hl_expr, t=t.ident, w=self._window(t))  # fmt: skip
-        rows = self._fetch(query, params, "aggregating the usage history", t.name)
-        with self._malformed("aggregating the usage history"):
-            return [
-                PodBucket(namespace=str(ns), workload=str(wl), pod=str(p or uid or ""), bucket=int(b),
-                          weight=_f(w), count=int(n), first=_f(lo), last=_f(hi), peak_memory=_opt(mem),
-                          vram_count=int(_f(vn)), vram_first=_opt(vlo), vram_last=_opt(vhi))
-                for uid, ns, wl, p, b, w, n, lo, hi, mem, vn, vlo, vhi in rows
-            ]  # fmt: skip
+        return self._fetch_as(query, params, "aggregating the usage history", t.name, _pod_bucket)
 
     def vram_windows(self, q: HistogramQuery) -> list[VramWindow]:
         """Each pod's VRAM peak per window of `q.vram_window` seconds from its first VRAM sample in
@@ -197,13 +190,7 @@ class UsageQueries(Store):
             "FROM ({s}) a GROUP BY namespace, pod) f ON v.namespace = f.namespace AND v.pod = f.pod) j "
             "GROUP BY namespace, pod, k"
         ).format(s=samples)
-        rows = self._fetch(query, params, "reading the VRAM peaks per day", t.name)
-        with self._malformed("reading the VRAM peaks per day"):
-            return [
-                VramWindow(namespace=str(ns), workload=str(wl), pod=str(p), index=int(_f(k)), peak=_f(peak),
-                           count=int(_f(n)), first=_f(lo), last=_f(hi))
-                for ns, p, wl, k, peak, n, lo, hi in rows
-            ]  # fmt: skip
+        return self._fetch_as(query, params, "reading the VRAM peaks per day", t.name, _vram_window)
 
     def _tflops_value(
         self, t: TableInfo, gpu_tflops: Iterable[tuple[str, float]], params: dict[str, Any]
@@ -298,3 +285,16 @@ class UsageQueries(Store):
             raise
         except psycopg.Error as exc:
             raise self._error(exc, f"reading {table}", table) from None
+
+
+def _pod_bucket(row: tuple[Any, ...]) -> PodBucket:
+    uid, ns, wl, p, b, w, n, lo, hi, mem, vn, vlo, vhi = row
+    return PodBucket(namespace=str(ns), workload=str(wl), pod=str(p or uid or ""), bucket=int(b), weight=_f(w),
+                     count=int(n), first=_f(lo), last=_f(hi), peak_memory=_opt(mem), vram_count=int(_f(vn)),
+                     vram_first=_opt(vlo), vram_last=_opt(vhi))  # fmt: skip
+
+
+def _vram_window(row: tuple[Any, ...]) -> VramWindow:
+    ns, p, wl, k, peak, n, lo, hi = row
+    return VramWindow(namespace=str(ns), workload=str(wl), pod=str(p), index=int(_f(k)), peak=_f(peak),
+                      count=int(_f(n)), first=_f(lo), last=_f(hi))  # fmt: skip
