@@ -68,11 +68,13 @@ def test_a_server_that_stops_answering_is_still_an_error(server: KubeApiServer, 
 
 
 def test_a_list_that_never_ends_is_bounded(slow_pods: KubeApiServer, cluster: KubeCluster) -> None:
-    # other kinds may still be listing too on a busy machine: the message names every one
+    # other kinds may still be listing too on a busy machine: the message names every one. The
+    # silence allowed is far above a page's delay: on a loaded machine a first page late by more
+    # than `TIMEOUT` made this the other error (a silence), which is not what is tested here
     with pytest.raises(
-        SourceError, match=r": ([a-z]+, )*pods(, [a-z]+)* still listing after 1s \([0-9,]+ objects"
+        SourceError, match=r": ([a-z]+, )*pods(, [a-z]+)* still listing after [0-9]+s \([0-9,]+ objects"
     ):
-        cluster.wait_synced(TIMEOUT, limit=1.0)
+        cluster.wait_synced(4 * TIMEOUT, limit=1.0)
 
 
 class Terminal(io.StringIO):
