@@ -152,12 +152,18 @@ def _go_float(value: Any, default: float) -> float:
 
 
 def _duration(value: Any, default: timedelta) -> timedelta:
+    parsed = _parsed_duration(value)
+    return default if parsed is None else parsed
+
+
+def _parsed_duration(value: Any) -> timedelta | None:
+    """A Go duration's value, or None (not a non-empty string, or not a duration)."""
     if not isinstance(value, str) or not value:
-        return default
+        return None
     try:
         return parse_duration(value)
     except DurationError:
-        return default
+        return None
 
 
 _DURATIONS: Final = (
@@ -173,13 +179,6 @@ _FLOATS: Final = (
 )  # fmt: skip
 
 
-def _parses(value: Any) -> bool:
-    try:
-        return isinstance(value, str) and parse_duration(value) is not None
-    except DurationError:
-        return False
-
-
 def _ignored(asr: Mapping[str, Any]) -> tuple[str, ...]:
     """The values that do not parse, each with the default used instead (as upstream, silently
     there; said here: `historyDataPeriod: 7d` is not a Go duration, and 2h of history is not what
@@ -187,7 +186,7 @@ def _ignored(asr: Mapping[str, Any]) -> tuple[str, ...]:
     notes: list[str] = []
     for name, default in _DURATIONS:
         value = asr.get(name)
-        if value is not None and value != "" and not _parses(value):
+        if value is not None and value != "" and _parsed_duration(value) is None:
             notes.append(
                 f"{name} {value!r} is not a duration (e.g. 72h, 30m): {format_duration(default)} used"
             )

@@ -88,7 +88,7 @@ def _replay_vram(astate: AutoscaleState, windows: Iterable[VramWindow], length: 
     by_pod: dict[tuple[str, str], list[VramWindow]] = {}
     for w in windows:
         by_pod.setdefault((w.namespace, w.pod), []).append(w)
-    opened: list[tuple[float, int, float, float, _Sampler, WorkloadHistory]] = []
+    opened: list[tuple[float, int, float, float, WorkloadHistory]] = []  # first t, order, peak, end
     for ws in by_pod.values():
         ws.sort(key=lambda w: w.index)
         anchor = ws[0].first  # window 0 opens at the pod's first VRAM sample
@@ -102,11 +102,11 @@ def _replay_vram(astate: AutoscaleState, windows: Iterable[VramWindow], length: 
         for w in ws:
             hist.vram_samples += w.count
             end = go_anchor + (w.index + 1) * length
-            opened.append((w.first, len(opened), w.peak, end, smp, hist))
+            opened.append((w.first, len(opened), w.peak, end, hist))
         top = ws[-1]
         smp.last_vram = unix_to_go(max(w.last for w in ws))
         smp.window_end = go_anchor + (top.index + 1) * length
         smp.peak = top.peak
     opened.sort(key=lambda o: (o[0], o[1]))
-    for _first, _i, peak, end, _smp, hist in opened:
+    for _first, _i, peak, end, hist in opened:
         hist.vram.add(peak, VRAM_SAMPLE_WEIGHT, end)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
-from typing import Any, Final
+from typing import Any
 
 from tftui.engine.autoscale_config import (
     DEFAULT_PERIOD,
@@ -29,13 +29,10 @@ from tftui.engine.histogram import (
 from tftui.engine.state import ClusterState
 from tftui.model.gcpause import without_gc
 from tftui.model.giveway import paced
+from tftui.model.numbers import MAX_FINITE
 from tftui.model.usage import HistogramQuery, PodBucket, PodBucketArrays, SampleInstant
 
 # -- usage state ---------------------------------------------------------------------------------
-
-
-_FINITE: Final = 1.7976931348623157e308
-"""The largest float: `-_FINITE <= x <= _FINITE` is false for NaN and ±Infinity."""
 
 
 class _Sampler:
@@ -167,11 +164,11 @@ class AutoscaleState:
             elif not tfl and "compute_percentage" in r:
                 tfl = None  # both NULL (or 0 and NULL): nothing measured
             # a NaN or ±Infinity is no sample (G1): it has no histogram bucket
-            if tfl is not None and t >= smp.last_tf and 0 <= tfl <= _FINITE:
+            if tfl is not None and t >= smp.last_tf and 0 <= tfl <= MAX_FINITE:
                 smp.last_tf = t
                 buf.append((t, tfl))
             mem = r.get("memory_bytes")
-            if mem is not None and t >= smp.last_vram and -_FINITE <= mem <= _FINITE:
+            if mem is not None and t >= smp.last_vram and -MAX_FINITE <= mem <= MAX_FINITE:
                 if mem > smp.peak or t >= smp.window_end:
                     hist.add_vram(smp, t, float(mem))
                 else:

@@ -9,9 +9,13 @@ default is used).
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Final
 
-__all__ = ["finite_float_problem"]
+__all__ = ["MAX_FINITE", "finite_float_problem"]
+
+MAX_FINITE: Final = 1.7976931348623157e308
+"""The largest float: `-MAX_FINITE <= x <= MAX_FINITE` is false for NaN and ±Infinity (a writer's
+division by zero in a metrics row), and cheaper per row than `math.isfinite`."""
 
 
 def finite_float_problem(value: Any) -> str | None:

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
+from tftui.model.numbers import MAX_FINITE
 from tftui.model.usage import HistogramQuery, PodBucket, VramWindow
 
 __all__ = ["pod_buckets", "vram_windows"]
@@ -70,9 +71,6 @@ def pod_buckets(q: HistogramQuery, rows: Iterable[Mapping[str, Any]]) -> list[Po
     ]  # fmt: skip
 
 
-_FINITE = 1.7976931348623157e308
-
-
 def vram_windows(q: HistogramQuery, rows: Iterable[Mapping[str, Any]]) -> list[VramWindow]:
     """Rows in [q.start, q.end), in time order, as `GreptimeMetrics.vram_windows` aggregates them:
     per pod (`pod_name`, else `worker`, within its namespace) the peak of each `q.vram_window` from
@@ -82,7 +80,7 @@ def vram_windows(q: HistogramQuery, rows: Iterable[Mapping[str, Any]]) -> list[V
     groups: dict[tuple[str, str, int], list[Any]] = {}
     for r in rows:
         mem = r.get("memory_bytes")
-        if mem is None or not -_FINITE <= mem <= _FINITE:
+        if mem is None or not -MAX_FINITE <= mem <= MAX_FINITE:
             continue
         ts = r["ts"]
         e = ts.timestamp() if isinstance(ts, datetime) else float(ts) / 1000.0

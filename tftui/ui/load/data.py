@@ -136,6 +136,12 @@ def store_name(metrics: object) -> str | None:
     return port.describe() if port is not None else None
 
 
+def store_label(name: str) -> str:
+    """A store's `describe()` without its notes: `greptime host:port/db (time column ts)` →
+    `greptime host:port/db`."""
+    return name.split(" (")[0].strip()
+
+
 def metrics_error_text(metrics: object, exc: BaseException) -> str:
     """One line for the status bar, naming the store unless the message already does.
 
@@ -146,7 +152,7 @@ def metrics_error_text(metrics: object, exc: BaseException) -> str:
     name = store_name(metrics)
     if not name:
         return text
-    where = name.split(" (")[0].strip()
+    where = store_label(name)
     address = where.split()[-1] if where else ""
     if (where and where in text) or (address and address in text):
         return text

@@ -21,6 +21,7 @@ from textual.widgets import Footer, Input, Label
 from tftui.ui.actions import bindings
 from tftui.ui.host import Host
 from tftui.ui.load.analysis import WASTE
+from tftui.ui.load.data import store_label
 from tftui.ui.render.format import fmt_time
 from tftui.ui.render.hunting import cluster_summary
 from tftui.ui.render.poolwaste import WASTE_EVERY, waste_summary
@@ -107,7 +108,7 @@ class ConsoleHeader(Vertical):
             problems.append(f"{'' if named else 'metrics: '}{error_text} (allocation only)")
         elif data is not None and data.metrics_late is not None:
             late = data.metrics_late
-            store = (data.metrics_source or "").split(" (")[0] or "store"
+            store = store_label(data.metrics_source or "") or "store"
             shown = (
                 f"showing the samples of {fmt_time(late.shown_at)}"
                 if late.shown_at is not None
