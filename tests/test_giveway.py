@@ -20,6 +20,8 @@ from tftui.sources.sim.cluster import DEFAULT_NOW, SimCluster
 from tftui.ui.app import TfTuiApp
 from tftui.ui.load import data as load_data
 from tftui.ui.load.data import StateReader, load
+from tftui.ui.screens.base import ResourceScreen
+from tftui.ui.widgets.chrome import PromptInput
 from tftui.ui.widgets.table import ResourceTable
 
 
@@ -334,6 +336,30 @@ async def test_a_filter_key_holds_background_work_until_its_rows_are_drawn(
         assert 0 < table.row_count < before
         assert next(held for needle, held in drawn if needle == "v")  # the filtered rows' frame: held
         assert not giveway.held()  # and released after it
+
+
+async def test_a_filter_key_filters_the_rows_within_its_own_handling() -> None:
+    """The text typed reaches the rows while the input handles the key, not through `Input.Changed`
+    three message queues later: the key's frame, which ends its hold, was often drawn before that
+    message arrived, and the rows were then filtered while a refresh competed for the interpreter.
+    The prompt opened or closed on a filtered view keeps the filter."""
+    app = _console()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _loaded(app, pilot)
+        await pilot.press("slash")
+        screen = app.screen
+        assert isinstance(screen, ResourceScreen)
+        table = screen.query_one(ResourceTable)
+        before = table.row_count
+        screen.query_one(PromptInput).insert_text_at_cursor("v")  # what the input does on `v`
+        assert screen.needle == "v"  # no await: filtered in the same step
+        assert 0 < table.row_count < before
+        await pilot.press("enter")
+        assert screen.needle == "v" and table.row_count < before
+        await pilot.press("slash")  # the prompt opens with the filter's text, filtering nothing anew
+        assert screen.query_one(PromptInput).value == "v" and screen.needle == "v"
+        await pilot.press("backspace")
+        assert screen.needle == "" and table.row_count == before
 
 
 def test_slices_cover_the_list_in_order_with_a_check_point_between_two_while_held(

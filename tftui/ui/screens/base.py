@@ -147,7 +147,7 @@ class ResourceScreen(Prebuilding, Screen[None]):
         yield ConsoleHeader()
         yield Breadcrumb("", id="crumbs")
         yield from self.compose_body()
-        yield Prompt(COMMANDS, hint=PROMPT_HINT, id="prompt")
+        yield Prompt(COMMANDS, hint=PROMPT_HINT, on_filter=self._set_needle, id="prompt")
         yield SteadyFooter()
 
     def compose_body(self) -> ComposeResult:
@@ -415,11 +415,6 @@ class ResourceScreen(Prebuilding, Screen[None]):
             self._set_needle("")
         elif not self.is_root:
             self.app.pop_screen()
-
-    @on(Input.Changed, "#prompt-input")
-    def _prompt_changed(self, event: Input.Changed) -> None:
-        if self.query_one(Prompt).mode == "filter":
-            self._set_needle(event.value)
 
     @on(Input.Submitted, "#prompt-input")
     def _prompt_submitted(self, event: Input.Submitted) -> None:
