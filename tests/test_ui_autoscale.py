@@ -22,7 +22,7 @@ from tftui.sources.sim.cluster import DEFAULT_NOW
 from tftui.sources.sim.usage import SimMetrics
 from tftui.ui.app import TfTuiApp
 from tftui.ui.load.analysis import AUTOSCALE
-from tftui.ui.load.autoscale import AutoscaleAnalysis, AutoscaleLoader
+from tftui.ui.load.autoscale import AutoscaleAnalysis, AutoscaleLoader, Occupied
 from tftui.ui.render.autoscaleview import distribution
 from tftui.ui.render.format import NO_DATA
 from tftui.ui.screens.metrics import WorkloadScreen
@@ -297,3 +297,33 @@ def test_the_loader_reads_only_new_rows_and_matches_a_full_load(monkeypatch: pyt
     one.add_samples(all_rows)
     assert 0 < later.rows < len(all_rows)
     assert later.result.to_json() == recommend(state, one, DEFAULT_NOW).to_json()
+
+
+def test_the_shown_histograms_are_their_occupied_buckets_and_answer_as_the_live_ones() -> None:
+    """The analysis keeps each workload's histograms as their occupied buckets only (a whole copy
+    per workload was as much memory as the live histograms): every figure the detail shows —
+    percentiles, the distribution, emptiness — is the live histogram's, bit for bit."""
+    sim, metrics = demo()
+    state = ClusterState.build(sim.snapshot())
+    loader = AutoscaleLoader()
+    analysis = loader.load(metrics, state, DEFAULT_NOW)
+    live = loader.state  # the histograms the copies were taken from
+    edge = DecayingHistogram(TFLOPS_OPTIONS, 3600.0)
+    edge.add(5.0, 1e-6, 0.0)  # weight below epsilon only: empty, its total not 0
+    shifted = DecayingHistogram(TFLOPS_OPTIONS, 3600.0)
+    shifted.add(5.0, 1.0, 0.0)
+    shifted.add(80.0, 2.0, 500 * 3600.0)  # the reference moved: every weight rescaled
+    shifted.subtract(80.0, 2.0, 500 * 3600.0)  # VPA's clamp empties the bucket
+    cases = [(h.tf, analysis.histograms[k].tf_copy) for k, h in live.workloads.items()]
+    cases += [(h.vram, analysis.histograms[k].vram_copy) for k, h in live.workloads.items()]
+    cases += [(h, Occupied.of(h)) for h in (edge, shifted, DecayingHistogram(TFLOPS_OPTIONS, 60.0))]
+    assert len(cases) > 10 and any(not h.is_empty() for h, _ in cases) and edge.is_empty()
+    for h, kept in cases:
+        got = kept.histogram()
+        assert len(kept.span) == max(0, h.max_bucket - h.min_bucket + 1) < TFLOPS_OPTIONS.num_buckets
+        assert got.is_empty() == h.is_empty() and (got.total, got.ref) == (h.total, h.ref)
+        assert [got.percentile(p) for p in (0.0, 0.5, 0.9, 0.95, 1.0)] == [
+            h.percentile(p) for p in (0.0, 0.5, 0.9, 0.95, 1.0)
+        ]
+        assert got.percentiles((0.5, 0.9, 0.95)) == h.percentiles((0.5, 0.9, 0.95))
+        assert distribution(got) == distribution(h)

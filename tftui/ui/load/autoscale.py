@@ -24,7 +24,7 @@ from tftui.engine.autoscale import (
     effective_autoscaling,
     recommend,
 )
-from tftui.engine.histogram import DecayingHistogram
+from tftui.engine.histogram import DecayingHistogram, Options
 from tftui.engine.state import ClusterState
 from tftui.runtime.history import load_usage, rebuild_after, settled
 from tftui.sources.ports import MetricsPort
@@ -36,11 +36,57 @@ MIN_WINDOW: Final = timedelta(hours=2)
 
 
 @dataclass(frozen=True, slots=True)
-class Histograms:
-    """Frozen copies of one workload's TFLOPS and VRAM histograms (read by the UI thread)."""
+class Occupied:
+    """A histogram's occupied buckets (`min_bucket`..`max_bucket`) and the figures its readers use.
 
-    tf: DecayingHistogram
-    vram: DecayingHistogram
+    Every reader of a histogram (its percentiles, `is_empty`, the detail's distribution) looks at
+    those buckets only, so `histogram()` answers exactly as the copied one, from a fraction of its
+    memory: a workload's usage occupies a few of the 176 buckets, and a whole copy per workload was
+    50 MiB at 5,000 nodes (35,832 histograms), as much as the live histograms themselves."""
+
+    options: Options
+    half_life: float
+    ref: float
+    total: float
+    min_bucket: int
+    max_bucket: int
+    span: tuple[float, ...]  # weights[min_bucket : max_bucket + 1]; () when min_bucket > max_bucket
+
+    @classmethod
+    def of(cls, h: DecayingHistogram) -> Occupied:
+        lo, hi = h.min_bucket, h.max_bucket
+        span = tuple(h.weights[lo : hi + 1]) if lo <= hi else ()
+        return cls(h.options, h.half_life, h.ref, h.total, lo, hi, span)
+
+    def histogram(self) -> DecayingHistogram:
+        """A histogram with these buckets (every other one empty), for the readers."""
+        h = DecayingHistogram(self.options, self.half_life)
+        h.ref, h.total = self.ref, self.total
+        h.min_bucket, h.max_bucket = self.min_bucket, self.max_bucket
+        if self.span:
+            h.weights[self.min_bucket : self.max_bucket + 1] = self.span
+        return h
+
+
+@dataclass(frozen=True, slots=True)
+class Histograms:
+    """Copies of one workload's TFLOPS and VRAM histograms (read by the UI thread while the next
+    load updates the live ones), kept as their occupied buckets."""
+
+    tf_copy: Occupied
+    vram_copy: Occupied
+
+    @classmethod
+    def of(cls, tf: DecayingHistogram, vram: DecayingHistogram) -> Histograms:
+        return cls(Occupied.of(tf), Occupied.of(vram))
+
+    @property
+    def tf(self) -> DecayingHistogram:
+        return self.tf_copy.histogram()
+
+    @property
+    def vram(self) -> DecayingHistogram:
+        return self.vram_copy.histogram()
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,13 +106,6 @@ def _window(state: ClusterState) -> timedelta:
         cfg = AutoConfig.parse(effective_autoscaling(state, wv).get("autoSetResources"))
         window = max(window, min(cfg.history, MAX_WINDOW))
     return window
-
-
-def _frozen(h: DecayingHistogram) -> DecayingHistogram:
-    c = DecayingHistogram(h.options, h.half_life)
-    c.ref, c.weights, c.total = h.ref, list(h.weights), h.total
-    c.min_bucket, c.max_bucket = h.min_bucket, h.max_bucket
-    return c
 
 
 class AutoscaleLoader:
@@ -100,5 +139,5 @@ class AutoscaleLoader:
             rows = load_usage(metrics, astate, start, upto, self._loaded) if start < upto else 0
             self.loaded_until = upto
             result = recommend(state, astate, now)
-            frozen = {k: Histograms(_frozen(h.tf), _frozen(h.vram)) for k, h in astate.workloads.items()}
+            frozen = {k: Histograms.of(h.tf, h.vram) for k, h in astate.workloads.items()}
             return AutoscaleAnalysis(result, frozen, window, rows)

@@ -196,11 +196,12 @@ def detail_text(
     )
     est = rec.estimates
     hist = analysis.histograms.get(key)
-    if est is None or hist is None:
+    tf_hist, vram_hist = (hist.tf, hist.vram) if hist is not None else (None, None)
+    if est is None or tf_hist is None or vram_hist is None:
         lines.append(Text(f"  usage: no data in tf_worker_usage over the last {_age(analysis.window)}"))
     else:
-        tfp = " ".join(f"P{int(p * 100)} {fmt_num(hist.tf.percentile(p))}" for p in PERCENTILES)
-        vp = " ".join(f"P{int(p * 100)} {fmt_bytes(hist.vram.percentile(p))}" for p in PERCENTILES)
+        tfp = " ".join(f"P{int(p * 100)} {fmt_num(tf_hist.percentile(p))}" for p in PERCENTILES)
+        vp = " ".join(f"P{int(p * 100)} {fmt_bytes(vram_hist.percentile(p))}" for p in PERCENTILES)
         lines.append(
             Text(f"  TFLOPS used  lower/target/upper {'/'.join(fmt_num(x) for x in est.tf_usage)}  ·  {tfp}")
         )
@@ -229,9 +230,9 @@ def detail_text(
         )
     if rec.external:
         lines.append(Text(f"  external     {rec.external}"))
-    if hist is not None and est is not None:
-        tf_rows = distribution(hist.tf)
-        v_rows = distribution(hist.vram)
+    if tf_hist is not None and vram_hist is not None and est is not None:
+        tf_rows = distribution(tf_hist)
+        v_rows = distribution(vram_hist)
         if tf_rows:
             lines.append(Text("  TFLOPS usage distribution (decayed weight)", style="dim"))
             lines += _bars(tf_rows, vram=False)
