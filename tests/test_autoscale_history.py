@@ -186,8 +186,8 @@ def test_runtime_first_tick_aggregates_in_the_store_then_reads_new_rows(store: M
     store.load("asrt", {"tf_worker_usage": rows}, COL)
     calls: list[Any] = []
     with GreptimeMetrics(store.dsn("asrt"), connect_timeout=3) as metrics:
-        agg = metrics.usage_histograms
-        metrics.usage_histograms = lambda q: calls.append(q) or agg(q)  # type: ignore[method-assign,func-returns-value]
+        agg = metrics.usage_histograms_into
+        metrics.usage_histograms_into = lambda q, consume: calls.append(q) or agg(q, consume)  # type: ignore[method-assign,func-returns-value]
         rt = Runtime(sim, clock=sim.clock, metrics=metrics)
         assert rt.tick_due() is not None
         upto = now - GreptimeMetrics.INGEST_LAG  # what a late writer may still add is read next time
@@ -202,6 +202,69 @@ def test_runtime_first_tick_aggregates_in_the_store_then_reads_new_rows(store: M
         rt.tick_due()
         assert len(calls) == 1  # the second load reads only the new rows
         assert rt.autoscale_loaded_until == sim.now() - GreptimeMetrics.INGEST_LAG
+
+
+# -- the groups streamed into the histograms ----------------------------------------------------------
+
+
+def _loaded(d: Data) -> tuple[datetime, datetime, AutoscaleState]:
+    start, end = d.now - timedelta(hours=2), d.now
+    ast = _fresh(d)
+    return start, end, ast
+
+
+def test_the_groups_reach_the_histograms_as_they_come_and_equal_the_whole_result(data: Data) -> None:
+    """The history's groups are handed over as an iterator off the wire (a 5,000-node window is
+    180,000 groups: never held whole beside libpq's copy), the same groups as the whole result,
+    and the load equals one from that list."""
+    start, end, streamed = _loaded(data)
+    q = streamed.history_query(start, end)
+    assert q is not None
+    seen: list[Any] = []
+
+    def consume(groups: Any) -> int:
+        assert not isinstance(groups, (list, tuple))  # an iterator, taken as it comes
+        seen.extend(groups)
+        return len(seen)
+
+    assert data.metrics.usage_histograms_into(q, consume) == len(seen) > 0
+    assert sorted(seen, key=repr) == sorted(
+        data.metrics.usage_histograms(q), key=repr
+    )  # DataFusion: any order
+    load_usage(data.metrics, streamed, start, end)
+    whole = _fresh(data)
+    whole.add_pod_buckets(q, data.metrics.usage_histograms(q))
+    _same(whole, streamed)
+
+
+def test_a_result_that_fails_midway_applies_nothing_and_the_store_stays_usable(
+    data: Data, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A value the client cannot read in the 40th group, or the process stopping while the groups
+    come: one SourceError out of the load, and the histograms hold nothing of it (the engine
+    applies the groups once the last is in); the pool's connection still answers after it."""
+    from tftui.sources.greptime import usage
+    from tftui.sources.ports import SourceError
+
+    start, end, ast = _loaded(data)
+    real = usage._pod_bucket
+    taken = [0]
+
+    def bad_at_40(row: tuple[Any, ...]) -> Any:
+        taken[0] += 1
+        if taken[0] == 40:
+            raise ValueError("could not convert string to float: 'x'")
+        return real(row)
+
+    monkeypatch.setattr(usage, "_pod_bucket", bad_at_40)
+    with pytest.raises(SourceError, match="malformed values while aggregating the usage history"):
+        load_usage(data.metrics, ast, start, end)
+    assert taken[0] == 40 and not any(h.samples or h.samplers for h in ast.workloads.values())
+    monkeypatch.undo()
+    q = ast.history_query(start, end)
+    assert q is not None
+    first = data.metrics.usage_histograms_into(q, lambda groups: next(groups))  # stops after one
+    assert first in data.metrics.usage_histograms(q)  # the cut-short result left nothing behind
 
 
 # -- plan, recommend and the console read aggregates, not raw rows ------------------------------------

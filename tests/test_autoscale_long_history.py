@@ -338,13 +338,13 @@ def test_the_daemon_rebuilds_from_the_aggregates_after_a_gap_of_over_an_hour(
     window = autoscale_window(data.state)
     t0 = END - timedelta(hours=30)
     calls: list[str] = []
-    agg = data.metrics.usage_histograms
+    agg = data.metrics.usage_histograms_into
 
-    def counted(q: Any) -> Any:
+    def counted(q: Any, consume: Any) -> Any:
         calls.append("agg")
-        return agg(q)
+        return agg(q, consume)
 
-    monkeypatch.setattr(data.metrics, "usage_histograms", counted)
+    monkeypatch.setattr(data.metrics, "usage_histograms_into", counted)
     rt._load_usage(data.state, t0)  # the first load
     first = rt.autoscale_state
     rt._load_usage(data.state, t0 + timedelta(minutes=50))  # a tick 50 minutes on: the new rows

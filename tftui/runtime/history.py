@@ -93,6 +93,11 @@ def load_usage(
         checkpoint()
         return astate.add_pod_bucket_arrays(query, arrays)
     aggregate = getattr(metrics, "usage_histograms", None)
+    # a store streams the groups into the histograms (the engine applies them once all are in)
+    streamed = getattr(metrics, "usage_histograms_into", None)
+    if query is not None and callable(streamed):
+        q = query
+        return int(streamed(q, lambda groups: astate.add_pod_buckets(q, groups)))
     if query is not None and callable(aggregate):
         groups: list[PodBucket] = aggregate(query)
         return astate.add_pod_buckets(query, groups)
@@ -101,8 +106,11 @@ def load_usage(
         # a first load longer than one VRAM window: the same aggregates plus each pod's daily peaks
         long = astate.history_query(start, end, long=True)
         if long is not None:
-            groups = aggregate(long)
-            return add_long_history(astate, long, groups, windows(long))
+            peaks = windows(long)  # whole before any group is applied: nothing is half-applied
+            if callable(streamed):
+                lq = long
+                return int(streamed(lq, lambda groups: add_long_history(astate, lq, groups, peaks)))
+            return add_long_history(astate, long, aggregate(long), peaks)
     columns_of = getattr(metrics, "usage_columns", None)
     cols: WorkerColumns | None = columns_of(start, end) if callable(columns_of) else None
     if cols is not None:  # the same samples as columns (the what-if simulator's generated usage)

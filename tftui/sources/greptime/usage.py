@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Final, TypeVar, cast
 
 import psycopg
 from psycopg import sql
@@ -23,6 +23,12 @@ from tftui.sources.greptime.store import (
     finite,
 )
 from tftui.sources.ports import GPUUsage, MetricsTable, SourceError, WorkerUsage
+
+R = TypeVar("R")
+T = TypeVar("T")
+
+STREAM_CHUNK: Final = 4096
+"""Rows libpq takes off the wire at a time while an aggregate is streamed (`_stream_into`)."""
 
 
 class UsageQueries(Store):
@@ -97,6 +103,10 @@ class UsageQueries(Store):
         }  # fmt: skip
 
     def usage_histograms(self, q: HistogramQuery) -> list[PodBucket]:
+        """`usage_histograms_into(q, list)`: the groups as a list."""
+        return self.usage_histograms_into(q, list)
+
+    def usage_histograms_into(self, q: HistogramQuery, consume: Callable[[Iterator[PodBucket]], R]) -> R:
         """A history window of `tf_worker_usage` aggregated per (worker pod, TFLOPS bucket) (A12).
 
         The autoscaler's decaying histograms only need, per bucket, the sum of each sample's decay
@@ -108,6 +118,10 @@ class UsageQueries(Store):
         GPU of unknown capacity) puts the row in bucket −1 (no TFLOPS), NULL memory is left out of
         the VRAM count, times and peak. Rows are grouped by the `worker` tag (the pod UID, always
         written by the hypervisor); groups of one pod name are merged by the caller.
+
+        The groups reach `consume` as they come off the wire (`_stream_into`): at 5,000 nodes a
+        2-hour window is 180,000 groups, and a result taken whole held them twice (libpq's copy and
+        the groups) until the last one came: 180 MiB of a console's or a daemon's peak.
         """
         t = self._require("tf_worker_usage", ("namespace", "workload", "worker", "memory_bytes"),
                           ("compute_tflops", "compute_percentage"))  # fmt: skip
@@ -159,7 +173,7 @@ class UsageQueries(Store):
             "FROM {t} WHERE {w}) s GROUP BY worker, {b}"
         ).format(b=bucket, pod=pod, decay=decay, pods=sql.SQL("pod_name," if t.has("pod_name") else ""),
                  ts=t.ts, v=value, hl=hl_expr, t=t.ident, w=self._window(t))  # fmt: skip
-        return self._fetch_as(query, params, "aggregating the usage history", t.name, _pod_bucket)
+        return self._stream_into(query, params, "aggregating the usage history", t.name, _pod_bucket, consume)
 
     def vram_windows(self, q: HistogramQuery) -> list[VramWindow]:
         """Each pod's VRAM peak per window of `q.vram_window` seconds from its first VRAM sample in
@@ -249,6 +263,44 @@ class UsageQueries(Store):
         store reads that workload's series, not every worker's window (a workload's 24 h history
         read the whole cluster's: 86 million rows at 5,000 nodes)."""
         return self._stream("tf_worker_usage", start, end, {"namespace": namespace, "workload": workload})
+
+    def _stream_into(
+        self,
+        query: sql.Composed,
+        params: Mapping[str, Any],
+        doing: str,
+        table: str,
+        convert: Callable[[tuple[Any, ...]], T],
+        consume: Callable[[Iterator[T]], R],
+    ) -> R:
+        """`consume(rows converted)`, the rows taken off the wire `STREAM_CHUNK` at a time while
+        `consume` runs, inside the query's deadline (each chunk counts as the server answering);
+        every failure is one SourceError, raised out of `consume` (which must keep what it read to
+        itself until it has read it all: a store failing mid-result leaves nothing half-applied)."""
+        chunk = STREAM_CHUNK if psycopg.capabilities.has_stream_chunked() else 1  # libpq 17+
+
+        def converted(rows: Iterator[tuple[Any, ...]], alive: Callable[[], None]) -> Iterator[T]:
+            with self._malformed(doing):
+                for i, row in enumerate(rows):
+                    if not i % chunk:  # a chunk came: the server is answering
+                        alive()
+                    yield convert(row)
+
+        try:
+            with (
+                self._connection() as conn,
+                conn.cursor() as cur,
+                self._answering(conn, doing, table) as deadline,
+            ):
+                rows = cast(Generator[tuple[Any, ...]], cur.stream(query, params, size=chunk))
+                try:
+                    return consume(converted(rows, deadline.alive))
+                finally:
+                    rows.close()  # `consume` stopped early: cancel the rest (psycopg drains it)
+        except SourceError:
+            raise
+        except psycopg.Error as exc:
+            raise self._error(exc, doing, table) from None
 
     def _stream(
         self, table: MetricsTable, start: datetime, end: datetime, tags: Mapping[str, str]
