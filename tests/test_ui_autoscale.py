@@ -327,3 +327,44 @@ def test_the_shown_histograms_are_their_occupied_buckets_and_answer_as_the_live_
         ]
         assert got.percentiles((0.5, 0.9, 0.95)) == h.percentiles((0.5, 0.9, 0.95))
         assert distribution(got) == distribution(h)
+
+
+@pytest.mark.parametrize("with_metrics", [True, False])
+async def test_a_refresh_rebuilds_no_workload_row_when_what_it_shows_is_the_same(with_metrics: bool) -> None:
+    """The autoscale analysis is computed again at every refresh (a new object each time, or again
+    the "no metrics source" error): the rows compare what their cells show, so an unchanged
+    refresh builds no workload row, with or without a store (every row was built twice a refresh:
+    once for `…` while it was computed, once for its outcome)."""
+    sim, metrics = demo()
+    app = TfTuiApp(sim, metrics if with_metrics else None, clock=sim.clock, refresh_interval=None)
+    async with app.run_test(size=(200, 50)) as pilot:
+        if with_metrics:
+            before = await workloads(pilot, app)
+        else:
+            await wait_until(pilot, lambda: app.data is not None)
+            assert app.switch_view("workloads")
+            await wait_until(
+                pilot, lambda: app.analysis(AUTOSCALE) is not None and not app.computing(AUTOSCALE)
+            )
+        screen: Any = app.screen
+        table = screen.query_one("#main", ResourceTable)
+        shown = [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
+        cache = screen.rows_of("main")
+        for _ in range(2):
+            seq = app.data_seq
+
+            def done(s: int = seq) -> bool:
+                return app.data_seq > s and not app.computing(AUTOSCALE)
+
+            app.action_refresh()
+            await wait_until(pilot, done)
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+            assert cache.built == 0 and cache.reused == table.row_count > 0
+            assert [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)] == shown
+        if with_metrics:
+            assert auto(app) is not before  # computed again, and no row built for it
+        else:
+            assert NO_DATA in {
+                row[[str(c.label) for c in table.columns.values()].index("RECOMMENDED")] for row in shown
+            }

@@ -77,6 +77,22 @@ def rec_cell(analysis: AutoscaleAnalysis | None, key: str, pending: bool) -> Tex
     return Text(_pair(float(r.tf_req), float(r.vram_req)), style="bold" if rec.would_apply else "")
 
 
+def cells_shown(analysis: AutoscaleAnalysis | None, key: str, pending: bool) -> tuple[object, ...]:
+    """What `rec_cell` and `used_cell` show for `key`, as plain values: the row cache compares this,
+    not the analysis, which is a new object at every refresh (every workload row was built again
+    each time: 37,484 at 5,000 nodes, and the rows of three refreshes held at once)."""
+    rec = analysis.result.workloads.get(key) if analysis is not None else None
+    if rec is None:
+        return (None, pending and analysis is None)
+    r, est = rec.recommendation, rec.estimates
+    return (
+        rec.reason,
+        None if r is None else (float(r.tf_req), float(r.vram_req)),
+        rec.would_apply,
+        None if est is None else (est.tf_usage[1], est.vram_usage[1]),
+    )
+
+
 def used_cell(analysis: AutoscaleAnalysis | None, key: str, pending: bool) -> Text:
     """Usage per device at the recommender's target percentiles, `—` without data."""
     rec = analysis.result.workloads.get(key) if analysis is not None else None

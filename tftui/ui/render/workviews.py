@@ -16,10 +16,10 @@ from tftui.engine.quota import quotas
 from tftui.engine.state import WorkerView, WorkloadView
 from tftui.ui.load.autoscale import AutoscaleAnalysis
 from tftui.ui.load.data import ConsoleData
-from tftui.ui.render.autoscaleview import rec_cell, used_cell
+from tftui.ui.render.autoscaleview import cells_shown, rec_cell, used_cell
 from tftui.ui.render.format import NO_DATA, fmt_bytes, fmt_num, fmt_req_lim, fmt_res
 from tftui.ui.render.poolwaste import LOADING, WorkloadWaste
-from tftui.ui.render.rowcache import RowCache, Same
+from tftui.ui.render.rowcache import RowCache
 from tftui.ui.render.views import (
     ALL,
     NOT_NARROW,
@@ -114,7 +114,7 @@ def workloads_table(
         wl = st.workloads[key]
         enabled = enabled_of(wl)
         ww = waste.get(key) if waste is not None else LOADING
-        deps = (wl, usage.workloads.get(key), enabled, Same(autoscale), autoscale_pending, ww)
+        deps = (wl, usage.workloads.get(key), enabled, cells_shown(autoscale, key, autoscale_pending), ww)
         items.append((key, deps, (key, enabled)))
     if cache is None:
         return _table(WORKLOAD_COLUMNS, gauges.layout, (make(arg) for _, _, arg in items))

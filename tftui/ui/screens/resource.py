@@ -184,9 +184,10 @@ class WorkloadsScreen(AutoscaleActions, ResourceScreen):
         value = analysis.value if (analysis := self.tui.analysis(AUTOSCALE)) is not None else None
         auto = value if isinstance(value, AutoscaleAnalysis) else None
         waste = workloads_waste(self.tui.analysis(WASTE), self.tui.computing(WASTE))
-        return workloads_table(
-            data, gauges, auto, self.tui.computing(AUTOSCALE), cache=self.rows_of(table_id), waste=waste
-        )
+        # `…` only until the first outcome: a recomputation keeps the last one on screen (as the
+        # values do), so the rows need not be built once for `…` and again for the outcome
+        pending = analysis is None and self.tui.computing(AUTOSCALE)
+        return workloads_table(data, gauges, auto, pending, cache=self.rows_of(table_id), waste=waste)
 
     def open(self, table_id: str, key: str) -> None:
         self.tui.open_workload(key, self.trail)
