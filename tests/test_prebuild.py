@@ -101,6 +101,34 @@ async def test_a_refresh_on_nodes_shows_the_table_the_refresh_thread_built(monke
         assert shown_rows(table) == fresh_rows(app, screen)
 
 
+async def test_a_refresh_on_workloads_shows_the_table_the_refresh_thread_built(monkeypatch: Any) -> None:
+    """`:workloads` too: each new state computes every workload's effective autoscaling for the
+    AUTOSCALE column, which the refresh thread does now; the rows shown are a fresh build's."""
+    from tftui.ui.render.workviews import workloads_table
+    from tftui.ui.screens.resource import WorkloadsScreen
+
+    cluster, app = make()
+    renders = taken(monkeypatch)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert app.switch_view("workloads")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, WorkloadsScreen)
+        pod = next(i for i, o in enumerate(cluster.objects) if o.get("kind") == "Pod")
+        cluster.objects.pop(pod)
+        before = app.prebuilt_tables
+        renders.clear()
+        await refresh(app, pilot)
+        assert app.prebuilt_tables == before + 1 and renders[:1] == [True]
+        table = screen.query_one("#main", ResourceTable)
+        # no metrics source: no recommendation, no waste figure (`—`), as the screen shows them
+        fresh = fresh_rows(app, screen, build=lambda d, g: workloads_table(d, g, None, False, waste={}))
+        assert shown_rows(table) == fresh
+
+
 async def test_a_filter_typed_while_the_refresh_thread_built_applies_to_the_new_rows(
     monkeypatch: Any,
 ) -> None:
