@@ -9,12 +9,12 @@ import os
 import re
 import socket
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from typing import Any, Final, Self, TypeVar
+from typing import Any, Final, Self
 
 import psycopg
 from psycopg import sql
@@ -29,8 +29,6 @@ from tftui.sources.ports import SourceError
 DSN_ENV: Final = "TFTUI_METRICS_DSN"
 TIME_COLUMNS: Final = ("ts", "greptime_timestamp")  # preference order (M1)
 DEFAULT_LOOKBACK: Final = timedelta(minutes=5)
-FETCH_BATCH: Final = 4096  # rows taken from a result at a time when they are converted as they come
-T = TypeVar("T")
 
 # psycopg_pool logs reconnect failures as warnings; without a handler Python would print them on
 # stderr over the console. Errors reach the user as SourceError instead.
@@ -530,26 +528,13 @@ class Store:
     # -- queries ---------------------------------------------------------------------------------
 
     def _run(
-        self,
-        query: sql.Composed,
-        params: Mapping[str, Any],
-        doing: str,
-        table: str,
-        convert: Callable[[tuple[Any, ...]], Any] | None = None,
+        self, query: sql.Composed, params: Mapping[str, Any], doing: str, table: str
     ) -> tuple[list[str], list[Any]]:
-        """Column names and rows of one query (each `convert`ed, batch by batch, if given); every
-        failure becomes one SourceError line."""
+        """Column names and rows of one query; every failure becomes one SourceError line."""
         try:
             with self._connection() as conn, conn.cursor() as cur, self._answering(conn, doing, table):
                 cur.execute(query, params)
-                names = [d.name for d in cur.description or ()]
-                if convert is None:
-                    return names, cur.fetchall()
-                out: list[Any] = []
-                with self._malformed(doing):
-                    while batch := cur.fetchmany(FETCH_BATCH):
-                        out.extend(map(convert, batch))
-                return names, out
+                return [d.name for d in cur.description or ()], cur.fetchall()
         except SourceError:
             raise
         except psycopg.Error as exc:
@@ -564,18 +549,6 @@ class Store:
         self, query: sql.Composed, params: Mapping[str, Any], doing: str, table: str
     ) -> list[tuple[Any, ...]]:
         return self._run(query, params, doing, table)[1]
-
-    def _fetch_as(
-        self,
-        query: sql.Composed,
-        params: Mapping[str, Any],
-        doing: str,
-        table: str,
-        convert: Callable[[tuple[Any, ...]], T],
-    ) -> list[T]:
-        """`_fetch`, each row converted as it is taken from the result: a few hundred thousand rows
-        (the autoscaler's history at 5,000 nodes) are never held as tuples beside what they become."""
-        return self._run(query, params, doing, table, convert)[1]
 
     @contextmanager
     def _malformed(self, doing: str) -> Iterator[None]:

@@ -204,7 +204,7 @@ class UsageQueries(Store):
             "FROM ({s}) a GROUP BY namespace, pod) f ON v.namespace = f.namespace AND v.pod = f.pod) j "
             "GROUP BY namespace, pod, k"
         ).format(s=samples)
-        return self._fetch_as(query, params, "reading the VRAM peaks per day", t.name, _vram_window)
+        return self._stream_into(query, params, "reading the VRAM peaks per day", t.name, _vram_window, list)
 
     def _tflops_value(
         self, t: TableInfo, gpu_tflops: Iterable[tuple[str, float]], params: dict[str, Any]
