@@ -221,6 +221,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     from tftui.model.dedupe import Deduper
     from tftui.sources.sim.cluster import DEFAULT_NOW
     from tftui.ui.app import TfTuiApp
+    from tftui.ui.screens.resource import WorkloadsScreen
 
     # one Deduper for the list and the watch events, as `sources.kubewatch` keeps one
     dedupe = Deduper().object if args.source == "cache" else None
@@ -272,7 +273,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             await asyncio.sleep(0.05)
         # the workloads view too (every workload's row, its autoscale and waste cells), refreshed
         assert app.switch_view("workloads")
-        while type(app.screen).__name__ != "WorkloadsScreen" or not any(
+        while not isinstance(app.screen, WorkloadsScreen) or not any(
             t.row_count for t in app.screen.query("#main")
         ):
             await asyncio.sleep(0.05)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from tftui.engine.autoscale import DEFAULT_PERIOD, AutoscaleState, effective_config
 from tftui.engine.autoscale_columns import WorkerColumns, add_worker_columns
@@ -67,6 +67,21 @@ def settled(metrics: object, now: datetime) -> datetime:
     return now - lag if isinstance(lag, timedelta) else now
 
 
+_GroupsInto = Callable[[HistogramQuery, Callable[[Iterator[PodBucket]], int]], int]
+
+
+def _groups_into(metrics: object) -> _GroupsInto | None:
+    """The store's aggregated history groups handed to a consumer: streamed off the wire where the
+    store can (`usage_histograms_into`), else its whole list (`usage_histograms`); None: neither."""
+    into = getattr(metrics, "usage_histograms_into", None)
+    if callable(into):
+        return cast(_GroupsInto, into)
+    aggregate = getattr(metrics, "usage_histograms", None)
+    if not callable(aggregate):
+        return None
+    return lambda q, consume: consume(iter(aggregate(q)))
+
+
 class _Rows(Protocol):
     def rows(self, table: Any, start: datetime, end: datetime) -> Iterator[dict[str, Any]]: ...
 
@@ -92,25 +107,17 @@ def load_usage(
         arrays: PodBucketArrays = columns(query)
         checkpoint()
         return astate.add_pod_bucket_arrays(query, arrays)
-    aggregate = getattr(metrics, "usage_histograms", None)
-    # a store streams the groups into the histograms (the engine applies them once all are in)
-    streamed = getattr(metrics, "usage_histograms_into", None)
-    if query is not None and callable(streamed):
+    groups_into = _groups_into(metrics)  # the engine applies the groups once the last is in
+    if query is not None and groups_into is not None:
         q = query
-        return int(streamed(q, lambda groups: astate.add_pod_buckets(q, groups)))
-    if query is not None and callable(aggregate):
-        groups: list[PodBucket] = aggregate(query)
-        return astate.add_pod_buckets(query, groups)
+        return groups_into(q, lambda groups: astate.add_pod_buckets(q, groups))
     windows = getattr(metrics, "vram_windows", None)
-    if query is None and callable(aggregate) and callable(windows):
+    if query is None and groups_into is not None and callable(windows):
         # a first load longer than one VRAM window: the same aggregates plus each pod's daily peaks
         long = astate.history_query(start, end, long=True)
         if long is not None:
             peaks = windows(long)  # whole before any group is applied: nothing is half-applied
-            if callable(streamed):
-                lq = long
-                return int(streamed(lq, lambda groups: add_long_history(astate, lq, groups, peaks)))
-            return add_long_history(astate, long, aggregate(long), peaks)
+            return groups_into(long, lambda groups: add_long_history(astate, long, groups, peaks))
     columns_of = getattr(metrics, "usage_columns", None)
     cols: WorkerColumns | None = columns_of(start, end) if callable(columns_of) else None
     if cols is not None:  # the same samples as columns (the what-if simulator's generated usage)

@@ -529,7 +529,7 @@ class Store:
 
     def _run(
         self, query: sql.Composed, params: Mapping[str, Any], doing: str, table: str
-    ) -> tuple[list[str], list[Any]]:
+    ) -> tuple[list[str], list[tuple[Any, ...]]]:
         """Column names and rows of one query; every failure becomes one SourceError line."""
         try:
             with self._connection() as conn, conn.cursor() as cur, self._answering(conn, doing, table):
