@@ -269,8 +269,8 @@ def _partial_text(p: Any) -> str:
 
 def test_memoised_effective_config_equals_a_fresh_merge_across_states() -> None:
     """Every state of an autoscaling run (pods annotated, statuses patched, workloads gone and new):
-    the configuration and the checks' problems reused for unchanged inputs are the ones a fresh
-    merge and a fresh check give."""
+    the configuration and the checks' problems reused for unchanged inputs (or carried from the
+    state before) are the ones a fresh merge and a fresh check give."""
     seen = 0
 
     def check(cluster: WhatIfCluster, _rt: Any) -> None:
@@ -279,6 +279,13 @@ def test_memoised_effective_config_equals_a_fresh_merge_across_states() -> None:
         for wv in state.workloads.values():
             assert autoscale_checks._checked(state, wv) == autoscale_checks._workload(state, wv), wv.key
             assert effective_autoscaling(state, wv) == _effective(state, wv), wv.key
+            pool = state.pools.get(wv.pool) if wv.pool else None
+            tpl = (
+                autoscale_checks._template(pool.template, state.templates.get(pool.template))
+                if pool and pool.template
+                else []
+            )
+            assert autoscale_checks.problems(state, wv.key) == autoscale_checks._workload(state, wv) + tpl
             seen += 1
 
     cfg = SimConfig(duration=timedelta(hours=3), churn=2.0, seed=4)
@@ -298,6 +305,7 @@ def test_a_day_of_autoscale_equals_the_reference_paths(monkeypatch: pytest.Monke
         mp.setattr(autoscale_recommend, "percentile_recommend_memo", percentile_recommend)
         mp.setattr(autoscale_config, "_effective_inputs", _never_equal)
         mp.setattr(autoscale_checks, "_inputs", _never_equal)
+        mp.setattr(autoscale_checks, "carried", lambda _state, _key: None)
 
         def deep(self: Any, key: Any, patch: Any) -> None:
             _merge_patch(self._mut(key), patch)

@@ -20,7 +20,7 @@ from tftui.model import keys
 from tftui.model.numbers import finite_float_problem
 from tftui.model.quantity import QuantityError, parse_bounded
 
-__all__ = ["FLOAT_FIELDS", "problems"]
+__all__ = ["FLOAT_FIELDS", "carried", "problems"]
 
 #: autoSetResources fields read as Go floats (strings in the CRD; numbers tolerated)
 FLOAT_FIELDS: Final = (
@@ -108,10 +108,50 @@ def _checked(state: ClusterState, wv: WorkloadView) -> list[str]:
     return found
 
 
+def carried(state: ClusterState, key: str) -> tuple[Any, frozenset[str]] | None:
+    """(the basis's per-workload value under `key`, the workloads unchanged since the basis) when
+    `state` was derived from a basis that computed `key` (`ClusterState.basis_derived`): an
+    unchanged workload has the basis's autoscaling inputs, so a refresh re-derives only the
+    workloads it changed (~600 of 37,000 at 5,000 nodes) instead of gathering every workload's
+    inputs to compare them with the memo."""
+    got = state.basis_derived(key)
+    if got is None:
+        return None
+    basis, before = got
+    return before, state.derived("autoscale-unchanged", lambda st: _unchanged(st, basis))
+
+
+def _unchanged(state: ClusterState, basis: ClusterState) -> frozenset[str]:
+    """The workloads whose view and workers' views are the very views of `basis` (views are never
+    changed: the same view, the same objects), when the profiles, templates and each pool's
+    template are the very ones of `basis` too (else none: they reach every workload)."""
+    if not (
+        _same_entries(state.profiles, basis.profiles)
+        and _same_entries(state.templates, basis.templates)
+        and {n: p.template for n, p in state.pools.items()} == {n: p.template for n, p in basis.pools.items()}
+    ):
+        return frozenset()
+    workers, before, was = state.workers, basis.workers, basis.workloads
+    return frozenset(
+        key
+        for key, wv in state.workloads.items()
+        if was.get(key) is wv and all(workers.get(k) is before.get(k) for k in wv.workers)
+    )
+
+
+def _same_entries(now: Mapping[str, object], before: Mapping[str, object]) -> bool:
+    return now.keys() == before.keys() and all(v is before[k] for k, v in now.items())
+
+
 def _all(state: ClusterState) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     templates: dict[str, list[str]] = {}
+    before, same = carried(state, "autoscale-problems") or ({}, frozenset())
     for key, wv in state.workloads.items():
+        if key in same:
+            if key in before:
+                out[key] = before[key]
+            continue
         found = _checked(state, wv)
         pool = state.pools.get(wv.pool) if wv.pool else None
         if pool is not None and pool.template:

@@ -337,6 +337,12 @@ def effective_autoscaling(state: ClusterState, wv: WorkloadView) -> Mapping[str,
     hit = cache.get(wv.key)
     if hit is not None and hit[0] is wv:
         return hit[1]
+    carried = autoscale_checks.carried(state, "effective-autoscaling")
+    if carried is not None and wv.key in carried[1]:  # a refresh that did not change this workload
+        hit = carried[0].get(wv.key)
+        if hit is not None and hit[0] is wv:
+            cache[wv.key] = hit
+            return hit[1]
     names, objs = _effective_inputs(state, wv)
     memo = _EFFECTIVE.get(wv.key)
     if memo is not None and autoscale_checks.same_inputs(memo[0], memo[1], names, objs):

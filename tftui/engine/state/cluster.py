@@ -558,8 +558,7 @@ class ClusterState(StateQueries):
         got: dict[str, T] | None = self._derived.get(key)
         if got is not None:
             return got
-        basis = self._basis() if self._basis is not None else None
-        before: dict[str, T] | None = basis._derived.get(key) if basis is not None else None
+        basis, before = self.basis_derived(key) or (None, None)
         out: dict[str, T] = {}
         for name in paced(names):  # on a refresh thread: a key waits for a stride, not every node
             node = self.nodes[name]
@@ -581,6 +580,13 @@ class ClusterState(StateQueries):
     def derived_from(self, basis: ClusterState) -> None:
         """Mark this state as derived from `basis` (sharing the views of unchanged objects)."""
         self._basis = weakref.ref(basis)
+
+    def basis_derived(self, key: str) -> tuple[ClusterState, Any] | None:
+        """(the basis, its value under `key`) when this state was derived from a basis that is
+        still alive (`derived_from`) and has computed `key`; else None."""
+        basis = self._basis() if self._basis is not None else None
+        got = basis._derived.get(key) if basis is not None else None
+        return None if basis is None or got is None else (basis, got)
 
     def blocked_pools(self) -> dict[str, StateWarning]:
         """Pool → the first blocking warning on one of its objects (its pool, nodes, GPUs, workers,

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 
 from rich.text import Text
 
-from tftui.engine.autoscale import AutoConfig, effective_autoscaling
+from tftui.engine.autoscale import effective_config
 from tftui.engine.quota import quotas
 from tftui.engine.state import WorkerView, WorkloadView
 from tftui.ui.load.autoscale import AutoscaleAnalysis
@@ -76,7 +76,7 @@ def workloads_table(
     unknown = WorkloadWaste(None, False)
 
     def enabled_of(wl: WorkloadView) -> bool:
-        return AutoConfig.parse(effective_autoscaling(st, wl).get("autoSetResources")).enable
+        return effective_config(st, wl).enable
 
     def make(item: tuple[str, bool]) -> Row:
         key, enabled = item
