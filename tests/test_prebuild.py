@@ -221,7 +221,7 @@ def test_a_prebuilt_table_is_taken_only_for_its_own_data_scope_and_analyses() ->
     shown: tuple[object, ...] = (object(),)
     screen = Screen()
     gauges = Gauges(NORMAL)
-    screen.built_with("main", gauges)
+    screen.built_with("main", gauges, 1)
     data: Any = object()
     assert screen.prebuild(data) == 1
     other: Any = object()
@@ -235,3 +235,37 @@ def test_a_prebuilt_table_is_taken_only_for_its_own_data_scope_and_analyses() ->
     assert screen.prebuild(data) == 1
     assert screen.take_prebuilt("main", data, gauges, shown) == ("table", data)
     assert screen.take_prebuilt("main", data, gauges, shown) is None  # taken once
+
+
+def test_every_layout_a_render_tried_is_prebuilt_and_taken() -> None:
+    """A render tries the layouts in turn until the tables fit: each one built for the refresh on
+    screen is built again by the next prebuild and taken by the next render; a later refresh's
+    render that tried fewer keeps only those."""
+
+    class Screen(Prebuilding):
+        PREBUILD = True
+
+        def build(self, table_id: str, data: Any, gauges: Gauges) -> Any:
+            return ("table", data, gauges.scope)
+
+        def analyses_shown(self) -> tuple[object, ...]:
+            return ()
+
+    from tftui.ui.render.views import NORMAL, WIDE
+
+    screen = Screen()
+    wide, normal = Gauges(WIDE), Gauges(NORMAL)
+    screen.built_with("main", wide, 1)
+    screen.built_with("main", normal, 1)
+    data: Any = object()
+    assert screen.prebuild(data) == 2
+    assert screen.take_prebuilt("main", data, wide, ()) == ("table", data, wide.scope)
+    assert screen.take_prebuilt("main", data, normal, ()) == ("table", data, normal.scope)
+    newer: Any = object()
+    assert screen.prebuild(newer) == 2
+    assert screen.take_prebuilt("main", data, wide, ()) is None  # asked for other data: none,
+    assert screen.take_prebuilt("main", newer, normal, ()) is None  # and every layout's dropped
+    assert screen.prebuild(newer) == 2
+    screen.built_with("main", normal, 2)  # the next refresh's render fitted the first it tried
+    assert screen.prebuild(newer) == 1
+    assert screen.take_prebuilt("main", newer, normal, ()) == ("table", newer, normal.scope)

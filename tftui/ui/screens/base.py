@@ -105,7 +105,9 @@ class ResourceScreen(Prebuilding, Screen[None]):
         """Each table as last shown (filtered and sorted, before marks and deltas): what `ctrl+s` exports."""
         self._built: dict[str, tuple[int, dict[str, Mapping[str, Cell]]]] = {}
         self._previous: dict[str, dict[str, Mapping[str, Cell]]] = {}
-        self._build_cache: dict[str, tuple[tuple[int, Layout, str], Table, tuple[object, ...]]] = {}
+        # table id → (layout, theme) → (refresh, table, analyses shown): one per layout tried, as
+        # a render tries them in turn (`layout_candidates`) on every key that re-renders
+        self._build_cache: dict[str, dict[tuple[Layout, str], tuple[int, Table, tuple[object, ...]]]] = {}
         self._row_caches: dict[str, RowCache[Row]] = {}
         self._narrowing = Narrowing()  # each table's last filtered rows: a key typed narrows them
         self._stale = False  # a change arrived while off the stack (a kept view left aside)
@@ -341,11 +343,12 @@ class ResourceScreen(Prebuilding, Screen[None]):
         # The analyses the rows show (autoscale recommendations) arrive after the data: a new one
         # invalidates the cache like a refresh does. Compared by identity: each result is a new object.
         shown = self.analyses_shown()
-        key = (self.tui.data_seq, layout, self.app.theme)
-        cached = self._build_cache.get(table_id)
+        seq, key = self.tui.data_seq, (layout, self.app.theme)
+        built = self._build_cache.setdefault(table_id, {})
+        cached = built.get(key)
         if (
             cached is not None
-            and cached[0] == key
+            and cached[0] == seq
             and len(cached[2]) == len(shown)
             and all(a is b for a, b in zip(cached[2], shown, strict=True))
         ):
@@ -354,8 +357,10 @@ class ResourceScreen(Prebuilding, Screen[None]):
         full = self.take_prebuilt(table_id, data, gauges, shown)
         if full is None:
             full = self.build(table_id, data, gauges)
-        self._build_cache[table_id] = (key, full, shown)
-        self.built_with(table_id, gauges)
+        for old in [k for k, v in built.items() if v[0] != seq]:
+            del built[old]  # an earlier refresh's
+        built[key] = (seq, full, shown)
+        self.built_with(table_id, gauges, seq)
         return full
 
     def analyses_shown(self) -> tuple[object, ...]:

@@ -37,27 +37,35 @@ class Prebuilding:
 
     def __init__(self) -> None:
         super().__init__()
-        self._gauges: dict[str, Gauges] = {}  # of the last build, by table id
-        self._prebuilt: dict[str, Prebuilt] = {}
+        # table id → (the refresh, the gauges of each layout built for it, by scope): a render
+        # tries the layouts in turn until the tables fit (`layout_candidates`), and the next
+        # refresh's render will try the same ones
+        self._gauges: dict[str, tuple[int, dict[Hashable, Gauges]]] = {}
+        self._prebuilt: dict[str, dict[Hashable, Prebuilt]] = {}  # table id → scope → table
 
     def build(self, table_id: str, data: ConsoleData, gauges: Gauges) -> Table:
         raise NotImplementedError
 
     def analyses_shown(self) -> tuple[object, ...]:
-        """The analysis results the tables show (compared by identity)."""
+        """What the tables show of the analyses (compared by identity)."""
         raise NotImplementedError
 
     def prebuild(self, data: ConsoleData) -> int:
-        """Build, for `data`, the tables the last render built (called from the refresh thread);
-        how many were built."""
+        """Build, for `data`, the tables the renders of the refresh on screen built, in each layout
+        they built them (called from the refresh thread); how many were built."""
         if not self.PREBUILD:
             return 0
         built = 0
-        for table_id, gauges in list(self._gauges.items()):
-            checkpoint()  # not inside `build`: a row cache's lock may be what the interface waits on
-            shown = self.analyses_shown()
-            self._prebuilt[table_id] = (data, gauges.scope, shown, self.build(table_id, data, gauges))
-            built += 1
+        for table_id, (_seq, layouts) in list(self._gauges.items()):
+            for scope, gauges in list(layouts.items()):
+                checkpoint()  # not inside `build`: a row cache's lock may be what the interface waits on
+                shown = self.analyses_shown()
+                table = self.build(table_id, data, gauges)
+                tables = self._prebuilt.get(table_id)
+                if tables is None or any(entry[0] is not data for entry in tables.values()):
+                    tables = self._prebuilt[table_id] = {}
+                tables[scope] = (data, scope, shown, table)
+                built += 1
         checkpoint()
         return built
 
@@ -65,24 +73,25 @@ class Prebuilding:
         self, table_id: str, data: ConsoleData, gauges: Gauges, shown: tuple[object, ...]
     ) -> Table | None:
         """The table prebuilt for exactly this data, layout, theme and analyses (taken once), else
-        None. One of other data is dropped; one of another layout is kept, as a render tries the
-        layouts in turn and the next may be the one it was built in."""
-        entry = self._prebuilt.get(table_id)
-        if entry is None:
+        None. Those of other data are dropped; one of another layout is kept for the render's
+        next layout."""
+        tables = self._prebuilt.get(table_id)
+        entry = tables.get(gauges.scope) if tables is not None else None
+        if tables is None or entry is None:
             return None
-        built_data, scope, built_shown, table = entry
+        built_data, _scope, built_shown, table = entry
         if built_data is not data:
             self._prebuilt.pop(table_id, None)
             return None
-        if (
-            scope != gauges.scope
-            or len(built_shown) != len(shown)
-            or any(a is not b for a, b in zip(built_shown, shown, strict=True))
-        ):
+        if len(built_shown) != len(shown) or any(a is not b for a, b in zip(built_shown, shown, strict=True)):
             return None
-        self._prebuilt.pop(table_id, None)
+        del tables[gauges.scope]
         return table
 
-    def built_with(self, table_id: str, gauges: Gauges) -> None:
-        """Remember the gauges a render built `table_id` with (the next prebuild uses them)."""
-        self._gauges[table_id] = gauges
+    def built_with(self, table_id: str, gauges: Gauges, seq: int) -> None:
+        """Remember the gauges a render built `table_id` with for refresh `seq` (the next prebuild
+        builds in each layout built for the latest refresh)."""
+        last = self._gauges.get(table_id)
+        if last is None or last[0] != seq:
+            last = self._gauges[table_id] = (seq, {})
+        last[1][gauges.scope] = gauges
