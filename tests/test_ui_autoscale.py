@@ -3,6 +3,7 @@ engine's recommendation, and `a` turns autoscaling on/off through a confirmation
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -25,6 +26,7 @@ from tftui.ui.load.analysis import AUTOSCALE
 from tftui.ui.load.autoscale import AutoscaleAnalysis, AutoscaleLoader, Occupied
 from tftui.ui.render.autoscaleview import distribution
 from tftui.ui.render.format import NO_DATA
+from tftui.ui.render.views import layout_candidates
 from tftui.ui.screens.metrics import WorkloadScreen
 from tftui.ui.screens.modals import ConfirmScreen
 from tftui.ui.screens.resource import WorkloadsScreen
@@ -350,6 +352,14 @@ async def test_a_refresh_rebuilds_no_workload_row_when_what_it_shows_is_the_same
         table = screen.query_one("#main", ResourceTable)
         shown = [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
         cache = screen.rows_of("main")
+        built_on: list[str] = []
+        build = screen.build
+
+        def counted(*args: Any) -> Any:
+            built_on.append(threading.current_thread().name)
+            return build(*args)
+
+        screen.build = counted
         for _ in range(2):
             seq = app.data_seq
 
@@ -364,7 +374,13 @@ async def test_a_refresh_rebuilds_no_workload_row_when_what_it_shows_is_the_same
             assert [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)] == shown
         if with_metrics:
             assert auto(app) is not before  # computed again, and no row built for it
-        else:
+        else:  # each refresh's table is built in the refresh thread, and the outcome, the same
+            # "no metrics" error again, does not build it again on the interface thread
+            assert set(built_on) == {"tftui-refresh"}, built_on
+            assert screen._layout != layout_candidates(screen.size.width)[0]  # the render tried several
+            await pilot.press("slash", "m", "l")  # each key renders every layout tried: none is built
+            await pilot.pause()
+            assert set(built_on) == {"tftui-refresh"} and screen.needle == "ml", built_on
             assert NO_DATA in {
                 row[[str(c.label) for c in table.columns.values()].index("RECOMMENDED")] for row in shown
             }

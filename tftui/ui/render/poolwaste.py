@@ -24,6 +24,7 @@ __all__ = [
     "PoolWaste",
     "WorkloadWaste",
     "pool_waste",
+    "waste_loading",
     "waste_summary",
     "workloads_waste",
 ]
@@ -116,16 +117,21 @@ class WorkloadWaste:
     unpriced: bool  # some of its waste has no price: `money` is a lower bound
 
 
-def workloads_waste(waste: Analysis | None, computing: bool) -> dict[str, WorkloadWaste] | None:
+def waste_loading(waste: Analysis | None, computing: bool) -> bool:
+    """Whether the waste figures are still loading (`…`): no outcome yet, or none but one coming."""
+    return _state(waste, computing) == "loading"
+
+
+def workloads_waste(value: object, loading: bool) -> dict[str, WorkloadWaste] | None:
     """Workload key → its wasted money over the diagnosis window (`wastemodel.workload_waste`, the
-    figure the pool column and the totals add); None while loading (every cell `…`). Without
-    metrics, or for a workload the window has no samples of, the figure is unknown (`—`)."""
-    w_state = _state(waste, computing)
-    if w_state == "loading":
+    figure the pool column and the totals add) from the waste analysis' value; None while
+    `loading` (`waste_loading`: every cell `…`). Without metrics, or for a workload the window has
+    no samples of, the figure is unknown (`—`)."""
+    if loading:
         return None
-    if waste is None or not isinstance(waste.value, WasteAnalysis):
+    if not isinstance(value, WasteAnalysis):
         return {}
-    report = waste.value.report
+    report = value.report
     return {
         key: WorkloadWaste(None, False) if fig is None else WorkloadWaste(fig.money, fig.unpriced)
         for key, fig in workload_waste(report.workloads, report.findings).items()

@@ -21,7 +21,7 @@ from tftui.ui.load.data import ConsoleData
 from tftui.ui.load.objhistory import ObjectHistory
 from tftui.ui.load.objhistory import subject as history_subject
 from tftui.ui.render.nodeviews import gpus_table, node_summary, nodes_table
-from tftui.ui.render.poolwaste import WASTE_EVERY, pool_waste, workloads_waste
+from tftui.ui.render.poolwaste import WASTE_EVERY, pool_waste, waste_loading, workloads_waste
 from tftui.ui.render.views import Gauges, Layout, Table, pools_table
 from tftui.ui.render.workviews import quota_summary, workers_table, workloads_table
 from tftui.ui.screens.autoscale import AUTOSCALE_BINDINGS, AutoscaleActions
@@ -184,14 +184,27 @@ class WorkloadsScreen(AutoscaleActions, ResourceScreen):
         summary.display = text is not None
         summary.update(text or "")
 
+    def analyses_shown(self) -> tuple[object, ...]:
+        """What the rows read of the analyses, not the analyses themselves: every refresh brings a
+        new outcome, and one that shows the same (no metrics store: the same error each time; an
+        error after a value: that value kept) must not rebuild 37,000 rows on the interface thread.
+        `…` only until the first outcome: a recomputation keeps the last one on screen (as the
+        values do), so the rows need not be built once for `…` and again for the outcome."""
+        auto, waste = self.tui.analysis(AUTOSCALE), self.tui.analysis(WASTE)
+        return (
+            auto is None and self.tui.computing(AUTOSCALE),
+            auto.value if auto is not None else None,
+            waste_loading(waste, self.tui.computing(WASTE)),
+            waste.value if waste is not None else None,
+        )
+
     def build(self, table_id: str, data: ConsoleData, gauges: Gauges) -> Table:
-        value = analysis.value if (analysis := self.tui.analysis(AUTOSCALE)) is not None else None
+        pending, value, loading, waste = self.analyses_shown()
         auto = value if isinstance(value, AutoscaleAnalysis) else None
-        waste = workloads_waste(self.tui.analysis(WASTE), self.tui.computing(WASTE))
-        # `…` only until the first outcome: a recomputation keeps the last one on screen (as the
-        # values do), so the rows need not be built once for `…` and again for the outcome
-        pending = analysis is None and self.tui.computing(AUTOSCALE)
-        return workloads_table(data, gauges, auto, pending, cache=self.rows_of(table_id), waste=waste)
+        figures = workloads_waste(waste, loading is True)
+        return workloads_table(
+            data, gauges, auto, pending is True, cache=self.rows_of(table_id), waste=figures
+        )
 
     def open(self, table_id: str, key: str) -> None:
         self.tui.open_workload(key, self.trail)
