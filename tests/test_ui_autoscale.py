@@ -41,8 +41,8 @@ async def wait_until(pilot: Pilot[None], check: Callable[[], bool], timeout: flo
 
 
 def _plain(cell: object) -> str:
-    assert isinstance(cell, Text), cell
-    return cell.plain
+    assert isinstance(cell, Text | str), cell
+    return cell if isinstance(cell, str) else cell.plain
 
 
 def demo() -> tuple[ActingSimCluster, SimMetrics]:
@@ -107,7 +107,8 @@ async def test_workloads_columns_and_detail_show_the_engines_recommendation() ->
         r = expected.workloads[key].recommendation
         assert r is not None
         cell = table.get_cell(key, "rec")
-        assert isinstance(cell, Text) and cell.plain.split(" TF ")[1].endswith("i")  # e.g. 8.5Gi
+        assert _plain(cell).split(" TF ")[1].endswith("i")  # e.g. 8.5Gi
+        assert isinstance(cell, Text) and (str(cell.style) == "bold") == expected.workloads[key].would_apply
         no_data = [k for k in without if expected.workloads[k].reason == "no-data"]
         if no_data:
             assert _plain(table.get_cell(no_data[0], "rec")) == NO_DATA
@@ -219,9 +220,9 @@ def test_cells_say_no_data_and_never_zero() -> None:
     state = build(cluster(spec=asr(enable=True)))
     value = AutoscaleAnalysis(recommend(state, AutoscaleState(), NOW), {}, timedelta(hours=2), 0)
     assert value.result.workloads["default/w"].reason == "no-data"
-    assert rec_cell(value, "default/w", False).plain == NO_DATA
-    assert used_cell(value, "default/w", False).plain == NO_DATA
-    assert rec_cell(None, "default/w", True).plain == "…"  # still computing
+    assert rec_cell(value, "default/w", False) == NO_DATA
+    assert used_cell(value, "default/w", False) == NO_DATA
+    assert rec_cell(None, "default/w", True) == "…"  # still computing
     text = detail_text(value, "default/w").plain
     assert "usage: no data in tf_worker_usage over the last 2h" in text
     assert "not applied (no-data): no usage data" in text
