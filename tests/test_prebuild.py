@@ -240,7 +240,8 @@ def test_a_prebuilt_table_is_taken_only_for_its_own_data_scope_and_analyses() ->
 def test_every_layout_a_render_tried_is_prebuilt_and_taken() -> None:
     """A render tries the layouts in turn until the tables fit: each one built for the refresh on
     screen is built again by the next prebuild and taken by the next render; a later refresh's
-    render that tried fewer keeps only those."""
+    render that tried fewer keeps only those. The tables of the two latest data are kept (an
+    analysis thread builds for the data on screen while the refresh thread builds the next)."""
 
     class Screen(Prebuilding):
         PREBUILD = True
@@ -261,11 +262,16 @@ def test_every_layout_a_render_tried_is_prebuilt_and_taken() -> None:
     assert screen.prebuild(data) == 2
     assert screen.take_prebuilt("main", data, wide, ()) == ("table", data, wide.scope)
     assert screen.take_prebuilt("main", data, normal, ()) == ("table", data, normal.scope)
+    assert screen.take_prebuilt("main", data, wide, ()) is None  # taken once
     newer: Any = object()
-    assert screen.prebuild(newer) == 2
-    assert screen.take_prebuilt("main", data, wide, ()) is None  # asked for other data: none,
-    assert screen.take_prebuilt("main", newer, normal, ()) is None  # and every layout's dropped
-    assert screen.prebuild(newer) == 2
-    screen.built_with("main", normal, 2)  # the next refresh's render fitted the first it tried
-    assert screen.prebuild(newer) == 1
+    assert screen.prebuild(data) == 2  # an analysis' outcome for the data on screen
+    assert screen.prebuild(newer) == 2  # the next refresh's, built meanwhile: both kept
+    assert screen.take_prebuilt("main", data, wide, ()) == ("table", data, wide.scope)
     assert screen.take_prebuilt("main", newer, normal, ()) == ("table", newer, normal.scope)
+    newest: Any = object()
+    assert screen.prebuild(newest) == 2  # a third data: the oldest's go
+    assert screen.take_prebuilt("main", data, normal, ()) is None
+    assert screen.take_prebuilt("main", newer, wide, ()) == ("table", newer, wide.scope)
+    screen.built_with("main", normal, 2)  # the next refresh's render fitted the first it tried
+    assert screen.prebuild(newest) == 1
+    assert screen.take_prebuilt("main", newest, normal, ()) == ("table", newest, normal.scope)

@@ -337,7 +337,9 @@ async def test_a_refresh_rebuilds_no_workload_row_when_what_it_shows_is_the_same
     """The autoscale analysis is computed again at every refresh (a new object each time, or again
     the "no metrics source" error): the rows compare what their cells show, so an unchanged
     refresh builds no workload row, with or without a store (every row was built twice a refresh:
-    once for `…` while it was computed, once for its outcome)."""
+    once for `…` while it was computed, once for its outcome). The table is built in the refresh
+    thread and, for an outcome that shows otherwise, in the analysis' thread: never on the
+    interface thread."""
     sim, metrics = demo()
     app = TfTuiApp(sim, metrics if with_metrics else None, clock=sim.clock, refresh_interval=None)
     async with app.run_test(size=(200, 50)) as pilot:
@@ -375,6 +377,8 @@ async def test_a_refresh_rebuilds_no_workload_row_when_what_it_shows_is_the_same
             assert [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)] == shown
         if with_metrics:
             assert auto(app) is not before  # computed again, and no row built for it
+            # the table for each new outcome is built in the analysis' thread, not the interface's
+            assert "MainThread" not in built_on and "tftui-autoscale" in built_on, built_on
         else:  # each refresh's table is built in the refresh thread, and the outcome, the same
             # "no metrics" error again, does not build it again on the interface thread
             assert set(built_on) == {"tftui-refresh"}, built_on

@@ -131,6 +131,7 @@ class TfTuiApp(ScopeCommands, Refreshing, Writes):
         self.analyses_from = 0
         """Number of the refresh on screen (analyses are cached per refresh)."""
         self._computing: dict[AnalysisKey, Worker[None]] = {}
+        self._as_ready = threading.local()  # an analysis thread's view of its outcome (`refreshing`)
         self._autoscale_loader = AutoscaleLoader()  # usage histograms, fed incrementally
         self._clock = clock or utc_now
         self._read_only_requested = read_only

@@ -84,11 +84,13 @@ class LoadFailed(Message):
 
 
 class AnalysisReady(Message):
-    """An analysis finished (or failed: `analysis.error`) for the refresh `analysis.seq`."""
+    """An analysis finished (or failed: `analysis.error`) for the refresh `analysis.seq`; it is
+    the outcome as kept after `previous` (`Analysis.keeping`), the one the screens prebuilt for."""
 
-    def __init__(self, analysis: Analysis) -> None:
+    def __init__(self, analysis: Analysis, previous: Analysis | None = None) -> None:
         super().__init__()
         self.analysis = analysis
+        self.previous = previous
 
 
 class CompactionPreviewReady(Message):
@@ -194,6 +196,7 @@ class ConsoleBase(App[None]):
     _sim_speed: float
     _sim_wall: float | None
     _computing: dict[AnalysisKey, Worker[None]]
+    _as_ready: threading.local
     _autoscale_loader: AutoscaleLoader
     _writing: set[str]
     _unseen: dict[int, str]

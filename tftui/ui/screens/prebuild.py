@@ -41,7 +41,9 @@ class Prebuilding:
         # tries the layouts in turn until the tables fit (`layout_candidates`), and the next
         # refresh's render will try the same ones
         self._gauges: dict[str, tuple[int, dict[Hashable, Gauges]]] = {}
-        self._prebuilt: dict[str, dict[Hashable, Prebuilt]] = {}  # table id → scope → table
+        # table id → (id of the data, scope) → table: the refresh thread builds for the next data
+        # while an analysis thread builds for the data on screen; the two latest data are kept
+        self._prebuilt: dict[str, dict[tuple[int, Hashable], Prebuilt]] = {}
 
     def build(self, table_id: str, data: ConsoleData, gauges: Gauges) -> Table:
         raise NotImplementedError
@@ -61,10 +63,7 @@ class Prebuilding:
                 checkpoint()  # not inside `build`: a row cache's lock may be what the interface waits on
                 shown = self.analyses_shown()
                 table = self.build(table_id, data, gauges)
-                tables = self._prebuilt.get(table_id)
-                if tables is None or any(entry[0] is not data for entry in tables.values()):
-                    tables = self._prebuilt[table_id] = {}
-                tables[scope] = (data, scope, shown, table)
+                self._keep_prebuilt(table_id, (data, scope, shown, table))
                 built += 1
         checkpoint()
         return built
@@ -73,20 +72,28 @@ class Prebuilding:
         self, table_id: str, data: ConsoleData, gauges: Gauges, shown: tuple[object, ...]
     ) -> Table | None:
         """The table prebuilt for exactly this data, layout, theme and analyses (taken once), else
-        None. Those of other data are dropped; one of another layout is kept for the render's
-        next layout."""
+        None."""
         tables = self._prebuilt.get(table_id)
-        entry = tables.get(gauges.scope) if tables is not None else None
-        if tables is None or entry is None:
+        entry = tables.get((id(data), gauges.scope)) if tables is not None else None
+        if tables is None or entry is None or entry[0] is not data:
             return None
-        built_data, _scope, built_shown, table = entry
-        if built_data is not data:
-            self._prebuilt.pop(table_id, None)
-            return None
+        built_shown, table = entry[2], entry[3]
         if len(built_shown) != len(shown) or any(a is not b for a, b in zip(built_shown, shown, strict=True)):
             return None
-        del tables[gauges.scope]
+        tables.pop((id(data), gauges.scope), None)
         return table
+
+    def _keep_prebuilt(self, table_id: str, entry: Prebuilt) -> None:
+        """Keep a prebuilt table (replacing one of the same data and scope), and those of the
+        latest other data; older ones go. Copied, not changed in place: the interface thread
+        may be taking one."""
+        data = entry[0]
+        tables = dict(self._prebuilt.get(table_id, {}))
+        tables[(id(data), entry[1])] = entry
+        others = [d for d in {id(e[0]): e[0] for e in tables.values()}.values() if d is not data]
+        for old in others[:-1]:  # in the order added: all but the latest other data's go
+            tables = {k: e for k, e in tables.items() if e[0] is not old}
+        self._prebuilt[table_id] = tables
 
     def built_with(self, table_id: str, gauges: Gauges, seq: int) -> None:
         """Remember the gauges a render built `table_id` with for refresh `seq` (the next prebuild
