@@ -4,6 +4,7 @@ Either way the table shows the rows of the data on screen, filtered as the opera
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 from textual.pilot import Pilot
@@ -206,6 +207,10 @@ async def test_a_kept_view_switched_away_from_is_built_in_the_refresh_thread_too
         assert not any(gone in key for key in table.row_keys)
 
 
+class Data:
+    """A stand-in for a refresh's data (held weakly, as `ConsoleData` is)."""
+
+
 def test_a_prebuilt_table_is_taken_only_for_its_own_data_scope_and_analyses() -> None:
     class Screen(Prebuilding):
         PREBUILD = True
@@ -222,9 +227,9 @@ def test_a_prebuilt_table_is_taken_only_for_its_own_data_scope_and_analyses() ->
     screen = Screen()
     gauges = Gauges(NORMAL)
     screen.built_with("main", gauges, 1)
-    data: Any = object()
+    data: Any = Data()
     assert screen.prebuild(data) == 1
-    other: Any = object()
+    other: Any = Data()
     assert screen.take_prebuilt("main", other, gauges, shown) is None  # other data
     assert screen.prebuild(data) == 1
     assert screen.take_prebuilt("main", data, gauges, (object(),)) is None  # another analysis
@@ -247,7 +252,7 @@ def test_every_layout_a_render_tried_is_prebuilt_and_taken() -> None:
         PREBUILD = True
 
         def build(self, table_id: str, data: Any, gauges: Gauges) -> Any:
-            return ("table", data, gauges.scope)
+            return ("table", id(data), gauges.scope)  # not the data: it is held weakly
 
         def analyses_shown(self) -> tuple[object, ...]:
             return ()
@@ -258,20 +263,26 @@ def test_every_layout_a_render_tried_is_prebuilt_and_taken() -> None:
     wide, normal = Gauges(WIDE), Gauges(NORMAL)
     screen.built_with("main", wide, 1)
     screen.built_with("main", normal, 1)
-    data: Any = object()
+    data: Any = Data()
     assert screen.prebuild(data) == 2
-    assert screen.take_prebuilt("main", data, wide, ()) == ("table", data, wide.scope)
-    assert screen.take_prebuilt("main", data, normal, ()) == ("table", data, normal.scope)
+    assert screen.take_prebuilt("main", data, wide, ()) == ("table", id(data), wide.scope)
+    assert screen.take_prebuilt("main", data, normal, ()) == ("table", id(data), normal.scope)
     assert screen.take_prebuilt("main", data, wide, ()) is None  # taken once
-    newer: Any = object()
+    newer: Any = Data()
     assert screen.prebuild(data) == 2  # an analysis' outcome for the data on screen
     assert screen.prebuild(newer) == 2  # the next refresh's, built meanwhile: both kept
-    assert screen.take_prebuilt("main", data, wide, ()) == ("table", data, wide.scope)
-    assert screen.take_prebuilt("main", newer, normal, ()) == ("table", newer, normal.scope)
-    newest: Any = object()
+    assert screen.take_prebuilt("main", data, wide, ()) == ("table", id(data), wide.scope)
+    assert screen.take_prebuilt("main", newer, normal, ()) == ("table", id(newer), normal.scope)
+    newest: Any = Data()
     assert screen.prebuild(newest) == 2  # a third data: the oldest's go
     assert screen.take_prebuilt("main", data, normal, ()) is None
-    assert screen.take_prebuilt("main", newer, wide, ()) == ("table", newer, wide.scope)
+    assert screen.take_prebuilt("main", newer, wide, ()) == ("table", id(newer), wide.scope)
     screen.built_with("main", normal, 2)  # the next refresh's render fitted the first it tried
     assert screen.prebuild(newest) == 1
-    assert screen.take_prebuilt("main", newest, normal, ()) == ("table", newest, normal.scope)
+    assert screen.take_prebuilt("main", newest, normal, ()) == ("table", id(newest), normal.scope)
+    assert screen.prebuild(newest) == 1
+    del newest
+    gc.collect()
+    fresh: Any = Data()
+    assert len(screen._prebuilt["main"]) == 2  # newest's, not taken (its wide one too)
+    assert screen.prebuild(fresh) == 1 and list(screen._prebuilt["main"]) == [(id(fresh), normal.scope)]

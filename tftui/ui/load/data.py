@@ -38,7 +38,7 @@ class LateSamples(NamedTuple):
     shown_at: datetime | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, weakref_slot=True)  # prebuilt tables name it weakly
 class ConsoleData:
     """One consistent picture: allocation (state), measured use (usage) and how fresh it is."""
 

@@ -18,6 +18,7 @@ refresh thread runs it while the interface thread may render (the row caches loc
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Hashable
 from typing import ClassVar
 
@@ -25,8 +26,9 @@ from tftui.model.giveway import checkpoint
 from tftui.ui.load.data import ConsoleData
 from tftui.ui.render.views import Gauges, Table
 
-Prebuilt = tuple[ConsoleData, Hashable, tuple[object, ...], Table]
-"""(the data, the gauges' scope, the analyses shown, the table built from them)."""
+Prebuilt = tuple["weakref.ref[ConsoleData]", Hashable, tuple[object, ...], Table]
+"""(the data, weakly: a table kept for data no longer shown must not keep its cluster state
+alive; the gauges' scope, the analyses shown, the table built from them)."""
 
 
 class Prebuilding:
@@ -63,7 +65,7 @@ class Prebuilding:
                 checkpoint()  # not inside `build`: a row cache's lock may be what the interface waits on
                 shown = self.analyses_shown()
                 table = self.build(table_id, data, gauges)
-                self._keep_prebuilt(table_id, (data, scope, shown, table))
+                self._keep_prebuilt(table_id, (weakref.ref(data), scope, shown, table))
                 built += 1
         checkpoint()
         return built
@@ -75,7 +77,7 @@ class Prebuilding:
         None."""
         tables = self._prebuilt.get(table_id)
         entry = tables.get((id(data), gauges.scope)) if tables is not None else None
-        if tables is None or entry is None or entry[0] is not data:
+        if tables is None or entry is None or entry[0]() is not data:
             return None
         built_shown, table = entry[2], entry[3]
         if len(built_shown) != len(shown) or any(a is not b for a, b in zip(built_shown, shown, strict=True)):
@@ -87,12 +89,12 @@ class Prebuilding:
         """Keep a prebuilt table (replacing one of the same data and scope), and those of the
         latest other data; older ones go. Copied, not changed in place: the interface thread
         may be taking one."""
-        data = entry[0]
-        tables = dict(self._prebuilt.get(table_id, {}))
+        data = entry[0]()
+        tables = {k: e for k, e in self._prebuilt.get(table_id, {}).items() if e[0]() is not None}
         tables[(id(data), entry[1])] = entry
-        others = [d for d in {id(e[0]): e[0] for e in tables.values()}.values() if d is not data]
+        others = [d for d in {id(e[0]()): e[0]() for e in tables.values()}.values() if d is not data]
         for old in others[:-1]:  # in the order added: all but the latest other data's go
-            tables = {k: e for k, e in tables.items() if e[0] is not old}
+            tables = {k: e for k, e in tables.items() if e[0]() is not old}
         self._prebuilt[table_id] = tables
 
     def built_with(self, table_id: str, gauges: Gauges, seq: int) -> None:
