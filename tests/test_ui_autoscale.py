@@ -389,3 +389,40 @@ async def test_a_refresh_rebuilds_no_workload_row_when_what_it_shows_is_the_same
             assert NO_DATA in {
                 row[[str(c.label) for c in table.columns.values()].index("RECOMMENDED")] for row in shown
             }
+
+
+async def test_without_a_metrics_source_the_workloads_show_no_data_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No metrics source: the autoscale and waste outcomes are known (`—`), so the view opens
+    with them instead of `…`, and the outcomes arriving after build no table again (every row was
+    built twice on opening: 0.5 s more of the interface thread at 5,000 nodes)."""
+    builds: list[tuple[tuple[object, ...], object]] = []
+    build = WorkloadsScreen.build
+
+    def recorded(self: WorkloadsScreen, table_id: str, data: Any, gauges: Any) -> Any:
+        builds.append((self.analyses_shown(), gauges.scope))
+        return build(self, table_id, data, gauges)
+
+    monkeypatch.setattr(WorkloadsScreen, "build", recorded)
+    sim, _ = demo()
+    app = TfTuiApp(sim, None, clock=sim.clock, refresh_interval=None)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await wait_until(pilot, lambda: app.data is not None)
+        assert app.switch_view("workloads")
+        await wait_until(
+            pilot, lambda: any(t.row_count for t in app.screen.query("#main").results(ResourceTable))
+        )
+        await wait_until(pilot, lambda: app.analysis(AUTOSCALE) is not None and not app.computing(AUTOSCALE))
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        table = app.screen.query_one("#main", ResourceTable)
+        labels = [str(c.label) for c in table.columns.values()]
+        columns = [labels.index(name) for name in ("USED/GPU", "RECOMMENDED", "WASTE $") if name in labels]
+        assert len(columns) >= 2
+        assert {str(table.get_row_at(i)[c]).strip() for i in range(table.row_count) for c in columns} == {
+            NO_DATA
+        }
+    assert builds, "the view was built"
+    assert not any(pending or loading for (pending, _, loading, _), _ in builds), builds  # never `…`
+    assert len(builds) == len({scope for _, scope in builds})  # each layout built once, not again

@@ -189,12 +189,14 @@ class WorkloadsScreen(AutoscaleActions, ResourceScreen):
         new outcome, and one that shows the same (no metrics store: the same error each time; an
         error after a value: that value kept) must not rebuild 37,000 rows on the interface thread.
         `…` only until the first outcome: a recomputation keeps the last one on screen (as the
-        values do), so the rows need not be built once for `…` and again for the outcome."""
+        values do), so the rows need not be built once for `…` and again for the outcome; and
+        never without a metrics source, whose outcome is known (`—`)."""
         auto, waste = self.tui.analysis(AUTOSCALE), self.tui.analysis(WASTE)
+        store = self.tui.data is None or self.tui.data.metrics_enabled
         return (
-            auto is None and self.tui.computing(AUTOSCALE),
+            store and auto is None and self.tui.computing(AUTOSCALE),
             auto.value if auto is not None else None,
-            waste_loading(waste, self.tui.computing(WASTE)),
+            store and waste_loading(waste, self.tui.computing(WASTE)),
             waste.value if waste is not None else None,
         )
 
