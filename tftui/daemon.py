@@ -474,8 +474,10 @@ class Daemon:
             return
         if self._stop_asked():
             return  # a read the stop would wait for, and nobody reads its answer
-        if self.runtime is not None and self.runtime.last_autoscale is not None:
-            return  # the autoscale loop reports it (see _tick)
+        if self.runtime is not None and (
+            self.runtime.last_autoscale is not None or self.runtime.autoscale_paused
+        ):
+            return  # the autoscale loop reports it (see _tick); paused, its reason must not be overwritten
         wall = time.monotonic()
         if wall - self._last_probe < METRICS_PROBE_EVERY:
             return
