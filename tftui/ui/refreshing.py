@@ -51,6 +51,7 @@ from tftui.ui.load.data import (
     load_rest,
     load_state,
 )
+from tftui.ui.screens.prebuild import same_shown
 
 T = TypeVar("T")
 
@@ -198,7 +199,7 @@ class Refreshing(ConsoleBase):
             return False
         now: tuple[object, ...] = screen.analyses_shown()
         then: tuple[object, ...] = self._ahead(outcome, screen.analyses_shown)
-        return len(now) != len(then) or any(a is not b for a, b in zip(now, then, strict=True))
+        return not same_shown(now, then)
 
     def _ahead(self, outcome: Analysis | None, call: Callable[..., T], *args: Any) -> T:
         """`call(*args)` reading the analyses as they will be once `outcome` is posted (this

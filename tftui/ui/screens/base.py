@@ -34,7 +34,7 @@ from tftui.ui.render.scope import Narrowing, RowFilter, parse_filter
 from tftui.ui.render.tableops import has_column, marked_table, sorted_table, table_csv, with_deltas
 from tftui.ui.render.views import Cell, Gauges, Layout, Row, Table, layout_candidates
 from tftui.ui.render.widths import fit_table, fits
-from tftui.ui.screens.prebuild import Prebuilding
+from tftui.ui.screens.prebuild import Prebuilding, same_shown
 from tftui.ui.screens.text import TextScreen
 from tftui.ui.screens.viewnames import COMMANDS, PROMPT_HINT, QUIT_COMMANDS, VIEWS
 from tftui.ui.widgets.chrome import Breadcrumb, ConsoleHeader, Prompt, PromptMode, SteadyFooter
@@ -346,12 +346,7 @@ class ResourceScreen(Prebuilding, Screen[None]):
         seq, key = self.tui.data_seq, (layout, self.app.theme)
         built = self._build_cache.setdefault(table_id, {})
         cached = built.get(key)
-        if (
-            cached is not None
-            and cached[0] == seq
-            and len(cached[2]) == len(shown)
-            and all(a is b for a, b in zip(cached[2], shown, strict=True))
-        ):
+        if cached is not None and cached[0] == seq and same_shown(cached[2], shown):
             return cached[1]
         gauges = Gauges(layout, table.gauge_styles())
         full = self.take_prebuilt(table_id, data, gauges, shown)

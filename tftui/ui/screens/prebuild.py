@@ -31,6 +31,11 @@ Prebuilt = tuple["weakref.ref[ConsoleData]", Hashable, tuple[object, ...], Table
 alive; the gauges' scope, the analyses shown, the table built from them)."""
 
 
+def same_shown(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
+    """Whether two `analyses_shown` tuples are the very same values (compared by identity)."""
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
+
+
 class Prebuilding:
     """The refresh thread's side of a screen's tables (a mixin of `ResourceScreen`)."""
 
@@ -80,7 +85,7 @@ class Prebuilding:
         if tables is None or entry is None or entry[0]() is not data:
             return None
         built_shown, table = entry[2], entry[3]
-        if len(built_shown) != len(shown) or any(a is not b for a, b in zip(built_shown, shown, strict=True)):
+        if not same_shown(built_shown, shown):
             return None
         tables.pop((id(data), gauges.scope), None)
         return table
