@@ -189,3 +189,74 @@ def test_without_its_basis_a_state_derives_every_workload(derived: list[str]) ->
     derived.clear()
     assert _all_of(state) == _fresh(after)
     assert sorted(derived) == sorted(state.workloads)
+
+
+def _kept(state: ClusterState) -> dict[str, Any]:
+    """The configurations `state` keeps (what `effective_autoscaling_all` derived into it)."""
+    cache: dict[str, Any] = state.derived("effective-autoscaling", lambda _st: {})
+    return {k: cache[k][1] for k in state.workloads}
+
+
+def test_all_at_once_carries_the_unchanged_and_derives_the_changed(derived: list[str]) -> None:
+    """`effective_autoscaling_all` (the console's refresh derives every workload's configuration
+    with it): the workload whose pod changed is derived, every other is the basis's, and the
+    configurations are a fresh derivation's of the same objects."""
+    before = ClusterState.build(BASE)
+    assert autoscale_config.effective_autoscaling_all(before) == 0
+    assert sorted(derived) == sorted(before.workloads)
+    i = _worker_pod(BASE)
+    after = _replaced(BASE, i, _annotate)
+    state = update_state(before, after)
+    derived.clear()
+    assert autoscale_config.effective_autoscaling_all(state) == 0
+    meta = after[i]["metadata"]
+    assert derived == [f"{meta['namespace']}/{meta['labels'][keys.WORKLOAD]}"]
+    assert _kept(state) == _fresh(after)[0]
+    derived.clear()
+    assert _all_of(state)[0] == _kept(state) and derived == []  # read, never derived again
+
+
+def test_a_worker_gone_or_added_re_derives_its_workload(derived: list[str]) -> None:
+    """A pod deleted (its workload's first worker may change, with its annotations) and a pod
+    added are both seen by the carried path, which compares every worker with the basis's."""
+    before = ClusterState.build(BASE)
+    autoscale_config.effective_autoscaling_all(before)
+    i = _worker_pod(BASE)
+    meta = BASE[i]["metadata"]
+    owner = f"{meta['namespace']}/{meta['labels'][keys.WORKLOAD]}"
+    gone = BASE[:i] + BASE[i + 1 :]
+    state = update_state(before, gone)
+    derived.clear()
+    autoscale_config.effective_autoscaling_all(state)
+    assert owner in derived and len(derived) < len(state.workloads) // 2
+    assert _kept(state) == _fresh(gone)[0]
+    twin = copy.deepcopy(BASE[i])
+    twin["metadata"].update(name=meta["name"] + "-twin", uid="twin")
+    _annotate(twin)
+    added = [*gone, twin]
+    state2 = update_state(state, added)
+    derived.clear()
+    autoscale_config.effective_autoscaling_all(state2)
+    assert owner in derived
+    assert _kept(state2) == _fresh(added)[0]
+
+
+def test_one_workload_that_fails_leaves_the_others_derived(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One bad object never stops the others: the failure is counted, every other workload is
+    derived, and the failing one is left to whoever reads it (who then meets the error)."""
+    monkeypatch.setattr(autoscale_config, "_EFFECTIVE", {})
+    state = ClusterState.build(BASE)
+    bad = sorted(state.workloads)[3]
+    effective = autoscale_config._effective
+
+    def failing(st: ClusterState, wv: WorkloadView) -> Any:
+        if wv.key == bad:
+            raise RuntimeError("boom")
+        return effective(st, wv)
+
+    monkeypatch.setattr(autoscale_config, "_effective", failing)
+    assert autoscale_config.effective_autoscaling_all(state) == 1
+    cache: dict[str, Any] = state.derived("effective-autoscaling", lambda _st: {})
+    assert set(cache) == set(state.workloads) - {bad}
+    with pytest.raises(RuntimeError, match="boom"):
+        effective_autoscaling(state, state.workloads[bad])

@@ -22,6 +22,7 @@ from tftui.engine.memo import ByIdentity
 from tftui.engine.state import ClusterState, WorkerView, WorkloadView
 from tftui.model import keys
 from tftui.model.duration import DurationError, format_duration, parse_duration
+from tftui.model.giveway import paced
 from tftui.model.numbers import finite_float_problem
 from tftui.model.quantity import Quantity, QuantityError, parse_bounded
 
@@ -354,6 +355,29 @@ def effective_autoscaling(state: ClusterState, wv: WorkloadView) -> Mapping[str,
         _EFFECTIVE[wv.key] = (names, objs, asc)
     cache[wv.key] = (wv, asc)
     return asc
+
+
+def effective_autoscaling_all(state: ClusterState) -> int:
+    """`effective_autoscaling` of every workload of `state`, kept in it; how many could not be
+    derived (left to whoever reads them, which then meets the same error). A state derived from
+    a basis takes the basis's configuration of every workload it did not change in one pass (a
+    lookup per workload through `effective_autoscaling` cost ~3 µs each: 0.12 s a refresh at
+    5,000 nodes, for ~600 changed workloads of 37,000)."""
+    cache: dict[str, tuple[WorkloadView, Mapping[str, Any]]] = state.derived(
+        "effective-autoscaling", _no_cache
+    )
+    carried = autoscale_checks.carried(state, "effective-autoscaling")
+    workloads = state.workloads
+    if carried is not None:
+        before, same = carried
+        cache.update({k: hit for k in same & before.keys() if (hit := before[k])[0] is workloads[k]})
+    failed = 0
+    for key in paced(list(workloads.keys() - cache.keys())):
+        try:
+            effective_autoscaling(state, workloads[key])
+        except Exception:  # one bad object never stops the others
+            failed += 1
+    return failed
 
 
 def effective_config(state: ClusterState, wv: WorkloadView) -> AutoConfig:
