@@ -104,6 +104,15 @@ class YoungFreezer:
         gc.collect(1)
         gc.freeze()
 
+    def freeze(self) -> None:
+        """Freeze what is tracked now, without collecting first (call inside `gc_paused`): for a
+        table built in a background thread while the operator waits for its view. A collection
+        of the young generations it fills (every row, cell and gauge: ~0.1 s at 5,000 nodes)
+        stops every thread, the interface's frame included; the cyclic garbage pending meanwhile
+        (a few hundred objects) is kept until the next reclaim, as a settle keeps it."""
+        self._kept = True
+        gc.freeze()
+
     def release(self) -> None:
         """Hand what was frozen back to the collector (the console closing: a process that runs
         consoles one after another, as the tests do, would otherwise keep each one's garbage)."""

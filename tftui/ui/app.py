@@ -246,6 +246,11 @@ class TfTuiApp(ScopeCommands, Refreshing, Writes):
         (`YoungFreezer.keep`; call inside `gc_paused`)."""
         self._young.keep()
 
+    def freeze_built(self) -> None:
+        """What a thread built aside for a screen joins the frozen set, with no collection
+        (`YoungFreezer.freeze`; call inside `gc_paused`)."""
+        self._young.freeze()
+
     def now(self) -> datetime:
         """The console's clock (injected in tests; the demo's simulated clock)."""
         return self._clock()

@@ -207,6 +207,7 @@ class ResourceScreen(Prebuilding, Screen[None]):
                 callbacks[:] = [(node, callback) for node, callback in callbacks if node is not self]
         for cache in (self.shown_tables, self._built, self._previous, self._build_cache, self._row_caches):
             cache.clear()
+        self._aside.clear()
         self._narrowing.clear()
 
     def _scope_changed(self, _namespace: str | None) -> None:
@@ -270,7 +271,11 @@ class ResourceScreen(Prebuilding, Screen[None]):
         # first try every layout with nothing cut, then the least widths as the others do
         passes = (True, False) if self.WHOLE_NAMES else (False,)
         for whole, layout in ((w, lay) for w in passes for lay in candidates):
-            prepared = [self._prepare(table, data, layout) for table in tables]
+            maybe = [self._prepare(table, data, layout) for table in tables]
+            prepared = [p for p in maybe if p is not None]
+            if len(prepared) < len(maybe):  # built in a thread (`build_aside`): rendered when built
+                self.query_one(Breadcrumb).show(self.crumb_trail(), "building rows…", self.needle)
+                return
             if all(
                 fits(p[3], self.table_width(t), scrollbar=p[4], whole=whole)
                 for t, p in zip(tables, prepared, strict=True)
@@ -292,9 +297,12 @@ class ResourceScreen(Prebuilding, Screen[None]):
 
     def _prepare(
         self, table: ResourceTable, data: ConsoleData, layout: Layout
-    ) -> tuple[Table, Table, Table, Table, bool]:
-        """(built, shown, page, page as displayed, whether a scrollbar shows) of one table."""
+    ) -> tuple[Table, Table, Table, Table, bool] | None:
+        """(built, shown, page, page as displayed, whether a scrollbar shows) of one table; None
+        while it is built aside."""
         full = self._built_table(table, data, layout)
+        if full is None:
+            return None
         filtered = self.FILTERED is None or (table.id or "") in self.FILTERED
         kind = self.OBJECT_KINDS.get(table.id or "")
         shown = self._narrowing.scoped(
@@ -334,9 +342,10 @@ class ResourceScreen(Prebuilding, Screen[None]):
             parts.append(f"{marked} marked")
         return " · ".join(parts)
 
-    def _built_table(self, table: ResourceTable, data: ConsoleData, layout: Layout) -> Table:
+    def _built_table(self, table: ResourceTable, data: ConsoleData, layout: Layout) -> Table | None:
         """`build`, cached per refresh, layout and theme when the screen allows it: filter
-        keystrokes, sort and marks then re-use the built rows and the gauges already drawn."""
+        keystrokes, sort and marks then re-use the built rows and the gauges already drawn. None
+        while a build nothing was kept for runs aside (`build_aside`)."""
         table_id = table.id or ""
         if not self.CACHE_BUILDS:
             return self.build(table_id, data, Gauges(layout, table.gauge_styles()))
@@ -351,6 +360,8 @@ class ResourceScreen(Prebuilding, Screen[None]):
         gauges = Gauges(layout, table.gauge_styles())
         full = self.take_prebuilt(table_id, data, gauges, shown)
         if full is None:
+            if self.build_aside(table_id, data, gauges):
+                return None
             full = self.build(table_id, data, gauges)
         for old in [k for k, v in built.items() if v[0] != seq]:
             del built[old]  # an earlier refresh's

@@ -117,6 +117,9 @@ class NodesScreen(ResourceScreen):
     def build(self, table_id: str, data: ConsoleData, gauges: Gauges) -> Table:
         return nodes_table(data, gauges, self.pool, cache=self.rows_of(table_id))
 
+    def worth_aside(self, data: ConsoleData) -> bool:
+        return self.pool is None and super().worth_aside(data)  # one pool's nodes: a few rows
+
     def open(self, table_id: str, key: str) -> None:
         self.app.push_screen(NodeScreen(key, trail=(*self.trail, key)))
 
