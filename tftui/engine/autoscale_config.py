@@ -366,8 +366,10 @@ def effective_autoscaling_all(state: ClusterState) -> int:
     cache: dict[str, tuple[WorkloadView, Mapping[str, Any]]] = state.derived(
         "effective-autoscaling", _no_cache
     )
-    carried = autoscale_checks.carried(state, "effective-autoscaling")
     workloads = state.workloads
+    if not workloads.keys() - cache.keys():
+        return 0  # derived already (a view's build after the refresh's)
+    carried = autoscale_checks.carried(state, "effective-autoscaling")
     if carried is not None:
         before, same = carried
         cache.update({k: hit for k in same & before.keys() if (hit := before[k])[0] is workloads[k]})

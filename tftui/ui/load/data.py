@@ -18,7 +18,6 @@ from datetime import datetime
 from typing import Any, NamedTuple, cast
 
 from tftui.engine import incremental
-from tftui.engine.autoscale_config import effective_autoscaling_all
 from tftui.engine.state import ClusterState
 from tftui.engine.usage import UsageIndex
 from tftui.model.gcpause import gc_paused
@@ -342,11 +341,6 @@ def load_rest(
     usage = reader.usage(state, gpu_usage, worker_usage)
     checkpoint()
     fragmentations(state)  # here, not on the UI thread: the header and the pools view read it
-    checkpoint()
-    # every workload's autoscaling configuration (`:workloads` shows whether it is on): derived
-    # when the view opened, it froze the console for a second at 5,000 nodes; here, a refresh
-    # derives what it changed and carries the rest (a failure is left to the view to report)
-    effective_autoscaling_all(state)
     checkpoint()
     ops = load_ops(cluster, state, now, runtime, reader)
     checkpoint()

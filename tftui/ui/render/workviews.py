@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from rich.text import Text
 
 from tftui.engine.autoscale import effective_config
+from tftui.engine.autoscale_config import effective_autoscaling_all
 from tftui.engine.quota import quotas
 from tftui.engine.state import WorkerView, WorkloadView
 from tftui.ui.load.autoscale import AutoscaleAnalysis
@@ -74,6 +75,7 @@ def workloads_table(
     workload, usage, autoscaling and analyses are as last time are re-used."""
     st, usage = data.state, data.usage
     unknown = WorkloadWaste(None, False)
+    effective_autoscaling_all(st)  # in one pass, carried from the state before where it can be
 
     def enabled_of(wl: WorkloadView) -> bool:
         return effective_config(st, wl).enable
