@@ -130,7 +130,8 @@ class Prebuilding:
         else:
             self._aside.pop(key, None)
             self._keep_prebuilt(table_id, entry)
-        self.render_data()
+        if cast(DOMNode, self).is_attached:  # a view closed meanwhile shows nothing
+            self.render_data()
 
     def prebuild(self, data: ConsoleData) -> int:
         """Build, for `data`, the tables the renders of the refresh on screen built, in each layout
