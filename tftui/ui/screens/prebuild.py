@@ -118,10 +118,9 @@ class Prebuilding:
     ) -> None:
         def work() -> Prebuilt:
             with gc_paused():  # what it builds lives on: a collection would only rescan it
-                shown = self.analyses_shown()
-                table = self.build(table_id, data, gauges)
+                entry = self._built_entry(table_id, data, gauges)
                 cast(Host, cast(DOMNode, self).app).freeze_built()
-                return (weakref.ref(data), gauges.scope, shown, table)
+                return entry
 
         try:
             entry = await in_thread(work, name="tftui-build")
@@ -140,14 +139,17 @@ class Prebuilding:
             return 0
         built = 0
         for table_id, (_seq, layouts) in list(self._gauges.items()):
-            for scope, gauges in list(layouts.items()):
+            for gauges in list(layouts.values()):  # keyed by their own scope
                 checkpoint()  # not inside `build`: a row cache's lock may be what the interface waits on
-                shown = self.analyses_shown()
-                table = self.build(table_id, data, gauges)
-                self._keep_prebuilt(table_id, (weakref.ref(data), scope, shown, table))
+                self._keep_prebuilt(table_id, self._built_entry(table_id, data, gauges))
                 built += 1
         checkpoint()
         return built
+
+    def _built_entry(self, table_id: str, data: ConsoleData, gauges: Gauges) -> Prebuilt:
+        """`table_id` built for `data` and `gauges` outside the render, with the analyses it read."""
+        shown = self.analyses_shown()
+        return (weakref.ref(data), gauges.scope, shown, self.build(table_id, data, gauges))
 
     def take_prebuilt(
         self, table_id: str, data: ConsoleData, gauges: Gauges, shown: tuple[object, ...]
