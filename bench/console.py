@@ -200,6 +200,18 @@ FILTER = "inf-h1"
 the names narrow it to a few."""
 
 
+def prompt_drawn(app: Any) -> bool:
+    """The prompt is open and the footer has taken its prompting look (the view's keys, dimmed):
+    `/`'s whole effect, footer included (the footer's change used to be drawn in the next key's
+    time, typed right after this frame)."""
+    from tftui.ui.widgets.chrome import SteadyFooter
+
+    screen = app.screen
+    return bool(screen.query_one("#prompt").display) and screen.query_one(SteadyFooter).has_class(
+        "-prompting"
+    )
+
+
 async def filter_keys(app: Any, reps: int, gap: float, during: Any = None) -> list[float]:
     """`/` and `FILTER` typed `reps` times on the current view, each key timed to the frame that
     shows the rows it filtered; esc clears the filter between rounds (not timed)."""
@@ -207,7 +219,7 @@ async def filter_keys(app: Any, reps: int, gap: float, during: Any = None) -> li
     for _ in range(reps):
         if during is not None:
             during()
-        out.append(await key_to_frame(app, ("slash",), lambda: app.screen.query_one("#prompt").display))
+        out.append(await key_to_frame(app, ("slash",), lambda: prompt_drawn(app)))
         typed = ""
         for ch in FILTER:
             if during is not None:

@@ -1,6 +1,6 @@
 """Screenshots of the screens and dialogs added with the action registry: the worker list, the
 YAML and describe views, warnings, the command palette, a sorted and marked table, the light
-theme (at 120×40 only) and a read-only production context.
+theme (at 120×40 only), a read-only production context and a filter being typed.
 
 Same demo and determinism kit as `test_screens.py`; the SVGs live in `snapshots/test_console_screens/`.
 """
@@ -26,6 +26,8 @@ SCREENS: dict[str, tuple[RunBefore, ConsoleConfig | None, bool]] = {
     "sorted-marked": (steps("shift+t", "shift+t", "space", "space", view="nodes"), None, False),
     "light": (steps(view="nodes"), ConsoleConfig(theme="light"), False),
     "production-read-only": (steps(), ConsoleConfig(production=("dem*",)), True),
+    # `/` typed on the nodes: the prompt with its text, the rows it keeps, the view's keys dimmed
+    "filtering": (steps("slash", *"a100", view="nodes"), None, False),
 }
 
 

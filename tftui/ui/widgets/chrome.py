@@ -233,11 +233,15 @@ class Prompt(Horizontal):
 
 
 class SteadyFooter(Footer):
-    """Textual's footer, composed again only when the keys it shows changed.
+    """Textual's footer, composed again only when the keys it shows changed, and kept as it is
+    (dimmed) while the `:`/`/` prompt has the focus.
 
     Footer recomposes (a dozen widgets mounted and styled) on every `bindings_updated` signal, and
     the screen sends one on each focus change: `:` and its return, and each view shown again,
-    re-made the same footer twice per switch.
+    re-made the same footer twice per switch. While the prompt is open the view's keys stay, as
+    k9s keeps its key hints while one types a command (the prompt's own keys were `esc` and
+    `ctrl+r` alone); dimmed, since the letters go to the prompt. Recomposing there cost a second
+    layout and full frame after the prompt's own, within the first typed key's time.
     """
 
     def __init__(self) -> None:
@@ -245,6 +249,10 @@ class SteadyFooter(Footer):
         self._keys_shown: tuple[tuple[str, str, str, bool], ...] | None = None
 
     def bindings_changed(self, screen: Screen[Any]) -> None:
+        prompting = isinstance(screen.focused, PromptInput) and self._keys_shown is not None
+        self.set_class(prompting, "-prompting")
+        if prompting:
+            return
         keys = tuple(
             (binding.key, binding.description, binding.action, enabled)
             for _node, binding, enabled, _tooltip in screen.active_bindings.values()
