@@ -260,3 +260,49 @@ def test_one_workload_that_fails_leaves_the_others_derived(monkeypatch: pytest.M
     assert set(cache) == set(state.workloads) - {bad}
     with pytest.raises(RuntimeError, match="boom"):
         effective_autoscaling(state, state.workloads[bad])
+
+
+def _enabled_fresh(objects: list[dict[str, Any]]) -> dict[str, bool]:
+    return {
+        k: autoscale_config.AutoConfig.parse(asc.get("autoSetResources")).enable
+        for k, asc in _fresh(objects)[0].items()
+    }
+
+
+def test_enabled_all_carries_the_unchanged_and_follows_a_change(derived: list[str]) -> None:
+    """`enabled_all` (the workloads view's AUTOSCALE column on every refresh): the basis's answers
+    for the unchanged workloads, the changed one's from its new configuration (here turned on),
+    the same answers as a fresh derivation on every state."""
+    before = ClusterState.build(BASE)
+    assert autoscale_config.enabled_all(before) == _enabled_fresh(BASE)
+    i = _worker_pod(BASE)
+    meta = BASE[i]["metadata"]
+    owner = f"{meta['namespace']}/{meta['labels'][keys.WORKLOAD]}"
+    assert autoscale_config.enabled_all(before)[owner] is False
+    after = _replaced(BASE, i, _annotate)
+    state = update_state(before, after)
+    derived.clear()
+    got = autoscale_config.enabled_all(state)
+    assert derived == [owner] and got[owner] is True
+    assert got == _enabled_fresh(after)
+    gone = after[:i] + after[i + 1 :]  # the pod deleted: its workload's answer is asked again
+    state2 = update_state(state, gone)
+    assert autoscale_config.enabled_all(state2) == _enabled_fresh(gone)
+
+
+def test_enabled_all_leaves_out_a_workload_that_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A workload whose configuration cannot be derived has no answer (the view asks it and meets
+    the error); every other workload has its answer."""
+    monkeypatch.setattr(autoscale_config, "_EFFECTIVE", {})
+    state = ClusterState.build(BASE)
+    bad = sorted(state.workloads)[3]
+    effective = autoscale_config._effective
+
+    def failing(st: ClusterState, wv: WorkloadView) -> Any:
+        if wv.key == bad:
+            raise RuntimeError("boom")
+        return effective(st, wv)
+
+    monkeypatch.setattr(autoscale_config, "_effective", failing)
+    got = autoscale_config.enabled_all(state)
+    assert set(got) == set(state.workloads) - {bad}

@@ -382,6 +382,35 @@ def effective_autoscaling_all(state: ClusterState) -> int:
     return failed
 
 
+def enabled_all(state: ClusterState) -> Mapping[str, bool]:
+    """Workload key → whether its effective configuration enables autoscaling, for every workload
+    whose configuration could be derived (`effective_autoscaling_all`; the others are left out:
+    `effective_config` meets their error), kept in the state. The console's workloads view reads
+    it for each of its rows on every refresh: taken from the basis for the unchanged workloads,
+    where a lookup through `effective_config` per workload cost ~3 µs (37,000 of them)."""
+    return state.derived("autoscaling-enabled", _enabled_all)
+
+
+def _enabled_all(state: ClusterState) -> dict[str, bool]:
+    effective_autoscaling_all(state)
+    cache: dict[str, tuple[WorkloadView, Mapping[str, Any]]] = state.derived(
+        "effective-autoscaling", _no_cache
+    )
+    workloads = state.workloads
+    out: dict[str, bool] = {}
+    carried = autoscale_checks.carried(state, "autoscaling-enabled")
+    if carried is not None:  # the basis's answers, less the workloads changed or gone (in C)
+        before, same = carried
+        out = dict(before)
+        for key in before.keys() - same:
+            del out[key]
+    for key in workloads.keys() - out.keys():
+        hit = cache.get(key)
+        if hit is not None and hit[0] is workloads[key]:
+            out[key] = _CONFIG_OF(hit[1]).enable
+    return out
+
+
 def effective_config(state: ClusterState, wv: WorkloadView) -> AutoConfig:
     """`AutoConfig.parse` of the workload's effective `autoSetResources`, parsed once per effective
     config (which is reused while its inputs stay the same dicts, and never changed)."""

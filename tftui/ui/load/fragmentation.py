@@ -72,12 +72,13 @@ def _all_fragmentations(state: ClusterState) -> dict[str, float | None]:
         t = typical.get(pool) if pool is not None else None
         if t is None or pool is None:
             continue
-        left = gpu.available
-        if left.tflops <= 0:
+        cap, used = gpu.capacity, gpu.allocated  # `available` without a `Res` per GPU (40,000)
+        left = cap.tflops - used.tflops
+        if left <= 0:
             continue
-        free[pool] += left.tflops
-        if left.tflops < t.tflops or left.vram < t.vram:
-            stranded[pool] += left.tflops
+        free[pool] += left
+        if left < t.tflops or cap.vram - used.vram < t.vram:
+            stranded[pool] += left
     return {
         pool: (stranded[pool] / free[pool] * 100.0 if free[pool] > 0 else 0.0) if pool in typical else None
         for pool in state.pools

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from rich.text import Text
 
 from tftui.engine.autoscale import effective_config
-from tftui.engine.autoscale_config import effective_autoscaling_all
+from tftui.engine.autoscale_config import enabled_all
 from tftui.engine.quota import quotas
 from tftui.engine.state import WorkerView, WorkloadView
 from tftui.ui.load.autoscale import AutoscaleAnalysis
@@ -75,10 +75,11 @@ def workloads_table(
     workload, usage, autoscaling and analyses are as last time are re-used."""
     st, usage = data.state, data.usage
     unknown = WorkloadWaste(None, False)
-    effective_autoscaling_all(st)  # in one pass, carried from the state before where it can be
+    autoscaled = enabled_all(st)  # in one pass, carried from the state before where it can be
 
     def enabled_of(wl: WorkloadView) -> bool:
-        return effective_config(st, wl).enable
+        got = autoscaled.get(wl.key)
+        return effective_config(st, wl).enable if got is None else got  # None: it fails, and says why
 
     def make(item: tuple[str, bool]) -> Row:
         key, enabled = item
