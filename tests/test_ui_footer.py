@@ -70,8 +70,8 @@ async def test_a_view_switch_recomposes_the_footer_only_when_its_keys_change(
 
 
 async def test_the_footer_stays_while_filtering_and_follows_the_focus_after() -> None:
-    """`/` dims the view's keys without composing the footer again; `esc` brings them back; a
-    form's input (not the prompt) still shows its own keys."""
+    """`/` dims the view's keys without composing the footer again, while the letters filter the
+    rows; `esc` brings the keys back as they were."""
     _, app = make()
     async with app.run_test(size=(160, 50)) as pilot:
         await app.workers.wait_for_complete()
