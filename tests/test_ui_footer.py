@@ -78,10 +78,13 @@ async def test_the_footer_stays_while_filtering_and_follows_the_focus_after() ->
         await pilot.pause()
         footer = app.screen.query_one(SteadyFooter)
         keys, shown = footer._keys_shown, _shown(app)
-        await pilot.press("slash", "g", "p")
-        await pilot.pause()
         screen = app.screen
-        assert isinstance(screen, ResourceScreen) and screen.needle == "gp"
+        assert isinstance(screen, ResourceScreen)
+        screen.action_filter()  # what `/` runs: dimmed at once, in the prompt's own frame
+        assert footer.has_class("-prompting")
+        await pilot.press("g", "p")
+        await pilot.pause()
+        assert screen.needle == "gp"
         assert footer._keys_shown is keys and _shown(app) == shown and footer.has_class("-prompting")
         await pilot.press("escape")
         await pilot.pause()

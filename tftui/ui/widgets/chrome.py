@@ -216,10 +216,16 @@ class Prompt(Horizontal):
         # `:` may already wait in the queue behind it, and must reach the prompt, not the table
         # as hotkeys (seen under load, when a refresh kept the app busy).
         self.screen.set_focus(field)
+        self._dim_footer(True)  # in this frame, not after it (the focus change's signal comes later)
 
     def close(self) -> None:
         self.display = False
         self._set_text("")  # clearing the text must not clear the filter
+        self._dim_footer(False)
+
+    def _dim_footer(self, on: bool) -> None:
+        for footer in self.screen.query(SteadyFooter):
+            footer.prompting(on)
 
     def _set_text(self, value: str) -> None:
         """The input's text set by the prompt itself: not typed, so no filter change."""
@@ -248,10 +254,14 @@ class SteadyFooter(Footer):
         super().__init__(compact=True, show_command_palette=False)
         self._keys_shown: tuple[tuple[str, str, str, bool], ...] | None = None
 
+    def prompting(self, on: bool) -> None:
+        """Dim the keys shown while the prompt has the focus (once keys are shown at all)."""
+        self.set_class(on and self._keys_shown is not None, "-prompting")
+
     def bindings_changed(self, screen: Screen[Any]) -> None:
-        prompting = isinstance(screen.focused, PromptInput) and self._keys_shown is not None
-        self.set_class(prompting, "-prompting")
-        if prompting:
+        prompting = isinstance(screen.focused, PromptInput)
+        self.prompting(prompting)
+        if prompting and self._keys_shown is not None:
             return
         keys = tuple(
             (binding.key, binding.description, binding.action, enabled)
