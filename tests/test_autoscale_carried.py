@@ -241,9 +241,8 @@ def test_a_worker_gone_or_added_re_derives_its_workload(derived: list[str]) -> N
     assert _kept(state2) == _fresh(added)[0]
 
 
-def test_one_workload_that_fails_leaves_the_others_derived(monkeypatch: pytest.MonkeyPatch) -> None:
-    """One bad object never stops the others: the failure is counted, every other workload is
-    derived, and the failing one is left to whoever reads it (who then meets the error)."""
+def _one_failing(monkeypatch: pytest.MonkeyPatch) -> tuple[ClusterState, str]:
+    """The demo's state, with one workload whose configuration cannot be derived (and its key)."""
     monkeypatch.setattr(autoscale_config, "_EFFECTIVE", {})
     state = ClusterState.build(BASE)
     bad = sorted(state.workloads)[3]
@@ -255,6 +254,13 @@ def test_one_workload_that_fails_leaves_the_others_derived(monkeypatch: pytest.M
         return effective(st, wv)
 
     monkeypatch.setattr(autoscale_config, "_effective", failing)
+    return state, bad
+
+
+def test_one_workload_that_fails_leaves_the_others_derived(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One bad object never stops the others: the failure is counted, every other workload is
+    derived, and the failing one is left to whoever reads it (who then meets the error)."""
+    state, bad = _one_failing(monkeypatch)
     assert autoscale_config.effective_autoscaling_all(state) == 1
     cache: dict[str, Any] = state.derived("effective-autoscaling", lambda _st: {})
     assert set(cache) == set(state.workloads) - {bad}
@@ -293,16 +299,6 @@ def test_enabled_all_carries_the_unchanged_and_follows_a_change(derived: list[st
 def test_enabled_all_leaves_out_a_workload_that_fails(monkeypatch: pytest.MonkeyPatch) -> None:
     """A workload whose configuration cannot be derived has no answer (the view asks it and meets
     the error); every other workload has its answer."""
-    monkeypatch.setattr(autoscale_config, "_EFFECTIVE", {})
-    state = ClusterState.build(BASE)
-    bad = sorted(state.workloads)[3]
-    effective = autoscale_config._effective
-
-    def failing(st: ClusterState, wv: WorkloadView) -> Any:
-        if wv.key == bad:
-            raise RuntimeError("boom")
-        return effective(st, wv)
-
-    monkeypatch.setattr(autoscale_config, "_effective", failing)
+    state, bad = _one_failing(monkeypatch)
     got = autoscale_config.enabled_all(state)
     assert set(got) == set(state.workloads) - {bad}
