@@ -259,10 +259,9 @@ class SteadyFooter(Footer):
         self.set_class(on and self._keys_shown is not None, "-prompting")
 
     def bindings_changed(self, screen: Screen[Any]) -> None:
-        prompting = isinstance(screen.focused, PromptInput)
-        self.prompting(prompting)
-        if prompting and self._keys_shown is not None:
-            return
+        self.prompting(isinstance(screen.focused, PromptInput))
+        if self.has_class("-prompting"):
+            return  # the view's keys stay while the prompt has the focus
         keys = tuple(
             (binding.key, binding.description, binding.action, enabled)
             for _node, binding, enabled, _tooltip in screen.active_bindings.values()
