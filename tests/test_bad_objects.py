@@ -121,13 +121,14 @@ def test_daemon_contains_one_bad_object(case: str) -> None:
 
 
 def test_a_pool_whose_reconcile_raises_does_not_stop_the_others(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Whatever a pool's planning raises (here: a stand-in for an engine bug) ends that pool only."""
+    """Whatever a pool's planning raises (here: a stand-in for an engine bug) ends that pool only;
+    its message, quoted in the Warning event and the journal, has its credentials masked."""
     real = loops.plan_cluster
     victim = POOLS[0]
 
     def plan(state: ClusterState, now: Any, *, pools: list[str], **kw: Any) -> Any:
         if pools == [victim]:
-            raise ZeroDivisionError("boom in the engine")
+            raise ZeroDivisionError("boom in the engine at postgresql://tf:s3cret-pw@greptime:4003/public")
         return real(state, now, pools=pools, **kw)
 
     monkeypatch.setattr(loops, "plan_cluster", plan)
@@ -139,6 +140,9 @@ def test_a_pool_whose_reconcile_raises_does_not_stop_the_others(monkeypatch: pyt
         len(errors) == 1 and "ZeroDivisionError: boom in the engine" in errors[0].message
     )  # once, not per tick
     assert any("boom in the engine" in n for n in _warnings(sim, f"GPUPool/{victim}"))
+    # the Warning event is written into the cluster and the journal is shown: no credential in either
+    assert not any("s3cret-pw" in n for n in _warnings(sim, f"GPUPool/{victim}"))
+    assert "s3cret-pw" not in errors[0].message and "greptime:4003" in errors[0].message
     rounds = [e.pool for e in rt.journal.entries() if e.message.startswith("round:")]
     assert set(rounds) == set(POOLS[1:]) and rounds.count("demo-inference") >= 2, rounds  # on their periods
     assert rt.next_reconcile[victim] > DEFAULT_NOW  # retried after its period, not every tick

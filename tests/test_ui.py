@@ -504,6 +504,25 @@ async def test_metrics_failure_keeps_allocation_and_says_why(demo: SimCluster) -
         assert "▒" in gauge  # allocation still drawn
 
 
+async def test_an_unworded_error_shows_no_credential(demo: SimCluster, metrics: SimMetrics) -> None:
+    """An error no source worded (a client quoting the URL or conninfo it used) reaches the header
+    and a notification with its credentials masked."""
+    cluster = FlakyCluster(demo)
+    app = make_app(cluster, metrics)
+    async with app.run_test(size=(160, 40), notifications=True) as pilot:
+        await settle(pilot)
+        cluster.error = KeyError("https://admin:s3cret-pw@api:6443 password=conninfo-pw")
+        await pilot.press("ctrl+r")
+        await settle(pilot)
+        status = header_status(app)
+        app.notify("write failed: postgresql://tf:s3cret-pw@greptime:4003/public", severity="error")
+        await settle(pilot)
+        shown = [status, *(n.message for n in app._notifications)]
+        assert "KeyError" in status and "api:6443" in status, status
+        assert any("greptime:4003/public" in text for text in shown), shown
+        assert not any("s3cret-pw" in text or "conninfo-pw" in text for text in shown), shown
+
+
 async def test_no_metrics_source_is_stated(demo: SimCluster) -> None:
     app = make_app(demo, None)
     async with app.run_test(size=(120, 40)) as pilot:

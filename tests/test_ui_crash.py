@@ -81,3 +81,27 @@ def test_a_crash_with_no_usable_folder_still_says_one_line(tmp_path: Path) -> No
     assert "RuntimeError: pools table broke" in lines[0]
     assert "no log written (" in lines[0] and "is a symlink" in lines[0]
     assert list((tmp_path / "elsewhere").iterdir()) == []
+
+
+def test_a_crash_line_and_log_mask_credentials(tmp_path: Path) -> None:
+    """An error worded by a driver or client may quote a DSN or a header: neither the line on
+    stderr nor the log file (attached to bug reports) shows the credential."""
+    from tftui.model.redact import MASK
+    from tftui.ui.crash import crash_line, write_crash_log
+
+    secrets = ("hunter2-dsn", "conninfo-pw", "tok.abc123")
+    try:
+        raise ValueError(
+            "invalid DSN postgresql://tf:hunter2-dsn@greptime:4003/public; "
+            "host=db password=conninfo-pw; Authorization: Bearer tok.abc123"
+        )
+    except ValueError as exc:
+        log = write_crash_log(exc, tmp_path / "private")
+        line = crash_line(exc, log)
+        no_log = crash_line(exc, None, "cannot write to postgresql://tf:hunter2-dsn@x/y")
+    text = log.read_text()
+    for out in (line, no_log, text):
+        assert not any(s in out for s in secrets), out
+        assert MASK in out
+    assert "ValueError: invalid DSN postgresql://tf:" in line and "greptime:4003/public" in line
+    assert "Traceback (most recent call last)" in text

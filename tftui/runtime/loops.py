@@ -75,6 +75,7 @@ from tftui.engine.plan import (
 from tftui.engine.planning import plan_cluster
 from tftui.engine.prices import price_map
 from tftui.engine.state import ClusterState
+from tftui.model import redact
 from tftui.model.snapshot import Snapshot
 from tftui.runtime.actuator import ActionResult, Actuator
 from tftui.runtime.history import MAX_AUTOSCALE_HISTORY as MAX_AUTOSCALE_HISTORY
@@ -571,7 +572,9 @@ class Runtime:
 
 
 def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split()) or "(no message)"
+    """An unexpected error for the journal and the GPUPool's Warning event (written into the
+    cluster): one line, credentials masked, as an error we did not word may quote a DSN or token."""
+    text = redact.scrub(" ".join(str(exc).split())) or "(no message)"
     return f"{type(exc).__name__}: {text[:500]}"
 
 

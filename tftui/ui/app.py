@@ -47,6 +47,7 @@ from tftui.config import ConsoleConfig, load_config
 from tftui.model import giveway
 from tftui.model.gcpause import YoungFreezer
 from tftui.model.plaintext import visible
+from tftui.model.redact import scrub
 from tftui.sources.ports import ClusterPort, MetricsPort
 from tftui.ui.actions import REGISTRY, bindings
 from tftui.ui.appbase import ANALYSIS_GROUP as ANALYSIS_GROUP
@@ -187,9 +188,10 @@ class TfTuiApp(ScopeCommands, Refreshing, Writes):
         markup: bool = True,
     ) -> None:
         """Every notification is plain text: messages quote object names and errors, which Textual
-        would otherwise read as markup (`markup` is accepted for Textual's callers and ignored)."""
+        would otherwise read as markup (`markup` is accepted for Textual's callers and ignored).
+        Credentials are masked (`redact.scrub`): an error message may quote a DSN or a token."""
         super().notify(
-            visible(message), title=visible(title), severity=severity, timeout=timeout, markup=False
+            visible(scrub(message)), title=visible(title), severity=severity, timeout=timeout, markup=False
         )
 
     def copy_to_clipboard(self, text: str) -> None:

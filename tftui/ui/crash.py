@@ -4,7 +4,9 @@ Textual's default is to print a full traceback with local variables (which can h
 token) and to let the program end with status 0, so a wrapper script never noticed. `run` instead
 writes the traceback (without locals, control characters escaped) to a new file in the private
 per-user folder (`privatefiles`, mode 0600) and prints one line naming the error and that file;
-`tftui` then exits 1.
+`tftui` then exits 1. Both pass through `redact.scrub`: an error we did not word (a driver quoting
+the DSN it refused, a client quoting its URL) may carry a credential, and a log file gets attached
+to bug reports.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 from textual.worker import WorkerFailed
 
 from tftui.model.plaintext import visible
+from tftui.model.redact import scrub
 from tftui.ui.privatefiles import write_new
 
 __all__ = ["CRASH_EXIT", "crash_line", "root_error", "write_crash_log"]
@@ -38,16 +41,20 @@ def write_crash_log(error: BaseException, folder: Path | None = None, now: datet
     """
     when = now or datetime.now(UTC)
     text = "".join(traceback.format_exception(error))
-    body = f"tftui console crash at {when.isoformat(timespec='seconds')}\n\n{visible(text, multiline=True)}"
+    body = f"tftui console crash at {when.isoformat(timespec='seconds')}\n\n{visible(scrub(text), multiline=True)}"
     return write_new(folder, f"console-crash-{when:%Y%m%d-%H%M%S}", ".log", body)
 
 
 def crash_line(error: BaseException, log: Path | None, problem: str = "") -> str:
     """`tftui: the console stopped on an internal error: KeyError: 'x'; details in /tmp/…/….log`."""
     cause = root_error(error)
-    message = visible(str(cause))
+    message = visible(scrub(str(cause)))
     if len(message) > MESSAGE_LIMIT:
         message = message[: MESSAGE_LIMIT - 1] + "…"
     what = type(cause).__name__ + (f": {message}" if message else "")
-    where = f"details in {visible(str(log))}" if log is not None else f"no log written ({visible(problem)})"
+    where = (
+        f"details in {visible(str(log))}"
+        if log is not None
+        else f"no log written ({visible(scrub(problem))})"
+    )
     return f"tftui: the console stopped on an internal error: {what}; {where}"

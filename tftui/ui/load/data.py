@@ -22,6 +22,7 @@ from tftui.engine.state import ClusterState
 from tftui.engine.usage import UsageIndex
 from tftui.model.gcpause import gc_paused
 from tftui.model.giveway import checkpoint
+from tftui.model.redact import scrub
 from tftui.model.usage import GPUUsage, WorkerUsage
 from tftui.model.validated import ValidationCache
 from tftui.sources.ports import ClusterPort, MetricsPort, Step1Port
@@ -63,8 +64,9 @@ class ClusterLoadError(Exception):
 
 
 def describe_error(exc: BaseException) -> str:
-    """One line for the status bar: sources raise user-ready messages, anything else gets its type."""
-    text = " ".join(str(exc).split())
+    """One line for the status bar: sources raise user-ready messages, anything else gets its type.
+    Masked (`redact.scrub`): an error the sources did not word may quote a DSN or a token."""
+    text = scrub(" ".join(str(exc).split()))
     if isinstance(exc, RuntimeError | ValueError) and text:
         return text
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
