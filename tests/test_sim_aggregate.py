@@ -23,7 +23,7 @@ from tftui.model.metrics import NoData
 from tftui.model.quantity import quantity_float
 from tftui.model.usage import HistogramQuery
 from tftui.sources.histograms import pod_buckets
-from tftui.sources.sim import aggregate
+from tftui.sources.sim import aggregate, columns
 from tftui.sources.sim.cluster import generate_objects
 from tftui.sources.sim.columns import jitter_v, smooth_v, unit_v
 from tftui.sources.sim.scenarios import jitter, smooth, unit
@@ -216,3 +216,34 @@ def test_the_aggregates_read_no_rows(sim: tuple[SimMetrics, Any], monkeypatch: p
     port.step1(timedelta(hours=2), metrics.now, capacity)
     for rule in ALERT_SPECS:
         port.alert_history(rule.name, evaluation_times(rule, metrics.now, timedelta(hours=1)))
+
+
+def test_the_alert_frame_in_blocks_is_the_frame_in_one(
+    sim: tuple[SimMetrics, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The alert replay's frame makes the samples a few times at a time (as step 1 does) and keeps
+    the GPUs' samples and the workers' presence: the same arrays, bit for bit, as one block over
+    the whole span, with objects created inside it (their first samples fall in a later block)."""
+    metrics, _capacity = sim
+    c = metrics.columns
+    start, end = metrics.now - timedelta(hours=2), metrics.now
+    whole = aggregate._Frame(c, start, end)
+    monkeypatch.setattr(columns, "BLOCK_CELLS", 3 * max(len(c.w_key), len(c.g_key)))  # 3 samples
+    widths: list[int] = []
+    made = c.workers
+
+    def counted(ts: Any, hours: Any) -> Any:
+        widths.append(len(ts))
+        return made(ts, hours)
+
+    monkeypatch.setattr(c, "workers", counted)
+    blocks = aggregate._Frame(c, start, end)
+    assert widths == [3] * 40  # the workers' samples made 3 times at a time, never whole
+    for name in ("ts", "w_alive", "n_alive", "n_tp", "n_vp", "temperature"):
+        a, b = getattr(whole, name), getattr(blocks, name)
+        assert a.dtype == b.dtype and np.array_equal(a, b), name
+    for name in ("alive", "pct", "mem"):
+        a, b = getattr(whole.g, name), getattr(blocks.g, name)
+        assert a.dtype == b.dtype and a.tobytes() == b.tobytes(), name
+    young = [i for i, w in enumerate(metrics.workers) if w.created > int(whole.ts[0])]
+    assert young and not whole.w_alive[young, 0].any() and whole.w_alive[young, -1].all()
