@@ -332,9 +332,7 @@ def effective_autoscaling(state: ClusterState, wv: WorkloadView) -> Mapping[str,
     once per state and workload view: a plan asks four times per workload (window, histograms,
     recommendation, external scaler), 18,000 workloads at 5,000 nodes. Shared: read it, never change it.
     """
-    cache: dict[str, tuple[WorkloadView, Mapping[str, Any]]] = state.derived(
-        "effective-autoscaling", _no_cache
-    )
+    cache = _effective_cache(state)
     hit = cache.get(wv.key)
     if hit is not None and hit[0] is wv:
         return hit[1]
@@ -363,9 +361,7 @@ def effective_autoscaling_all(state: ClusterState) -> int:
     a basis takes the basis's configuration of every workload it did not change in one pass (a
     lookup per workload through `effective_autoscaling` cost ~3 µs each: 0.12 s a refresh at
     5,000 nodes, for ~600 changed workloads of 37,000)."""
-    cache: dict[str, tuple[WorkloadView, Mapping[str, Any]]] = state.derived(
-        "effective-autoscaling", _no_cache
-    )
+    cache = _effective_cache(state)
     workloads = state.workloads
     if not workloads.keys() - cache.keys():
         return 0  # derived already (a view's build after the refresh's)
@@ -393,9 +389,7 @@ def enabled_all(state: ClusterState) -> Mapping[str, bool]:
 
 def _enabled_all(state: ClusterState) -> dict[str, bool]:
     effective_autoscaling_all(state)
-    cache: dict[str, tuple[WorkloadView, Mapping[str, Any]]] = state.derived(
-        "effective-autoscaling", _no_cache
-    )
+    cache = _effective_cache(state)
     workloads = state.workloads
     out: dict[str, bool] = {}
     carried = autoscale_checks.carried(state, "autoscaling-enabled")
@@ -456,6 +450,11 @@ def _effective_inputs(state: ClusterState, wv: WorkloadView) -> tuple[tuple[obje
     obj = wv.obj or {}  # the parts `_effective` reads: a write shares the parts it does not change
     first_meta = first.obj.get("metadata") if first is not None else None
     return names, (obj.get("spec"), obj.get("metadata"), first_meta, prof, tpl)
+
+
+def _effective_cache(state: ClusterState) -> dict[str, tuple[WorkloadView, Mapping[str, Any]]]:
+    """The state's workload key → (its view, its effective configuration), filled as they are asked."""
+    return state.derived("effective-autoscaling", _no_cache)
 
 
 def _no_cache(_state: ClusterState) -> dict[str, tuple[WorkloadView, Mapping[str, Any]]]:
