@@ -10,6 +10,13 @@ stderr line that names the object and the field; never a traceback, and never mo
 amount of memory (the address space is limited while the examples run, so a blow-up fails the
 test with MemoryError instead of taking the host down).
 
+The daemon reads no dump: a live cluster hands it the objects the API server stored, never
+validated by tftui. Its property takes the mutated objects that pass strict validation (our schema,
+nothing coerced: what the CRDs' and core types' schemas would let through) as they are, and one
+tick of its loop (`Runtime.tick_due`: every pool and an autoscale run against the suite's
+PostgreSQL, dry-run) must neither raise nor fail a pool or the autoscale run as a whole: a bad
+value is a warning on its object, never an exception that stops every pool's reconcile.
+
 The profile is small and derandomized so the suite stays fast and the same examples run on every
 machine; `TFTUI_PROPERTY_EXAMPLES=1000` searches longer with random examples.
 """
@@ -34,6 +41,8 @@ from hypothesis import strategies as st
 
 from tests.pg import PgServer, database, load_sim
 from tftui.cli import main
+from tftui.model.dump import _items
+from tftui.runtime.loops import Runtime
 from tftui.sources.dumpfile import DumpCluster
 from tftui.sources.sim.cluster import generate_objects
 from tftui.sources.sim.usage import SimMetrics
@@ -378,3 +387,51 @@ def test_every_command_answers_a_mutated_dump(
         for name, args in commands.items():
             _check(name, *_run(args))
         _console_first_load(path, dsn)
+
+
+class _Objects:
+    """A cluster port over raw objects, as a live cluster's watch cache hands them; writes refused."""
+
+    def __init__(self, objects: list[JSON]) -> None:
+        self.objects = objects
+
+    def describe(self) -> str:
+        return "mutated objects"
+
+    def snapshot(self) -> list[JSON]:
+        return list(self.objects)
+
+    def apply(self, action: Any) -> None:
+        raise AssertionError(f"a dry-run tick wrote {action!r}")
+
+    def events(self) -> list[JSON]:
+        return []
+
+
+@settings(
+    max_examples=EXAMPLES,
+    derandomize=not os.environ.get(EXAMPLES_ENV),
+    deadline=None,
+    database=None,
+    phases=[Phase.explicit, Phase.generate],
+    report_multiple_bugs=False,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(mutations=st.lists(mutation(), min_size=1, max_size=3))
+@_known_cases
+def test_the_daemon_loop_goes_on_over_stored_objects(mutations: list[Mutation], dsn: str) -> None:
+    from tftui.sources.greptime import GreptimeMetrics
+
+    doc = copy.deepcopy(BASE)
+    for index, where, value in mutations:
+        _apply(doc, index, where, value)
+    try:  # what a cluster could store: our schema passes with nothing coerced
+        _items().validate_python(doc, strict=True)
+    except Exception:
+        return
+    with GreptimeMetrics(dsn, connect_timeout=3) as metrics, _bounded_memory():
+        rt = Runtime(_Objects(doc), clock=lambda: NOW, dry_run=True, metrics=metrics)
+        plan = rt.tick_due()
+    assert plan is not None and rt.last_autoscale is not None
+    failed = [e.message for e in rt.journal.entries() if not e.ok and " failed: " in e.message]
+    assert not failed, failed
