@@ -18,13 +18,13 @@ from textual.pilot import Pilot
 from textual.widgets import Label
 
 from tests.greptime_dialect import DialectServer
-from tests.kubeapi import Fault, KubeApiServer
+from tests.kubeapi import Fault, KubeApiServer, write_kubeconfig
 from tests.waiting import wait_until
 from tftui.sources.greptime import GreptimeMetrics
 from tftui.sources.kube import KubeCluster
 from tftui.sources.sim.cluster import generate_objects
 from tftui.ui.app import TfTuiApp
-from tftui.ui.screens.modals import ConfirmScreen, ModeScreen
+from tftui.ui.screens.modals import ConfirmScreen, ModeScreen, WarningsScreen
 from tftui.ui.screens.resource import PoolsScreen, WorkloadsScreen
 from tftui.ui.widgets.table import ResourceTable
 
@@ -408,3 +408,36 @@ async def test_a_slow_store_delays_no_refresh_and_the_header_says_so(
             assert app.data is not None and app.data.metrics_late is None
             assert "slow" not in header_status(app)
             await app.workers.wait_for_complete()
+
+
+async def test_an_object_the_api_stored_but_our_schema_refuses_is_a_warning(tmp_path: Path) -> None:
+    """A live cluster holding values its CRDs allow and our schema refuses (a GPU capacity `1e999`,
+    a pool's `lastDefragTime` in year 1): the console opens on the pools as the daemon sees them and
+    lists each object and field among the warnings; before, every refresh failed on the first."""
+    objs = [dict(o) for o in generate_objects()]
+    gpu = next(o for o in objs if o["kind"] == "GPU")
+    gpu["status"] = {**gpu["status"], "capacity": {**gpu["status"]["capacity"], "tflops": "1e999"}}
+    pool = next(o for o in objs if o["kind"] == "GPUPool")
+    pool["status"] = {**(pool.get("status") or {}), "lastDefragTime": "0001-01-01T00:00:00Z"}
+    srv = KubeApiServer(bookmark_interval=0.2).start()
+    try:
+        srv.seed(objs)
+        kube = KubeCluster(
+            kubeconfig=str(write_kubeconfig(tmp_path / "kubeconfig", srv.url)), request_timeout=3
+        )
+        kube.wait_synced(10)
+        app = TfTuiApp(kube, None, refresh_interval=None, read_only=True)
+        async with app.run_test(size=(160, 50)) as pilot:
+            await loaded(pilot)
+            assert app.cluster_error is None, app.cluster_error
+            table = app.screen.query_one("#main", ResourceTable)
+            assert set(table.row_keys) == {o["metadata"]["name"] for o in objs if o["kind"] == "GPUPool"}
+            await pilot.press("w")
+            await wait_until(pilot, lambda: isinstance(app.screen, WarningsScreen))
+            listed = str(app.screen.query_one("#warnings-list").render())
+            assert f"GPU {gpu['metadata']['name']}: status.capacity.tflops" in listed
+            assert f"GPUPool {pool['metadata']['name']}: status.lastDefragTime" in listed
+            assert "kept as stored" in listed
+        kube.close()
+    finally:
+        srv.stop()

@@ -164,6 +164,95 @@ def test_a_bad_object_fails_as_the_full_validation_does_and_keeps_the_cache() ->
     assert cache.validated == 0 and all(a is b for a, b in zip(again.objects, good.objects, strict=True))
 
 
+def _stored_but_refused(objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The objects with two values an API server stores and our schema refuses: a GPU capacity of
+    `1e999` (the CRD's quantity pattern allows it) and a pool's `lastDefragTime` in year 1."""
+    out = list(objs)
+    gpu = next(i for i, o in enumerate(out) if o["kind"] == "GPU")
+    pool = next(i for i, o in enumerate(out) if o["kind"] == "GPUPool")
+    out[gpu] = copy.deepcopy(out[gpu])
+    out[gpu]["status"]["capacity"]["tflops"] = "1e999"
+    out[pool] = copy.deepcopy(out[pool])
+    out[pool].setdefault("status", {})["lastDefragTime"] = "0001-01-01T00:00:00Z"
+    return out
+
+
+def test_a_lenient_cache_keeps_a_stored_object_it_refuses_and_says_so() -> None:
+    objs = _stored_but_refused(generate_objects(2, 10, DEFAULT_NOW))
+    with pytest.raises(DumpError):  # the strict cache (and a dump) refuses them, as before
+        ValidationCache().validate(objs)
+    cache = ValidationCache(lenient=True)
+    snap = cache.validate(objs)
+    gpu = next(o for o in objs if o["kind"] == "GPU" and o["status"]["capacity"]["tflops"] == "1e999")
+    assert any(o is gpu for o in snap.objects)  # kept as stored: what the daemon reads
+    problems = dict(cache.problems())
+    assert problems[f"GPU {gpu['metadata']['name']}"].startswith(
+        "status.capacity.tflops: '1e999': out of range"
+    )
+    assert any(
+        k.startswith("GPUPool ") and v.startswith("status.lastDefragTime: ") for k, v in problems.items()
+    )
+    assert len(problems) == 2 and len(snap.objects) == len(objs)
+    cache.validate(objs)  # an unchanged refresh validates nothing and still says so
+    assert cache.validated == 0 and dict(cache.problems()) == problems
+    fixed = [o for o in objs if o is not gpu]  # the GPU deleted: its problem goes with it
+    cache.validate(fixed)
+    assert [k for k, _ in cache.problems()] == [k for k in problems if k.startswith("GPUPool ")]
+
+
+def test_a_lenient_cache_still_refuses_what_no_api_server_hands_out() -> None:
+    """A name that is not a string is no stored object: the refresh fails naming it, as before."""
+    objs = generate_objects(2, 10, DEFAULT_NOW)
+    cache = ValidationCache(lenient=True)
+    good = cache.validate(objs)
+    bad = list(objs)
+    bad[-1] = copy.deepcopy(bad[-1])
+    bad[-1]["metadata"]["name"] = 42
+    with pytest.raises(DumpError, match=rf"\(item {len(bad)}\)"):
+        cache.validate(bad)
+    again = cache.validate(objs)
+    assert cache.validated == 0 and all(a is b for a, b in zip(again.objects, good.objects, strict=True))
+    assert cache.problems() == []
+
+
+def test_the_console_reads_a_live_cluster_with_a_refused_object(tmp_path: Any) -> None:
+    """One object our schema refuses no longer fails every refresh: the state is built from it as
+    stored (the engine's own warning and blocked pool, as the daemon sees it) and the object's
+    problem is listed with the warnings; a dump with it is still refused."""
+
+    class Live:
+        def __init__(self, objects: list[dict[str, Any]]) -> None:
+            self.objects = objects
+
+        def describe(self) -> str:
+            return "live"
+
+        def snapshot(self) -> list[dict[str, Any]]:
+            return list(self.objects)
+
+    objs = _stored_but_refused(generate_objects(2, 10, DEFAULT_NOW))
+    reader = StateReader()
+    data = load(Live(objs), None, DEFAULT_NOW, None, reader)
+    warned = [str(w) for w in data.warnings]
+    gpu = next(o for o in objs if o["kind"] == "GPU" and o["status"]["capacity"]["tflops"] == "1e999")
+    pool = gpu["metadata"]["labels"]["tensor-fusion.ai/gpupool"]
+    assert pool in data.state.blocked_pools()  # the engine's blocking warning: not acted on
+    assert sum("status.capacity.tflops" in w for w in warned) == 1  # the engine's, not twice
+    assert any(
+        w.startswith("GPUPool ") and "status.lastDefragTime" in w and "kept as stored" in w for w in warned
+    )
+    assert len(data.state.pools) == len({o["metadata"]["name"] for o in objs if o["kind"] == "GPUPool"})
+    again = load(Live(objs), None, DEFAULT_NOW, None, reader)
+    assert reader.validated == 0 and [str(w) for w in again.warnings] == warned
+    from tftui.model.dump import dumps
+    from tftui.sources.dumpfile import DumpCluster
+
+    path = tmp_path / "dump.json"
+    path.write_text(dumps(objs))
+    with pytest.raises(DumpError, match=r"status\.capacity\.tflops"):
+        DumpCluster(path)
+
+
 def test_a_big_snapshot_is_validated_in_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
     """pydantic-core holds the GIL for a whole call: chunks let the UI thread in between."""
     from tftui.model import validated

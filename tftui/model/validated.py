@@ -10,6 +10,15 @@ lets `engine.incremental.update_state` share the views of unchanged
 objects. Only the objects not seen before go through pydantic, in chunks, so a thread validating a
 big first snapshot hands the interpreter back between chunks (pydantic-core keeps the GIL for a
 whole call) and the console keeps serving keys.
+
+A live cluster's objects are what its API server stored, which our schema may refuse where the
+CRDs' allow it (a quantity `1e999`, a `lastDefragTime` in year 1, a percentile `"NaN"`). A dump with
+such an object is bad input (one line, exit 2); a live cluster is not: the daemon works on the
+objects as stored and its engine warns on the value and leaves the pool alone. So a `lenient`
+cache keeps such an object as its source dict — what the daemon sees — and records the problem
+(`problems`, shown with the state's warnings), instead of failing every refresh of the console
+while the object exists. Only an object with the shape every API object has (a kind, a name and
+namespace as strings, string label and annotation maps) is kept so; anything else fails as before.
 """
 
 from __future__ import annotations
@@ -19,7 +28,7 @@ import operator
 from collections.abc import Sequence
 from typing import Any, cast
 
-from tftui.model.dump import Snapshot, _kind_of, validate_items
+from tftui.model.dump import DumpError, Snapshot, _kind_of, object_ref, validate_items
 from tftui.model.gcpause import gc_paused
 from tftui.model.giveway import SLICE, checkpoint, offsets
 
@@ -55,7 +64,10 @@ class ValidationCache:
     call (tests pin that an unchanged refresh validates none).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, lenient: bool = False) -> None:
+        self.lenient = lenient
+        # id(kept object) → (the object kept as its source dict, "field: why") (`lenient`)
+        self._problems: dict[int, tuple[dict[str, Any], str]] = {}
         # id(source dict) → (source dict, validated dict, its version key or None)
         self._by_id: dict[int, _Entry] = {}
         self._by_version: dict[_Version, dict[str, Any]] = {}
@@ -70,6 +82,7 @@ class ValidationCache:
         """The Snapshot of `items`; raises `DumpError` (one line, as `validate_items`) on a bad
         object, and then keeps the previous entries (nothing is half-applied)."""
         with gc_paused():
+            snap: Snapshot | None = None
             if len(items) == len(self._items) and self._items:
                 changed: list[int] = []
                 for start in offsets(len(items)):
@@ -78,9 +91,17 @@ class ValidationCache:
                 checkpoint()
                 if len(changed) <= len(items) // 4:
                     snap = self._replace(items, changed, source)
-                    if snap is not None:
-                        return snap
-            return self._validate(items, source)
+            if snap is None:
+                snap = self._validate(items, source)
+            if self._problems:  # only the objects still in the snapshot
+                here = {id(o) for o in snap.objects}
+                self._problems = {k: p for k, p in self._problems.items() if k in here}
+            return snap
+
+    def problems(self) -> list[tuple[str, str]]:
+        """(object, "field: why") of each object of the last snapshot kept as its source dict
+        (`lenient`), in no particular order."""
+        return [(object_ref(obj), why) for obj, why in self._problems.values()]
 
     def _lookup(self, obj: Any) -> _Entry | None:
         """The entry of a source object seen before (by identity, else by version), or None."""
@@ -100,9 +121,25 @@ class ValidationCache:
             try:
                 out += validate_items(chunk, source).objects
             except ValueError:
+                if not self.lenient:
+                    validate_items(items, source)  # the message names the object by its place in `items`
+                    raise
+                out += [self._one(items, i, source) for i in misses[start : start + CHUNK]]
+        return out
+
+    def _one(self, items: Sequence[Any], i: int, source: str) -> dict[str, Any]:
+        """`items[i]` validated alone; one our schema refuses is kept as stored when it has the shape
+        of an API object (its problem recorded), else the refresh fails naming it by its place."""
+        obj = items[i]
+        try:
+            return validate_items([obj], source).objects[0]
+        except DumpError as exc:
+            if not _stored_shape(obj):
                 validate_items(items, source)  # the message names the object by its place in `items`
                 raise
-        return out
+            why = str(exc).removeprefix(f"{source}: {object_ref(obj)} (item 1): ")
+            self._problems[id(obj)] = (obj, why)
+            return cast(dict[str, Any], obj)
 
     def _replace(self, items: Sequence[Any], changed: list[int], source: str) -> Snapshot | None:
         """The usual refresh: same length, a few objects replaced in place, each by one of its
@@ -173,3 +210,24 @@ class ValidationCache:
             pos.append(counts.get(kind, 0))
             counts[kind] = pos[-1] + 1
         return snap
+
+
+def _strings(value: Any) -> bool:
+    return value is None or (
+        isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
+    )
+
+
+def _stored_shape(obj: Any) -> bool:
+    """What every object an API server hands out has: a kind; a name, and a namespace if any, as
+    strings; labels and annotations as maps of strings."""
+    if not isinstance(obj, dict) or not isinstance(obj.get("kind"), str):
+        return False
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta["name"]:
+        return False
+    return (
+        isinstance(meta.get("namespace", ""), str)
+        and _strings(meta.get("labels"))
+        and _strings(meta.get("annotations"))
+    )

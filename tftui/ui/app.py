@@ -389,7 +389,7 @@ class TfTuiApp(ScopeCommands, Refreshing, Writes):
     def action_warnings(self) -> None:
         if isinstance(self.screen, WarningsScreen):
             return
-        warnings = self.data.state.warnings if self.data is not None else []
+        warnings = self.data.warnings if self.data is not None else []
         self.push_screen(WarningsScreen(list(warnings)))
 
 

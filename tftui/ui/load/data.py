@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any, NamedTuple, cast
 
 from tftui.engine import incremental
-from tftui.engine.state import ClusterState
+from tftui.engine.state import ClusterState, StateWarning
 from tftui.engine.usage import UsageIndex
 from tftui.model.gcpause import gc_paused
 from tftui.model.giveway import checkpoint
@@ -53,6 +53,12 @@ class ConsoleData:
     metrics_source: str | None = None  # the store's `describe()`, when it has one
     ops: OpsData = field(default_factory=OpsData)  # engine plan per pool, events, journal
     pending: tuple[str, ...] = ()  # what is still loading ("metrics", "operations"): first screen
+    problems: tuple[StateWarning, ...] = ()  # objects kept as stored although our schema refuses them
+
+    @property
+    def warnings(self) -> list[StateWarning]:
+        """The state's warnings, then the objects kept as stored (`StateReader.problems`)."""
+        return [*self.state.warnings, *self.problems] if self.problems else self.state.warnings
 
 
 class ClusterLoadError(Exception):
@@ -187,10 +193,15 @@ class StateReader:
     One per console (refreshes run one at a time). `validated` is the number of objects pydantic
     validated in the last read (none when nothing changed). A source with a `validated_snapshot`
     (a dump, validated and grouped by kind when it was opened) hands one that needs nothing more.
+    Any other source is a live cluster (or the demo): an object our schema refuses is kept as the
+    API server stored it, as the daemon sees it, and listed in `problems` (`ValidationCache`'s
+    `lenient`), so one such object does not stop every refresh.
     """
 
     def __init__(self) -> None:
-        self.cache = ValidationCache()
+        self.cache = ValidationCache(lenient=True)
+        self.problems: tuple[StateWarning, ...] = ()
+        """The last read's objects kept as stored although our schema refuses them (none for a dump)."""
         self.previous: ClusterState | None = None
         self.validated = 0
         self.unchanged = False
@@ -233,10 +244,12 @@ class StateReader:
             held = getattr(cluster, "validated_snapshot", None)
             objects: list[dict[str, Any]] = held().objects if callable(held) else cluster.snapshot()
             with gc_paused():
+                problems: list[tuple[str, str]] = []
                 if callable(held):  # a dump: validated and grouped by kind when it was opened
                     snap, validated = held(), 0
                 else:
                     snap, validated = self.cache.validate(objects, source), self.cache.validated
+                    problems = self.cache.problems()
                 checkpoint()
                 previous = self.previous
                 # the very same objects as last time (C-level identity checks): the same state
@@ -256,8 +269,22 @@ class StateReader:
         except Exception as exc:
             raise ClusterLoadError(describe_error(exc), source) from exc
         self.validated = validated
+        self.problems = _kept_as_stored(problems, state)
         self.previous = state
         return source, state
+
+
+def _kept_as_stored(problems: list[tuple[str, str]], state: ClusterState) -> tuple[StateWarning, ...]:
+    """A warning per object kept as stored (object, "field: why"), less those the engine already
+    warns about at the same field (a quantity it cannot read is its own blocking warning)."""
+    if not problems:
+        return ()
+    said = {(w.ref, w.message.split(": ", 1)[0]) for w in state.warnings}
+    return tuple(
+        StateWarning(ref, f"{why} (kept as stored: the console shows what the daemon acts on)")
+        for ref, why in sorted(problems)
+        if (ref, why.split(": ", 1)[0]) not in said
+    )
 
 
 def load(
@@ -292,10 +319,12 @@ def load_state(
 ) -> ConsoleData:
     """The cluster's state alone, metrics and operations `pending` (no usage joined yet; with
     `usage` false not even an empty index: `load_rest` builds the real one right after)."""
-    source, state = (reader or StateReader()).read(cluster)
+    reader = reader or StateReader()
+    source, state = reader.read(cluster)
     return ConsoleData(
         source=source,
         state=state,
+        problems=reader.problems,
         usage=UsageIndex.build(state, {}, {}) if usage else UsageIndex.empty(),
         refreshed_at=now,
         metrics_enabled=metrics is not None,
@@ -356,6 +385,7 @@ def load_rest(
         metrics_enabled=metrics is not None,
         metrics_source=store_name(metrics) if metrics is not None else None,
         ops=ops,
+        problems=first.problems,
     )
 
 

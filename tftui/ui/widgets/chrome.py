@@ -92,7 +92,7 @@ class ConsoleHeader(Vertical):
             text += " · " + waste_summary(app.analysis(WASTE), app.computing(WASTE))
         summary.update(text)
         summary.display = bool(text)
-        count = len(data.state.warnings) if data is not None else 0
+        count = len(data.warnings) if data is not None else 0
         warnings = self.query_one("#header-warnings", Label)
         warnings.update(f"⚠ {count} warning{'s' if count != 1 else ''} [w]" if count else "")
         warnings.display = count > 0
