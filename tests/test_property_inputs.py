@@ -17,6 +17,11 @@ tick of its loop (`Runtime.tick_due`: every pool and an autoscale run against th
 PostgreSQL, dry-run) must neither raise nor fail a pool or the autoscale run as a whole: a bad
 value is a warning on its object, never an exception that stops every pool's reconcile.
 
+The console on a live cluster reads the objects as stored too: an object our schema refuses only
+for its values is kept as stored and listed with the warnings. Its property: every mutated set of
+objects either loads and renders the main tables (the operations planned without error), or the
+refresh fails with the one-line message of a wrongly shaped object, as it did for every refusal.
+
 The profile is small and derandomized so the suite stays fast and the same examples run on every
 machine; `TFTUI_PROPERTY_EXAMPLES=1000` searches longer with random examples.
 """
@@ -46,7 +51,7 @@ from tftui.runtime.loops import Runtime
 from tftui.sources.dumpfile import DumpCluster
 from tftui.sources.sim.cluster import generate_objects
 from tftui.sources.sim.usage import SimMetrics
-from tftui.ui.load.data import load
+from tftui.ui.load.data import ClusterLoadError, load
 from tftui.ui.render.nodeviews import gpus_table, nodes_table
 from tftui.ui.render.views import Gauges, layout_for, pools_table
 from tftui.ui.render.workviews import workloads_table
@@ -435,3 +440,35 @@ def test_the_daemon_loop_goes_on_over_stored_objects(mutations: list[Mutation], 
     assert plan is not None and rt.last_autoscale is not None
     failed = [e.message for e in rt.journal.entries() if not e.ok and " failed: " in e.message]
     assert not failed, failed
+
+
+@settings(
+    max_examples=EXAMPLES,
+    derandomize=not os.environ.get(EXAMPLES_ENV),
+    deadline=None,
+    database=None,
+    phases=[Phase.explicit, Phase.generate],
+    report_multiple_bugs=False,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(mutations=st.lists(mutation(), min_size=1, max_size=3))
+@_known_cases
+def test_the_console_reads_stored_objects_or_names_a_wrong_shape(mutations: list[Mutation]) -> None:
+    doc = copy.deepcopy(BASE)
+    for index, where, value in mutations:
+        _apply(doc, index, where, value)
+    with _bounded_memory():
+        try:
+            data = load(_Objects(doc), None, NOW)
+        except ClusterLoadError as exc:
+            assert type(exc.__cause__).__name__ == "DumpError", exc  # a shape: refused as before
+            assert NAMES_FIELD.match(f"tftui: {exc}"), exc
+            return
+        gauges = Gauges(layout_for(160))
+        for table in (pools_table(data, gauges), nodes_table(data, gauges), gpus_table(data, gauges)):
+            for row in table.rows:
+                for cell in row.cells.values():
+                    str(cell)
+        workloads_table(data, gauges)
+    assert data.ops.plan_error is None, data.ops.plan_error
+    assert all(w.ref and w.message for w in data.warnings)

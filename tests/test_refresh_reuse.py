@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import random
+import re
 from datetime import timedelta
 from typing import Any
 
@@ -198,6 +199,29 @@ def test_a_lenient_cache_keeps_a_stored_object_it_refuses_and_says_so() -> None:
     fixed = [o for o in objs if o is not gpu]  # the GPU deleted: its problem goes with it
     cache.validate(fixed)
     assert [k for k, _ in cache.problems()] == [k for k in problems if k.startswith("GPUPool ")]
+
+
+def test_a_value_problem_is_a_refused_value_of_the_right_type() -> None:
+    """What a lenient cache keeps as stored: values out of what our schema takes, never a shape."""
+    from tftui.model.dump import value_problem
+
+    objs = generate_objects(2, 10, DEFAULT_NOW)
+    gpu = copy.deepcopy(next(o for o in objs if o["kind"] == "GPU"))
+    assert value_problem(gpu) is None
+    gpu["status"]["capacity"]["tflops"] = "1e999"
+    assert (value_problem(gpu) or "").startswith("status.capacity.tflops: '1e999': out of range")
+    pod = copy.deepcopy(next(o for o in objs if o["kind"] == "Pod"))
+    pod["metadata"]["creationTimestamp"] = "0001-01-01T00:00:00Z"  # refused after the schema
+    assert (value_problem(pod) or "").startswith("metadata.creationTimestamp: ")
+    for path, value in (("status.gpuModel", ["H100"]), ("status.capacity", "989"), ("status.index", 1.5)):
+        wrong = copy.deepcopy(gpu)
+        *parents, leaf = path.split(".")
+        node = wrong
+        for key in parents:
+            node = node[key]
+        node[leaf] = value
+        with pytest.raises(DumpError, match=re.escape(path)):
+            value_problem(wrong)
 
 
 def test_a_lenient_cache_still_refuses_what_no_api_server_hands_out() -> None:

@@ -370,6 +370,39 @@ def validate_items(items: Sequence[Any], source: str = "<objects>") -> Snapshot:
     return Snapshot.of(cast(list[dict[str, Any]], objects))
 
 
+#: Errors about a value of the right type (out of range, not matching its pattern, not finite): where
+#: the CRDs are looser than our schema a cluster stores such a value. Any other error is a shape.
+_VALUE_ERRORS = frozenset(
+    {"value_error", "string_pattern_mismatch", "finite_number", "less_than_equal", "greater_than_equal",
+     "less_than", "greater_than"}
+)  # fmt: skip
+
+
+def value_problem(obj: Any, source: str = "<objects>") -> str | None:
+    """Why our schema refuses `obj` ("field: why") when every refused field holds a value of the
+    right type, None when it is valid; raises `DumpError` (one line) when its shape is wrong (a
+    type, a missing field). Judged in strict mode: a value that would be coerced is a shape."""
+    try:
+        validate_items([obj], source)
+        return None
+    except DumpError as exc:
+        message = str(exc)
+    try:
+        _items().validate_python([obj], strict=True)
+    except ValidationError as exc:
+        fields: dict[tuple[int | str, ...], bool] = {}
+        for err in exc.errors(include_url=False):
+            loc = tuple(err["loc"])
+            while loc and _member(loc[-1]):
+                loc = loc[:-1]  # a union's member: the field is what its members share
+            fields[loc] = fields.get(loc, False) or err["type"] in _VALUE_ERRORS
+        if not all(fields.values()):
+            raise DumpError(message) from None
+    except RecursionError:
+        raise DumpError(message) from None
+    return message.removeprefix(f"{source}: {object_ref(obj)} (item 1): ")
+
+
 def _share(objects: list[Any], items: Sequence[Any]) -> list[dict[str, Any]]:
     """`objects` (validated in strict mode from `items`) with each object, or each top-level field
     of it, replaced by the source's own when equal, so a source that keeps its objects (a watch

@@ -17,8 +17,9 @@ such an object is bad input (one line, exit 2); a live cluster is not: the daemo
 objects as stored and its engine warns on the value and leaves the pool alone. So a `lenient`
 cache keeps such an object as its source dict — what the daemon sees — and records the problem
 (`problems`, shown with the state's warnings), instead of failing every refresh of the console
-while the object exists. Only an object with the shape every API object has (a kind, a name and
-namespace as strings, string label and annotation maps) is kept so; anything else fails as before.
+while the object exists. Only an object whose refused fields all hold values of the right type is
+kept so (`dump.value_problem`); a wrong shape (a type, a missing field) fails as before: no schema
+an API server enforces would store it, and the engine reads fields by their types.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import operator
 from collections.abc import Sequence
 from typing import Any, cast
 
-from tftui.model.dump import DumpError, Snapshot, _kind_of, object_ref, validate_items
+from tftui.model.dump import DumpError, Snapshot, _kind_of, object_ref, validate_items, value_problem
 from tftui.model.gcpause import gc_paused
 from tftui.model.giveway import SLICE, checkpoint, offsets
 
@@ -128,18 +129,19 @@ class ValidationCache:
         return out
 
     def _one(self, items: Sequence[Any], i: int, source: str) -> dict[str, Any]:
-        """`items[i]` validated alone; one our schema refuses is kept as stored when it has the shape
-        of an API object (its problem recorded), else the refresh fails naming it by its place."""
+        """`items[i]` validated alone; one our schema refuses only for its values (`value_problem`)
+        is kept as stored, its problem recorded; a wrong shape fails the refresh naming it by its
+        place, as a strict cache does."""
         obj = items[i]
         try:
+            why = value_problem(obj, source)
+        except DumpError:
+            validate_items(items, source)  # the message names the object by its place in `items`
+            raise
+        if why is None:
             return validate_items([obj], source).objects[0]
-        except DumpError as exc:
-            if not _stored_shape(obj):
-                validate_items(items, source)  # the message names the object by its place in `items`
-                raise
-            why = str(exc).removeprefix(f"{source}: {object_ref(obj)} (item 1): ")
-            self._problems[id(obj)] = (obj, why)
-            return cast(dict[str, Any], obj)
+        self._problems[id(obj)] = (obj, why)
+        return cast(dict[str, Any], obj)
 
     def _replace(self, items: Sequence[Any], changed: list[int], source: str) -> Snapshot | None:
         """The usual refresh: same length, a few objects replaced in place, each by one of its
@@ -210,24 +212,3 @@ class ValidationCache:
             pos.append(counts.get(kind, 0))
             counts[kind] = pos[-1] + 1
         return snap
-
-
-def _strings(value: Any) -> bool:
-    return value is None or (
-        isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
-    )
-
-
-def _stored_shape(obj: Any) -> bool:
-    """What every object an API server hands out has: a kind; a name, and a namespace if any, as
-    strings; labels and annotations as maps of strings."""
-    if not isinstance(obj, dict) or not isinstance(obj.get("kind"), str):
-        return False
-    meta = obj.get("metadata")
-    if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta["name"]:
-        return False
-    return (
-        isinstance(meta.get("namespace", ""), str)
-        and _strings(meta.get("labels"))
-        and _strings(meta.get("annotations"))
-    )
