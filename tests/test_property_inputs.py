@@ -347,7 +347,11 @@ def _console_first_load(path: Path, dsn: str) -> None:
         assert type(exc).__name__ == "DumpError", exc
         return
     with GreptimeMetrics(dsn, connect_timeout=3) as metrics:
-        data = load(cluster, metrics, NOW)
+        _render_tables(load(cluster, metrics, NOW))
+
+
+def _render_tables(data: Any) -> None:
+    """Every cell of the main tables as text, and the operations planned without error."""
     gauges = Gauges(layout_for(160))
     for table in (pools_table(data, gauges), nodes_table(data, gauges), gpus_table(data, gauges)):
         for row in table.rows:
@@ -357,27 +361,36 @@ def _console_first_load(path: Path, dsn: str) -> None:
     assert data.ops.plan_error is None, data.ops.plan_error
 
 
-@settings(
-    max_examples=EXAMPLES,
-    derandomize=not os.environ.get(EXAMPLES_ENV),
-    deadline=None,
-    database=None,
-    phases=[Phase.explicit, Phase.generate],  # no shrinking: a failing example is printed as drawn
-    report_multiple_bugs=False,
-    suppress_health_check=[
+#: One profile for the properties: no shrinking (a failing example is printed as drawn).
+PROFILE: dict[str, Any] = {
+    "max_examples": EXAMPLES,
+    "derandomize": not os.environ.get(EXAMPLES_ENV),
+    "deadline": None,
+    "database": None,
+    "phases": [Phase.explicit, Phase.generate],
+    "report_multiple_bugs": False,
+    "suppress_health_check": [
         HealthCheck.too_slow,
         HealthCheck.data_too_large,
         HealthCheck.function_scoped_fixture,
     ],
-)
+}
+
+
+def _mutated(mutations: list[Mutation]) -> list[JSON]:
+    doc = copy.deepcopy(BASE)
+    for index, where, value in mutations:
+        _apply(doc, index, where, value)
+    return doc
+
+
+@settings(**PROFILE)
 @given(mutations=st.lists(mutation(), min_size=1, max_size=3))
 @_known_cases
 def test_every_command_answers_a_mutated_dump(
     mutations: list[Mutation], dsn: str, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    doc = copy.deepcopy(BASE)
-    for index, where, value in mutations:
-        _apply(doc, index, where, value)
+    doc = _mutated(mutations)
     path = tmp_path_factory.mktemp("prop") / "dump.json"
     path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": doc}), encoding="utf-8")
     dump = ["--from", str(path)]
@@ -413,23 +426,13 @@ class _Objects:
         return []
 
 
-@settings(
-    max_examples=EXAMPLES,
-    derandomize=not os.environ.get(EXAMPLES_ENV),
-    deadline=None,
-    database=None,
-    phases=[Phase.explicit, Phase.generate],
-    report_multiple_bugs=False,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
-)
+@settings(**PROFILE)
 @given(mutations=st.lists(mutation(), min_size=1, max_size=3))
 @_known_cases
 def test_the_daemon_loop_goes_on_over_stored_objects(mutations: list[Mutation], dsn: str) -> None:
     from tftui.sources.greptime import GreptimeMetrics
 
-    doc = copy.deepcopy(BASE)
-    for index, where, value in mutations:
-        _apply(doc, index, where, value)
+    doc = _mutated(mutations)
     try:  # what a cluster could store: our schema passes with nothing coerced
         _items().validate_python(doc, strict=True)
     except Exception:
@@ -442,21 +445,11 @@ def test_the_daemon_loop_goes_on_over_stored_objects(mutations: list[Mutation], 
     assert not failed, failed
 
 
-@settings(
-    max_examples=EXAMPLES,
-    derandomize=not os.environ.get(EXAMPLES_ENV),
-    deadline=None,
-    database=None,
-    phases=[Phase.explicit, Phase.generate],
-    report_multiple_bugs=False,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+@settings(**PROFILE)
 @given(mutations=st.lists(mutation(), min_size=1, max_size=3))
 @_known_cases
 def test_the_console_reads_stored_objects_or_names_a_wrong_shape(mutations: list[Mutation]) -> None:
-    doc = copy.deepcopy(BASE)
-    for index, where, value in mutations:
-        _apply(doc, index, where, value)
+    doc = _mutated(mutations)
     with _bounded_memory():
         try:
             data = load(_Objects(doc), None, NOW)
@@ -464,11 +457,5 @@ def test_the_console_reads_stored_objects_or_names_a_wrong_shape(mutations: list
             assert type(exc.__cause__).__name__ == "DumpError", exc  # a shape: refused as before
             assert NAMES_FIELD.match(f"tftui: {exc}"), exc
             return
-        gauges = Gauges(layout_for(160))
-        for table in (pools_table(data, gauges), nodes_table(data, gauges), gpus_table(data, gauges)):
-            for row in table.rows:
-                for cell in row.cells.values():
-                    str(cell)
-        workloads_table(data, gauges)
-    assert data.ops.plan_error is None, data.ops.plan_error
+        _render_tables(data)
     assert all(w.ref and w.message for w in data.warnings)

@@ -244,19 +244,9 @@ def test_the_console_reads_a_live_cluster_with_a_refused_object(tmp_path: Any) -
     stored (the engine's own warning and blocked pool, as the daemon sees it) and the object's
     problem is listed with the warnings; a dump with it is still refused."""
 
-    class Live:
-        def __init__(self, objects: list[dict[str, Any]]) -> None:
-            self.objects = objects
-
-        def describe(self) -> str:
-            return "live"
-
-        def snapshot(self) -> list[dict[str, Any]]:
-            return list(self.objects)
-
     objs = _stored_but_refused(generate_objects(2, 10, DEFAULT_NOW))
     reader = StateReader()
-    data = load(Live(objs), None, DEFAULT_NOW, None, reader)
+    data = load(Objects(objs), None, DEFAULT_NOW, None, reader)
     warned = [str(w) for w in data.warnings]
     gpu = next(o for o in objs if o["kind"] == "GPU" and o["status"]["capacity"]["tflops"] == "1e999")
     pool = gpu["metadata"]["labels"]["tensor-fusion.ai/gpupool"]
@@ -266,7 +256,7 @@ def test_the_console_reads_a_live_cluster_with_a_refused_object(tmp_path: Any) -
         w.startswith("GPUPool ") and "status.lastDefragTime" in w and "kept as stored" in w for w in warned
     )
     assert len(data.state.pools) == len({o["metadata"]["name"] for o in objs if o["kind"] == "GPUPool"})
-    again = load(Live(objs), None, DEFAULT_NOW, None, reader)
+    again = load(Objects(objs), None, DEFAULT_NOW, None, reader)
     assert reader.validated == 0 and [str(w) for w in again.warnings] == warned
     from tftui.model.dump import dumps
     from tftui.sources.dumpfile import DumpCluster
