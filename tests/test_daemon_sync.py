@@ -35,7 +35,7 @@ def test_the_probes_answer_while_the_first_list_runs(server: KubeApiServer, kube
         assert http(f"{base}/healthz") == (200, "ok\n")
         code, body = http(f"{base}/readyz")
         assert (code, body.strip()) == (503, "not ok: cluster cache not synced yet")  # the pods still listing
-        assert server.pending_faults() == 0  # the delayed list was asked for: the wait is the sync's
+        eventually(lambda: server.pending_faults() == 0, 60)  # the delayed list asked for: the sync waits
         eventually(lambda: http(f"{base}/readyz")[0] == 200, 60)
         out, _ = _stopped(proc, signal.SIGINT)
     finally:
@@ -63,7 +63,8 @@ def test_a_stop_during_the_first_list_ends_the_run_cleanly(
     proc = _start(["--daemon", "--kubeconfig", str(kubeconfig), "--dry-run", "--listen", f"127.0.0.1:{port}"])
     try:
         eventually(lambda: answers(f"{base}/healthz"), 60)
-        assert server.pending_faults() == 0  # the pods' list is being held
+        # the probes answer before the lists start: wait until the pods' list is asked for (held)
+        eventually(lambda: server.pending_faults() == 0, 60)
         out, _ = _stopped(proc, sig)
     finally:
         if proc.poll() is None:
