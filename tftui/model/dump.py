@@ -379,17 +379,15 @@ _VALUE_ERRORS = frozenset(
 
 
 def value_problem(obj: Any, source: str = "<objects>") -> str | None:
-    """Why our schema refuses `obj` ("field: why") when every refused field holds a value of the
-    right type, None when it is valid; raises `DumpError` (one line) when its shape is wrong (a
-    type, a missing field). Judged in strict mode: a value that would be coerced is a shape."""
-    try:
-        validate_items([obj], source)
-        return None
-    except DumpError as exc:
-        message = str(exc)
+    """Judged as a cluster's schemas judge, strictly (a value that would be coerced is a wrong
+    type): None when `obj` is valid; "field: why" when every refused field holds a value of the
+    right type (out of range, against its pattern, not finite, a time out of span); raises
+    `DumpError` (one line) when its shape is wrong (a type, a missing field)."""
+    prefix = f"{source}: {object_ref(obj)} (item 1): "
     try:
         _items().validate_python([obj], strict=True)
     except ValidationError as exc:
+        error = _format_errors(exc, [obj], source)
         fields: dict[tuple[int | str, ...], bool] = {}
         for err in exc.errors(include_url=False):
             loc = tuple(err["loc"])
@@ -397,10 +395,15 @@ def value_problem(obj: Any, source: str = "<objects>") -> str | None:
                 loc = loc[:-1]  # a union's member: the field is what its members share
             fields[loc] = fields.get(loc, False) or err["type"] in _VALUE_ERRORS
         if not all(fields.values()):
-            raise DumpError(message) from None
+            raise error from None
+        return str(error).removeprefix(prefix)
     except RecursionError:
-        raise DumpError(message) from None
-    return message.removeprefix(f"{source}: {object_ref(obj)} (item 1): ")
+        raise DumpError(f"{source}: {object_ref(obj)}: nested too deeply to read") from None
+    try:
+        _check_values([obj], source)
+    except DumpError as exc:
+        return str(exc).removeprefix(prefix)
+    return None
 
 
 def _share(objects: list[Any], items: Sequence[Any]) -> list[dict[str, Any]]:

@@ -81,7 +81,8 @@ class ValidationCache:
 
     def validate(self, items: Sequence[Any], source: str = "<objects>") -> Snapshot:
         """The Snapshot of `items`; raises `DumpError` (one line, as `validate_items`) on a bad
-        object, and then keeps the previous entries (nothing is half-applied)."""
+        object (`lenient`: a wrongly shaped one), and then keeps the previous entries (nothing is
+        half-applied)."""
         with gc_paused():
             snap: Snapshot | None = None
             if len(items) == len(self._items) and self._items:
@@ -129,17 +130,21 @@ class ValidationCache:
         return out
 
     def _one(self, items: Sequence[Any], i: int, source: str) -> dict[str, Any]:
-        """`items[i]` validated alone; one our schema refuses only for its values (`value_problem`)
-        is kept as stored, its problem recorded; a wrong shape fails the refresh naming it by its
-        place, as a strict cache does."""
+        """`items[i]` validated alone; one our schema refuses only for its values (`value_problem`,
+        strict: what a cluster's schemas would store) is kept as stored, its problem recorded; a
+        wrong shape fails the refresh naming it by its place, as a strict cache does."""
         obj = items[i]
         try:
-            why = value_problem(obj, source)
-        except DumpError:
-            validate_items(items, source)  # the message names the object by its place in `items`
-            raise
-        if why is None:
             return validate_items([obj], source).objects[0]
+        except DumpError:
+            pass
+        try:
+            why = value_problem(obj, source)
+        except DumpError:  # a wrong shape
+            validate_items(items, source)  # raises, naming the object by its place in `items`
+            raise
+        if why is None:  # strict takes what lax refused: not expected; judged as a strict cache does
+            return validate_items(items, source).objects[i]
         self._problems[id(obj)] = (obj, why)
         return cast(dict[str, Any], obj)
 
