@@ -253,7 +253,10 @@ async def test_a_view_switch_holds_background_work_until_the_new_view_is_drawn(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """`:nodes` ends with `enter`, whose frame is the old view's; background work waits on until the
-    new view's first frame is drawn, or a refresh would compete for the interpreter with it."""
+    new view's first frame is drawn, or a refresh would compete for the interpreter with it. The
+    cap on a hold (`MAX_HOLD`, 0.1 s) is raised here: on a loaded machine (the suite's other worker)
+    the new view can take longer than that, and what is tested is the order, not the cap."""
+    monkeypatch.setattr(giveway, "MAX_HOLD", 10.0)
     drawn: list[tuple[str, bool]] = []
     real_render = ResourceTable.render_lines
 
