@@ -19,6 +19,7 @@ from textual.widgets import Label
 
 from tests.greptime_dialect import DialectServer
 from tests.kubeapi import Fault, KubeApiServer, write_kubeconfig
+from tests.test_refresh_reuse import _stored_but_refused
 from tests.waiting import wait_until
 from tftui.sources.greptime import GreptimeMetrics
 from tftui.sources.kube import KubeCluster
@@ -414,11 +415,9 @@ async def test_an_object_the_api_stored_but_our_schema_refuses_is_a_warning(tmp_
     """A live cluster holding values its CRDs allow and our schema refuses (a GPU capacity `1e999`,
     a pool's `lastDefragTime` in year 1): the console opens on the pools as the daemon sees them and
     lists each object and field among the warnings; before, every refresh failed on the first."""
-    objs = [dict(o) for o in generate_objects()]
+    objs = _stored_but_refused(generate_objects())
     gpu = next(o for o in objs if o["kind"] == "GPU")
-    gpu["status"] = {**gpu["status"], "capacity": {**gpu["status"]["capacity"], "tflops": "1e999"}}
     pool = next(o for o in objs if o["kind"] == "GPUPool")
-    pool["status"] = {**(pool.get("status") or {}), "lastDefragTime": "0001-01-01T00:00:00Z"}
     srv = KubeApiServer(bookmark_interval=0.2).start()
     try:
         srv.seed(objs)
