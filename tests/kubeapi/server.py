@@ -657,14 +657,21 @@ class KubeApiServer:
         self._cond.notify_all()
         return obj
 
-    def _take_fault(self, method: str, path: str, watch: bool) -> tuple[Fault | None, int]:
-        """The first matching fault (removed) and the watch-drop generation, read together: a watch
-        request already received when `drop_watches()` runs counts as open and is cut."""
+    def _arrive(self, method: str, path: str) -> int:
+        """Count a request and return the watch-drop generation, read together: a watch request
+        counted before `drop_watches()` runs counts as open and is cut (a test that saw it counted
+        may wait for its reconnection)."""
+        with self._cond:
+            self.stats.hit(method, path)
+            return self._drop_gen
+
+    def _take_fault(self, method: str, path: str, watch: bool) -> Fault | None:
+        """The first matching fault (removed unless sticky)."""
         with self._cond:
             for i, f in enumerate(self._faults):
                 if f.matches(method, path, watch):
-                    return (f if f.sticky else self._faults.pop(i)), self._drop_gen
-            return None, self._drop_gen
+                    return f if f.sticky else self._faults.pop(i)
+            return None
 
     def _find(self, rt: ResourceType, ns: str, name: str) -> JSON:
         obj = self._objs.get((rt.qualified, ns, name))
@@ -1190,7 +1197,7 @@ class _Handler(BaseHTTPRequestHandler):
         q = {k: v[-1] for k, v in parse_qs(url.query).items()}
         path = url.path.rstrip("/")
         watch = q.get("watch") in ("1", "true", "True")
-        api.stats.hit(method, path + ("?watch" if watch else ""))
+        self.drop_gen = api._arrive(method, path + ("?watch" if watch else ""))
         auth = self.headers.get("Authorization") or ""
         _request.who = auth.removeprefix("Bearer ").strip() if auth.startswith("Bearer ") else ""
         _request.line = f"{method} {path}"
@@ -1198,7 +1205,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.answered = 0
         try:
             body = self._body() if method in ("POST", "PUT", "PATCH") else None
-            fault, self.drop_gen = api._take_fault(method, path, watch)
+            fault = api._take_fault(method, path, watch)
             if fault is not None:
                 if fault.delay:
                     time.sleep(fault.delay)
