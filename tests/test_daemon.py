@@ -565,7 +565,15 @@ def test_daemon_process_on_the_demo_never_imports_textual_and_stops_on_sigterm()
 
         eventually(ready, 20)
         assert http(f"http://127.0.0.1:{port}/healthz") == (200, "ok\n")
-        eventually(lambda: "tftui_decisions_total" in http(f"http://127.0.0.1:{port}/metrics")[1], 10)
+        # the per-pool series are exported once the loop has seen the pools (after the first
+        # counters): waiting for the first alone raced with a busy machine
+        eventually(
+            lambda: (
+                'tftui_pods_evicted_total{pool="demo-training"}'
+                in http(f"http://127.0.0.1:{port}/metrics")[1]
+            ),
+            20,
+        )
         scraped = http(f"http://127.0.0.1:{port}/metrics")[1]
         # counters that have not counted read 0 rather than being absent
         assert metric(scraped, "tftui_errors_total", where="loop") == 0
