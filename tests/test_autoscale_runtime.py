@@ -21,7 +21,7 @@ from tftui.engine.state import ClusterState
 from tftui.model import keys
 from tftui.runtime.journal import JournalEntry
 from tftui.runtime.loops import DEFAULT_AUTOSCALE_INTERVAL, Runtime
-from tftui.sources.ports import MetricsTable, SourceError
+from tftui.sources.ports import ActionError, MetricsTable, SourceError
 from tftui.sources.sim.acting import ActingSimCluster
 from tftui.sources.sim.cluster import DEFAULT_NOW
 from tftui.sources.sim.usage import SimMetrics
@@ -205,11 +205,18 @@ def test_manual_compaction_through_the_api_server(tmp_path: Path) -> None:
             # and the workload status subresource takes autoscale's patch
             wl = next(o for o in generate_objects() if o["kind"] == "TensorFusionWorkload")
             ns, name = wl["metadata"]["namespace"], wl["metadata"]["name"]
-            kube.apply(PatchWorkloadStatus(ns, name, {"recommendation": {"requests": {"tflops": "7"}}}))
+            rec = {
+                "requests": {"tflops": "7", "compute": "0", "vram": "1Gi"},
+                "limits": {"tflops": "14", "compute": "0", "vram": "2Gi"},
+            }
+            kube.apply(PatchWorkloadStatus(ns, name, {"recommendation": rec}))
             got: Any = kube.custom.get_namespaced_custom_object(
                 "tensor-fusion.ai", "v1", ns, "tensorfusionworkloads", name
             )
-            assert got["status"]["recommendation"]["requests"]["tflops"] == "7"
+            assert got["status"]["recommendation"] == rec
+            # the CRD requires both halves, each with tflops and vram: a real API server refuses less
+            with pytest.raises(ActionError, match=r"status\.recommendation: Invalid value: 'limits'"):
+                kube.apply(PatchWorkloadStatus(ns, name, {"recommendation": {"limits": None}}))
         finally:
             kube.close()
     finally:

@@ -5,7 +5,8 @@ Why: the adapter must be tested against the real `kubernetes` client and the rea
 the Eviction API) without a cluster. The TensorFusion CRDs are served from `tests/data/crds/` with
 the API server's CRD semantics: status subresource, structural pruning of unknown fields
 (`x-kubernetes-preserve-unknown-fields` respected) and schema `default`s wherever the schema declares
-them (applied, as upstream, only inside objects that are present).
+them (applied, as upstream, only inside objects that are present); a write whose result breaks the
+CRD's schema is refused with 422 `Invalid` naming each field (`schema.py` says what is checked).
 
 Built-ins served: v1 nodes, pods (status subresource, `eviction`), secrets,
 namespaces are implicit;
@@ -67,6 +68,8 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import yaml
+
+from tests.kubeapi.schema import schema_errors
 
 JSON = dict[str, Any]
 CRD_DIR = Path(__file__).resolve().parent.parent / "data" / "crds"
@@ -684,8 +687,28 @@ class KubeApiServer:
             )
         return obj
 
-    def _validate(self, rt: ResourceType, obj: JSON) -> None:
+    def _validate(self, rt: ResourceType, obj: JSON, old: JSON | None = None) -> None:
         meta = obj.get("metadata") or {}
+        if rt.schema is not None:
+            causes = list(schema_errors(rt.schema, obj, old))
+            if causes:
+                name = meta.get("name")
+                listed = ", ".join(f"{f}: Invalid value: {m}" for f, m in causes)
+                raise ApiError(
+                    422,
+                    "Invalid",
+                    f'{rt.kind}.{rt.group} "{name}" is invalid: [{listed}]'
+                    if len(causes) > 1
+                    else f'{rt.kind}.{rt.group} "{name}" is invalid: {listed}',
+                    {
+                        "name": name,
+                        "group": rt.group,
+                        "kind": rt.kind,
+                        "causes": [
+                            {"reason": "FieldValueInvalid", "message": m, "field": f} for f, m in causes
+                        ],
+                    },
+                )
         for k, v in (meta.get("labels") or {}).items():
             if not isinstance(v, str) or len(v) > 63 or not _LABEL_VALUE.match(v):
                 raise ApiError(
@@ -840,7 +863,7 @@ class KubeApiServer:
                 self._write(rt, copy.deepcopy(old), "DELETED")  # the last finalizer went: now it goes
                 return copy.deepcopy(obj)
             self._crd_shape(rt, obj)
-            self._validate(rt, obj)
+            self._validate(rt, obj, old)
             if rt.schema is not None:
                 gen = int(old["metadata"].get("generation") or 1)
                 changed = {k: v for k, v in obj.items() if k not in ("metadata", "status")} != {
