@@ -16,6 +16,7 @@ import pytest
 
 from bench.autoscale_replay import replay
 from tests.test_sim_acting import check_consistent, objs_of
+from tftui.engine.autoscale import with_resource_update
 from tftui.engine.plan import AnnotatePod, AnnotatePool, Event, PatchWorkloadStatus, rfc3339
 from tftui.engine.state import ClusterState
 from tftui.model import keys
@@ -341,3 +342,75 @@ def test_a_stop_ends_an_autoscale_round_between_workloads() -> None:
     assert len(owners) == 1  # one workload's patches, applied whole
     assert all(r.ok for r in rt.last_results)
     assert lines[-1] == "stopping: the rest of this autoscale round not applied"
+
+
+def test_autoscale_writes_pass_the_api_servers_schema_checks(tmp_path: Path) -> None:
+    """One autoscale run on the demo through the test API server, which refuses what a real one
+    would (the CRD schemas, tests/kubeapi/schema.py): every status patch and annotation is taken."""
+    from tests.kubeapi import KubeApiServer, write_kubeconfig
+    from tftui.sources.kube import KubeCluster
+
+    sim, metrics = demo()
+    srv = KubeApiServer(bookmark_interval=0.2).start()
+    srv.seed(sim.snapshot())
+    try:
+        kube = KubeCluster(kubeconfig=str(write_kubeconfig(tmp_path / "kc", srv.url)), backoff=0.01)
+        try:
+            kube.wait_synced(10)
+            rt = Runtime(kube, clock=sim.clock, metrics=metrics)
+            assert rt.autoscale_due()
+            plan = rt.tick_due()
+            assert plan is not None
+            status = [a for a in plan.actions if isinstance(a, PatchWorkloadStatus)]
+            assert status and [r for r in rt.last_results if not r.ok] == []
+            for a in status:
+                stored = srv.get("TensorFusionWorkload", a.name, a.namespace)
+                assert stored is not None and all(stored["status"].get(k) == v for k, v in a.fields.items())
+        finally:
+            kube.close()
+    finally:
+        srv.stop()
+
+
+def _condition_errors(conditions: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """What the TensorFusionWorkload CRD's schema says of `status.conditions` (the API server's check)."""
+    from tests.kubeapi.schema import schema_errors
+    from tests.kubeapi.server import load_crds
+
+    schema = next(rt.schema for rt in load_crds() if rt.kind == "TensorFusionWorkload")
+    assert schema is not None
+    return list(schema_errors(schema, {"status": {"workerCount": 1, "conditions": conditions}}))
+
+
+def test_the_resource_update_condition_is_set_as_upstream_sets_it() -> None:
+    """`meta.SetStatusCondition`: other conditions kept (a merge patch replaces the whole list), the
+    transition time kept while the status stays, and every field the CRD requires; an external
+    scaler's free-text reason, which the CRD's pattern refuses, moves into the message."""
+    t0, t1 = DEFAULT_NOW, DEFAULT_NOW + timedelta(minutes=5)
+    new = with_resource_update(None, "Updated", "raised", t0)
+    assert new == [
+        {
+            "type": "ResourceUpdate",
+            "status": "True",
+            "lastTransitionTime": rfc3339(t0),
+            "reason": "Updated",
+            "message": "raised",
+        }
+    ]
+    ready = {
+        "type": "Ready",
+        "status": "True",
+        "lastTransitionTime": "2026-01-01T00:00:00Z",
+        "reason": "Ok",
+        "message": "",
+    }
+    workload = {"status": {"conditions": [ready, {**new[0], "reason": "InsideUpdateThreshold"}]}}
+    same = with_resource_update(workload, "Updated", "lowered", t1)
+    assert same == [ready, {**new[0], "message": "lowered"}]  # its time kept: the status stayed True
+    workload["status"]["conditions"][1]["status"] = "False"
+    assert with_resource_update(workload, "Updated", "m", t1)[1]["lastTransitionTime"] == rfc3339(t1)
+    free = with_resource_update(None, "load is high, scaling up", "x" * 40_000, t0)[0]
+    assert free["reason"] == "Updated" and free["message"].startswith("load is high, scaling up: xxx")
+    assert len(free["message"]) == 32_768
+    assert _condition_errors([*same, free]) == []
+    assert _condition_errors([{**free, "reason": "load is high"}])  # the check itself refuses it

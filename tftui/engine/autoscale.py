@@ -42,7 +42,10 @@ Deviations from upstream, each deliberate:
 - Upstream's LowConfidence by workload *age* is replaced by A5's history-length test; the
   percentile and cron recommenders otherwise run as upstream, on the same `current`
   (`status.recommendation`, else `spec.resources`). `interval` is validated only: the caller owns
-  the loop. Status patches carry `status.conditions` as a one-element `ResourceUpdate` list.
+  the loop. Status patches carry `status.conditions` whole, the `ResourceUpdate` condition set
+  as `meta.SetStatusCondition` does (with its `lastTransitionTime`, which the CRD requires); an
+  external scaler's reason that the CRD's pattern refuses becomes `Updated` (upstream sends it, and
+  the API server refuses the patch).
 - The external scaler (A11): the HTTP call is the caller's (`sources.external_scaler`); this module
   says whom to ask (`external_requests`: enabled workloads past the scaler's own initialDelayPeriod,
   with upstream's request body) and merges the parsed answers (`ExternalAnswer`) as the third
@@ -58,6 +61,7 @@ Deviations from upstream, each deliberate:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -131,6 +135,36 @@ class AutoscalePlan:
         return [*pods, *self.status, *events]
 
 
+#: metav1.Condition's `reason` as the CRD's schema takes it (the API server refuses anything else).
+_REASON = re.compile(r"[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?")
+_MAX_REASON, _MAX_MESSAGE = 1024, 32768
+
+
+def with_resource_update(
+    workload: Mapping[str, Any] | None, reason: str, message: str, now: datetime
+) -> list[dict[str, Any]]:
+    """The workload's `status.conditions` with its `ResourceUpdate` condition set as upstream's
+    `meta.SetStatusCondition` sets it: the other conditions kept (a merge patch replaces the whole
+    list), `lastTransitionTime` kept unless the status changes, and every field the CRD requires.
+    A reason the schema would refuse (an external scaler's free text) becomes `Updated`, its text
+    kept in the message: upstream sends it as it is, and the API server refuses the whole patch."""
+    if not _REASON.fullmatch(reason) or len(reason) > _MAX_REASON:
+        message = f"{reason}: {message}" if message else reason
+        reason = "Updated"
+    message = message[:_MAX_MESSAGE]
+    status = (workload or {}).get("status")
+    existing = status.get("conditions") if isinstance(status, Mapping) else None
+    kept = [dict(c) for c in existing if isinstance(c, Mapping)] if isinstance(existing, list) else []
+    for cond in kept:
+        if cond.get("type") == "ResourceUpdate":
+            if cond.get("status") != "True" or not cond.get("lastTransitionTime"):
+                cond["lastTransitionTime"] = rfc3339(now)
+            cond.update(status="True", reason=reason, message=message)
+            return kept
+    new = {"type": "ResourceUpdate", "status": "True", "lastTransitionTime": rfc3339(now)}
+    return [*kept, {**new, "reason": reason, "message": message}]
+
+
 def _worker_q(ann: Mapping[str, str], key: str) -> Quantity | None:
     raw = ann.get(key)
     if not raw:
@@ -168,14 +202,7 @@ def plan_autoscale(
             continue
         fields: dict[str, Any] = {}
         if rec.condition is not None:
-            fields["conditions"] = [
-                {
-                    "type": "ResourceUpdate",
-                    "status": "True",
-                    "reason": rec.condition[0],
-                    "message": rec.condition[1],
-                }
-            ]
+            fields["conditions"] = with_resource_update(wv.obj, *rec.condition, now)
         if rec.would_apply and rec.recommendation is not None:
             new, cur = rec.recommendation, rec.current
             applied = 0

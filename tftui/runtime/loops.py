@@ -113,7 +113,14 @@ class SimulatedCluster(WritableClusterPort, Protocol):
 
 
 def _identity(action: Action) -> str:
-    return json.dumps(action.to_json(), sort_keys=True)
+    """What makes two actions the same decision. A status patch's condition times are left out: a
+    dry run writes nothing, so the same condition is set anew, at the run's time, at every run."""
+    doc = action.to_json()
+    conditions = action.fields.get("conditions") if isinstance(action, PatchWorkloadStatus) else None
+    if isinstance(conditions, list):
+        timeless = [{k: v for k, v in c.items() if k != "lastTransitionTime"} for c in conditions]
+        doc["fields"] = {**doc["fields"], "conditions": timeless}
+    return json.dumps(doc, sort_keys=True)
 
 
 def autoscale_interval(state: ClusterState) -> timedelta:
