@@ -93,6 +93,32 @@ def test_percent_workloads_show_the_tflops_of_their_gpus() -> None:
     assert st.workloads["default/c"].request.tflops == 0
 
 
+def test_a_percent_workload_as_upstream_stores_it_reads_as_percent() -> None:
+    """Upstream's Go `Resource` always writes `tflops` (a zero Quantity is `"0"`), so a percent
+    workload stored by TensorFusion reads `tflops: "0"` beside `compute` (the CRD requires
+    `tflops`): that is a percent request, not one of 0 TFLOPS. A non-zero `tflops` still wins."""
+    res = {
+        "requests": {"tflops": "0", "compute": "25", "vram": "8Gi"},
+        "limits": {"tflops": "0", "compute": "50", "vram": "8Gi"},
+    }
+    both = {
+        "requests": {"tflops": "10", "compute": "25", "vram": "8Gi"},
+        "limits": {"tflops": "20", "compute": "50", "vram": "8Gi"},
+    }
+    objs = [
+        pool("p"),
+        *host("n1", "p", gpus=1),  # A100 312 TFLOPS
+        workload("a", spec={"resources": res}),
+        worker("a-w", ["n1-gpu-0"], workload="a", tflops=None, compute_percent=25, vram="8Gi"),
+        workload("b", spec={"resources": both}),
+    ]
+    st = build(objs)
+    wv = st.workloads["default/a"]
+    assert wv.percent == (25, 50) and wv.request == Res(78, 8 * GI) and wv.limit == Res(156, 8 * GI)
+    b = st.workloads["default/b"]
+    assert b.percent == (None, None) and b.request == Res(10, 8 * GI) and b.limit == Res(20, 8 * GI)
+
+
 def test_autoscale_starts_from_the_converted_tflops() -> None:
     """The autoscaler's current resources of a percent workload carry its TFLOPS (upstream reads
     the absent TFLOPS field as 0)."""

@@ -26,6 +26,7 @@ from tftui.engine.state.derive import (
     blocked_pools_of,
     convert_percent,
     percent_tflops,
+    unset_quantity,
     virtual_capacity,
 )
 from tftui.engine.state.queries import StateQueries
@@ -344,8 +345,10 @@ class ClusterState(StateQueries):
         return view
 
     def _percent(self, obj: dict[str, Any], path: str, res: dict[str, Any]) -> float | None:
-        """The compute percent of a requests/limits block that gives no TFLOPS (None: TFLOPS given)."""
-        if res.get("tflops") not in (None, "") or res.get("compute") in (None, ""):
+        """The compute percent of a requests/limits block that gives no TFLOPS (None: TFLOPS given).
+        A zero `tflops` gives none: upstream's Go types always write the field, so a percent-based
+        workload stored by TensorFusion reads `tflops: "0"` beside its `compute`."""
+        if res.get("compute") in (None, "") or not unset_quantity(res.get("tflops")):
             return None
         return self._q(obj, f"{path}.compute", res["compute"])
 

@@ -24,6 +24,20 @@ from tftui.engine.state.views import (
     WorkerView,
     WorkloadView,
 )
+from tftui.model.quantity import QuantityError, quantity_float
+
+
+def unset_quantity(value: Any) -> bool:
+    """Absent, empty or zero: Go's zero `resource.Quantity` is written as `"0"`, so a field upstream
+    always writes reads `"0"` where it is not set. Anything unreadable counts as set."""
+    if value is None or value == "" or (type(value) is int and value == 0):
+        return True
+    if not isinstance(value, str | int | float) or isinstance(value, bool):
+        return False
+    try:
+        return quantity_float(value) == 0
+    except QuantityError:
+        return False
 
 
 def _model_tflops(model: Any) -> float | None:
