@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests.kubeapi import Fault, KubeApiServer, write_kubeconfig
+from tests.kubeapi.schema import schema_errors
 from tests.kubeapi.server import CRD_DIR
 from tests.waiting import eventually
 from tftui.engine.plan import (
@@ -900,3 +901,19 @@ def test_writes_are_checked_against_the_crd_schema(server: KubeApiServer) -> Non
     assert status == 200 and obj["status"]["phase"] == "Burning" and obj["status"]["message"] == "ok", obj
     status, err = request(server, "PATCH", path, {"status": {"phase": "Melting"}}, mp)
     assert status == 422 and "status.phase" in err["message"]  # a changed value is checked
+
+
+def test_the_demo_holds_only_what_an_api_server_would_store(server: KubeApiServer) -> None:
+    """Every custom resource of the demo (seeded as a cluster holds it) passes its CRD's schema, as
+    a real API server checks what TensorFusion writes: conditions whole, a percent workload with its
+    zero `tflops`, a pool status with its `componentStatus` (each was missing before)."""
+    kinds = {rt.kind: rt for rt in server.types if rt.schema is not None}
+    checked = 0
+    for obj in server.objects():
+        rt = kinds.get(obj["kind"])
+        if rt is not None and rt.schema is not None:
+            assert list(schema_errors(rt.schema, obj)) == [], (obj["kind"], obj["metadata"]["name"])
+            checked += 1
+    assert checked >= 40 and {"GPU", "GPUNode", "GPUPool", "TensorFusionWorkload"} <= {
+        o["kind"] for o in server.objects() if o["kind"] in kinds
+    }

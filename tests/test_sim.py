@@ -721,9 +721,11 @@ def profile_of(ix: Index, pod: Obj) -> tuple[str, Obj]:
 
 
 def request_tflops(wl: Obj, cap: Decimal) -> Decimal:
-    """A workload's TFLOPS request per device (a compute percent converted with the GPU's capacity)."""
+    """A workload's TFLOPS request per device (a compute percent, given beside a zero `tflops` as
+    TensorFusion stores it, converted with the GPU's capacity)."""
     req = wl["spec"]["resources"]["requests"]
-    return q(req["tflops"]) if "tflops" in req else q(req["compute"]) * cap / 100
+    tflops = q(req.get("tflops") or "0")
+    return tflops if tflops or not req.get("compute") else q(req["compute"]) * cap / 100
 
 
 def test_profiles_shape_usage(ix: Index, day: dict[str, list[dict[str, Any]]]) -> None:

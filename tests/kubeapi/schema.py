@@ -76,12 +76,10 @@ def _field(path: tuple[str | int, ...]) -> str:
 def schema_errors(
     schema: Mapping[str, Any], obj: Mapping[str, Any], old: Mapping[str, Any] | None = None
 ) -> Iterator[tuple[str, str]]:
-    """(field, message) for each way `obj` (a whole object, metadata aside) breaks `schema`; on an
-    update (`old` given) an error at a value the update did not change is ratcheted away."""
-    body = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind", "metadata")}
-    before = (
-        None if old is None else {k: v for k, v in old.items() if k not in ("apiVersion", "kind", "metadata")}
-    )
+    """(field, message) for each way `obj` (a whole object: a schema may require `metadata`) breaks
+    `schema`; on an update (`old` given) an error at a value the update did not change is ratcheted
+    away."""
+    body, before = obj, old
     for err in _validator(schema).iter_errors(body):
         path = tuple(err.absolute_path)
         if before is not None:

@@ -262,9 +262,12 @@ def _instance(kind: _Kind, gpus: int) -> tuple[str, int, int, float | None]:
 
 
 def _ready(ts: str, reason: str = "") -> JSON:
+    """A `Ready` condition; with a reason, a whole `metav1.Condition` (the CRDs require its
+    `message`, empty or not), else a pod's (whose reason and message are optional)."""
     cond: JSON = {"type": "Ready", "status": "True", "lastTransitionTime": ts}
     if reason:
         cond["reason"] = reason
+        cond["message"] = ""
     return cond
 
 

@@ -178,9 +178,9 @@ class _Build:
         if spec.tflops is not None:
             res["requests"]["tflops"] = str(spec.tflops)
             res["limits"]["tflops"] = str(spec.limit_tflops)
-        else:
-            res["requests"]["compute"] = str(spec.percent)
-            res["limits"]["compute"] = str(spec.percent)
+        else:  # Go writes the zero TFLOPS beside the percent (the CRD requires `tflops`)
+            res["requests"].update(tflops="0", compute=str(spec.percent))
+            res["limits"].update(tflops="0", compute=str(spec.percent))
         n = len(spec.placements)
         wspec: JSON = {"replicas": n, "poolName": POOL_NAME, "qos": spec.qos, "gpuCount": 1,
                        "isolation": spec.isolation, "resources": res, "gpuModel": "A100"}  # fmt: skip
@@ -521,7 +521,8 @@ def isolation_pool(seed: int, now: datetime, cluster: str, cluster_uid: str) -> 
         "status": {"cluster": cluster, "phase": "Running", "conditions": [_ready(created, "PoolReady")],
                    "totalNodes": sums["nodes"], "totalGPUs": sums["gpus"], "readyNodes": sums["nodes"],
                    "notReadyNodes": 0, **capacity(sums), "runningAppsCnt": sums["pods"],
-                   "provisioningPhase": "None", "lastCompactionTime": _ts(now - timedelta(minutes=4))},
+                   "provisioningPhase": "None", "lastCompactionTime": _ts(now - timedelta(minutes=4)),
+                   "componentStatus": {}},
     })  # fmt: skip
     b.out.pool_entry = {"name": POOL, "isDefault": False, "specTemplate": pool_spec}
     return b.out

@@ -12,6 +12,7 @@ from fractions import Fraction
 from typing import Any, Final
 
 from tftui.model.quantity import format_quantity
+from tftui.sources.sim.demo_layout import _ready as _ready  # one shape for both demos
 
 JSON = dict[str, Any]
 TF: Final = "tensor-fusion.ai"
@@ -137,13 +138,6 @@ def _tflops(milli: int) -> str:
 
 def _bytes(n: int) -> str:
     return format_quantity(n, "BinarySI")
-
-
-def _ready(ts: str, reason: str = "") -> JSON:
-    cond: JSON = {"type": "Ready", "status": "True", "lastTransitionTime": ts}
-    if reason:
-        cond["reason"] = reason
-    return cond
 
 
 def _owner(kind: str, name: str, uid: str) -> JSON:
