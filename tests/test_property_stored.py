@@ -88,7 +88,16 @@ def _meta(meta: Any) -> bool:
         ("generation" not in meta or type(meta["generation"]) is int)
         and all(meta.get(k) is None or _time(meta[k]) for k in ("creationTimestamp", "deletionTimestamp"))
         and isinstance(refs, list)
-        and all(isinstance(r, dict) for r in refs)
+        and all(_owner(r) for r in refs)
+    )
+
+
+def _owner(ref: Any) -> bool:
+    """An OwnerReference: its four identifying strings, its two flags booleans when given."""
+    return (
+        isinstance(ref, dict)
+        and all(isinstance(ref.get(k), str) for k in ("apiVersion", "kind", "name", "uid"))
+        and all(isinstance(ref.get(k, False), bool) for k in ("controller", "blockOwnerDeletion"))
     )
 
 
