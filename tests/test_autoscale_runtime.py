@@ -413,4 +413,19 @@ def test_the_resource_update_condition_is_set_as_upstream_sets_it() -> None:
     assert free["reason"] == "Updated" and free["message"].startswith("load is high, scaling up: xxx")
     assert len(free["message"]) == 32_768
     assert _condition_errors([*same, free]) == []
+    # written only when it changes: an unchanged condition leaves the status patch without the list
+    sim, metrics = demo()
+    rt = Runtime(sim, clock=sim.clock, metrics=metrics)
+    rt.tick_due()
+    assert rt.last_autoscale is not None
+    assert any("conditions" in s.fields for s in rt.last_autoscale.status)
+    sim.advance(DEFAULT_AUTOSCALE_INTERVAL)
+    before = {
+        k: (o.get("status") or {}).get("conditions") for k, o in objs_of(sim, "TensorFusionWorkload").items()
+    }
+    rt.tick_due()
+    again = rt.last_autoscale
+    assert again is not None and again.status
+    for s in again.status:
+        assert s.fields.get("conditions", "unchanged") != before[f"{s.namespace}/{s.name}"]
     assert _condition_errors([{**free, "reason": "load is high"}])  # the check itself refuses it

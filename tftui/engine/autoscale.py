@@ -140,6 +140,11 @@ _REASON = re.compile(r"[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?")
 _MAX_REASON, _MAX_MESSAGE = 1024, 32768
 
 
+def _stored_conditions(workload: Mapping[str, Any] | None) -> Any:
+    status = (workload or {}).get("status")
+    return status.get("conditions") if isinstance(status, Mapping) else None
+
+
 def with_resource_update(
     workload: Mapping[str, Any] | None, reason: str, message: str, now: datetime
 ) -> list[dict[str, Any]]:
@@ -152,8 +157,7 @@ def with_resource_update(
         message = f"{reason}: {message}" if message else reason
         reason = "Updated"
     message = message[:_MAX_MESSAGE]
-    status = (workload or {}).get("status")
-    existing = status.get("conditions") if isinstance(status, Mapping) else None
+    existing = _stored_conditions(workload)
     kept = [dict(c) for c in existing if isinstance(c, Mapping)] if isinstance(existing, list) else []
     for cond in kept:
         if cond.get("type") == "ResourceUpdate":
@@ -202,7 +206,11 @@ def plan_autoscale(
             continue
         fields: dict[str, Any] = {}
         if rec.condition is not None:
-            fields["conditions"] = with_resource_update(wv.obj, *rec.condition, now)
+            conditions = with_resource_update(wv.obj, *rec.condition, now)
+            if conditions != _stored_conditions(wv.obj):
+                # only a change is written (upstream too): the list is written whole, and a copy
+                # read before another condition changed would put that one back
+                fields["conditions"] = conditions
         if rec.would_apply and rec.recommendation is not None:
             new, cur = rec.recommendation, rec.current
             applied = 0
