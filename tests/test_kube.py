@@ -29,6 +29,7 @@ from tftui.engine.plan import (
     LabelNode,
     LabelPod,
     PatchPoolStatus,
+    PatchWorkloadAutoscale,
 )
 from tftui.engine.planning import plan_cluster
 from tftui.engine.state import ClusterState
@@ -323,6 +324,14 @@ def test_every_action_reaches_the_api(kube: KubeCluster, server: KubeApiServer) 
     kube.apply(PatchPoolStatus(pool, {"lastCompactionTime": "2026-11-30T12:00:00Z"}))
     kube.apply(DeleteGPUNodeClaim(claim))
     kube.patch_template_mode(template, "LowLoadFirst")
+    wl = first(
+        "TensorFusionWorkload",
+        lambda o: bool(
+            ((o["spec"].get("autoScalingConfig") or {}).get("autoSetResources") or {}).get("enable")
+        ),
+    )
+    wl_ns, wl_name = wl["metadata"]["namespace"], wl["metadata"]["name"]
+    kube.apply(PatchWorkloadAutoscale(wl_ns, wl_name, False))  # the console's toggle
     for _ in range(3):
         kube.apply(Event(f"GPUPool/{pool}", "Normal", "Compaction", "released 1 node"))
     n = server.get("Node", node)
@@ -336,6 +345,10 @@ def test_every_action_reaches_the_api(kube: KubeCluster, server: KubeApiServer) 
     assert server.get("GPUNodeClaim", claim) is None
     tpl = server.get("SchedulingConfigTemplate", template)
     assert tpl and tpl["spec"]["placement"]["mode"] == "LowLoadFirst"
+    toggled = server.get("TensorFusionWorkload", wl_name, wl_ns)
+    assert toggled is not None
+    asr = toggled["spec"]["autoScalingConfig"]["autoSetResources"]
+    assert asr == {**wl["spec"]["autoScalingConfig"]["autoSetResources"], "enable": False}  # the rest kept
     eventually(lambda: cache_matches_server(kube, server))
     # events() reads the watched cache: the third series bump may arrive a moment after the call
     eventually(lambda: [e.get("series", {}).get("count") for e in kube.events()] == [3])
