@@ -19,14 +19,13 @@ from __future__ import annotations
 
 import copy
 import math
-from datetime import datetime
 from typing import Any
 
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from tests.kubeapi.schema import schema_errors
-from tests.kubeapi.server import apply_defaults, load_crds, prune
+from tests.kubeapi.schema import rfc3339, schema_errors
+from tests.kubeapi.server import crd_shape, load_crds
 from tests.test_property_inputs import (
     NOW,
     PROFILE,
@@ -58,15 +57,6 @@ def _json_value(v: Any) -> bool:
     return isinstance(v, dict) and all(isinstance(k, str) and _json_value(x) for k, x in v.items())
 
 
-def _time(v: Any) -> bool:
-    if not isinstance(v, str) or "T" not in v:
-        return False
-    try:
-        return datetime.fromisoformat(v).tzinfo is not None
-    except ValueError:
-        return False
-
-
 def _strings(v: Any, kind: type[dict[str, Any]] | type[list[Any]]) -> bool:
     if not isinstance(v, kind):
         return False
@@ -86,7 +76,10 @@ def _meta(meta: Any) -> bool:
     refs = meta.get("ownerReferences", [])
     return (
         ("generation" not in meta or type(meta["generation"]) is int)
-        and all(meta.get(k) is None or _time(meta[k]) for k in ("creationTimestamp", "deletionTimestamp"))
+        and all(
+            meta.get(k) is None or (isinstance(meta[k], str) and rfc3339(meta[k]))
+            for k in ("creationTimestamp", "deletionTimestamp")
+        )
         and isinstance(refs, list)
         and all(_owner(r) for r in refs)
     )
@@ -117,9 +110,8 @@ def as_stored(doc: list[Any]) -> list[JSON] | None:
                 return None
             out.append(obj)
             continue
-        body = prune({k: copy.deepcopy(v) for k, v in obj.items() if k != "metadata"}, rt.schema)
-        apply_defaults(body, rt.schema)
-        shaped = {**body, "apiVersion": obj.get("apiVersion"), "kind": rt.kind, "metadata": obj["metadata"]}
+        shaped = copy.deepcopy(obj)
+        crd_shape(rt, shaped)
         if next(schema_errors(rt.schema, shaped), None) is not None:
             return None
         out.append(shaped)

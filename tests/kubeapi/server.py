@@ -185,6 +185,19 @@ def prune(value: Any, schema: Mapping[str, Any]) -> Any:
     return value
 
 
+def crd_shape(rt: ResourceType, obj: JSON) -> None:
+    """A custom resource as the API server stores it, in place: pruned, defaulted, its own
+    apiVersion and kind (built-ins are left as they are)."""
+    if rt.schema is None:
+        return
+    meta = obj.get("metadata")
+    body = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind", "metadata")}
+    body = prune(body, rt.schema)
+    apply_defaults(body, rt.schema)
+    obj.clear()
+    obj.update({"apiVersion": rt.api_version, "kind": rt.kind, "metadata": meta, **body})
+
+
 def apply_defaults(value: Any, schema: Mapping[str, Any]) -> None:
     """Schema `default`s for absent properties of objects that exist (the API server's order)."""
     if isinstance(value, dict):
@@ -511,7 +524,7 @@ class KubeApiServer:
                 rt = self._type_of(obj)
                 o = copy.deepcopy(dict(obj))
                 o["apiVersion"], o["kind"] = rt.api_version, rt.kind
-                self._crd_shape(rt, o)
+                crd_shape(rt, o)
                 meta = o.setdefault("metadata", {})
                 meta.setdefault("uid", str(uuid.uuid4()))
                 meta.setdefault("creationTimestamp", _now())
@@ -524,7 +537,7 @@ class KubeApiServer:
             rt = self._type_of(obj)
             o = copy.deepcopy(dict(obj))
             o["apiVersion"], o["kind"] = rt.api_version, rt.kind
-            self._crd_shape(rt, o)
+            crd_shape(rt, o)
             meta = o.setdefault("metadata", {})
             key = (rt.qualified, meta.get("namespace", "") if rt.namespaced else "", meta["name"])
             meta.setdefault("uid", str(uuid.uuid4()))
@@ -614,16 +627,6 @@ class KubeApiServer:
         if rt is None:
             raise ValueError(f"not served: {obj.get('apiVersion')} {obj.get('kind')}")
         return rt
-
-    def _crd_shape(self, rt: ResourceType, obj: JSON) -> None:
-        if rt.schema is None:
-            return
-        meta = obj.get("metadata")
-        body = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind", "metadata")}
-        body = prune(body, rt.schema)
-        apply_defaults(body, rt.schema)
-        obj.clear()
-        obj.update({"apiVersion": rt.api_version, "kind": rt.kind, "metadata": meta, **body})
 
     def _write(self, rt: ResourceType, obj: JSON, etype: str) -> JSON:
         """Store (or delete) under the lock, bump the rv, append to the watch log."""
@@ -805,7 +808,7 @@ class KubeApiServer:
                 obj.pop("status", None)
                 if rt.kind == "Pod":
                     obj["status"] = {"phase": "Pending"}
-            self._crd_shape(rt, obj)
+            crd_shape(rt, obj)
             self._validate(rt, obj)
             meta.pop("resourceVersion", None)
             meta["uid"] = str(uuid.uuid4())
@@ -862,7 +865,7 @@ class KubeApiServer:
             ):
                 self._write(rt, copy.deepcopy(old), "DELETED")  # the last finalizer went: now it goes
                 return copy.deepcopy(obj)
-            self._crd_shape(rt, obj)
+            crd_shape(rt, obj)
             self._validate(rt, obj, old)
             if rt.schema is not None:
                 gen = int(old["metadata"].get("generation") or 1)
