@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import zip_longest
-from typing import ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.console import RenderableType
 from rich.style import Style
@@ -30,17 +30,118 @@ from tftui.ui.render.widths import content_widths
 from tftui.ui.widgets.plain import plain_cell
 from tftui.ui.widgets.tabledraw import KeptDrawing
 
+if TYPE_CHECKING:
+    from _collections_abc import dict_items, dict_keys, dict_values
+
 ROW_LIMIT = 1_000
 """Rows a resource view hands its table at most (the rest: filter or sort to bring them up, as in
 k9s). A DataTable pays per row added; 40,000 GPUs took minutes to fill and every later re-order
 again. The view says `showing 1,000 of 40,000 — / to filter`; export and marks see every row."""
 REBUILD_AFTER = 200
 """Row removals above which `show` clears and re-adds instead of removing one by one."""
+EAGER_ROWS = 100
+"""Rows whose cells are built when added (a screenful on a tall terminal); below them a row's cells
+are built when the table first reads them, to draw it or hand it out (`LazyCells`). A filter key
+that re-adds 1,000 rows then builds the cells of the screenful it shows, not of all 1,000."""
+
+Shape = tuple[tuple[str, ...], tuple[int, ...]]
+"""The column keys and widths a row's cells were built for."""
 
 
-Made = tuple[Row, tuple[tuple[str, ...], tuple[int, ...]], list[RenderableType], list[RenderableType]]
-"""A row as `ResourceTable` added it: the row object, the column keys and widths, the values as
-compared, the cells handed to the DataTable."""
+class RowCells:
+    """One row's cells for a shape of columns: the values as compared (gauges drawn, numbers fitted)
+    and the plain cells handed to the DataTable, built on first use and then kept."""
+
+    __slots__ = ("_cells", "_values", "row", "shape")
+
+    def __init__(self, row: Row, shape: Shape) -> None:
+        self.row, self.shape = row, shape
+        self._values: list[RenderableType] | None = None
+        self._cells: list[RenderableType] | None = None
+
+    @property
+    def built(self) -> bool:
+        return self._values is not None
+
+    @property
+    def values(self) -> list[RenderableType]:
+        if self._values is None:
+            cells = self.row.cells
+            self._values = [_fit(rendered(cells.get(k, "")), w) for k, w in zip(*self.shape, strict=True)]
+        return self._values
+
+    @property
+    def cells(self) -> list[RenderableType]:
+        if self._cells is None:  # plain text whatever the builder made (a `str` is read as markup)
+            self._cells = [plain_cell(v) for v in self.values]
+        return self._cells
+
+
+class LazyCells(dict[ColumnKey, RenderableType]):
+    """A DataTable row's cells (its `_data[row_key]`) that are built when first read.
+
+    Every read fills the dict from its `RowCells` first, so DataTable and the drawing code see
+    an ordinary row. Iterating an unfilled row yields nothing: the one iteration of a row's keys in
+    the pinned DataTable, `remove_row`'s, discards updated cells, and an unread row has none."""
+
+    __slots__ = ("_columns", "_source")
+
+    def __init__(self, columns: Sequence[ColumnKey], source: RowCells) -> None:
+        super().__init__()
+        self._columns: Sequence[ColumnKey] | None = columns
+        self._source: RowCells | None = source
+
+    @property
+    def filled(self) -> bool:
+        return self._source is None
+
+    def _fill(self) -> None:
+        if self._columns is not None and self._source is not None:
+            columns, source = self._columns, self._source
+            self._columns = self._source = None
+            dict.update(self, zip_longest(columns, source.cells))
+
+    def __missing__(self, key: ColumnKey) -> RenderableType:
+        if self._source is None:
+            raise KeyError(key)
+        self._fill()
+        return dict.__getitem__(self, key)
+
+    def __contains__(self, key: object) -> bool:
+        self._fill()
+        return dict.__contains__(self, key)
+
+    def __len__(self) -> int:
+        self._fill()
+        return dict.__len__(self)
+
+    def __setitem__(self, key: ColumnKey, value: RenderableType) -> None:
+        self._fill()
+        dict.__setitem__(self, key, value)
+
+    def __delitem__(self, key: ColumnKey) -> None:
+        self._fill()
+        dict.__delitem__(self, key)
+
+    def get(self, key: ColumnKey, default: Any = None) -> Any:
+        self._fill()
+        return dict.get(self, key, default)
+
+    def keys(self) -> dict_keys[ColumnKey, RenderableType]:
+        self._fill()
+        return dict.keys(self)
+
+    def values(self) -> dict_values[ColumnKey, RenderableType]:
+        self._fill()
+        return dict.values(self)
+
+    def items(self) -> dict_items[ColumnKey, RenderableType]:
+        self._fill()
+        return dict.items(self)
+
+
+Made = tuple[Row, RowCells]
+"""A row as `ResourceTable` added it: the row object and its cells."""
 
 
 def fitted_columns(
@@ -111,7 +212,7 @@ class ResourceTable(KeptDrawing):
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes, cursor_type="row", cursor_foreground_priority="renderable")
         self._columns_shown: tuple[Column, ...] = ()
-        self._shown: dict[str, list[RenderableType]] = {}
+        self._shown: dict[str, RowCells] = {}
         self._order: list[str] = []
         self._rows: dict[str, Row] = {}  # the row objects shown: the very same one again is unchanged
         # per row added by the last two syncs (a filter key and its backspace): the row object, the
@@ -196,25 +297,26 @@ class ResourceTable(KeptDrawing):
             prefix += 1
         return stale + len(displayed) - prefix
 
-    def _add_rows(self, rows: Sequence[tuple[str, Sequence[RenderableType]]]) -> None:
+    def _add_rows(self, rows: Sequence[tuple[str, RowCells]]) -> None:
         """`add_row` for each of `rows` (one line each, no label), with its bookkeeping done once:
         DataTable's own re-sorts the columns, re-validates the cursor and counts an update per
-        row (≈ 20 µs a row: 20 ms of a filter key that re-adds 1,000 rows). Pinned version."""
+        row (≈ 20 µs a row: 20 ms of a filter key that re-adds 1,000 rows). Pinned version.
+        A row whose cells are not built yet goes in as `LazyCells`."""
         if not rows:
             return
         was_empty = self.row_count == 0
         columns = [c.key for c in self.ordered_columns]
         locations, data, meta, new = self._row_locations, self._data, self.rows, self._new_rows
         index = len(locations)
-        for key, cells in rows:
+        for key, made in rows:
             row_key = RowKey(key)
             if row_key in locations:
                 raise DuplicateKey(f"The row key {row_key!r} already exists.")
-            if len(cells) > len(columns):
+            if len(made.shape[0]) > len(columns):
                 raise ValueError("More values provided than there are columns.")
             locations[row_key] = index
             index += 1
-            data[row_key] = dict(zip_longest(columns, cells))
+            data[row_key] = dict(zip_longest(columns, made.cells)) if made.built else LazyCells(columns, made)
             meta[row_key] = DataRow(row_key, 1, None, False)
             new.add(row_key)
         self._require_update_dimensions = True
@@ -223,6 +325,14 @@ class ResourceTable(KeptDrawing):
             self._highlight_cursor()
         self._update_count += 1
         self.check_idle()
+
+    def _remove_row(self, key: str) -> None:
+        """`remove_row`, without building the cells of a row never read (DataTable reads the row's
+        keys to forget its updated cells; an unread row has none)."""
+        row_key = RowKey(key)
+        if isinstance(cells := self._data.get(row_key), LazyCells) and not cells.filled:
+            self._data[row_key] = {}
+        self.remove_row(key)
 
     def _set_columns(self, columns: tuple[Column, ...]) -> None:
         if columns == self._columns_shown:
@@ -279,7 +389,7 @@ class ResourceTable(KeptDrawing):
             changes += 1
             last_rows = {}
         for key in [k for k in self._order if k not in wanted]:
-            self.remove_row(key)
+            self._remove_row(key)
             del self._shown[key]
             changes += 1
         displayed = [k for k in self._order if k in wanted]
@@ -292,41 +402,42 @@ class ResourceTable(KeptDrawing):
                 break
             prefix += 1
         for key in displayed[prefix:]:
-            self.remove_row(key)
+            self._remove_row(key)
             del self._shown[key]
             changes += 1
         made, before = self._made, self._made_before
         self._made, self._made_before = {}, made
-        added: list[tuple[str, Sequence[RenderableType]]] = []
+        added: list[tuple[str, RowCells]] = []
         shape = (tuple(keys), tuple(widths))
+        column_keys = [c.key for c in self.ordered_columns]
         for index, row in enumerate(rows):
             kept = made.get(row.key) or before.get(row.key)
-            if kept is not None and (kept[0] is not row or kept[1] != shape):
+            if kept is not None and (kept[0] is not row or kept[1].shape != shape):
                 kept = None
             if index < prefix and last_rows.get(row.key) is row:
                 if kept is not None:
                     self._made[row.key] = kept
                 continue
-            if kept is not None:  # shown before, since cleared (a filter key): the same cells again
-                values, cells = kept[2], kept[3]
-            else:
-                # gauges drawn here, page rows only; cells are compared as built and handed to the
-                # DataTable as plain text (`plain_cell`: a `str` cell would be read as markup)
-                values = [_fit(rendered(row.cells.get(k, "")), w) for k, w in zip(keys, widths, strict=True)]
-                cells = None
+            # shown before, since cleared (a filter key): the same cells again
+            cells = kept[1] if kept is not None else RowCells(row, shape)
             if index >= prefix:
-                if cells is None:
-                    cells = [plain_cell(v) for v in values]
+                if index < EAGER_ROWS:
+                    cells.cells  # noqa: B018 (built now: the rows a screen shows first)
                 added.append((row.key, cells))
-                self._made[row.key] = (row, shape, values, cells)
                 changes += 1
             else:
                 old = self._shown[row.key]
-                for col, new, prev in zip(keys, values, old, strict=True):
-                    if new != prev:
-                        self.update_cell(row.key, col, plain_cell(new))
-                        changes += 1
-            self._shown[row.key] = values
+                data = self._data.get(RowKey(row.key))
+                if isinstance(data, LazyCells) and not data.filled:
+                    # never read, so never drawn: the new cells replace the old unbuilt
+                    self._data[RowKey(row.key)] = LazyCells(column_keys, cells)
+                else:
+                    for col, new, prev in zip(keys, cells.values, old.values, strict=True):
+                        if new != prev:
+                            self.update_cell(row.key, col, plain_cell(new))
+                            changes += 1
+            self._made[row.key] = (row, cells)
+            self._shown[row.key] = cells
         self._add_rows(added)
         self._order = [r.key for r in rows]
         self._rows = {r.key: r for r in rows}
