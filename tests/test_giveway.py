@@ -18,6 +18,7 @@ from tftui.model import giveway
 from tftui.model.giveway import background, checkpoint, paced
 from tftui.sources.sim.cluster import DEFAULT_NOW, SimCluster
 from tftui.ui.app import TfTuiApp
+from tftui.ui.appbase import DataLoaded
 from tftui.ui.load import data as load_data
 from tftui.ui.load.data import StateReader, load
 from tftui.ui.screens.base import ResourceScreen
@@ -386,3 +387,40 @@ def test_slices_cover_the_list_in_order_with_a_check_point_between_two_while_hel
 async def giveway_pause(pilot: Any) -> None:
     """Long enough after the last key that no hold is left to carry on (`giveway.MAX_HOLD`)."""
     await pilot.pause(giveway.MAX_HOLD * 1.5)
+
+
+async def test_an_outcome_landing_between_a_key_and_its_frame_waits_for_that_frame(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A refresh's data (or an analysis) posted while a key is served is applied after the next
+    frame (the key's), in the order the outcomes came: re-rendering the view for it made that key
+    the slowest of a typed filter. With no key being served, an outcome applies at once."""
+    monkeypatch.setattr(giveway, "MAX_HOLD", 10.0)
+    app = _console()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _loaded(app, pilot)
+        first = app.data
+        assert first is not None
+        newer, newest = copy.copy(first), copy.copy(first)
+        applied: list[object] = []
+
+        def watched(data: object) -> None:
+            applied.append(data)
+
+        app.watch(app, "data", watched, init=False)
+        after_frame: list[Any] = []
+        monkeypatch.setattr(app, "call_after_refresh", lambda callback, *a: after_frame.append(callback))
+
+        giveway.hold()  # a key is being served
+        app.post_message(DataLoaded(newer))
+        app.post_message(DataLoaded(newest))
+        await pilot.pause()
+        assert app.data is first and applied == []  # both wait, behind one call after the frame
+        assert len(after_frame) == 1
+        giveway.release()
+        after_frame.pop()()
+        assert applied == [newer, newest] and app.data is newest
+
+        app.post_message(DataLoaded(first))  # nothing held: applied as it comes
+        await pilot.pause()
+        assert applied[-1] is first and app.data is first and after_frame == []

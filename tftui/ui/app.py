@@ -170,6 +170,7 @@ class TfTuiApp(ScopeCommands, Refreshing, Writes):
         self._refresh_thread = WorkThread("tftui-refresh")  # one thread for every refresh (`background`)
         self._latest_reader = LatestReader()  # a remote store's latest samples, waited on briefly
         self._failures = 0
+        self._after_frame = []
         self._skip_ticks = 0
         self.source_hint = "…"
         self._control_filter = ControlFilter()  # one instance: Textual caches filtered lines by it

@@ -205,6 +205,8 @@ class ConsoleBase(App[None]):
     _next_refresh: float
     _failures: int
     _skip_ticks: int
+    _after_frame: list[DataLoaded | AnalysisReady]
+    """Refresh and analysis outcomes that arrived while a key's frame was pending (`Refreshing`)."""
 
     if TYPE_CHECKING:  # defined by the other parts; declared here for the parts that call them
 
