@@ -59,9 +59,16 @@ mostly re-shows the same rows, so each row's cells are measured once. Only the l
 column set is kept."""
 
 
+def _cell_width(cell: Cell | None) -> int:
+    """`_width`, 0 for no cell; a `str` (most cells) goes straight to the kept widths."""
+    if cell.__class__ is str:
+        return _text_width(cell)
+    return 0 if cell is None else _width(cell)
+
+
 def _row_widths(row: Row, keys: tuple[str, ...]) -> tuple[int, ...]:
-    cells = row.cells
-    return tuple(0 if (cell := cells.get(k)) is None else _width(cell) for k in keys)
+    # passes in C over the columns: a filter key measures up to 1,000 new rows of ≈ 10 cells
+    return tuple(map(_cell_width, map(row.cells.get, keys)))
 
 
 def _measure(table: Table) -> tuple[_RowWidths, dict[str, int]]:
