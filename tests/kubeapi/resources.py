@@ -1,8 +1,8 @@
 """The resource types the test API server serves, and the API server's CRD semantics.
 
-Built-ins served: v1 nodes, pods (status subresource, `eviction`), secrets, configmaps (namespaces are
-implicit);
-policy/v1 poddisruptionbudgets; events.k8s.io/v1 events; coordination.k8s.io/v1 leases.
+Built-ins served: v1 nodes, pods (status subresource, `eviction`), secrets, configmaps (namespaces
+are implicit); policy/v1 poddisruptionbudgets; events.k8s.io/v1 events; coordination.k8s.io/v1
+leases.
 The TensorFusion CRDs are served from `tests/data/crds/` with the API server's CRD semantics: status
 subresource, structural pruning of unknown fields (`x-kubernetes-preserve-unknown-fields` respected)
 and schema `default`s wherever the schema declares them (applied, as upstream, only inside objects
