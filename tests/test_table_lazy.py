@@ -5,15 +5,13 @@ added or later, when scrolled to, after a refresh replaced it, or when read by k
 from __future__ import annotations
 
 from rich.text import Text
-from textual.app import App, ComposeResult
-from textual.widgets import Input
 from textual.widgets.data_table import RowKey
 
 from tftui.ui.render.views import Column, Row, Table, rendered
 from tftui.ui.widgets.plain import plain_cell
 from tftui.ui.widgets.table import EAGER_ROWS, LazyCells, ResourceTable, RowCells
 
-from .test_table_draw import _from_scratch, _lines
+from .test_table_draw import Drawn, _from_scratch, _lines
 
 COLUMNS = (Column("name", "NAME", 16), Column("use", "USE", 12), Column("note", "NOTE", 10))
 
@@ -42,14 +40,8 @@ def _shown(table: ResourceTable, i: int) -> list[str]:
     return [cell.plain for cell in table.get_row(f"r{i}")]  # type: ignore[union-attr]
 
 
-class Lazy(App[None]):
-    def compose(self) -> ComposeResult:
-        yield ResourceTable(id="t")
-        yield Input(id="other")
-
-
 async def test_rows_past_the_first_screenful_are_built_when_first_read() -> None:
-    app = Lazy()
+    app = Drawn()
     async with app.run_test(size=(80, 30)) as pilot:
         table = app.query_one("#t", ResourceTable)
         table.show(_table(1_000))
@@ -74,7 +66,7 @@ async def test_rows_past_the_first_screenful_are_built_when_first_read() -> None
 
 
 async def test_a_refresh_replaces_an_unread_row_without_building_it() -> None:
-    app = Lazy()
+    app = Drawn()
     async with app.run_test(size=(80, 30)) as pilot:
         table = app.query_one("#t", ResourceTable)
         table.show(_table(1_000))
@@ -102,7 +94,7 @@ async def test_a_refresh_replaces_an_unread_row_without_building_it() -> None:
 
 
 async def test_rows_re_added_by_a_filter_key_reuse_the_cells_built_before() -> None:
-    app = Lazy()
+    app = Drawn()
     async with app.run_test(size=(80, 30)) as pilot:
         table = app.query_one("#t", ResourceTable)
         full = _table(1_000)
