@@ -4,14 +4,19 @@ added or later, when scrolled to, after a refresh replaced it, or when read by k
 
 from __future__ import annotations
 
+import pytest
 from rich.text import Text
 from textual.widgets.data_table import RowKey
 
-from tftui.ui.render.views import Column, Row, Table, rendered
+from tftui.sources.sim.cluster import SimCluster
+from tftui.sources.sim.usage import SimMetrics
+from tftui.ui.render.views import Column, LazyCell, Row, Table, rendered
+from tftui.ui.screens.resource import ResourceScreen
 from tftui.ui.widgets.plain import plain_cell
 from tftui.ui.widgets.table import EAGER_ROWS, LazyCells, ResourceTable, RowCells
 
 from .test_table_draw import Drawn, _from_scratch, _lines
+from .test_ui_keys import main, make_app, settle
 
 COLUMNS = (Column("name", "NAME", 16), Column("use", "USE", 12), Column("note", "NOTE", 10))
 
@@ -108,4 +113,40 @@ async def test_rows_re_added_by_a_filter_key_reuse_the_cells_built_before() -> N
         await pilot.pause()
         assert all(table._shown[key] is cells for key, cells in made.items())
         assert all(isinstance(c, RowCells) for c in table._shown.values())
+        assert _lines(table) == _from_scratch(table)
+
+
+async def test_the_console_builds_a_filtered_views_cells_as_they_come_into_view(
+    demo: SimCluster, metrics: SimMetrics, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On `:gpus` (the first 12 rows built when added, here), a filter re-adds the rows, the
+    gauges are drawn for the rows built only, and moving to the last row draws it as DataTable
+    would: the screen shows the last GPU's name and equals a draw from scratch."""
+    monkeypatch.setattr("tftui.ui.widgets.table.EAGER_ROWS", 12)
+    app = make_app(demo, metrics)
+    async with app.run_test(size=(160, 30)) as pilot:
+        await settle(pilot)
+        await pilot.press("colon", *"gpus", "enter")
+        await settle(pilot)
+        screen, table = app.screen, main(app)
+        assert isinstance(screen, ResourceScreen)
+        await pilot.press("slash", "-", "enter")  # every GPU name has a dash: the rows re-added
+        await pilot.pause()
+        keys = table.row_keys
+        assert len(keys) > 40 and screen.needle == "-"
+
+        def drawn() -> set[str]:
+            return {
+                r.key
+                for r in screen.shown_tables["main"].rows
+                if any(isinstance(c, LazyCell) and c.drawn for c in r.cells.values())
+            }
+
+        assert keys[-1] not in drawn() and set(keys[:12]) <= drawn()
+        table.move_cursor(row=len(keys) - 1, animate=False)  # as `pagedown` held down would
+        await pilot.pause()
+        assert table.cursor_key == keys[-1] and keys[-1] in drawn()
+        assert keys[len(keys) // 2] not in drawn() or len(keys) < 60  # the middle was never shown
+        screen_text = "".join(text for line in _lines(table) for text, _ in line)
+        assert keys[-1] in screen_text
         assert _lines(table) == _from_scratch(table)
