@@ -424,3 +424,41 @@ async def test_an_outcome_landing_between_a_key_and_its_frame_waits_for_that_fra
         app.post_message(DataLoaded(first))  # nothing held: applied as it comes
         await pilot.pause()
         assert applied[-1] is first and app.data is first and after_frame == []
+
+
+async def test_an_outcome_held_for_a_frame_is_applied_even_if_the_call_after_it_is_lost(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The call after the frame waits on the screen current then, and a screen closed before its
+    next idle drops it (a key that closes a view): the hold's end applies the outcome anyway, and
+    an outcome arriving after the hold ended first applies those still waiting, in order."""
+    app = _console()
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _loaded(app, pilot)
+        first = app.data
+        assert first is not None
+        newer, newest = copy.copy(first), copy.copy(first)
+        applied: list[object] = []
+
+        def watched(data: object) -> None:
+            applied.append(data)
+
+        app.watch(app, "data", watched, init=False)
+        monkeypatch.setattr(app, "call_after_refresh", lambda callback, *a: None)  # lost
+
+        giveway.hold()
+        app.post_message(DataLoaded(newer))
+        await pilot.pause()
+        assert app.data is first
+        await pilot.pause(giveway.MAX_HOLD * 3)  # the backstop when the hold has ended
+        assert app.data is newer and app._after_frame == []
+
+        monkeypatch.setattr(app, "set_timer", lambda *a, **k: None)  # the backstop lost too
+        giveway.hold()
+        app.post_message(DataLoaded(first))
+        await pilot.pause()
+        assert app.data is newer
+        giveway.release()
+        app.post_message(DataLoaded(newest))  # nothing held: what waits goes first, then this
+        await pilot.pause()
+        assert applied == [newer, first, newest] and app._after_frame == []

@@ -237,10 +237,16 @@ class Refreshing(ConsoleBase):
         applied, in arrival order). A refresh's or an analysis' outcome re-renders the view on
         this thread (10-30 ms on `:gpus` at 5,000 nodes, a filter applied); landing between a
         key and its frame, it made that key the slowest of a typed filter."""
-        if not self._after_frame and not giveway.held():
+        held = giveway.held()
+        if self._after_frame and not held:
+            self._apply_after_frame()  # that frame is out (its call can go with a screen closed)
+        if not held:
             return False
         if not self._after_frame:
             self.call_after_refresh(self._apply_after_frame)
+            # the call waits on the current screen, and a screen closed before its next idle
+            # drops it: the hold's own end is the backstop
+            self.set_timer(giveway.MAX_HOLD, self._apply_after_frame)
         self._after_frame.append(message)
         return True
 
