@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, get_args
 
-from tftui.engine.plan import rfc3339
+from tftui.engine.plan import DefragResult, rfc3339
 
-__all__ = ["DEFAULT_MAXLEN", "Journal", "JournalEntry", "JournalKind"]
+__all__ = ["DEFAULT_MAXLEN", "Journal", "JournalEntry", "JournalKind", "defrag_line"]
 
 JournalKind = Literal["compaction", "defrag", "action", "event", "error"]
 _KINDS: frozenset[str] = frozenset(get_args(JournalKind))
@@ -120,3 +120,34 @@ class Journal:
     def to_json_lines(self) -> str:
         """One JSON object per line (keys in a fixed order), newline-terminated; empty journal → ""."""
         return "".join(json.dumps(e.to_json(), ensure_ascii=False) + "\n" for e in self.entries())
+
+
+def defrag_line(res: DefragResult | None, now: datetime) -> str | None:
+    """The defrag step's outcome and why, in one line (None: defrag is off for the pool)."""
+    if res is None or res.state == "disabled":
+        return None
+    window = f"{rfc3339(res.window[0])}–{rfc3339(res.window[1])}" if res.window else ""
+    if res.state == "invalid":
+        return "configuration invalid; defrag is off until it is fixed (see the DefragConfigInvalid event)"
+    if res.state == "not-due":
+        return f"not due; next window {window}" if window else "not due; the schedule fires no more"
+    if res.state == "skip-missed":
+        return f"window missed; lastDefragTime moved to now (next window {window or 'none'})"
+    if res.state == "blocked":
+        if res.skipped:
+            return f"paused: {res.skipped[-1].detail}"
+        return "paused: the last evicted pod is still terminating or waiting for its replacement"
+    if res.state == "evict" and res.evict is not None:
+        ev = res.evict
+        util = next((c.utilization for c in res.candidates if c.node == ev.node), None)
+        at = f" (utilization {util:.0f}%)" if util is not None else ""
+        return f"evict {ev.pod} from {ev.node}{at}; it fits on {ev.target} in the simulation"
+    if res.window is not None and now >= res.window[1]:
+        return f"campaign {window} is over; lastDefragTime advanced"
+    counts: dict[str, int] = {}
+    for s in res.skipped:
+        counts[s.reason] = counts.get(s.reason, 0) + 1
+    skipped = ", ".join(f"{r} {n}" for r, n in sorted(counts.items()))
+    return f"idle: {len(res.candidates)} candidate(s), none can be drained now" + (
+        f"; skipped: {skipped}" if skipped else ""
+    )

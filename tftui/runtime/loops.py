@@ -70,7 +70,6 @@ from tftui.engine.plan import (
     EvictPod,
     PatchWorkloadStatus,
     Plan,
-    rfc3339,
 )
 from tftui.engine.planning import plan_cluster
 from tftui.engine.prices import price_map
@@ -81,7 +80,7 @@ from tftui.runtime.actuator import ActionResult, Actuator
 from tftui.runtime.history import MAX_AUTOSCALE_HISTORY as MAX_AUTOSCALE_HISTORY
 from tftui.runtime.history import autoscale_window as autoscale_window
 from tftui.runtime.history import load_usage, rebuild_after, settled
-from tftui.runtime.journal import Journal
+from tftui.runtime.journal import Journal, defrag_line
 from tftui.sources import external_scaler
 from tftui.sources.ports import MetricsPort, SourceError, WritableClusterPort
 
@@ -569,7 +568,7 @@ class Runtime:
             self.journal.record(now, pool, "compaction", f"keep {k.node}: {k.reason}{detail}")
 
     def _journal_defrag(self, pool: str, res: DefragResult | None, now: datetime) -> None:
-        line = _defrag_line(res, now)
+        line = defrag_line(res, now)
         if (
             line is None or self._defrag_line.get(pool) == line
         ):  # unchanged (only dry-run repeats an eviction)
@@ -595,34 +594,3 @@ def _workload_of(action: Action, state: ClusterState) -> str:
         w = state.workers.get(f"{action.namespace}/{action.name}")
         return f"{action.namespace}/{w.workload}" if w is not None and w.workload else ""
     return ""
-
-
-def _defrag_line(res: DefragResult | None, now: datetime) -> str | None:
-    """The defrag step's outcome and why, in one line (None: defrag is off for the pool)."""
-    if res is None or res.state == "disabled":
-        return None
-    window = f"{rfc3339(res.window[0])}–{rfc3339(res.window[1])}" if res.window else ""
-    if res.state == "invalid":
-        return "configuration invalid; defrag is off until it is fixed (see the DefragConfigInvalid event)"
-    if res.state == "not-due":
-        return f"not due; next window {window}" if window else "not due; the schedule fires no more"
-    if res.state == "skip-missed":
-        return f"window missed; lastDefragTime moved to now (next window {window or 'none'})"
-    if res.state == "blocked":
-        if res.skipped:
-            return f"paused: {res.skipped[-1].detail}"
-        return "paused: the last evicted pod is still terminating or waiting for its replacement"
-    if res.state == "evict" and res.evict is not None:
-        ev = res.evict
-        util = next((c.utilization for c in res.candidates if c.node == ev.node), None)
-        at = f" (utilization {util:.0f}%)" if util is not None else ""
-        return f"evict {ev.pod} from {ev.node}{at}; it fits on {ev.target} in the simulation"
-    if res.window is not None and now >= res.window[1]:
-        return f"campaign {window} is over; lastDefragTime advanced"
-    counts: dict[str, int] = {}
-    for s in res.skipped:
-        counts[s.reason] = counts.get(s.reason, 0) + 1
-    skipped = ", ".join(f"{r} {n}" for r, n in sorted(counts.items()))
-    return f"idle: {len(res.candidates)} candidate(s), none can be drained now" + (
-        f"; skipped: {skipped}" if skipped else ""
-    )
