@@ -20,7 +20,7 @@ from tftui.sources.sim.cluster import DEFAULT_NOW, SimCluster
 from tftui.ui.app import TfTuiApp
 from tftui.ui.appbase import DataLoaded
 from tftui.ui.load import data as load_data
-from tftui.ui.load.data import StateReader, load
+from tftui.ui.load.data import ConsoleData, StateReader, load
 from tftui.ui.screens.base import ResourceScreen
 from tftui.ui.widgets.chrome import PromptInput
 from tftui.ui.widgets.table import ResourceTable
@@ -389,6 +389,20 @@ async def giveway_pause(pilot: Any) -> None:
     await pilot.pause(giveway.MAX_HOLD * 1.5)
 
 
+def _data_applied(app: TfTuiApp) -> tuple[ConsoleData, ConsoleData, ConsoleData, list[object]]:
+    """The data on screen, two copies of it to post as newer refreshes, and the list each data
+    the console applies is appended to (in the order applied)."""
+    first = app.data
+    assert first is not None
+    applied: list[object] = []
+
+    def watched(data: object) -> None:
+        applied.append(data)
+
+    app.watch(app, "data", watched, init=False)
+    return first, copy.copy(first), copy.copy(first), applied
+
+
 async def test_an_outcome_landing_between_a_key_and_its_frame_waits_for_that_frame(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -399,15 +413,7 @@ async def test_an_outcome_landing_between_a_key_and_its_frame_waits_for_that_fra
     app = _console()
     async with app.run_test(size=(120, 40)) as pilot:
         await _loaded(app, pilot)
-        first = app.data
-        assert first is not None
-        newer, newest = copy.copy(first), copy.copy(first)
-        applied: list[object] = []
-
-        def watched(data: object) -> None:
-            applied.append(data)
-
-        app.watch(app, "data", watched, init=False)
+        first, newer, newest, applied = _data_applied(app)
         after_frame: list[Any] = []
         monkeypatch.setattr(app, "call_after_refresh", lambda callback, *a: after_frame.append(callback))
 
@@ -435,15 +441,7 @@ async def test_an_outcome_held_for_a_frame_is_applied_even_if_the_call_after_it_
     app = _console()
     async with app.run_test(size=(120, 40)) as pilot:
         await _loaded(app, pilot)
-        first = app.data
-        assert first is not None
-        newer, newest = copy.copy(first), copy.copy(first)
-        applied: list[object] = []
-
-        def watched(data: object) -> None:
-            applied.append(data)
-
-        app.watch(app, "data", watched, init=False)
+        first, newer, newest, applied = _data_applied(app)
         monkeypatch.setattr(app, "call_after_refresh", lambda callback, *a: None)  # lost
 
         giveway.hold()
