@@ -25,6 +25,7 @@ from random import Random
 from typing import Any
 
 from tftui.model.gpuinfo import GPUInfo, by_short_name
+from tftui.sources.sim.demo_layout import _ready  # one Ready condition for both demos
 from tftui.sources.sim.isolation_layout import (
     CAPABILITIES,
     DISK,
@@ -51,7 +52,6 @@ from tftui.sources.sim.isolation_layout import (
     IsolationPool,
     _bytes,
     _owner,
-    _ready,
     _Spec,
     _tflops,
     _ts,

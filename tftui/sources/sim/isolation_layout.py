@@ -12,7 +12,6 @@ from fractions import Fraction
 from typing import Any, Final
 
 from tftui.model.quantity import format_quantity
-from tftui.sources.sim.demo_layout import _ready as _ready  # one shape for both demos
 
 JSON = dict[str, Any]
 TF: Final = "tensor-fusion.ai"
