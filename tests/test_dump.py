@@ -44,6 +44,19 @@ def test_unknown_fields_are_kept_on_crds_and_other_kinds() -> None:
     assert snap.kind("other") == [objs[-1]]
 
 
+def test_a_gpus_running_apps_are_kept_as_given_not_judged() -> None:
+    """Nothing reads `runningApps` (the pods are the record): an odd entry there does not refuse
+    the dump, and the field is written back as it came."""
+    objs = copy.deepcopy(demo.objects())
+    gpu = next(o for o in objs if o["kind"] == "GPU")
+    apps = [{"name": "w", "count": "two", "pods": [{"requests": {"tflops": "12Gx"}}]}]
+    gpu["status"]["runningApps"] = apps
+    snap = loads(as_list(objs), "d.json")
+    out = next(o for o in snap.kind("GPU") if o["metadata"]["name"] == gpu["metadata"]["name"])
+    assert out["status"]["runningApps"] == apps
+    assert json.loads(dumps(snap.objects))["items"][objs.index(gpu)]["status"]["runningApps"] == apps
+
+
 def test_slim_pod_view_drops_unused_spec() -> None:
     pod = {
         "apiVersion": "v1",
