@@ -23,7 +23,6 @@ from tftui.engine.state.derive import (
     add_compaction_sums,
     add_node_to_pool,
     add_partition,
-    blocked_pools_of,
     convert_percent,
     percent_tflops,
     unset_quantity,
@@ -100,8 +99,6 @@ class ClusterState(StateQueries):
     compaction_sums: dict[str, dict[str, list[int]]] = field(default_factory=dict)
     warnings: list[StateWarning] = field(default_factory=list)
     snapshot: Snapshot = field(default_factory=Snapshot, repr=False)
-    # derived on first use, per pool: its GPUs sorted by name (every placement starts from them)
-    _pool_gpus: dict[str | None, list[GPUView]] | None = field(default=None, repr=False, compare=False)
     # indexes other engine modules derive from this state once (see `derived`)
     _derived: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
     # the state this one was derived from incrementally (a weak reference: no chain of states is
@@ -590,24 +587,3 @@ class ClusterState(StateQueries):
         basis = self._basis() if self._basis is not None else None
         got = basis._derived.get(key) if basis is not None else None
         return None if basis is None or got is None else (basis, got)
-
-    def blocked_pools(self) -> dict[str, StateWarning]:
-        """Pool → the first blocking warning on one of its objects (its pool, nodes, GPUs, workers,
-        workloads): the engine's figures for that pool are not to be trusted, so it is not acted on."""
-        return self.derived(
-            "blocked-pools",
-            lambda st: blocked_pools_of(st.warnings, st.pools, st.nodes, st.gpus, st.workers, st.workloads),
-        )
-
-    def gpus_in_pool(self, pool: str) -> list[GPUView]:
-        """The GPUs whose pool is `pool`, sorted by name (computed once per state: the state is
-        never changed after `build`). Treat as read-only."""
-        by_pool = self._pool_gpus
-        if by_pool is None:  # built aside, then published whole: safe if two threads race here
-            by_pool = {}
-            for g in self.gpus.values():
-                by_pool.setdefault(g.pool, []).append(g)
-            for lst in by_pool.values():
-                lst.sort(key=lambda g: g.name)
-            self._pool_gpus = by_pool
-        return by_pool.get(pool, [])

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tftui.engine.state.views import GPUView, NodeView, PoolView, WorkerView, WorkloadView
+from tftui.engine.state.derive import blocked_pools_of
+from tftui.engine.state.views import GPUView, NodeView, PoolView, StateWarning, WorkerView, WorkloadView
 from tftui.model.snapshot import Snapshot
 
 
@@ -20,6 +21,7 @@ class StateQueries:
     gpus: dict[str, GPUView]
     workers: dict[str, WorkerView]
     workloads: dict[str, WorkloadView]
+    warnings: list[StateWarning]
     snapshot: Snapshot
     _derived: dict[str, Any]
 
@@ -61,3 +63,27 @@ class StateQueries:
     def workers_of_workload(self, key: str) -> list[WorkerView]:
         wv = self.workloads.get(key)
         return [self.workers[w] for w in wv.workers] if wv else []
+
+    def blocked_pools(self) -> dict[str, StateWarning]:
+        """Pool → the first blocking warning on one of its objects (its pool, nodes, GPUs, workers,
+        workloads): the engine's figures for that pool are not to be trusted, so it is not acted on.
+        Computed once per state (see `ClusterState.derived`)."""
+        got: dict[str, StateWarning] | None = self._derived.get("blocked-pools")
+        if got is None:
+            got = self._derived["blocked-pools"] = blocked_pools_of(
+                self.warnings, self.pools, self.nodes, self.gpus, self.workers, self.workloads
+            )
+        return got
+
+    def gpus_in_pool(self, pool: str) -> list[GPUView]:
+        """The GPUs whose pool is `pool`, sorted by name (every placement starts from them; computed
+        once per state, the state is never changed after `build`). Treat as read-only."""
+        by_pool: dict[str | None, list[GPUView]] | None = self._derived.get("pool-gpus")
+        if by_pool is None:  # built aside, then published whole: safe if two threads race here
+            by_pool = {}
+            for g in self.gpus.values():
+                by_pool.setdefault(g.pool, []).append(g)
+            for lst in by_pool.values():
+                lst.sort(key=lambda g: g.name)
+            self._derived["pool-gpus"] = by_pool
+        return by_pool.get(pool, [])
