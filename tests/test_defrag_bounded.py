@@ -10,7 +10,7 @@ from datetime import timedelta
 
 import pytest
 
-from tests.test_defrag import cfg_of
+from tests.defrag_support import cfg_of
 from tftui.engine.defragconfig import _SHOW
 from tftui.engine.defragindex import _Ctx
 from tftui.engine.defragsim import (
