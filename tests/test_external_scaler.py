@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
+from tests.autoscale_support import TFK, VK, astate_for, cluster
 from tests.fixtures.engine_builders import GI, NOW, build
 from tests.kubeapi import Fault, KubeApiServer, write_kubeconfig
-from tests.test_autoscale import TFK, VK, astate_for, cluster
 from tftui.engine.autoscale import (
     AutoscaleState,
     ExternalAnswer,

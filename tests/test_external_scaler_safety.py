@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
+from tests.autoscale_support import cluster
 from tests.fixtures.engine_builders import NOW, build
 from tests.kubeapi import KubeApiServer, write_kubeconfig
-from tests.test_autoscale import cluster
 from tests.test_external_scaler import _demo_with_scaler, _secret, _workloads, ext_spec
 from tftui.cli import main
 from tftui.daemon import Daemon, DaemonOptions

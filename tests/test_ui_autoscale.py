@@ -213,8 +213,8 @@ async def test_read_only_demo_has_no_autoscale_key() -> None:
 
 def test_cells_say_no_data_and_never_zero() -> None:
     """A workload without usage rows: `—` for used and recommended (no metrics is not idle)."""
+    from tests.autoscale_support import asr, cluster
     from tests.fixtures.engine_builders import NOW, build
-    from tests.test_autoscale import asr, cluster
     from tftui.ui.render.autoscaleview import detail_text, rec_cell, used_cell
 
     state = build(cluster(spec=asr(enable=True)))
