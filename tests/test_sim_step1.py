@@ -1,8 +1,8 @@
 """The simulator's Step1Port (sim/step1.py): exact figures, alerts, NoData, streaming memory.
 
-The hand-made datasets are the ones tests/test_greptime.py loads into PostgreSQL, with the same
-expected figures, so both sources are held to one set of numbers; test_greptime.py also checks
-that they agree on the simulator's own history.
+The hand-made datasets are the ones tests/test_greptime.py (Step1) and tests/test_greptime_alerts.py
+(alerts) load into PostgreSQL, with the same expected figures, so both sources are held to one set
+of numbers; tests/test_greptime_simulator.py checks that they agree on the simulator's own history.
 """
 
 from __future__ import annotations
