@@ -59,7 +59,8 @@ CHECK_IGNORE := tests/snapshots tests/test_runtime.py tests/test_state_increment
 	tests/test_sim_consistency.py tests/test_sim_usage.py \
 	tests/test_sim_acting.py tests/test_sim_step1.py tests/test_report.py tests/test_roundtrip.py \
 	tests/test_deploy.py tests/test_cli.py tests/test_cli_hostile.py tests/test_trace.py \
-	tests/test_ui_crash.py tests/test_ui_exit.py tests/test_daemon.py tests/test_doctor.py \
+	tests/test_ui_crash.py tests/test_ui_exit.py tests/test_daemon.py tests/test_daemon_failover.py \
+	tests/test_daemon_metrics_store.py tests/test_daemon_cli.py tests/test_doctor.py \
 	tests/test_kube.py tests/test_kube_actions.py tests/test_kube_server.py tests/test_leader.py \
 	tests/test_live_console.py tests/test_external_scaler.py \
 	tests/test_autoscale_runtime.py tests/test_autoscale_history.py tests/test_greptime.py \

@@ -1,4 +1,6 @@
-"""Helpers for the daemon tests: a virtual clock and a daemon wired to the test API server.
+"""Helpers for the daemon tests: a virtual clock and a daemon wired to the test API server; what
+the server received (evictions, writes); the probes' and /metrics' answers; a daemon run in a thread
+or started as a `tftui` process and stopped by a signal.
 
 Also runnable as a child process (`python -m tests.daemon_support KUBECONFIG IDENTITY START STOP
 [--kill-after-evictions N] [--speed X] [--request-timeout S] [--lease-timing D,R,P] [--backoff B,M] [--retries N]`): a daemon on a
@@ -10,10 +12,17 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import signal
+import socket
+import subprocess
 import sys
 import threading
+import urllib.error
+import urllib.request
 from datetime import datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from tftui.daemon import Daemon, DaemonOptions
 from tftui.engine.compaction import parse_rfc3339
@@ -22,6 +31,9 @@ from tftui.runtime.leader import LeaderConfig, LeaderElector
 from tftui.sources.kube import KubeCluster
 from tftui.sources.ports import MetricsPort
 
+if TYPE_CHECKING:  # the child process (below) does not import the test API server
+    from tests.kubeapi import KubeApiServer
+
 LEASE = {
     "lease_duration": timedelta(seconds=2),
     "renew_deadline": timedelta(seconds=1.5),
@@ -29,6 +41,9 @@ LEASE = {
 }
 NIGHT_START = datetime.fromisoformat("2026-12-01T07:50:00+00:00")  # the demo's defrag window: 08:00–10:00Z
 NIGHT_END = datetime.fromisoformat("2026-12-01T10:30:00+00:00")
+ROOT = Path(__file__).resolve().parent.parent
+AFTER_CAMPAIGN = datetime.fromisoformat("2026-12-01T08:10:00+00:00")  # drained by 08:02, released 08:05
+EVICT = re.compile(r"^POST /api/v1/namespaces/([^/]+)/pods/([^/]+)/eviction$")
 
 
 class VirtualClock:
@@ -92,6 +107,85 @@ def make_daemon(
         metrics_optional=metrics_optional,
     )
     return Daemon(kube, metrics, options, elector=elector, clock=clock.now, advance=clock.advance), kube
+
+
+def evictions(server: KubeApiServer) -> dict[str, int]:
+    """Eviction requests the server received, per pod."""
+    out = {}
+    for key, n in server.stats.requests.items():
+        m = EVICT.match(key)
+        if m:
+            out[f"{m.group(1)}/{m.group(2)}"] = n
+    return out
+
+
+def writes(server: KubeApiServer) -> dict[str, int]:
+    return {k: n for k, n in server.stats.requests.items() if not k.startswith("GET ")}
+
+
+def http(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def metric(text: str, name: str, default: float | None = None, **labels: str) -> float:
+    """A series' value; `default` when it is absent (else AssertionError)."""
+    want = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+    for line in text.splitlines():
+        if line.startswith("#"):
+            continue
+        series, _, value = line.rpartition(" ")
+        head, _, rest = series.partition("{")
+        got = ",".join(sorted(rest.rstrip("}").split(","))) if rest else ""
+        if head == name and got == want:
+            return float(value)
+    if default is not None:
+        return default
+    raise AssertionError(f"no series {name}{{{want}}} in /metrics")
+
+
+def run_in_thread(daemon: Daemon) -> threading.Thread:
+    t = threading.Thread(target=daemon.run, daemon=True)
+    t.start()
+    return t
+
+
+def ended(daemon: Daemon, thread: threading.Thread, *used: Any) -> None:
+    """Stop a daemon run by `run_in_thread`, wait for it, and close what it used."""
+    daemon.stop()
+    thread.join(timeout=10)
+    for resource in used:
+        resource.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _start(args: list[str]) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "tftui", *args],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "POD_NAME": "pod-7", "POD_NAMESPACE": "tf-sys"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _stopped(proc: subprocess.Popen[str], sig: int) -> tuple[str, str]:
+    """Send `sig` to a daemon process; its (stdout, stderr) once it exited 0. Each step of a stop
+    (the call in flight, the Lease's release, the cache's close) is bounded, but slow on a busy
+    machine: up to a minute."""
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    return out, err
 
 
 def _child() -> int:

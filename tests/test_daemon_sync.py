@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.daemon_support import _free_port, _start, _stopped, http
 from tests.kubeapi import Fault, KubeApiServer
-from tests.test_daemon import _free_port, _start, _stopped, http
 from tests.waiting import eventually
 
 LIST_DELAY = 8.0  # the first list of pods answers this late: longer than the process takes to start

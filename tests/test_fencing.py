@@ -19,9 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.daemon_support import LEASE
+from tests.daemon_support import LEASE, _free_port, http, metric
 from tests.kubeapi import Fault, KubeApiServer, write_kubeconfig
-from tests.test_daemon import _free_port, http, metric
 from tests.waiting import eventually
 from tftui.engine.plan import EvictPod, LabelNode, Plan
 from tftui.engine.state import ClusterState

@@ -25,12 +25,12 @@ from typing import Any, TypeVar
 import psycopg
 import pytest
 
+from tests.daemon_support import _free_port, _start, _stopped
 from tests.greptime_dialect import DialectServer
 from tests.greptime_dialect.engine import TIMED_OUT
 from tests.kubeapi import KubeApiServer
 from tests.pg import CAPACITY, NOW, PASSWORD, check_step1, step1_rows
 from tests.stores import MetricsStore
-from tests.test_daemon import _free_port, _start, _stopped
 from tests.test_report_store import report
 from tftui.sources.greptime import GreptimeMetrics
 from tftui.sources.greptime import store as store_module

@@ -22,9 +22,9 @@ from urllib.parse import quote, unquote
 import pytest
 import yaml
 
+from tests.daemon_support import _free_port
 from tests.kubeapi import KubeApiServer
 from tests.pg import PgServer, database
-from tests.test_daemon import _free_port
 from tftui.model import redact
 
 ROOT = Path(__file__).resolve().parent.parent
