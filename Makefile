@@ -58,7 +58,8 @@ CHECK_IGNORE := tests/snapshots tests/test_runtime.py tests/test_state_increment
 	tests/test_whatif.py tests/test_whatif_incremental.py tests/test_whatif_ui.py tests/test_sim.py \
 	tests/test_sim_consistency.py tests/test_sim_usage.py \
 	tests/test_sim_acting.py tests/test_sim_step1.py tests/test_report.py tests/test_roundtrip.py \
-	tests/test_deploy.py tests/test_cli.py tests/test_cli_hostile.py tests/test_trace.py \
+	tests/test_deploy.py tests/test_deploy_rbac.py tests/test_deploy_image.py tests/test_cli.py \
+	tests/test_cli_hostile.py tests/test_trace.py \
 	tests/test_ui_crash.py tests/test_ui_exit.py tests/test_daemon.py tests/test_daemon_failover.py \
 	tests/test_daemon_metrics_store.py tests/test_daemon_cli.py tests/test_doctor.py \
 	tests/test_kube.py tests/test_kube_actions.py tests/test_kube_server.py tests/test_leader.py \
