@@ -16,7 +16,7 @@ import pytest
 
 from tests.pg import SIM_TABLES, DictRows
 from tests.stores import MetricsStore
-from tests.test_ui_metrics import FAST, WINDOW, cell, header_status, make_app, settle, table
+from tests.ui_metrics_support import FAST, WINDOW, cell, header_status, make_app, settle, table
 from tftui.engine.alerts import RULES
 from tftui.sources.greptime import GreptimeMetrics
 from tftui.sources.sim.cluster import DEFAULT_NOW, SimCluster
