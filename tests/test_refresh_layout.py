@@ -70,7 +70,7 @@ async def test_a_wider_text_lays_the_screen_out_again() -> None:
 async def test_the_header_keeps_its_width_when_a_refresh_starts_and_ends(demo: Any, metrics: Any) -> None:
     """The refresh mark's cell is kept while no refresh runs: start and end repaint the time label
     alone, never the whole screen."""
-    from tests.test_ui import make_app, settle
+    from tests.ui_support import make_app, settle
 
     app = make_app(demo, metrics)
     async with app.run_test(size=(120, 40)) as pilot:
