@@ -506,3 +506,21 @@ async def test_large_view_shows_a_page_but_filter_sort_marks_and_export_see_ever
 def plain_crumbs(app: TfTuiApp) -> str:
     content = app.screen.query_one(Breadcrumb).content
     return content.plain if isinstance(content, Text) else str(content)
+
+
+async def test_home_and_end_go_to_the_first_and_last_row(demo: SimCluster, metrics: SimMetrics) -> None:
+    """As in k9s and as the help says: rows, not DataTable's sideways scroll."""
+    app = make_app(demo, metrics)
+    async with app.run_test(size=(100, 20)) as pilot:
+        await settle(pilot)
+        await pilot.press("colon", *"gpus", "enter")
+        await settle(pilot)
+        table = main(app)
+        assert table.row_count > 20  # more rows than the screen shows (else this proves nothing)
+        await pilot.press("end")
+        await pilot.pause()
+        assert table.cursor_row == table.row_count - 1 and table.scroll_offset.x == 0
+        assert table.scroll_offset.y > 0
+        await pilot.press("home")
+        await pilot.pause()
+        assert table.cursor_row == 0 and table.scroll_offset.y == 0

@@ -151,6 +151,10 @@ ACTIONS: tuple[Action, ...] = (
     *_sort_actions(),
     Action("tftui.open", "table", "enter", "select_cursor", "Open", "Drill down into the selected row",
            key_display="⏎"),
+    # k9s (tview) and the help: home/end go to the first/last row; DataTable's own home/end scroll the
+    # columns sideways, which left/right already do on a row cursor
+    Action("tftui.top", "table", "home", "scroll_top", "Top", "The first row", show=False, palette=False),
+    Action("tftui.bottom", "table", "end", "scroll_bottom", "Bottom", "The last row", show=False, palette=False),
     Action("tftui.next_table", "tables", "tab", "app.focus_next", "Next", "Move between the tables of this screen"),
     # -- pools -----------------------------------------------------------------------------------
     Action("tftui.place", "pool", "p", "place", "Place",
@@ -194,6 +198,9 @@ ACTIONS: tuple[Action, ...] = (
 
 REGISTRY: dict[str, Action] = {a.id: a for a in ACTIONS}
 """Every action by binding id."""
+
+MOVES: frozenset[str] = frozenset({"tftui.top", "tftui.bottom"})
+"""Cursor moves the help lists last, beside the arrow keys' line."""
 
 MUTATING: dict[str, Action] = {a.name: a for a in ACTIONS if a.mutates}
 """Mutating actions by action name (what `check_action` and `perform` see)."""

@@ -49,7 +49,7 @@ from tftui.model.gcpause import YoungFreezer
 from tftui.model.plaintext import visible
 from tftui.model.redact import scrub
 from tftui.sources.ports import ClusterPort, MetricsPort
-from tftui.ui.actions import REGISTRY, bindings
+from tftui.ui.actions import MOVES, REGISTRY, bindings
 from tftui.ui.appbase import ANALYSIS_GROUP as ANALYSIS_GROUP
 from tftui.ui.appbase import MIN_REFRESH_INTERVAL, SWITCH_INTERVAL, utc_now
 from tftui.ui.appbase import REFRESH_GROUP as REFRESH_GROUP
@@ -349,6 +349,7 @@ class TfTuiApp(ScopeCommands, Refreshing, Writes):
         press searches them; writes are marked `!` and absent when read-only."""
         entries: list[HelpEntry] = []
         sorts: list[tuple[str, str]] = []
+        moves: list[HelpEntry] = []
         seen: set[str] = set()
         for active in screen.active_bindings.values():
             binding = active.binding
@@ -368,7 +369,8 @@ class TfTuiApp(ScopeCommands, Refreshing, Writes):
                     entries.append(HelpEntry("", "Sort", ""))
                 continue
             description = entry.description + (" !" if entry.mutates else "")
-            entries.append(HelpEntry(key, description, entry.tooltip))
+            (moves if entry.id in MOVES else entries).append(HelpEntry(key, description, entry.tooltip))
+        entries += moves  # beside the cursor keys' line, after what a screen does
         return [
             HelpEntry(
                 "⇧x",

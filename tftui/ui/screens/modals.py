@@ -56,7 +56,7 @@ class HelpScreen(ModalScreen[None]):
         return "\n".join(f"{e.key}  {e.description}  {e.tooltip}" for e in self._entries)
 
     def compose(self) -> ComposeResult:
-        rows = [*self._entries, HelpEntry(NAVIGATION_KEYS, NAVIGATION, "the cursor (pgup pgdn home end too)")]
+        rows = [*self._entries, HelpEntry(NAVIGATION_KEYS, NAVIGATION, "the cursor (pgup pgdn too)")]
         keys = RichTable.grid(padding=(0, 1))
         keys.add_column(style="bold", no_wrap=True, justify="right", min_width=max(len(e.key) for e in rows))
         keys.add_column(no_wrap=True, min_width=max(len(e.description) for e in rows))
