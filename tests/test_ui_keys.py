@@ -509,7 +509,7 @@ def plain_crumbs(app: TfTuiApp) -> str:
 
 
 async def test_home_and_end_go_to_the_first_and_last_row(demo: SimCluster, metrics: SimMetrics) -> None:
-    """As in k9s and as the help says: rows, not DataTable's sideways scroll."""
+    """As in k9s and as the help says: rows, not DataTable's sideways scroll; j and k move a row."""
     app = make_app(demo, metrics)
     async with app.run_test(size=(100, 20)) as pilot:
         await settle(pilot)
@@ -524,3 +524,6 @@ async def test_home_and_end_go_to_the_first_and_last_row(demo: SimCluster, metri
         await pilot.press("home")
         await pilot.pause()
         assert table.cursor_row == 0 and table.scroll_offset.y == 0
+        await pilot.press("j", "j", "j", "k")
+        await pilot.pause()
+        assert table.cursor_row == 2

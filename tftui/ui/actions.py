@@ -151,8 +151,10 @@ ACTIONS: tuple[Action, ...] = (
     *_sort_actions(),
     Action("tftui.open", "table", "enter", "select_cursor", "Open", "Drill down into the selected row",
            key_display="⏎"),
-    # k9s (tview) and the help: home/end go to the first/last row; DataTable's own home/end scroll the
-    # columns sideways, which left/right already do on a row cursor
+    # k9s (tview's table): j/k move a row, home/end go to the first/last row (DataTable's own home/end
+    # scroll the columns sideways, which left/right already do on a row cursor)
+    Action("tftui.down", "table", "j", "cursor_down", "Down", "The next row (as ↓)", show=False, palette=False),
+    Action("tftui.up", "table", "k", "cursor_up", "Up", "The row before (as ↑)", show=False, palette=False),
     Action("tftui.top", "table", "home", "scroll_top", "Top", "The first row", show=False, palette=False),
     Action("tftui.bottom", "table", "end", "scroll_bottom", "Bottom", "The last row", show=False, palette=False),
     Action("tftui.next_table", "tables", "tab", "app.focus_next", "Next", "Move between the tables of this screen"),
@@ -199,7 +201,7 @@ ACTIONS: tuple[Action, ...] = (
 REGISTRY: dict[str, Action] = {a.id: a for a in ACTIONS}
 """Every action by binding id."""
 
-MOVES: frozenset[str] = frozenset({"tftui.top", "tftui.bottom"})
+MOVES: frozenset[str] = frozenset({"tftui.down", "tftui.up", "tftui.top", "tftui.bottom"})
 """Cursor moves the help lists last, beside the arrow keys' line."""
 
 MUTATING: dict[str, Action] = {a.name: a for a in ACTIONS if a.mutates}
