@@ -178,6 +178,28 @@ def _start(args: list[str]) -> subprocess.Popen[str]:
     )
 
 
+def killed_leader(kubeconfig: Path, after_evictions: int) -> subprocess.Popen[str]:
+    """This module run as a child daemon `a` over the 08:00 campaign, SIGKILLed by itself right
+    after its `after_evictions`-th eviction call returns (`--kill-after-evictions`)."""
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tests.daemon_support",
+            str(kubeconfig),
+            "a",
+            "2026-12-01T07:59:50Z",
+            "2026-12-01T08:10:00Z",
+            "--kill-after-evictions",
+            str(after_evictions),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
 def _stopped(proc: subprocess.Popen[str], sig: int) -> tuple[str, str]:
     """Send `sig` to a daemon process; its (stdout, stderr) once it exited 0. Each step of a stop
     (the call in flight, the Lease's release, the cache's close) is bounded, but slow on a busy

@@ -7,13 +7,19 @@ from __future__ import annotations
 import json
 import re
 import signal
-import subprocess
-import sys
 import time
 from datetime import datetime
 from pathlib import Path
 
-from tests.daemon_support import AFTER_CAMPAIGN, ROOT, ended, evictions, make_daemon, run_in_thread, writes
+from tests.daemon_support import (
+    AFTER_CAMPAIGN,
+    ended,
+    evictions,
+    killed_leader,
+    make_daemon,
+    run_in_thread,
+    writes,
+)
 from tests.kubeapi import KubeApiServer
 from tests.waiting import eventually
 from tftui.model import keys
@@ -28,23 +34,7 @@ def test_two_daemons_one_acts_the_leader_is_killed_the_other_resumes_the_campaig
 ) -> None:
     """A (a process) leads and is SIGKILLed right after its 2nd eviction; B, standing by, takes over
     within the lease duration and finishes the campaign; no eviction is repeated."""
-    a = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tests.daemon_support",
-            str(kubeconfig),
-            "a",
-            "2026-12-01T07:59:50Z",
-            "2026-12-01T08:10:00Z",
-            "--kill-after-evictions",
-            "2",
-        ],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    a = killed_leader(kubeconfig, 2)
     b = None
     try:
         eventually(
@@ -96,23 +86,7 @@ def test_killed_between_an_eviction_and_its_marker_the_restart_waits_and_never_e
     daemon finds the evicted pod terminating and unmarked on the source node: it waits until the pod
     is gone before evicting the next one, and never evicts any pod twice."""
     server.eviction_grace = 600.0  # A's evicted pod stays terminating until the test reaps it
-    a = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tests.daemon_support",
-            str(kubeconfig),
-            "a",
-            "2026-12-01T07:59:50Z",
-            "2026-12-01T08:10:00Z",
-            "--kill-after-evictions",
-            "1",
-        ],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    a = killed_leader(kubeconfig, 1)
     _, err = a.communicate(timeout=30)
     assert a.returncode == -signal.SIGKILL, err
     (first,) = evictions(server)
