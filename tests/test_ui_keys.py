@@ -509,7 +509,8 @@ def plain_crumbs(app: TfTuiApp) -> str:
 
 
 async def test_home_and_end_go_to_the_first_and_last_row(demo: SimCluster, metrics: SimMetrics) -> None:
-    """As in k9s and as the help says: rows, not DataTable's sideways scroll; j and k move a row."""
+    """As in k9s and as the help says: rows, not DataTable's sideways scroll; j and k move a row,
+    ctrl+f and ctrl+b a page, g to the first row."""
     app = make_app(demo, metrics)
     async with app.run_test(size=(100, 20)) as pilot:
         await settle(pilot)
@@ -527,3 +528,19 @@ async def test_home_and_end_go_to_the_first_and_last_row(demo: SimCluster, metri
         await pilot.press("j", "j", "j", "k")
         await pilot.pause()
         assert table.cursor_row == 2
+        # k9s's page keys and g, beside pgdn/pgup/home
+        await pilot.press("pagedown")
+        await pilot.pause()
+        paged = table.cursor_row
+        await pilot.press("pageup")
+        await pilot.pause()
+        assert paged > 10 and table.cursor_row == 2
+        await pilot.press("ctrl+f")
+        await pilot.pause()
+        assert table.cursor_row == paged
+        await pilot.press("ctrl+b")
+        await pilot.pause()
+        assert table.cursor_row == 2
+        await pilot.press("end", "g")
+        await pilot.pause()
+        assert table.cursor_row == 0 and table.scroll_offset.y == 0

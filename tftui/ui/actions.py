@@ -151,12 +151,17 @@ ACTIONS: tuple[Action, ...] = (
     *_sort_actions(),
     Action("tftui.open", "table", "enter", "select_cursor", "Open", "Drill down into the selected row",
            key_display="⏎"),
-    # k9s (tview's table): j/k move a row, home/end go to the first/last row (DataTable's own home/end
-    # scroll the columns sideways, which left/right already do on a row cursor)
+    # k9s (tview's table): j/k move a row, home/end and g go to the first/last row (DataTable's own
+    # home/end scroll the columns sideways, which left/right already do on a row cursor), ctrl+f and
+    # ctrl+b a page as pgdn/pgup. k9s's G (last row) stays the GPUs sort: shift+letter sorts
     Action("tftui.down", "table", "j", "cursor_down", "Down", "The next row (as ↓)", show=False, palette=False),
     Action("tftui.up", "table", "k", "cursor_up", "Up", "The row before (as ↑)", show=False, palette=False),
-    Action("tftui.top", "table", "home", "scroll_top", "Top", "The first row", show=False, palette=False),
+    Action("tftui.top", "table", "home,g", "scroll_top", "Top", "The first row (g too)", show=False, palette=False),
     Action("tftui.bottom", "table", "end", "scroll_bottom", "Bottom", "The last row", show=False, palette=False),
+    Action("tftui.page_down", "table", "ctrl+f", "page_down", "Page down", "The next page of rows (as pgdn)",
+           show=False, palette=False, key_display="^f"),
+    Action("tftui.page_up", "table", "ctrl+b", "page_up", "Page up", "The page of rows before (as pgup)",
+           show=False, palette=False, key_display="^b"),
     Action("tftui.next_table", "tables", "tab", "app.focus_next", "Next", "Move between the tables of this screen"),
     # -- pools -----------------------------------------------------------------------------------
     Action("tftui.place", "pool", "p", "place", "Place",
@@ -201,7 +206,9 @@ ACTIONS: tuple[Action, ...] = (
 REGISTRY: dict[str, Action] = {a.id: a for a in ACTIONS}
 """Every action by binding id."""
 
-MOVES: frozenset[str] = frozenset({"tftui.down", "tftui.up", "tftui.top", "tftui.bottom"})
+MOVES: frozenset[str] = frozenset(
+    {"tftui.down", "tftui.up", "tftui.top", "tftui.bottom", "tftui.page_down", "tftui.page_up"}
+)
 """Cursor moves the help lists last, beside the arrow keys' line."""
 
 MUTATING: dict[str, Action] = {a.name: a for a in ACTIONS if a.mutates}
