@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from operator import itemgetter
 from typing import Any
 
 from tftui.engine.partitions import mig_start
@@ -375,23 +376,40 @@ class _ActingStatus(_ActingStore):
         oversub: dict[str, tuple[int, int, int]],
         pool_of: dict[str, str | None],
     ) -> dict[str, dict[str, int]]:
-        """Recompute the dirty GPUNodes' statuses; every pool's sums (clean nodes' from the cache)."""
-        pool_sums: dict[str, dict[str, int]] = {}
-        for k in by_kind.get("GPUNode", ()):
+        """Recompute the dirty GPUNodes' statuses; every pool's sums. While the GPUNodes and their
+        pools are the last pass's, those sums are the last pass's moved by each dirty node's change
+        (integers: exact, and no pass over every node's figures); else they are summed again over
+        every node (clean nodes' from the cache)."""
+        node_keys = list(by_kind.get("GPUNode", ()))
+        pools = list(map(pool_of.__getitem__, map(itemgetter(2), node_keys)))
+        memo, self._pool_memo = self._pool_memo, None
+        pool_sums = memo[2] if memo is not None and memo[0] == node_keys and memo[1] == pools else None
+        for k, pool in zip(node_keys, pools, strict=True):
             name = k[2]
-            pool = pool_of[name]
+            if name not in dirty:
+                continue
+            before = self._node_cache.get(name)
             over = oversub.get(pool or "", _DEFAULT_OVERSUB)
-            if name in dirty:
-                names = self._pods.gpus_of.get(name, [])
-                sums = self._node_status(k, names, over, gpus, node_lim, node_pods)
-                self._node_cache[name] = (over, sums)
-            else:
-                sums = self._node_cache[name][1]
-            if pool is not None:
-                acc = pool_sums.setdefault(pool, dict.fromkeys(sums, 0))
-                for f, v in sums.items():
-                    acc[f] += v
-        return pool_sums
+            sums = self._node_status(k, self._pods.gpus_of.get(name, []), over, gpus, node_lim, node_pods)
+            self._node_cache[name] = (over, sums)
+            if pool_sums is None or pool is None:
+                continue
+            acc = pool_sums.get(pool)
+            if before is None or acc is None or before[1].keys() != sums.keys():
+                pool_sums = None  # (a full pass cleared the cache) summed again below
+                continue
+            for f, v in sums.items():
+                acc[f] += v - before[1][f]
+        if pool_sums is None:
+            pool_sums = {}
+            for k, pool in zip(node_keys, pools, strict=True):
+                if pool is not None:
+                    sums = self._node_cache[k[2]][1]
+                    acc = pool_sums.setdefault(pool, dict.fromkeys(sums, 0))
+                    for f, v in sums.items():
+                        acc[f] += v
+        self._pool_memo = (node_keys, pools, pool_sums)
+        return {pool: dict(sums) for pool, sums in pool_sums.items()}  # the memo's stay unchanged
 
     def _node_status(
         self,

@@ -71,6 +71,8 @@ class _ActingStore:
         self._hw_changed = True
         self._full_wanted = False  # `recompute_statuses`: a full pass, whatever changed
         self._node_cache: dict[str, tuple[tuple[int, int, int], dict[str, int]]] = {}  # → (oversub, sums)
+        # the pools' sums of the last pass, with the GPUNode keys and their pools it was summed over
+        self._pool_memo: tuple[list[Key], list[str | None], dict[str, dict[str, int]]] | None = None
         # each workload's spec and metadata as the last pass saw them (the dicts: a change replaces
         # them, so the same dicts mean a status-only change, which no PDB's status reads)
         self._wl_parts: dict[Key, tuple[object, object]] = {}
