@@ -27,7 +27,13 @@ def _ids(objs: list[dict[str, Any]]) -> list[int]:
 @pytest.mark.parametrize("policy", ["CompactFirst+defrag", "LowLoadFirst+defrag=60"])
 def test_change_sets_are_the_identity_differences(policy: str, monkeypatch: pytest.MonkeyPatch) -> None:
     diff = incremental._Update._diff
-    seen = {"from the change set": 0, "changed kinds": 0, "structural": 0, "order kept": 0}
+    seen = {
+        "from the change set": 0,
+        "changed kinds": 0,
+        "structural": 0,
+        "order kept": 0,
+        "new views last": 0,
+    }
 
     def checked(self: Any, kind: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[int, int]]:
         fast = diff(self, kind)
@@ -55,10 +61,11 @@ def test_change_sets_are_the_identity_differences(policy: str, monkeypatch: pyte
     same_ = incremental._Update._same
     kept_ = incremental._Update._kept_order
 
-    def kept(self: Any, kind: str, views: dict[str, Any], before: dict[str, Any]) -> bool:
-        answer = bool(kept_(self, kind, views, before))
+    def kept(self: Any, kind: str, views: dict[str, Any], appended: int, pos: dict[int, int]) -> bool:
+        answer = bool(kept_(self, kind, views, appended, pos))
         if answer:
             seen["order kept"] += 1
+            seen["new views last"] += appended > 0  # told by the new views alone, no pass over all
             pos = incremental._positions(self.snap.kind(kind))
             assert list(incremental._ordered(views, pos)) == list(views), kind
         return answer
@@ -72,6 +79,7 @@ def test_change_sets_are_the_identity_differences(policy: str, monkeypatch: pyte
     assert res.arrivals > 20 and res.departures > 20 and res.evictions > 5 and res.releases > 0
     assert seen["from the change set"] > 300
     assert seen["changed kinds"] > 100 and seen["structural"] > 20 and seen["order kept"] > 100
+    assert seen["new views last"] > 50
 
 
 def test_a_state_from_change_sets_equals_the_full_build_and_drops_its_predecessor() -> None:

@@ -15,12 +15,12 @@ parsing every object again.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
 from tftui.engine.incremental_sums import WorkloadsAndSums, _Fallback, _label_pool
-from tftui.engine.snapdelta import DeltaSnapshot, KindDelta, identity_changes
+from tftui.engine.snapdelta import DeltaSnapshot, KindDelta, appended_in_order, identity_changes
 from tftui.engine.snapdelta import in_order as _in_order
 from tftui.engine.snapdelta import ordered as _ordered
 from tftui.engine.snapdelta import positions as _positions
@@ -135,13 +135,14 @@ class _Update(WorkloadsAndSums):
                 return [], [], {}
         return _changes(old, new)
 
-    def _kept_order(self, kind: str, views: dict[str, Any], before: dict[str, Any]) -> bool:
-        """Whether `views` (the previous views with some replaced or dropped) are in snapshot order
-        without looking: the source's change set says no key of `kind` moved (a replaced object
-        keeps its place), and no view was added (those go last and need the check)."""
-        return (
-            self.delta is not None and self.delta.get(kind) is not None and not views.keys() - before.keys()
-        )
+    def _rank(self) -> Callable[[str], int]:
+        """Worker key → a number that grows with its place in `st.workers` (members are sorted by
+        it): its pod's position in the snapshot, which the workers follow, when the pods changed
+        (positions then cover every pod); else its index, from a pass over every worker."""
+        workers, pos = self.st.workers, self.pods_pos
+        if pos:
+            return lambda key: pos[id(workers[key].obj)]
+        return dict(zip(workers, itertools.count())).__getitem__
 
     def _same(self, kind: str) -> bool:
         """Whether the source says no object of `kind` changed (its list is the previous one)."""
@@ -163,7 +164,7 @@ class _Update(WorkloadsAndSums):
         checkpoint()
         gone, new, native_dirty = self._workers(recheck, node_struct)
         checkpoint()
-        order = dict(zip(st.workers, itertools.count()))
+        order = self._rank()
         alloc_dirty = self._allocations(changed_gpus, gone, new, order)
         checkpoint()
         for g in changed_gpus | alloc_dirty:
@@ -210,6 +211,9 @@ class _Update(WorkloadsAndSums):
         if self._same("Node") and self._same("GPUNode"):
             st.nodes = dict(prev.nodes)  # the same objects: the same views, in the same order
             return set(), set()
+        got = self._nodes_from_changes()
+        if got is not None:
+            return got
         k8s_nodes = {n["metadata"]["name"]: n for n in self.snap.kind("Node")}
         struct: set[str] = set()
         dirty: set[str | None] = set()
@@ -228,6 +232,71 @@ class _Update(WorkloadsAndSums):
             if old is None or old.pool != view.pool:
                 struct.add(name)
         struct.update(n for n in prev.nodes if n not in st.nodes)
+        return struct, dirty
+
+    def _source_changes(self, kind: str) -> KindDelta | None:
+        """The source's change set of `kind` (empty: its list is the previous one); None when the
+        source handed none for it (it must be found by comparing the objects)."""
+        if self.delta is None:
+            return None
+        if kind in self.delta:
+            return self.delta[kind]
+        return ([], [], {}) if self.snap.kind(kind) is self.prev.snapshot.kind(kind) else None
+
+    def _nodes_from_changes(self) -> tuple[set[str], set[str | None]] | None:
+        """`_nodes` from the source's change sets of GPUNodes and Nodes: a fresh view for each
+        GPUNode that changed or came and for each whose Node changed, the previous views in their
+        places for the rest (GPUNodes that came are last), without a pass over every GPUNode
+        unless a Node changed. None: no change sets, or two GPUNodes of one name (the pass says so)."""
+        gpunodes, k8s_nodes = self._source_changes("GPUNode"), self._source_changes("Node")
+        if gpunodes is None or k8s_nodes is None:
+            return None
+        prev, st = self.prev, self.st
+        added, removed, pos = gpunodes
+        by_name: dict[str, dict[str, Any]] | None = None  # name → Node, as the full pass finds it
+        if k8s_nodes[0] or k8s_nodes[1]:
+            by_name = {n["metadata"]["name"]: n for n in self.snap.kind("Node")}
+        nodes = dict(prev.nodes)
+        removed_ids = {id(o) for o in removed}
+        struct: set[str] = set()
+        dirty: set[str | None] = set()
+        appended = 0
+        for gn in _in_order(added, pos):
+            name = gn["metadata"]["name"]
+            cur, old = nodes.get(name), prev.nodes.get(name)
+            if cur is not None and id(cur.obj) not in removed_ids:
+                return None
+            if by_name is None and old is not None:
+                k8s = old.node_obj  # no Node changed: the one its previous view has
+            else:
+                if by_name is None:  # a new GPUNode: its Node found as the full pass does
+                    by_name = {n["metadata"]["name"]: n for n in self.snap.kind("Node")}
+                k8s = by_name.get(name)
+            view = st._node_view(gn, k8s)
+            appended += cur is None
+            nodes[name] = view
+            dirty.add(name)
+            if old is None or old.pool != view.pool:
+                struct.add(name)
+        for gn in removed:
+            name = gn["metadata"]["name"]
+            cur = nodes.get(name)
+            if cur is not None and cur.obj is gn:  # went, not replaced
+                del nodes[name]
+                struct.add(name)
+        if by_name is not None:  # Nodes changed: the GPUNodes that did not, whose Node did
+            for name in {n["metadata"]["name"] for n in (*k8s_nodes[0], *k8s_nodes[1])}:
+                cur = nodes.get(name)
+                k8s = by_name.get(name)
+                if cur is None or name in dirty or cur.node_obj is k8s:
+                    continue
+                view = nodes[name] = st._node_view(cur.obj, k8s)
+                dirty.add(name)
+                if cur.pool != view.pool:
+                    struct.add(name)
+        if not appended_in_order(nodes, appended, pos):
+            return None
+        st.nodes = nodes
         return struct, dirty
 
     # -- GPUs --------------------------------------------------------------------------------------
@@ -254,11 +323,13 @@ class _Update(WorkloadsAndSums):
         ]
         if redo and not pos:
             pos = _positions(self.snap.kind("GPU"))
+        appended = 0  # views of names the previous state did not have: added last
         for gpu in paced(_in_order([*added, *redo], pos)):
             name = gpu["metadata"]["name"]
             old = prev.gpus.get(name)
             if name in changed or (old is not None and old.obj is not gpu and id(old.obj) not in removed_ids):
                 raise _Fallback  # two GPUs of one name
+            appended += name not in gpus
             view = gpus[name] = st._gpu_view(gpu)
             changed.add(name)
             if old is None:
@@ -278,7 +349,7 @@ class _Update(WorkloadsAndSums):
                 list_dirty.add(old.node or "")
                 left.add(old.node)
                 recheck.update(old.workers)
-        st.gpus = gpus if self._kept_order("GPU", gpus, prev.gpus) else _ordered(gpus, pos)
+        st.gpus = gpus if self._kept_order("GPU", gpus, appended, pos) else _ordered(gpus, pos)
         return changed, list_dirty, recheck, labels_dirty, left
 
     # -- workers -----------------------------------------------------------------------------------
@@ -302,6 +373,7 @@ class _Update(WorkloadsAndSums):
             prev_by_id[id(w.obj)] = w
         new: list[WorkerView] = []
         made: set[str] = set()
+        appended = 0  # views of keys the previous state did not have: added last
         native_dirty: set[str | None] = set()
         if redo and not pos:
             pos = _positions(snap.kind("Pod"))
@@ -324,6 +396,7 @@ class _Update(WorkloadsAndSums):
                 raise _Fallback  # a warning of the full build
             if w.node and w.node not in st.nodes and w.gpu_ids:
                 raise _Fallback
+            appended += old is None
             workers[w.key] = w
             made.add(w.key)
             new.append(w)
@@ -338,7 +411,7 @@ class _Update(WorkloadsAndSums):
         if node_struct:  # a node came or went: pods on it may start or stop counting
             native_dirty.update(node_struct)
         checkpoint()
-        st.workers = workers if self._kept_order("Pod", workers, prev.workers) else _ordered(workers, pos)
+        st.workers = workers if self._kept_order("Pod", workers, appended, pos) else _ordered(workers, pos)
         return gone, new, native_dirty
 
     def _labelled_pods(
@@ -360,7 +433,7 @@ class _Update(WorkloadsAndSums):
     # -- allocations -------------------------------------------------------------------------------
 
     def _allocations(
-        self, changed: set[str], gone: list[WorkerView], new: list[WorkerView], order: dict[str, int]
+        self, changed: set[str], gone: list[WorkerView], new: list[WorkerView], order: Callable[[str], int]
     ) -> set[str]:
         """Fresh views, with allocations summed in pod order, for the GPUs whose workers changed."""
         prev, st = self.prev, self.st
@@ -380,7 +453,7 @@ class _Update(WorkloadsAndSums):
                 view = gpus[g] = replace(view, allocated=Res(), workers=[], partitions=[])
             members = {k for k in (old.workers if old is not None else ()) if k not in gone_keys}
             members |= adds.get(g, set())
-            for k in sorted(members, key=order.__getitem__):
+            for k in sorted(members, key=order):
                 w = st.workers[k]
                 for x in w.gpu_ids:
                     if x == g:
@@ -405,7 +478,7 @@ class _Update(WorkloadsAndSums):
         gpu_list_dirty: set[str],
         gone: list[WorkerView],
         new: list[WorkerView],
-        order: dict[str, int],
+        order: Callable[[str], int],
         native_dirty: set[str | None],
     ) -> None:
         prev, st = self.prev, self.st
@@ -427,7 +500,7 @@ class _Update(WorkloadsAndSums):
                 view.gpus = list(old.gpus)
             members = {k for k in (old.workers if old is not None else ()) if k not in gone_keys}
             members.update(arrivals.get(n, ()))
-            view.workers = sorted(members, key=order.__getitem__)
+            view.workers = sorted(members, key=order)
             if n in native_dirty or old is None:  # a non-worker pod on it changed, or it is new
                 if native is None:
                     native = self._native_pods()

@@ -5,10 +5,11 @@ Equal to the full build for the same reasons as the rest of the path (same objec
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
+from tftui.engine.snapdelta import KindDelta, appended_in_order
 from tftui.engine.snapdelta import in_order as _in_order
 from tftui.engine.snapdelta import ordered as _ordered
 from tftui.engine.state.cluster import ClusterState
@@ -31,6 +32,18 @@ class WorkloadsAndSums:
 
     prev: ClusterState
     st: ClusterState
+    delta: dict[str, KindDelta | None] | None
+
+    def _kept_order(self, kind: str, views: dict[str, Any], appended: int, pos: dict[int, int]) -> bool:
+        """Whether `views` (the previous views with some replaced or dropped, then `appended` new
+        ones added in snapshot order) are in snapshot order without a pass over them: the source's
+        change set says no key of `kind` moved (a replaced object keeps its place, new objects come
+        last), so the kept views are in order, and the new ones need only come after them."""
+        return (
+            self.delta is not None
+            and self.delta.get(kind) is not None
+            and appended_in_order(views, appended, pos)
+        )
 
     def _diff(self, kind: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[int, int]]:
         raise NotImplementedError
@@ -71,7 +84,7 @@ class WorkloadsAndSums:
 
     # -- workloads ---------------------------------------------------------------------------------
 
-    def _workloads(self, gone: list[WorkerView], new: list[WorkerView], order: dict[str, int]) -> None:
+    def _workloads(self, gone: list[WorkerView], new: list[WorkerView], order: Callable[[str], int]) -> None:
         prev, st = self.prev, self.st
         gone_keys = {w.key for w in gone}
         touched: dict[str, set[str]] = {}  # workload → its new workers
@@ -88,11 +101,13 @@ class WorkloadsAndSums:
             del views[key]  # local-GPU workloads come after the others: re-added below
         removed_ids = {id(o) for o in removed}
         fresh: set[str] = set()
+        appended = 0  # views of keys not among the kept ones: added last
         for wl in paced(_in_order(added, pos)):
             view = st._workload_view(wl)
             old = views.get(view.key)
             if view.key in fresh or (old is not None and id(old.obj) not in removed_ids):
                 raise _Fallback  # two workloads of one name
+            appended += old is None
             views[view.key] = view
             fresh.add(view.key)
         for wl in removed:
@@ -102,7 +117,8 @@ class WorkloadsAndSums:
             if old is not None and old.obj is wl:
                 del views[key]
                 prev_local.append(key)  # its workers (if any) now make it a local-GPU workload
-        st.workloads = _ordered(views, pos)
+        kept = self._kept_order("TensorFusionWorkload", views, appended, pos)
+        st.workloads = views if kept else _ordered(views, pos)
         local: dict[str, set[str]] = {}
         for key in prev_local:
             if key not in st.workloads:  # no object (any more): made from its first worker
@@ -125,23 +141,23 @@ class WorkloadsAndSums:
         for key, members in paced(local.items()):
             if not members:
                 continue
-            ranked = sorted(members, key=order.__getitem__)
+            ranked = sorted(members, key=order)
             old = prev.workloads.get(key)
             if old is not None and old.obj is None and old.workers == ranked and key not in touched:
                 view = old
             else:
                 view = st._local_workload(st.workers[ranked[0]], key)
                 self._fill(view, members, order)
-            firsts.append((order[ranked[0]], key, view))
+            firsts.append((order(ranked[0]), key, view))
         for _, key, view in sorted(firsts):
             st.workloads[key] = view
 
-    def _fill(self, view: WorkloadView, members: set[str], order: dict[str, int]) -> None:
+    def _fill(self, view: WorkloadView, members: set[str], order: Callable[[str], int]) -> None:
         st = self.st
         if view.percent != (None, None) and view.obj is not None:  # TFLOPS follow the first worker's GPU
             base = st._workload_view(view.obj)
             view.request, view.limit = base.request, base.limit
-        for k in sorted(members, key=order.__getitem__):
+        for k in sorted(members, key=order):
             w = st.workers[k]
             view.workers.append(k)
             booked = Res()

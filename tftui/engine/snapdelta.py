@@ -23,7 +23,16 @@ from typing import Any
 from tftui.model.giveway import SLICE, checkpoint, offsets, same_items, slices
 from tftui.model.snapshot import Snapshot
 
-__all__ = ["DeltaSnapshot", "KindDelta", "identity_changes", "in_order", "increasing", "ordered", "positions"]
+__all__ = [
+    "DeltaSnapshot",
+    "KindDelta",
+    "appended_in_order",
+    "identity_changes",
+    "in_order",
+    "increasing",
+    "ordered",
+    "positions",
+]
 
 KindDelta = tuple[list[dict[str, Any]], list[dict[str, Any]], dict[int, int]]
 """(objects only in the new snapshot, objects only in `base`, position in the new kind list by id)."""
@@ -95,6 +104,17 @@ def in_order(objs: Iterable[dict[str, Any]], pos: dict[int, int]) -> list[dict[s
 
 
 _OBJ = operator.attrgetter("obj")
+
+
+def appended_in_order(views: dict[str, Any], appended: int, pos: dict[int, int]) -> bool:
+    """Whether `views` (name → view with `.obj`) are in the order of their objects' positions
+    `pos`, given that all but the last `appended` are, and so are the last `appended` among
+    themselves: the first of those must come after the last of the others. O(appended), where
+    `ordered` looks at every view."""
+    if not appended or appended >= len(views):
+        return True
+    tail = list(itertools.islice(reversed(views.values()), appended + 1))
+    return bool(pos[id(tail[-1].obj)] < pos[id(tail[-2].obj)])
 
 
 def ordered(views: dict[str, Any], pos: dict[int, int]) -> dict[str, Any]:
