@@ -73,7 +73,10 @@ def _gate(ctx: _Ctx, node: NodeView, *, drain: bool) -> tuple[_Eligible | None, 
                 Skip(name, "above-threshold", f"utilization {_fmt_pct(util)}% > {ctx.cfg.threshold:g}%"),
                 None,
             )
-    native = [p for p in node.native_gpu_pods if p not in ctx.terminating_pods]
+    # (the terminating pods are found by a scan of every pod: only for a node that has such pods)
+    native = (
+        [p for p in node.native_gpu_pods if p not in ctx.terminating_pods] if node.native_gpu_pods else []
+    )
     if native:
         return (
             None,

@@ -70,9 +70,10 @@ class NodeCap:
         return (sum(g[0] for g in self.gpus), sum(g[1] for g in self.gpus), float(len(self.gpus)))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Item:
-    """A worker: per-device TFLOPS and VRAM, on `count` distinct GPUs."""
+    """A worker: per-device TFLOPS and VRAM, on `count` distinct GPUs. Not frozen: one is made per
+    worker for every state the what-if samples, and a frozen one costs 2.5 times as much to make."""
 
     tflops: float
     vram: float
