@@ -98,11 +98,15 @@ class WhatIfCluster(ActingSimCluster):
             gone = {w for w in workloads if ("TensorFusionWorkload", *w) in self._objs}
             for ns, name in gone:
                 self._delete(("TensorFusionWorkload", ns, name))
-            if gone:
-                for k in self._keys("Pod"):
-                    wl = (self._objs[k]["metadata"].get("labels") or {}).get(keys.WORKLOAD)
-                    if wl is not None and (k[1], wl) in gone:
-                        self._delete(k)
+            if gone:  # their pods, from their namespaces' pods (not every pod), in store order
+                doomed = [
+                    k
+                    for ns in {ns for ns, _ in gone}
+                    for k in self._ns_pods.get(ns, ())
+                    if (ns, (self._objs[k]["metadata"].get("labels") or {}).get(keys.WORKLOAD)) in gone
+                ]
+                for k in sorted(doomed, key=self._order.__getitem__):
+                    self._delete(k)
                 self._schedule_pending()
             return len(gone)
 
