@@ -5,18 +5,21 @@ and after a change it must not be keyed on, and unchanged nodes keep the very sa
 from __future__ import annotations
 
 import copy
+import gc
+import weakref
 from datetime import timedelta
 from typing import Any
 
 import pytest
 
 from tests.test_refresh_reuse import Objects, full_build
-from tftui.engine import compaction, incremental
+from tftui.engine import compaction, incremental, planning
 from tftui.engine import usage as usage_module
 from tftui.engine.defragindex import _pool_gpus, gpu_utilization
 from tftui.engine.state import ClusterState
 from tftui.engine.usage import UsageIndex
 from tftui.model import keys
+from tftui.runtime.whatif import SimConfig, parse_policy, simulate
 from tftui.sources.sim.cluster import DEFAULT_NOW, generate_objects
 from tftui.ui.load.data import StateReader, load
 from tftui.ui.load.ops import build_ops, compaction_capacity
@@ -88,16 +91,29 @@ def test_per_node_defrag_figures_follow_the_nodes_that_changed_and_only_those() 
     assert all(_pool_gpus(third, n, pool) is _pool_gpus(second, n, pool) for n in second.nodes_of(pool))
 
 
-def test_a_state_whose_basis_is_gone_computes_its_own_values() -> None:
+def test_values_are_carried_past_states_that_did_not_compute_them_and_no_state_is_kept() -> None:
+    """The simulators replace a state at every change and compute these values only on the states
+    a reconcile reads: a value is carried with the node and GPU views it was computed on (not with
+    its state, which is held weakly), through states that did not compute it, and re-used for the
+    nodes that did not change since."""
     objs = generate_objects(6, 12, DEFAULT_NOW)
-    first = ClusterState.build(full_build(objs).snapshot)
-    utilizations(first)
-    i = next(i for i, o in enumerate(objs) if is_worker(o))
-    objs[i] = changed = copy.deepcopy(objs[i])
-    changed["status"]["phase"] = "Succeeded"
-    second = incremental.update_state(first, objs)
-    del first  # the basis is held weakly: no chain of states stays alive
-    assert utilizations(second) == utilizations(full_build(objs))
+    state = ClusterState.build(list(objs))  # the very dicts (the next states share their views)
+    utilizations(state)
+    computed = {(p, n.name): _pool_gpus(state, n, p) for p in state.pools for n in state.nodes_of(p)}
+    states = [weakref.ref(state)]
+    touched = set()
+    for _ in range(2):  # two changes, each ending one worker: two states that compute nothing
+        i = next(i for i, o in enumerate(objs) if is_worker(o) and o["status"].get("phase") != "Succeeded")
+        objs[i] = changed = copy.deepcopy(objs[i])
+        changed["status"]["phase"] = "Succeeded"
+        touched.add(changed["spec"]["nodeName"])
+        state = incremental.update_state(state, list(objs))
+        states.append(weakref.ref(state))
+    gc.collect()
+    assert [s() is None for s in states] == [True, True, False]  # no chain of states stays alive
+    assert utilizations(state) == utilizations(full_build(objs))
+    kept = [(p, n) for p in state.pools for n in state.nodes_of(p) if n.name not in touched]
+    assert kept and all(_pool_gpus(state, n, p) is computed[(p, n.name)] for p, n in kept)
 
 
 def test_released_nodes_are_found_once_per_state(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -175,3 +191,27 @@ def test_a_join_with_the_same_keys_looks_only_at_replaced_workloads(monkeypatch:
     gname = bigger["metadata"]["name"]
     assert third.usage.gpus[gname] is not second.usage.gpus[gname]
     assert third.usage == UsageIndex.build(third.state, {}, {})
+
+
+def test_defrag_plans_over_carried_values_equal_plans_over_fresh_states(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every defrag step of a churny what-if run (evictions, arrivals, departures, releases), planned
+    on the state the run derived (its per-node values carried from earlier states), equals the step
+    planned on a state built afresh from the same objects."""
+    real = planning.plan_defrag
+    seen = {"steps": 0, "re-used": 0}
+
+    def checked(state: ClusterState, pool: str, now: Any) -> Any:
+        got = real(state, pool, now)
+        assert got == real(ClusterState.build(list(state.snapshot.objects)), pool, now)
+        seen["steps"] += 1
+        seen["re-used"] += state._node_basis(f"defrag-judged/{pool}") is not None
+        return got
+
+    monkeypatch.setattr(planning, "plan_defrag", checked)
+    cfg = SimConfig(duration=timedelta(days=1), churn=0.5, seed=11)
+    objects = generate_objects(7, 60, DEFAULT_NOW)
+    res = simulate(objects, parse_policy("LowLoadFirst+defrag=60"), DEFAULT_NOW, cfg)
+    assert res.evictions > 5 and res.arrivals > 5 and res.departures > 5
+    assert seen["steps"] > 500 and seen["re-used"] > 100  # (judged only while a campaign runs)

@@ -213,44 +213,51 @@ def _budget(ctx: _Ctx, source: str) -> tuple[list[_Target], list[str]]:
 
 
 def _judged(ctx: _Ctx) -> list[tuple[str, str | None, _Target | None]]:
-    """Every pool node by name: why it cannot be a target, or the target it is (state-only)."""
-    out: list[tuple[str, str | None, _Target | None]] = []
-    for node in sorted(ctx.state.nodes_of(ctx.pool), key=lambda n: n.name):
-        k8s = ctx.k8s_nodes.get(node.name)
-        reason = None
-        if k8s is None:
-            reason = "not in scheduler snapshot"
-        elif _meta(node.obj).get("deletionTimestamp"):
-            reason = "deleting"
-        elif node.unschedulable:
-            reason = "cordoned"
-        elif _labels(k8s).get(keys.SHOULD_DELETE) == keys.TRUE:
-            reason = "deletion-marked"
-        elif _labels(k8s).get(keys.DEFRAG_SOURCE) == keys.TRUE:
-            reason = "defrag-source-marked"
-        gpus = _pool_gpus(ctx.state, node, ctx.pool) if reason is None else []
-        if reason is None and not gpus:
-            reason = "no pool GPUs"
-        if reason is None:
-            avail = {g.name: g.available for g in gpus}
-            used = sum(1 for g in gpus if _is_used(g.capacity, avail[g.name]))
-            if used == 0:
-                reason = f"empty node (t={len(gpus)},u=0,f={len(gpus)})"
-            else:
-                t = _Target(
-                    node.name,
-                    gpus,
-                    avail,
-                    used,
-                    len(ctx.active(node.name)),
-                    catalog=ctx.state.providers,
-                    caps=tuple(dict.fromkeys((g.capacity.tflops, g.capacity.vram) for g in gpus)),
-                )
-                t.reorder()  # every simulation over this state starts from these scores
-                out.append((node.name, None, t))
-        if reason is not None:
-            out.append((node.name, reason, None))
-    return out
+    """Every pool node by name: why it cannot be a target, or the target it is (state-only). A
+    node's judgement is re-used from an earlier state while its view and its GPUs' views are the
+    very same (`derived_per_node`): it reads nothing else (its Node is its view's, a change of its
+    workers makes a new view, and other providers make a new state, not a derived one)."""
+    pv = ctx.state.pools.get(ctx.pool)
+    names = sorted(pv.nodes) if pv is not None else []
+    per_node = ctx.state.derived_per_node(f"defrag-judged/{ctx.pool}", names, lambda st, n: _judge(ctx, n))
+    return [per_node[name] for name in names]
+
+
+def _judge(ctx: _Ctx, node: NodeView) -> tuple[str, str | None, _Target | None]:
+    """Why `node` cannot be a target, or the target it is."""
+    k8s = node.node_obj  # (the scheduler snapshot's Node of that name, as `ctx.k8s_nodes` has it)
+    reason = None
+    if k8s is None:
+        reason = "not in scheduler snapshot"
+    elif _meta(node.obj).get("deletionTimestamp"):
+        reason = "deleting"
+    elif node.unschedulable:
+        reason = "cordoned"
+    elif _labels(k8s).get(keys.SHOULD_DELETE) == keys.TRUE:
+        reason = "deletion-marked"
+    elif _labels(k8s).get(keys.DEFRAG_SOURCE) == keys.TRUE:
+        reason = "defrag-source-marked"
+    gpus = _pool_gpus(ctx.state, node, ctx.pool) if reason is None else []
+    if reason is None and not gpus:
+        reason = "no pool GPUs"
+    if reason is None:
+        avail = {g.name: g.available for g in gpus}
+        used = sum(1 for g in gpus if _is_used(g.capacity, avail[g.name]))
+        if used == 0:
+            reason = f"empty node (t={len(gpus)},u=0,f={len(gpus)})"
+        else:
+            t = _Target(
+                node.name,
+                gpus,
+                avail,
+                used,
+                len(ctx.active(node.name)),
+                catalog=ctx.state.providers,
+                caps=tuple(dict.fromkeys((g.capacity.tflops, g.capacity.vram) for g in gpus)),
+            )
+            t.reorder()  # every simulation over this state starts from these scores
+            return node.name, None, t
+    return node.name, reason, None
 
 
 def _size_key(w: WorkerView) -> tuple[float, float, str]:

@@ -11,7 +11,6 @@ cluster most needs to see it.
 
 from __future__ import annotations
 
-import operator
 import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ from tftui.engine.state.derive import (
     unset_quantity,
     virtual_capacity,
 )
+from tftui.engine.state.pernode import PerNodeDerived
 from tftui.engine.state.queries import StateQueries
 from tftui.engine.state.views import (
     DEFAULT_PLACEMENT_MODE,
@@ -51,7 +51,6 @@ from tftui.engine.state.views import (
 )
 from tftui.model import keys
 from tftui.model.gcpause import gc_paused
-from tftui.model.giveway import paced
 from tftui.model.isolation import PARTITIONED, SHARED, gpu_isolation
 from tftui.model.provider import ProviderCatalog
 from tftui.model.quantity import QuantityError, quantity_float
@@ -75,7 +74,7 @@ T = TypeVar("T")
 
 
 @dataclass(slots=True, weakref_slot=True)
-class ClusterState(StateQueries):
+class ClusterState(StateQueries, PerNodeDerived):
     """Pools, nodes, GPUs, workers and workloads of one snapshot, indexed by name."""
 
     pools: dict[str, PoolView] = field(default_factory=dict)
@@ -548,42 +547,7 @@ class ClusterState(StateQueries):
             got = self._derived[key] = make(self)
         return cast(T, got)
 
-    def derived_per_node(
-        self, key: str, names: Iterable[str], make: Callable[[ClusterState, NodeView], T]
-    ) -> dict[str, T]:
-        """Node name → `make(self, node)` for the nodes `names`, computed once per state under
-        `key`. `make` may read nothing but the node's view and its GPUs' views: a state derived
-        from a basis (`derived_from`) then re-uses the basis's value for every node whose view and
-        GPU views are the very objects of the basis (a refresh changes a few nodes of thousands)."""
-        got: dict[str, T] | None = self._derived.get(key)
-        if got is not None:
-            return got
-        basis, before = self.basis_derived(key) or (None, None)
-        out: dict[str, T] = {}
-        for name in paced(names):  # on a refresh thread: a key waits for a stride, not every node
-            node = self.nodes[name]
-            if (
-                before is not None
-                and basis is not None
-                and name in before
-                and basis.nodes.get(name) is node
-                and all(
-                    map(operator.is_, map(self.gpus.__getitem__, node.gpus), map(basis.gpus.get, node.gpus))
-                )
-            ):
-                out[name] = before[name]
-            else:
-                out[name] = make(self, node)
-        self._derived[key] = out
-        return out
-
     def derived_from(self, basis: ClusterState) -> None:
         """Mark this state as derived from `basis` (sharing the views of unchanged objects)."""
         self._basis = weakref.ref(basis)
-
-    def basis_derived(self, key: str) -> tuple[ClusterState, Any] | None:
-        """(the basis, its value under `key`) when this state was derived from a basis that is
-        still alive (`derived_from`) and has computed `key`; else None."""
-        basis = self._basis() if self._basis is not None else None
-        got = basis._derived.get(key) if basis is not None else None
-        return None if basis is None or got is None else (basis, got)
+        self.carry_bases(basis)
