@@ -193,25 +193,50 @@ def test_a_join_with_the_same_keys_looks_only_at_replaced_workloads(monkeypatch:
     assert third.usage == UsageIndex.build(third.state, {}, {})
 
 
-def test_defrag_plans_over_carried_values_equal_plans_over_fresh_states(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Every defrag step of a churny what-if run (evictions, arrivals, departures, releases), planned
-    on the state the run derived (its per-node values carried from earlier states), equals the step
-    planned on a state built afresh from the same objects."""
-    real = planning.plan_defrag
-    seen = {"steps": 0, "re-used": 0}
+def test_plans_over_carried_values_equal_plans_over_fresh_states(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every compaction round and defrag step of a churny what-if run (evictions, arrivals,
+    departures, releases), planned on the state the run derived (its per-node values carried from
+    earlier states), equals the one planned on a state built afresh from the same objects."""
+    defrag, compact = planning.plan_defrag, planning.plan_compaction
+    seen = {"defrag": 0, "judged re-used": 0, "compaction": 0, "kept re-used": 0}
 
-    def checked(state: ClusterState, pool: str, now: Any) -> Any:
-        got = real(state, pool, now)
-        assert got == real(ClusterState.build(list(state.snapshot.objects)), pool, now)
-        seen["steps"] += 1
-        seen["re-used"] += state._node_basis(f"defrag-judged/{pool}") is not None
+    def defrag_checked(state: ClusterState, pool: str, now: Any) -> Any:
+        got = defrag(state, pool, now)
+        assert got == defrag(ClusterState.build(list(state.snapshot.objects)), pool, now)
+        seen["defrag"] += 1
+        seen["judged re-used"] += state._node_basis(f"defrag-judged/{pool}") is not None
         return got
 
-    monkeypatch.setattr(planning, "plan_defrag", checked)
+    def compaction_checked(state: ClusterState, pool: str, now: Any, **kw: Any) -> Any:
+        got = compact(state, pool, now, **kw)
+        assert got == compact(ClusterState.build(list(state.snapshot.objects)), pool, now, **kw)
+        seen["compaction"] += 1
+        seen["kept re-used"] += state._node_basis(f"compaction-keep/{pool}") is not None
+        return got
+
+    monkeypatch.setattr(planning, "plan_defrag", defrag_checked)
+    monkeypatch.setattr(planning, "plan_compaction", compaction_checked)
     cfg = SimConfig(duration=timedelta(days=1), churn=0.5, seed=11)
     objects = generate_objects(7, 60, DEFAULT_NOW)
     res = simulate(objects, parse_policy("LowLoadFirst+defrag=60"), DEFAULT_NOW, cfg)
-    assert res.evictions > 5 and res.arrivals > 5 and res.departures > 5
-    assert seen["steps"] > 500 and seen["re-used"] > 100  # (judged only while a campaign runs)
+    assert res.evictions > 5 and res.arrivals > 5 and res.departures > 5 and res.releases > 0
+    assert seen["defrag"] > 500 and seen["judged re-used"] > 100  # (judged only while a campaign runs)
+    assert seen["compaction"] > 500 and seen["kept re-used"] > 100
+
+
+def test_a_node_whose_kubernetes_node_changed_is_judged_again_though_its_gpus_did_not() -> None:
+    """A value is re-used only while the node's own view is the same, not only its GPUs': a label
+    put on the Kubernetes Node (here do-not-disrupt) makes a new node view over the same GPU views."""
+    objs = generate_objects(6, 12, DEFAULT_NOW)
+    state = ClusterState.build(list(objs))
+    pool = sorted(state.pools)[0]
+    scan = compaction._scan(state, state.pools[pool], {})
+    name = next(n for n, keep in scan.keep.items() if keep is None or keep.reason != "do-not-disrupt")
+    i = next(i for i, o in enumerate(objs) if o["kind"] == "Node" and o["metadata"]["name"] == name)
+    objs[i] = labelled = copy.deepcopy(objs[i])
+    labelled["metadata"].setdefault("labels", {})[keys.DO_NOT_DISRUPT] = keys.TRUE
+    after = incremental.update_state(state, list(objs))
+    assert all(after.gpus[g] is state.gpus[g] for g in after.nodes[name].gpus)  # the GPUs did not change
+    keep = compaction._scan(after, after.pools[pool], {}).keep[name]
+    assert keep is not None and keep.reason == "do-not-disrupt"
+    assert keep == compaction._scan(ClusterState.build(list(objs)), after.pools[pool], {}).keep[name]

@@ -411,11 +411,14 @@ def _scan(state: ClusterState, pv: PoolView, prices: Mapping[str, float]) -> _Sc
         checkpoint()
         candidates = _candidates(state, pv, prices)
         checkpoint()
+        # per node, re-used from an earlier state while the node's view is the same: both read
+        # only the view (and, for `_state_keep`, its workers', whose change makes a new view)
+        names = [n.name for n in candidates]
         got = scans[key] = _Scan(
             candidates,
             released,
-            {n.name: _node_totals(n) for n in paced(candidates)},
-            {n.name: _state_keep(state, n) for n in paced(candidates)},
+            state.derived_per_node(f"compaction-totals/{pv.name}", names, lambda _st, n: _node_totals(n)),
+            state.derived_per_node(f"compaction-keep/{pv.name}", names, _state_keep),
         )
     return got
 

@@ -55,9 +55,10 @@ class _Index:
         # unshared views) would wait for the cyclic GC instead of being freed at once
         self.nodes, self.workers = state.nodes, state.workers
         self.snapshot, self.state_pdbs = state.snapshot, state.pdbs
-        self.k8s_nodes: dict[str, dict[str, Any]] = {}
-        for n in state.snapshot.kind("Node"):
-            self.k8s_nodes[_meta(n).get("name", "")] = n
+        # (every object of a built state has its metadata: the build reads it)
+        self.k8s_nodes: dict[str, dict[str, Any]] = {
+            n["metadata"].get("name", ""): n for n in state.snapshot.kind("Node")
+        }
         # what the safety sweep looks at: pods labelled defrag-evicted (by namespace, name) and the
         # Nodes labelled defrag-source or defrag-evict-skip (by name); the rest cannot carry a marker
         evicted = state.pods_labelled(keys.DEFRAG_EVICTED, keys.TRUE)
@@ -104,12 +105,10 @@ class _Index:
     @property
     def terminating_pods(self) -> set[str]:
         if self._terminating is None:
-            out = set()
-            for p in self.snapshot.kind("Pod"):
-                m = _meta(p)
-                if m.get("deletionTimestamp"):
-                    out.add(f"{m.get('namespace', '')}/{m.get('name')}")
-            self._terminating = out
+            metas = map(operator.itemgetter("metadata"), self.snapshot.kind("Pod"))  # (as above)
+            self._terminating = {
+                f"{m.get('namespace', '')}/{m.get('name')}" for m in metas if m.get("deletionTimestamp")
+            }
         return self._terminating
 
     @property
