@@ -551,3 +551,10 @@ class ClusterState(StateQueries, PerNodeDerived):
         """Mark this state as derived from `basis` (sharing the views of unchanged objects)."""
         self._basis = weakref.ref(basis)
         self.carry_bases(basis)
+
+    def basis_derived(self, key: str) -> tuple[ClusterState, Any] | None:
+        """(the basis, its value under `key`) when this state was derived from a basis that is
+        still alive (`derived_from`) and has computed `key`; else None."""
+        basis = self._basis() if self._basis is not None else None
+        got = basis._derived.get(key) if basis is not None else None
+        return None if basis is None or got is None else (basis, got)

@@ -7,22 +7,19 @@ and its GPUs' views is therefore the same for every node whose views are the ver
 earlier state that computed it. The earlier state is found two ways: the basis itself, while it is
 alive (a weak reference: no chain of states is kept alive), and a carried basis — the node and GPU
 dicts of the last state that computed the value, with its values — that `carry_bases` hands from
-each state to the next (`ClusterState.derived_from`). The simulators replace a state at every change (a scheduler pass, a status
-pass) and compute these values only on the states a reconcile reads, so the weak reference alone
-almost never found its basis."""
+each state to the next (`ClusterState.derived_from`). The simulators replace a state at every
+change (a scheduler pass, a status pass) and compute these values only on the states a reconcile
+reads, so the weak reference alone almost never found its basis. (This module imports no state
+module: `ClusterState` mixes it in.)"""
 
 from __future__ import annotations
 
 import operator
-import weakref
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from tftui.engine.state.views import GPUView, NodeView
 from tftui.model.giveway import paced
-
-if TYPE_CHECKING:
-    from tftui.engine.state.cluster import ClusterState
 
 T = TypeVar("T")
 
@@ -43,10 +40,9 @@ class PerNodeDerived:
     nodes: dict[str, NodeView]
     gpus: dict[str, GPUView]
     _derived: dict[str, Any]
-    _basis: weakref.ref[ClusterState] | None
 
     def derived_per_node(
-        self, key: str, names: Iterable[str], make: Callable[[ClusterState, NodeView], T]
+        self, key: str, names: Iterable[str], make: Callable[[Any, NodeView], T]
     ) -> dict[str, T]:
         """Node name → `make(self, node)` for the nodes `names`, computed once per state under
         `key`. `make` may read nothing but the node's view and its GPUs' views: a state derived
@@ -57,7 +53,7 @@ class PerNodeDerived:
             return got
         basis = self._node_basis(key)
         out: dict[str, T] = {}
-        state: ClusterState = self  # type: ignore[assignment]  # the mixin's only host
+        state: Any = self  # (the `ClusterState` this mixes into: `make` takes it)
         for name in paced(names):  # on a refresh thread: a key waits for a stride, not every node
             node = self.nodes[name]
             if (
@@ -82,7 +78,7 @@ class PerNodeDerived:
         bases: dict[str, Basis] | None = self._derived.get(BASES)
         return bases.get(key) if bases is not None else None
 
-    def carry_bases(self, basis: ClusterState) -> None:
+    def carry_bases(self, basis: PerNodeDerived) -> None:
         """Hand this state, derived from `basis`, the per-node values `basis` computed or was
         handed (the latest for each key)."""
         bases: dict[str, Basis] = dict(basis._derived.get(BASES) or {})
@@ -91,9 +87,6 @@ class PerNodeDerived:
         if bases:
             self._derived[BASES] = bases
 
-    def basis_derived(self, key: str) -> tuple[ClusterState, Any] | None:
-        """(the basis, its value under `key`) when this state was derived from a basis that is
-        still alive (`derived_from`) and has computed `key`; else None."""
-        basis = self._basis() if self._basis is not None else None
-        got = basis._derived.get(key) if basis is not None else None
-        return None if basis is None or got is None else (basis, got)
+    def basis_derived(self, key: str) -> tuple[Any, Any] | None:
+        """(the basis state, its value under `key`): see `ClusterState.basis_derived`."""
+        raise NotImplementedError
