@@ -125,15 +125,10 @@ class _Update(WorkloadsAndSums):
 
     def _diff(self, kind: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[int, int]]:
         """`_changes` of one kind, from the source's change set when it handed one (O(changed))."""
-        old, new = self.prev.snapshot.kind(kind), self.snap.kind(kind)
-        if self.delta is not None:
-            if kind in self.delta:
-                got = self.delta[kind]
-                if got is not None:
-                    return got if got[0] or got[1] else ([], [], {})
-            elif old is new:
-                return [], [], {}
-        return _changes(old, new)
+        got = self._source_changes(kind)
+        if got is not None:
+            return got if got[0] or got[1] else ([], [], {})
+        return _changes(self.prev.snapshot.kind(kind), self.snap.kind(kind))
 
     def _rank(self) -> Callable[[str], int]:
         """Worker key → a number that grows with its place in `st.workers` (members are sorted by
@@ -214,7 +209,7 @@ class _Update(WorkloadsAndSums):
         got = self._nodes_from_changes()
         if got is not None:
             return got
-        k8s_nodes = {n["metadata"]["name"]: n for n in self.snap.kind("Node")}
+        k8s_nodes = self._k8s_nodes()
         struct: set[str] = set()
         dirty: set[str | None] = set()
         for gn in paced(self.snap.kind("GPUNode")):
@@ -233,6 +228,10 @@ class _Update(WorkloadsAndSums):
                 struct.add(name)
         struct.update(n for n in prev.nodes if n not in st.nodes)
         return struct, dirty
+
+    def _k8s_nodes(self) -> dict[str, dict[str, Any]]:
+        """Name → the snapshot's Node of that name (the last, as the full build finds it)."""
+        return {n["metadata"]["name"]: n for n in self.snap.kind("Node")}
 
     def _source_changes(self, kind: str) -> KindDelta | None:
         """The source's change set of `kind` (empty: its list is the previous one); None when the
@@ -255,7 +254,7 @@ class _Update(WorkloadsAndSums):
         added, removed, pos = gpunodes
         by_name: dict[str, dict[str, Any]] | None = None  # name → Node, as the full pass finds it
         if k8s_nodes[0] or k8s_nodes[1]:
-            by_name = {n["metadata"]["name"]: n for n in self.snap.kind("Node")}
+            by_name = self._k8s_nodes()
         nodes = dict(prev.nodes)
         removed_ids = {id(o) for o in removed}
         struct: set[str] = set()
@@ -270,7 +269,7 @@ class _Update(WorkloadsAndSums):
                 k8s = old.node_obj  # no Node changed: the one its previous view has
             else:
                 if by_name is None:  # a new GPUNode: its Node found as the full pass does
-                    by_name = {n["metadata"]["name"]: n for n in self.snap.kind("Node")}
+                    by_name = self._k8s_nodes()
                 k8s = by_name.get(name)
             view = st._node_view(gn, k8s)
             appended += cur is None
