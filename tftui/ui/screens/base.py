@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import ClassVar, cast
 
 from textual import on
@@ -29,11 +30,12 @@ from tftui.ui.load.analysis import AnalysisKey, AnalysisKind
 from tftui.ui.load.data import ConsoleData
 from tftui.ui.privatefiles import PrivateFileError, default_folder, write_new
 from tftui.ui.render.objects import describe, find_object, object_yaml
+from tftui.ui.render.pagememo import PageMemo
 from tftui.ui.render.rowcache import RowCache
 from tftui.ui.render.scope import Narrowing, RowFilter, parse_filter
-from tftui.ui.render.tableops import has_column, marked_table, sorted_table, table_csv, with_deltas
+from tftui.ui.render.tableops import has_column, table_csv
 from tftui.ui.render.views import Cell, Gauges, Layout, Row, Table, layout_candidates
-from tftui.ui.render.widths import fit_table, fits
+from tftui.ui.render.widths import fits
 from tftui.ui.screens.prebuild import Prebuilding, same_shown
 from tftui.ui.screens.text import TextScreen
 from tftui.ui.screens.viewnames import COMMANDS, PROMPT_HINT, QUIT_COMMANDS, VIEWS
@@ -41,6 +43,8 @@ from tftui.ui.widgets.chrome import Breadcrumb, ConsoleHeader, Prompt, PromptMod
 from tftui.ui.widgets.table import ROW_LIMIT, ResourceTable
 
 EMPTY = Table((), ())
+_NO_CELLS: Mapping[str, Mapping[str, Cell]] = MappingProxyType({})
+"""No refresh before the one shown: no deltas."""
 SORT_FALLBACK: dict[str, tuple[str, ...]] = {"name": ("key",), "pool": ("node",)}
 """Where a view has no column of the sort key's name, the column that plays its part."""
 LARGEST_FIRST = frozenset({"gap", "money"})
@@ -110,6 +114,7 @@ class ResourceScreen(Prebuilding, Screen[None]):
         self._build_cache: dict[str, dict[tuple[Layout, str], tuple[int, Table, tuple[object, ...]]]] = {}
         self._row_caches: dict[str, RowCache[Row]] = {}
         self._narrowing = Narrowing()  # each table's last filtered rows: a key typed narrows them
+        self._pages = PageMemo()  # each table's last page, kept while made from the same inputs
         self._stale = False  # a change arrived while off the stack (a kept view left aside)
 
     @property
@@ -209,6 +214,7 @@ class ResourceScreen(Prebuilding, Screen[None]):
             cache.clear()
         self._aside.clear()
         self._narrowing.clear()
+        self._pages.clear()
 
     def _scope_changed(self, _namespace: str | None) -> None:
         self.render_data()
@@ -287,7 +293,7 @@ class ResourceScreen(Prebuilding, Screen[None]):
         counts: list[str] = []
         for table, (full, shown, page, marked, scrollbar) in zip(tables, prepared, strict=True):
             self.shown_tables[table.id or ""] = shown
-            table.show(fit_table(marked, self.table_width(table), scrollbar=scrollbar))
+            table.show(self._pages.fitted(table.id or "", marked, self.table_width(table), scrollbar))
             label = self.COUNT_LABELS.get(table.id or "", "")
             counts.append(count_words(len(page.rows), len(shown.rows), len(full.rows), label))
         self.render_extra(data, layout)
@@ -313,18 +319,22 @@ class ResourceScreen(Prebuilding, Screen[None]):
             self.row_filter if filtered else RowFilter(),
             self.tui.namespace,
         )
-        if filtered and self.sort_column is not None:
-            shown = sorted_table(shown, self.sort_column, self.sort_reverse)
+        sort = (self.sort_column, self.sort_reverse) if filtered and self.sort_column is not None else None
         # only the first ROW_LIMIT rows reach the DataTable (k9s caps the same way): filling it
         # costs per row, and 40,000 GPUs took minutes; sort, filter, marks and export still
         # work on `shown`, every matching row, through plain values: the gauges (lazy cells)
         # are drawn when the table shows their row, so for this page only
-        page = shown.page(ROW_LIMIT)
-        decorated = with_deltas(page, self._previous_cells(table.id or "", full))
-        marked = marked_table(decorated, self.marks.get(table.id or "", set()))
+        made = self._pages.prepare(
+            (table.id or "", layout.name),  # a render tries layouts in turn: one page kept for each
+            shown,
+            sort,
+            self._previous_cells(table.id or "", full),
+            self.marks.get(table.id or "", ()),
+            ROW_LIMIT,
+        )
         # a laid-out table taller than its rows shows no scrollbar: no room kept for one
-        scrollbar = not table.size.height or len(marked.rows) >= table.size.height - 1
-        return full, shown, page, marked, scrollbar
+        scrollbar = not table.size.height or len(made.marked.rows) >= table.size.height - 1
+        return full, made.shown, made.page, made.marked, scrollbar
 
     def table_width(self, table: ResourceTable) -> int:
         """The cells `table` has for its columns: its own width once laid out, else the screen's."""
@@ -372,7 +382,7 @@ class ResourceScreen(Prebuilding, Screen[None]):
     def analyses_shown(self) -> tuple[object, ...]:
         return tuple(self.tui.analysis(kind, subject) for kind, subject in self.analysis_keys())
 
-    def _previous_cells(self, table_id: str, full: Table) -> dict[str, Mapping[str, Cell]]:
+    def _previous_cells(self, table_id: str, full: Table) -> Mapping[str, Mapping[str, Cell]]:
         """The cells of the refresh before the one on screen (for `↑`/`↓` deltas)."""
         seq = self.tui.data_seq
         last = self._built.get(table_id)
@@ -380,7 +390,7 @@ class ResourceScreen(Prebuilding, Screen[None]):
             self._previous[table_id] = last[1]
         if last is None or last[0] != seq:  # once per refresh, not on every filter keystroke
             self._built[table_id] = (seq, {r.key: r.cells for r in full.rows})
-        return self._previous.get(table_id, {})
+        return self._previous.get(table_id, _NO_CELLS)  # one object: the page memo compares identity
 
     def render_extra(self, data: ConsoleData, layout: Layout) -> None:
         """Hook for screens with more than tables (the node summary)."""
