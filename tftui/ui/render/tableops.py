@@ -26,6 +26,7 @@ _AGE = re.compile(r"^(\d+)([smhd])$")
 _PERCENT = re.compile(r"(-?\d+(?:\.\d+)?)%")
 _AGE_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 MARK = "▸"
+_NUMERIC_START = frozenset("-0123456789")
 
 
 def plain(cell: Cell) -> str:
@@ -57,14 +58,16 @@ def sort_key(cell: Cell, figure: str = "") -> tuple[int, float, str]:
     if isinstance(cell, NumCell):
         return _figure(cell.value)
     text = plain(cell).strip()
-    if _NUMBER.match(text):
-        return (0, float(text), "")
-    age = _AGE.match(text)
-    if age:
-        return (0, float(int(age.group(1)) * _AGE_SECONDS[age.group(2)]), "")
-    percent = _PERCENT.search(text)
-    if percent:
-        return (0, float(percent.group(1)), "")
+    if text[:1] in _NUMERIC_START:  # a number or an age starts so: names, models, phases do not
+        if _NUMBER.match(text):
+            return (0, float(text), "")
+        age = _AGE.match(text)
+        if age:
+            return (0, float(int(age.group(1)) * _AGE_SECONDS[age.group(2)]), "")
+    if "%" in text:  # the search tried every position of every name (40,000 GPUs: 0.1 s a sort)
+        percent = _PERCENT.search(text)
+        if percent:
+            return (0, float(percent.group(1)), "")
     if not text or text == "—":
         return (2, 0.0, "")
     return (1, 0.0, text.lower())

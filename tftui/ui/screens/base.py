@@ -311,7 +311,8 @@ class ResourceScreen(Prebuilding, Screen[None]):
             return None
         filtered = self.FILTERED is None or (table.id or "") in self.FILTERED
         kind = self.OBJECT_KINDS.get(table.id or "")
-        shown = self._narrowing.scoped(
+        key = (table.id or "", layout.name)  # a render tries layouts in turn: one kept for each
+        scoped = self._narrowing.scoped(
             table.id or "",
             full,
             data.state,
@@ -319,22 +320,23 @@ class ResourceScreen(Prebuilding, Screen[None]):
             self.row_filter if filtered else RowFilter(),
             self.tui.namespace,
         )
+        # sorted without sorting every row again on each filter key (`PageMemo.sorted`)
         sort = (self.sort_column, self.sort_reverse) if filtered and self.sort_column is not None else None
+        shown = self._pages.sorted(key, full, scoped, sort)
         # only the first ROW_LIMIT rows reach the DataTable (k9s caps the same way): filling it
         # costs per row, and 40,000 GPUs took minutes; sort, filter, marks and export still
         # work on `shown`, every matching row, through plain values: the gauges (lazy cells)
         # are drawn when the table shows their row, so for this page only
         made = self._pages.prepare(
-            (table.id or "", layout.name),  # a render tries layouts in turn: one page kept for each
+            key,
             shown,
-            sort,
             self._previous_cells(table.id or "", full),
             self.marks.get(table.id or "", ()),
             ROW_LIMIT,
         )
         # a laid-out table taller than its rows shows no scrollbar: no room kept for one
         scrollbar = not table.size.height or len(made.marked.rows) >= table.size.height - 1
-        return full, made.shown, made.page, made.marked, scrollbar
+        return full, shown, made.page, made.marked, scrollbar
 
     def table_width(self, table: ResourceTable) -> int:
         """The cells `table` has for its columns: its own width once laid out, else the screen's."""
