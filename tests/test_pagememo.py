@@ -11,6 +11,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 from rich.text import Text
+from textual.pilot import Pilot
 
 from tftui.sources.sim.cluster import SimCluster
 from tftui.sources.sim.usage import SimMetrics
@@ -119,14 +120,18 @@ async def test_the_table_shown_again_changes_nothing_until_something_else_did() 
         assert _lines(table) == _from_scratch(table)
 
 
+async def _on_gpus(pilot: Pilot[None]) -> None:
+    await settle(pilot)
+    await pilot.press("colon", *"gpus", "enter")
+    await settle(pilot)
+
+
 async def test_a_filter_key_that_keeps_every_row_leaves_the_table_alone(
     demo: SimCluster, metrics: SimMetrics
 ) -> None:
     app = make_app(demo, metrics)
     async with app.run_test(size=(160, 40)) as pilot:
-        await settle(pilot)
-        await pilot.press("colon", *"gpus", "enter")
-        await settle(pilot)
+        await _on_gpus(pilot)
         table = main(app)
         rows = table.row_keys
         assert len(rows) > 10
@@ -158,9 +163,7 @@ async def test_rows_are_sorted_once_and_a_filter_key_keeps_their_order(
 ) -> None:
     app = make_app(demo, metrics)
     async with app.run_test(size=(160, 40)) as pilot:
-        await settle(pilot)
-        await pilot.press("colon", *"gpus", "enter")
-        await settle(pilot)
+        await _on_gpus(pilot)
         screen = app.screen
         assert isinstance(screen, ResourceScreen)
         unsorted = screen.shown_tables["main"]
