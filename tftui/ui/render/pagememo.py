@@ -82,10 +82,11 @@ class PageMemo:
         if sort is None:
             return scoped
         last = self._sorted.get(key)
-        same = last is not None and last.full is full and last.sort == sort
-        if same and last is not None and last.scoped is scoped:
-            return last.out
-        base = last.sorted_full if same and last is not None else None
+        base = None  # `full` sorted, when kept
+        if last is not None and last.full is full and last.sort == sort:
+            if last.scoped is scoped:
+                return last.out
+            base = last.sorted_full
         # a pick passes over every row in C; a sort costs ≈ 1.3 µs a row it sorts
         few = SORT_PICK_RATIO if base is None else 4 * SORT_PICK_RATIO
         if len(scoped.rows) * few < len(full.rows):
