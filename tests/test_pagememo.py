@@ -180,6 +180,13 @@ async def test_rows_are_sorted_once_and_a_filter_key_keeps_their_order(
             return sort(table, column, reverse)
 
         monkeypatch.setattr(pagememo, "sorted_table", counted)
+        whole = pagememo.sorted_rows
+
+        def counted_whole(table: Table, *args: Any, **kwargs: Any) -> Any:
+            sorted_sizes.append(len(table.rows))
+            return whole(table, *args, **kwargs)
+
+        monkeypatch.setattr(pagememo, "sorted_rows", counted_whole)
         total = len(everything.rows)
         typed = ""
         for ch in "a100":  # the first letters keep most rows, the last a few

@@ -239,10 +239,10 @@ def test_a_prebuilt_table_is_taken_only_for_its_own_data_scope_and_analyses() ->
     assert screen.take_prebuilt("main", data, gauges, (object(),)) is None  # another analysis
     assert screen.prebuild(data) == 1
     assert screen.take_prebuilt("main", data, Gauges(WIDE), shown) is None  # another layout: kept
-    assert screen.take_prebuilt("main", data, gauges, shown) == ("table", data)
+    assert screen.take_prebuilt("main", data, gauges, shown) == (("table", data), None)
     assert screen.prebuild(data) == 1
     assert screen.prebuild(data) == 1
-    assert screen.take_prebuilt("main", data, gauges, shown) == ("table", data)
+    assert screen.take_prebuilt("main", data, gauges, shown) == (("table", data), None)
     assert screen.take_prebuilt("main", data, gauges, shown) is None  # taken once
 
 
@@ -269,21 +269,21 @@ def test_every_layout_a_render_tried_is_prebuilt_and_taken() -> None:
     screen.built_with("main", normal, 1)
     data: Any = Data()
     assert screen.prebuild(data) == 2
-    assert screen.take_prebuilt("main", data, wide, ()) == ("table", id(data), wide.scope)
-    assert screen.take_prebuilt("main", data, normal, ()) == ("table", id(data), normal.scope)
+    assert screen.take_prebuilt("main", data, wide, ()) == (("table", id(data), wide.scope), None)
+    assert screen.take_prebuilt("main", data, normal, ()) == (("table", id(data), normal.scope), None)
     assert screen.take_prebuilt("main", data, wide, ()) is None  # taken once
     newer: Any = Data()
     assert screen.prebuild(data) == 2  # an analysis' outcome for the data on screen
     assert screen.prebuild(newer) == 2  # the next refresh's, built meanwhile: both kept
-    assert screen.take_prebuilt("main", data, wide, ()) == ("table", id(data), wide.scope)
-    assert screen.take_prebuilt("main", newer, normal, ()) == ("table", id(newer), normal.scope)
+    assert screen.take_prebuilt("main", data, wide, ()) == (("table", id(data), wide.scope), None)
+    assert screen.take_prebuilt("main", newer, normal, ()) == (("table", id(newer), normal.scope), None)
     newest: Any = Data()
     assert screen.prebuild(newest) == 2  # a third data: the oldest's go
     assert screen.take_prebuilt("main", data, normal, ()) is None
-    assert screen.take_prebuilt("main", newer, wide, ()) == ("table", id(newer), wide.scope)
+    assert screen.take_prebuilt("main", newer, wide, ()) == (("table", id(newer), wide.scope), None)
     screen.built_with("main", normal, 2)  # the next refresh's render fitted the first it tried
     assert screen.prebuild(newest) == 1
-    assert screen.take_prebuilt("main", newest, normal, ()) == ("table", id(newest), normal.scope)
+    assert screen.take_prebuilt("main", newest, normal, ()) == (("table", id(newest), normal.scope), None)
     assert screen.prebuild(newest) == 1
     del newest
     gc.collect()

@@ -15,6 +15,7 @@ from collections.abc import Collection, Hashable, Mapping
 from dataclasses import dataclass
 from itertools import compress
 
+from tftui.ui.render.resort import SortedRows, sorted_rows
 from tftui.ui.render.tableops import marked_table, sorted_table, with_deltas
 from tftui.ui.render.views import Cell, Table
 from tftui.ui.render.widths import fit_table
@@ -59,8 +60,8 @@ one pass over it by identity takes about as long as sorting 1/32 of it."""
 class _Sorted:
     full: Table
     sort: tuple[str, bool]
-    sorted_full: Table | None  # `full` sorted, once a sort of it was needed
-    scoped: Table
+    latest: SortedRows | None  # the last sort of a whole table (`full` or an earlier one)
+    scoped: Table | None  # None: nothing was picked from it yet
     out: Table
 
 
@@ -78,28 +79,35 @@ class PageMemo:
         (column, reverse), without sorting on every filter key: sorting 40,000 GPUs by name takes
         ≈ 50 ms. Once `full` is sorted (kept for `key` while it is the same object), the rows that
         pass are picked from it in its order, which is the order a stable sort gives them; a few
-        rows are sorted themselves instead (cheaper than sorting `full` for them)."""
+        rows are sorted themselves instead (cheaper than sorting `full` for them). A new `full`
+        (a refresh) is sorted from the last one's sort (`sorted_rows`)."""
         if sort is None:
             return scoped
         last = self._sorted.get(key)
-        base = None  # `full` sorted, when kept
-        if last is not None and last.full is full and last.sort == sort:
-            if last.scoped is scoped:
-                return last.out
-            base = last.sorted_full
+        if last is not None and last.full is full and last.sort == sort and last.scoped is scoped:
+            return last.out
+        latest = last.latest if last is not None else None
+        base = latest if latest is not None and latest.source is full and latest.sort == sort else None
         # a pick passes over every row in C; a sort costs ≈ 1.3 µs a row it sorts
         few = SORT_PICK_RATIO if base is None else 4 * SORT_PICK_RATIO
         if len(scoped.rows) * few < len(full.rows):
             out = sorted_table(scoped, *sort)
         else:
             if base is None:
-                base = sorted_table(full, *sort)
-            passing = set(map(id, scoped.rows))  # the very row objects: ids, never read
-            out = Table(
-                scoped.columns, tuple(compress(base.rows, map(passing.__contains__, map(id, base.rows))))
-            )
-        self._sorted[key] = _Sorted(full, sort, base, scoped, out)
+                base = latest = sorted_rows(full, *sort, last=latest)
+            if scoped is full:  # every row passes: the sorted table itself, the same object each time
+                out = base.table
+            else:
+                passing = set(map(id, scoped.rows))  # the very row objects: ids, never read
+                picked = compress(base.table.rows, map(passing.__contains__, map(id, base.table.rows)))
+                out = Table(scoped.columns, tuple(picked))
+        self._sorted[key] = _Sorted(full, sort, latest, scoped, out)
         return out
+
+    def sorted_already(self, key: Hashable, done: SortedRows) -> None:
+        """A whole table sorted where it was built, off the interface thread (`Prebuilding.presort`):
+        the render that shows it, and the filter keys that follow, pick from it."""
+        self._sorted[key] = _Sorted(done.source, done.sort, done, None, done.table)
 
     def prepare(
         self,

@@ -241,6 +241,7 @@ class ResourceScreen(Prebuilding, Screen[None]):
         """Off the stack (kept for a later `:`, or going): what was prebuilt for the next refresh
         holds that refresh's whole data; a kept view builds again when shown."""
         self._prebuilt.clear()
+        self._presorted.clear()
 
     def on_screen_resume(self) -> None:
         # shown by a key (`:nodes`, enter, esc): that key's hold ended with the old screen's frame
@@ -321,8 +322,7 @@ class ResourceScreen(Prebuilding, Screen[None]):
             self.tui.namespace,
         )
         # sorted without sorting every row again on each filter key (`PageMemo.sorted`)
-        sort = (self.sort_column, self.sort_reverse) if filtered and self.sort_column is not None else None
-        shown = self._pages.sorted(key, full, scoped, sort)
+        shown = self._pages.sorted(key, full, scoped, self.current_sort(table.id or ""))
         # only the first ROW_LIMIT rows reach the DataTable (k9s caps the same way): filling it
         # costs per row, and 40,000 GPUs took minutes; sort, filter, marks and export still
         # work on `shown`, every matching row, through plain values: the gauges (lazy cells)
@@ -370,8 +370,12 @@ class ResourceScreen(Prebuilding, Screen[None]):
         if cached is not None and cached[0] == seq and same_shown(cached[2], shown):
             return cached[1]
         gauges = Gauges(layout, table.gauge_styles())
-        full = self.take_prebuilt(table_id, data, gauges, shown)
-        if full is None:
+        taken = self.take_prebuilt(table_id, data, gauges, shown)
+        if taken is not None:
+            full = taken.table
+            if taken.presorted is not None:  # sorted in the refresh thread: not sorted again here
+                self._pages.sorted_already((table_id, layout.name), taken.presorted)
+        else:
             if self.build_aside(table_id, data, gauges):
                 return None
             full = self.build(table_id, data, gauges)
@@ -380,6 +384,11 @@ class ResourceScreen(Prebuilding, Screen[None]):
         built[key] = (seq, full, shown)
         self.built_with(table_id, gauges, seq)
         return full
+
+    def current_sort(self, table_id: str) -> tuple[str, bool] | None:
+        column, reverse = self.sort_column, self.sort_reverse  # read once: a refresh thread may ask
+        filtered = self.FILTERED is None or table_id in self.FILTERED
+        return (column, reverse) if filtered and column is not None else None
 
     def analyses_shown(self) -> tuple[object, ...]:
         return tuple(self.tui.analysis(kind, subject) for kind, subject in self.analysis_keys())
