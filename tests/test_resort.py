@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from tftui.ui.render import resort
 from tftui.ui.render.resort import SortedRows, sorted_rows
-from tftui.ui.render.tableops import sorted_table
+from tftui.ui.render.tableops import sort_key, sorted_table
 from tftui.ui.render.views import Column, Row, Table
 from tftui.ui.screens.resource import NodesScreen
 
@@ -86,6 +86,12 @@ def test_keys_are_worked_out_only_for_the_rows_that_are_new_objects(monkeypatch:
     worked.clear()
     sorted_rows(after, "tf", False, again)  # another column: its keys are other keys
     assert len(worked) == 100
+
+
+def test_a_kept_sort_holds_the_cells_own_lower_case_text() -> None:
+    name = "gpu-node-0001-3"
+    assert sort_key(name) == (1, 0.0, name) and sort_key(name)[2] is name  # no copy kept
+    assert sort_key("GPU-B") == (1, 0.0, "gpu-b")
 
 
 async def test_a_refresh_of_a_sorted_view_is_sorted_in_the_refresh_thread(monkeypatch: Any) -> None:

@@ -10,6 +10,7 @@ order (each key carries the row's position), unknown values last in either direc
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 from itertools import compress, repeat
 from operator import add, countOf, is_, is_not, itemgetter, neg
@@ -29,13 +30,13 @@ _UNKNOWN = 2  # `sort_key`'s kind for a cell with no value
 
 @dataclass(frozen=True, slots=True)
 class SortedRows:
-    """`source` sorted by `sort` (column, reverse) as `table`, with each row's key by `id(row)`.
-    `source` holds the rows, so the ids in `keys` stay theirs while this is kept."""
+    """`source` sorted by `sort` (column, reverse) as `table`, with the sort key of each row of
+    `source`, in its order (a list, not a map by row: a kept sort of 40,000 rows is a few MiB)."""
 
     source: Table
     sort: tuple[str, bool]
     table: Table
-    keys: dict[int, SortKey]
+    keys: list[SortKey]
 
 
 def sorted_rows(
@@ -45,13 +46,20 @@ def sorted_rows(
     an earlier table by the same column, in either direction): the keys of rows that are the same
     objects, and its order as the order the sort starts from."""
     if not has_column(table, column):
-        return SortedRows(table, (column, reverse), table, {})
+        return SortedRows(table, (column, reverse), table, [])
     name, figure = VIRTUAL_SORTS.get(column, (column, ""))
     rows = table.rows
     n = len(rows)
-    ids = list(map(id, rows))
-    kept = last.keys if last is not None and last.sort[0] == column else {}
-    keys: list[SortKey | None] = list(map(kept.get, ids)) if kept else [None] * n
+    keys: list[SortKey | None] = [None] * n
+    hint: list[int] = []
+    if last is not None and last.sort[0] == column and last.keys:
+        at = dict(zip(map(id, rows), range(n), strict=True))  # only while both tables live: ids stay theirs
+        if len(at) == n:  # every row once
+            now = list(map(at.get, map(id, last.source.rows)))  # each earlier row's place here (None: gone)
+            here = list(map(is_not, now, repeat(None)))
+            deque(map(keys.__setitem__, compress(now, here), compress(last.keys, here)), maxlen=0)  # type: ignore[arg-type]
+            before = list(map(at.get, map(id, last.table.rows)))
+            hint = list(compress(before, map(is_not, before, repeat(None))))  # type: ignore[arg-type]
     missing = list(compress(range(n), map(is_, keys, repeat(None))))
     for i in missing:
         keys[i] = sort_key(rows[i].cells.get(name, ""), figure)
@@ -61,13 +69,9 @@ def sorted_rows(
     # reversed, so ties keep the table's order in either direction
     step = -1 if reverse else 1
     decorated = list(map(add, known, zip(range(0, step * n, step))))
-    if kept and len(missing) * 4 < n:
-        at = dict(zip(ids, range(n), strict=True))
-        if len(at) == n:  # every row once (a position per id)
-            seen = list(map(at.get, map(id, last.table.rows)))  # type: ignore[union-attr]
-            order: list[int] = list(compress(seen, map(is_not, seen, repeat(None))))  # type: ignore[arg-type]
-            if len(order) + len(missing) == n:  # the rows gone are left out, the new ones go last
-                decorated = list(map(decorated.__getitem__, order + missing))
+    # the earlier order, the new rows after it: a permutation only if no earlier row came twice
+    if hint and len(missing) * 4 < n and len(hint) + len(missing) == n:
+        decorated = list(map(decorated.__getitem__, hint + missing))
     checkpoint()
     decorated.sort(reverse=reverse)
     checkpoint()
@@ -77,4 +81,4 @@ def sorted_rows(
     unknown = countOf(map(_KIND, known), _UNKNOWN)
     if reverse and unknown:  # sorted first when reversed: they go last either way
         out = out[unknown:] + out[:unknown]
-    return SortedRows(table, (column, reverse), Table(table.columns, out), dict(zip(ids, known, strict=True)))
+    return SortedRows(table, (column, reverse), Table(table.columns, out), known)

@@ -70,7 +70,8 @@ def sort_key(cell: Cell, figure: str = "") -> tuple[int, float, str]:
             return (0, float(percent.group(1)), "")
     if not text or text == "—":
         return (2, 0.0, "")
-    return (1, 0.0, text.lower())
+    lowered = text.lower()  # the cell's own string when it is lower case: a kept sort holds no copy
+    return (1, 0.0, text if lowered == text else lowered)
 
 
 def has_column(table: Table, column: str) -> bool:
