@@ -129,3 +129,37 @@ async def test_a_refresh_of_a_sorted_view_is_sorted_in_the_refresh_thread(monkey
         assert gone not in [r.key for r in built.rows]
         assert [r.key for r in built.rows] == [r.key for r in sorted_table(built, "name").rows]
         assert screen.query_one("#main").row_keys[:3] == [r.key for r in built.rows[:3]]  # type: ignore[attr-defined]
+
+
+def test_the_refresh_thread_keeps_a_sort_per_layout_and_none_once_unsorted(monkeypatch: Any) -> None:
+    from tftui.ui.screens.prebuild import Prebuilding
+
+    class Screen(Prebuilding):
+        sort: tuple[str, bool] | None = ("name", False)
+
+        def current_sort(self, table_id: str) -> tuple[str, bool] | None:
+            return self.sort
+
+    worked: list[object] = []
+    key = resort.sort_key
+
+    def counted(cell: Any, figure: str = "") -> tuple[int, float, str]:
+        worked.append(cell)
+        return key(cell, figure)
+
+    monkeypatch.setattr(resort, "sort_key", counted)
+    # each layout builds its own row objects
+    wide = Table(COLUMNS, tuple(_row(i, f"w{(i * 7) % 20:02d}", "1") for i in range(20)))
+    narrow = Table(COLUMNS, tuple(_row(i, f"n{(i * 7) % 20:02d}", "1") for i in range(20)))
+    screen = Screen()
+    for table, scope in ((wide, "wide"), (narrow, "narrow")):
+        done = screen.presort("main", table, scope)
+        assert done is not None and _same(done.table, sorted_table(table, "name"))
+    assert len(worked) == 40
+    worked.clear()
+    for table, scope in ((wide, "wide"), (narrow, "narrow")):  # the next refresh: the same rows
+        assert screen.presort("main", table, scope) is not None
+    assert worked == []  # each layout's keys reused, not the other layout's tried
+    screen.sort = None
+    assert screen.presort("main", wide, "wide") is None
+    assert screen._presorted == {}  # nothing kept that would hold an old refresh's rows

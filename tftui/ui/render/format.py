@@ -129,3 +129,13 @@ def fmt_time(when: datetime) -> str:
     if when.tzinfo is None:
         return when.strftime("%H:%M:%S")
     return when.astimezone(UTC).strftime("%H:%M:%S UTC")
+
+
+def count_words(displayed: int, matching: int, total: int, label: str = "") -> str:
+    """The breadcrumb's count of one table: `12`, `3/12` when filtered, and when more rows match
+    than are displayed `showing 1,000 of 40,000 — / to filter` (of 40,000 matching when filtered)."""
+    suffix = f" {label}" if label else ""
+    if displayed < matching:
+        of = f"{matching:,}" if matching == total else f"{matching:,} matching of {total:,}"
+        return f"showing {displayed:,} of {of}{suffix} — / to filter"
+    return (str(matching) if matching == total else f"{matching}/{total}") + suffix

@@ -29,6 +29,7 @@ from tftui.ui.host import Host
 from tftui.ui.load.analysis import AnalysisKey, AnalysisKind
 from tftui.ui.load.data import ConsoleData
 from tftui.ui.privatefiles import PrivateFileError, default_folder, write_new
+from tftui.ui.render.format import count_words
 from tftui.ui.render.objects import describe, find_object, object_yaml
 from tftui.ui.render.pagememo import PageMemo
 from tftui.ui.render.rowcache import RowCache
@@ -54,16 +55,6 @@ KEEP_BUILT_AFTER = 100_000
 (`YoungFreezer.keep`). At 5,000 nodes a view's first build leaves 80,000 (`:nodes`) to 900,000
 (`:workloads`); a filter key that re-adds 1,000 rows leaves about 40,000, mostly freed by the next
 filter key: the collector's young generation handles those at no cost worth a freeze."""
-
-
-def count_words(displayed: int, matching: int, total: int, label: str = "") -> str:
-    """The breadcrumb's count of one table: `12`, `3/12` when filtered, and when more rows match
-    than are displayed `showing 1,000 of 40,000 — / to filter` (of 40,000 matching when filtered)."""
-    suffix = f" {label}" if label else ""
-    if displayed < matching:
-        of = f"{matching:,}" if matching == total else f"{matching:,} matching of {total:,}"
-        return f"showing {displayed:,} of {of}{suffix} — / to filter"
-    return (str(matching) if matching == total else f"{matching}/{total}") + suffix
 
 
 PROMPT_ACTIONS = frozenset({"command", "filter"})

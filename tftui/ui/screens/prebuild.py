@@ -86,8 +86,9 @@ class Prebuilding:
         # (id of the data, table id, scope) → True while built aside, False once that failed (the
         # render then builds on the interface thread and reports the error as any render's)
         self._aside: dict[tuple[int, str, Hashable], bool] = {}
-        # table id → the last table `presort` sorted: the next sort reuses its keys and order
-        self._presorted: dict[str, SortedRows] = {}
+        # (table id, gauges' scope) → the last table `presort` sorted: the next sort of that
+        # layout's rows (other layouts' are other row objects) reuses its keys and order
+        self._presorted: dict[tuple[str, Hashable], SortedRows] = {}
 
     def build(self, table_id: str, data: ConsoleData, gauges: Gauges) -> Table:
         raise NotImplementedError
@@ -103,15 +104,19 @@ class Prebuilding:
         """(column, reverse) the rows of `table_id` are shown in; None: as built."""
         return None
 
-    def presort(self, table_id: str, table: Table) -> SortedRows | None:
+    def presort(self, table_id: str, table: Table, scope: Hashable) -> SortedRows | None:
         """`table` in the order of the screen's sort, when one is on: run with the build, outside
         the render, as sorting 40,000 GPUs by name (≈ 50 ms) otherwise held each refresh's render
         on the interface thread; from the last table sorted here (`sorted_rows`)."""
         sort = self.current_sort(table_id)
-        if sort is None:
+        if sort is None:  # no sort kept for later: it would hold an old refresh's rows
+            for key in [k for k in self._presorted if k[0] == table_id]:
+                self._presorted.pop(key, None)
             return None
-        done = sorted_rows(table, *sort, last=self._presorted.get(table_id))
-        self._presorted[table_id] = done  # whole and holding its rows: a hint, whichever thread reads it
+        done = sorted_rows(table, *sort, last=self._presorted.get((table_id, scope)))
+        self._presorted[table_id, scope] = (
+            done  # whole and holding its rows: a hint, whichever thread reads it
+        )
         return done
 
     def worth_aside(self, data: ConsoleData) -> bool:
@@ -176,7 +181,7 @@ class Prebuilding:
         """`table_id` built for `data` and `gauges` outside the render, with the analyses it read."""
         shown = self.analyses_shown()
         table = self.build(table_id, data, gauges)
-        return (weakref.ref(data), gauges.scope, shown, table, self.presort(table_id, table))
+        return (weakref.ref(data), gauges.scope, shown, table, self.presort(table_id, table, gauges.scope))
 
     def take_prebuilt(
         self, table_id: str, data: ConsoleData, gauges: Gauges, shown: tuple[object, ...]
