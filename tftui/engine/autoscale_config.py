@@ -370,7 +370,7 @@ def effective_autoscaling_all(state: ClusterState) -> int:
         before, same = carried
         cache.update({k: hit for k in same & before.keys() if (hit := before[k])[0] is workloads[k]})
     failed = 0
-    for key in paced(list(workloads.keys() - cache.keys())):
+    for key in paced(list(workloads.keys() - cache.keys()), 32):  # ≈ 0.13 ms a workload
         try:
             effective_autoscaling(state, workloads[key])
         except Exception:  # one bad object never stops the others

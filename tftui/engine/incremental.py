@@ -487,14 +487,19 @@ class _Update(WorkloadsAndSums):
             if w.node is not None:
                 arrivals.setdefault(w.node, []).append(w.key)
         native: dict[str, list[str]] | None = None
-        for n in paced(dirty):
+        by_node: dict[str | None, list[str]] | None = None  # every node's GPUs, grouped once if needed
+        for n in paced(dirty, 32):  # ≈ 0.13 ms a node: a check-point every ≈ 4 ms, not 33
             view = st.nodes[n]
             old = prev.nodes.get(n)
             if view is old:
                 view = replace(view)
             view.capacity, view.allocated, view.limits = Res(), Res(), Res()
             if n in gpu_list_dirty or old is None:  # GPUs came, went or moved: in GPU order
-                view.gpus = [g for g, gv in st.gpus.items() if gv.node == n]
+                if by_node is None:  # one pass over the GPUs, not one per such node
+                    by_node = {}
+                    for g, gv in st.gpus.items():
+                        by_node.setdefault(gv.node, []).append(g)
+                view.gpus = list(by_node.get(n, ()))
             else:
                 view.gpus = list(old.gpus)
             members = {k for k in (old.workers if old is not None else ()) if k not in gone_keys}
