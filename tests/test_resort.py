@@ -66,9 +66,8 @@ def test_a_sort_from_the_last_sort_is_a_sort_from_scratch(
     assert _same(done.table, sorted_table(table, "tf", True))
 
 
-def test_keys_are_worked_out_only_for_the_rows_that_are_new_objects(monkeypatch: Any) -> None:
-    rows = [_row(i, f"gpu-{(i * 37) % 100:03d}", str(i % 9)) for i in range(100)]
-    before = sorted_rows(Table(COLUMNS, tuple(rows)), "name")
+def _keys_worked_out(monkeypatch: Any) -> list[object]:
+    """The cells `sorted_rows` works a sort key out for, from now on."""
     worked: list[object] = []
     key = resort.sort_key
 
@@ -77,6 +76,13 @@ def test_keys_are_worked_out_only_for_the_rows_that_are_new_objects(monkeypatch:
         return key(cell, figure)
 
     monkeypatch.setattr(resort, "sort_key", counted)
+    return worked
+
+
+def test_keys_are_worked_out_only_for_the_rows_that_are_new_objects(monkeypatch: Any) -> None:
+    rows = [_row(i, f"gpu-{(i * 37) % 100:03d}", str(i % 9)) for i in range(100)]
+    before = sorted_rows(Table(COLUMNS, tuple(rows)), "name")
+    worked = _keys_worked_out(monkeypatch)
     rows[5] = _row(100, "gpu-zzz", "1")  # one row rebuilt, with a new name
     after = Table(COLUMNS, tuple(rows))
     again = sorted_rows(after, "name", True, before)  # the other direction too: the same keys
@@ -140,14 +146,7 @@ def test_the_refresh_thread_keeps_a_sort_per_layout_and_none_once_unsorted(monke
         def current_sort(self, table_id: str) -> tuple[str, bool] | None:
             return self.sort
 
-    worked: list[object] = []
-    key = resort.sort_key
-
-    def counted(cell: Any, figure: str = "") -> tuple[int, float, str]:
-        worked.append(cell)
-        return key(cell, figure)
-
-    monkeypatch.setattr(resort, "sort_key", counted)
+    worked = _keys_worked_out(monkeypatch)
     # each layout builds its own row objects
     wide = Table(COLUMNS, tuple(_row(i, f"w{(i * 7) % 20:02d}", "1") for i in range(20)))
     narrow = Table(COLUMNS, tuple(_row(i, f"n{(i * 7) % 20:02d}", "1") for i in range(20)))
