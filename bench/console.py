@@ -56,12 +56,17 @@ from _timing import ratio
 MS = 1000.0
 
 
-def hwm_mib() -> float:
+def status_mib(field: str = "VmHWM") -> float:
+    """A memory figure of this process from /proc/self/status (peak RSS by default), in MiB."""
     with open("/proc/self/status") as status:
         for line in status:
-            if line.startswith("VmHWM:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmHWM in /proc/self/status")
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def hwm_mib() -> float:
+    return status_mib("VmHWM")
 
 
 API_SERVER = r"""

@@ -34,17 +34,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _frames import FrameDriver, key_to_frame
 from _timing import ratio
-from console import Churning, hwm_mib, listed, one_refresh, switches, wait_data
+from console import Churning, hwm_mib, listed, one_refresh, status_mib, switches, wait_data
 
 from tests.pg import SIM_TABLES, copy_rows, database, start_server
 
 
 def rss_mib() -> float:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmRSS in /proc/self/status")
+    return status_mib("VmRSS")
 
 
 def load(dsn_out: list[str], minutes: int) -> tuple[Any, dict[str, int]]:
