@@ -38,6 +38,8 @@ from console import Churning, hwm_mib, listed, one_refresh, status_mib, switches
 
 from tests.pg import SIM_TABLES, copy_rows, database, start_server
 
+DSN_VAR = "TFTUI_BENCH_STORE_DSN"
+
 
 def rss_mib() -> float:
     return status_mib("VmRSS")
@@ -110,10 +112,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--minutes", type=int, default=60, help="minutes of metrics loaded")
     parser.add_argument("--refreshes", type=int, default=12)
-    parser.add_argument("--measure", metavar="DSN", help=argparse.SUPPRESS)  # the console's process
+    parser.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)  # the console's process
     args = parser.parse_args()
-    if args.measure:
-        result = asyncio.run(measure(args.measure, args.refreshes))
+    if args.measure:  # the DSN comes in the environment: no password in a command line or an error
+        result = asyncio.run(measure(os.environ[DSN_VAR], args.refreshes))
         print(json.dumps(result))
         return
     t = time.perf_counter()
@@ -125,8 +127,11 @@ def main() -> None:
             f"{time.perf_counter() - t:.0f} s",
             flush=True,
         )
-        cmd = [sys.executable, __file__, "--measure", dsn[0], "--refreshes", str(args.refreshes)]
-        done = subprocess.run(cmd, check=True, capture_output=True, text=True)
+        cmd = [sys.executable, __file__, "--measure", "--refreshes", str(args.refreshes)]
+        done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, DSN_VAR: dsn[0]})
+        if done.returncode != 0:
+            sys.stderr.write(done.stderr)
+            raise SystemExit(f"the console's process failed (exit {done.returncode})")
         r = json.loads(done.stdout.strip().splitlines()[-1])
     finally:
         server.stop()
