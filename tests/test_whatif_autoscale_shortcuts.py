@@ -411,6 +411,6 @@ def test_percentiles_by_bisection_equal_the_walk_on_long_and_odd_histograms() ->
         assert h.percentiles(ps) == h._percentiles_walk(ps) == tuple(h.percentile(p) for p in ps)
     h = DecayingHistogram(TFLOPS_OPTIONS, 43200.0)
     h.add_many([(1e10, 1.0), (1e10, 5.0), (1e10, 50.0)], 1.0)
-    h.weights[h.min_bucket + 1] = math.nan
+    h.set_span(h.min_bucket + 1, [math.nan])
     h.total = math.nan
     assert h.percentiles((0.1, 0.5, 0.9)) == h._percentiles_walk((0.1, 0.5, 0.9))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from itertools import accumulate
@@ -72,9 +72,15 @@ VRAM_OPTIONS = Options(max_value=1e12, first=1e7)
 
 
 class DecayingHistogram:
-    """VPA `DecayingHistogram`: weight w at time t counts w·2^((t − ref)/halfLife)."""
+    """VPA `DecayingHistogram`: weight w at time t counts w·2^((t − ref)/halfLife).
 
-    __slots__ = ("half_life", "max_bucket", "min_bucket", "options", "ref", "total", "weights")
+    The weights are stored for the span of buckets ever written (`_w[i]` is bucket `_base + i`;
+    every other bucket is 0.0): a workload's usage occupies a few of the 176 buckets, and at 5,000
+    nodes the whole lists were 110 MiB of the console's and the daemon's autoscale state. Every
+    value, and every operation on it, is the full list's: a bucket outside the span reads 0.0.
+    """
+
+    __slots__ = ("_base", "_w", "half_life", "max_bucket", "min_bucket", "options", "ref", "total")
 
     def __init__(self, options: Options, half_life: float) -> None:
         if not half_life > 0:
@@ -82,10 +88,57 @@ class DecayingHistogram:
         self.options = options
         self.half_life = half_life  # seconds
         self.ref = 0.0  # Go zero time
-        self.weights = [0.0] * options.num_buckets
+        self._w: list[float] = []
+        self._base = 0
         self.total = 0.0
         self.min_bucket = options.num_buckets - 1
         self.max_bucket = 0
+
+    # -- storage ------------------------------------------------------------------------------
+
+    @property
+    def weights(self) -> list[float]:
+        """Every bucket's weight (a new full-length list; the stored span is shared by nothing)."""
+        n, base, w = self.options.num_buckets, self._base, self._w
+        return [0.0] * base + w + [0.0] * (n - base - len(w)) if w else [0.0] * n
+
+    @weights.setter
+    def weights(self, values: list[float]) -> None:
+        if len(values) != self.options.num_buckets:
+            raise ValueError(f"{len(values)} weights for {self.options.num_buckets} buckets")
+        self._w, self._base = list(values), 0
+
+    def weight(self, b: int) -> float:
+        i = b - self._base
+        return self._w[i] if 0 <= i < len(self._w) else 0.0
+
+    def span(self, lo: int, hi: int) -> list[float]:
+        """The weights of buckets lo..hi − 1 (`weights[lo:hi]`, without the full list)."""
+        base, w = self._base, self._w
+        if lo >= hi:
+            return []
+        if base <= lo and hi <= base + len(w):
+            return w[lo - base : hi - base]
+        return [self.weight(b) for b in range(lo, hi)]
+
+    def set_span(self, lo: int, values: Sequence[float]) -> None:
+        """Buckets lo, lo + 1, … set to `values` (the others as they were)."""
+        if not values:
+            return
+        self._cover(lo)
+        self._cover(lo + len(values) - 1)
+        i = lo - self._base
+        self._w[i : i + len(values)] = values
+
+    def _cover(self, b: int) -> None:
+        """Widen the stored span to bucket `b` (new buckets 0.0)."""
+        w, base = self._w, self._base
+        if not w:
+            self._w, self._base = [0.0], b
+        elif b < base:
+            self._w, self._base = [0.0] * (base - b) + w, b
+        elif b >= base + len(w):
+            self._w = w + [0.0] * (b - base - len(w) + 1)
 
     # -- decay --------------------------------------------------------------------------------
 
@@ -103,22 +156,28 @@ class DecayingHistogram:
         self.ref = new_ref
 
     def _scale(self, factor: float) -> None:
-        if self.total == 0.0 and not any(self.weights):
+        if self.total == 0.0 and not any(self._w):
             # nothing to scale (a new histogram moving its reference to its first sample, twice per
             # workload in a history load): 0·factor is 0, and the bounds walk to the ends
             self.total *= factor
             self.min_bucket, self.max_bucket = self.options.num_buckets - 1, 0
             return
-        self.weights = [w * factor for w in self.weights]
+        # the buckets outside the span are 0.0, and 0.0 · factor is 0.0 (factor = 2^k is finite)
+        self._w = [w * factor for w in self._w]
         self.total *= factor
         self._update_min_max()
 
     def _update_min_max(self) -> None:
-        eps, last, w = self.options.epsilon, self.options.num_buckets - 1, self.weights
-        while w[self.min_bucket] < eps and self.min_bucket < last:
-            self.min_bucket += 1
-        while w[self.max_bucket] < eps and self.max_bucket > 0:
-            self.max_bucket -= 1
+        eps, last = self.options.epsilon, self.options.num_buckets - 1
+        w, base = self._w, self._base
+        n = len(w)
+        lo, hi = self.min_bucket, self.max_bucket
+        # as the full list's walk: stop at a weight that is not < eps (NaN included)
+        while (w[lo - base] if 0 <= lo - base < n else 0.0) < eps and lo < last:
+            lo += 1
+        while (w[hi - base] if 0 <= hi - base < n else 0.0) < eps and hi > 0:
+            hi -= 1
+        self.min_bucket, self.max_bucket = lo, hi
 
     # -- samples ------------------------------------------------------------------------------
 
@@ -126,13 +185,17 @@ class DecayingHistogram:
         self._add_raw(self.options.find_bucket(value), weight * self._factor(t))
 
     def _add_raw(self, b: int, weight: float) -> None:
-        w = self.weights
-        w[b] += weight
+        i = b - self._base
+        if not 0 <= i < len(self._w):
+            self._cover(b)
+            i = b - self._base
+        w = self._w
+        w[i] += weight
         self.total += weight
         eps = self.options.epsilon
-        if b < self.min_bucket and w[b] >= eps:
+        if b < self.min_bucket and w[i] >= eps:
             self.min_bucket = b
-        if b > self.max_bucket and w[b] >= eps:
+        if b > self.max_bucket and w[i] >= eps:
             self.max_bucket = b
 
     def add_weights(self, weights: Mapping[int, float]) -> None:
@@ -144,10 +207,13 @@ class DecayingHistogram:
     def subtract(self, value: float, weight: float, t: float) -> None:
         weight *= self._factor(t)
         b = self.options.find_bucket(value)
-        w = self.weights
-        if w[b] < weight + self.options.epsilon:
-            weight = w[b]  # VPA's clamp: the whole bucket goes
-        w[b] -= weight
+        i = b - self._base
+        held = self._w[i] if 0 <= i < len(self._w) else 0.0
+        if held < weight + self.options.epsilon:
+            weight = held  # VPA's clamp: the whole bucket goes
+        if 0 <= i < len(self._w):
+            self._w[i] -= weight
+        # else: the bucket is 0.0 and stays 0.0 (0.0 − 0.0)
         self.total -= weight
         self._update_min_max()
 
@@ -160,7 +226,8 @@ class DecayingHistogram:
         first, ratio1, log_ratio, last = opts.first, opts.ratio - 1, opts._log_ratio, opts.num_buckets - 1
         hl = self.half_life
         limit = self.ref + MAX_DECAY_EXPONENT * hl
-        w = self.weights
+        w, base = self._w, self._base
+        n = len(w)
         log, pow2 = math.log, (2.0).__pow__
         total = 0.0
         lo, hi = self.min_bucket, self.max_bucket
@@ -176,7 +243,8 @@ class DecayingHistogram:
                     total = 0.0
                     self.min_bucket, self.max_bucket = lo, hi
                     self._shift(t)
-                    w = self.weights
+                    w, base = self._w, self._base
+                    n = len(w)
                     lo, hi, ref = self.min_bucket, self.max_bucket, self.ref
                     limit = ref + MAX_DECAY_EXPONENT * hl
                 x = weight * pow2((t - ref) / hl)
@@ -186,9 +254,15 @@ class DecayingHistogram:
                 b = int(log(value * ratio1 / first + 1) / log_ratio)
                 if b > last:
                     b = last
-            w[b] += x
+            i = b - base
+            if not 0 <= i < n:
+                self._cover(b)
+                w, base = self._w, self._base
+                n = len(w)
+                i = b - base
+            w[i] += x
             total += x
-            if w[b] >= eps:
+            if w[i] >= eps:
                 if b < lo:
                     lo = b
                 if b > hi:
@@ -199,7 +273,7 @@ class DecayingHistogram:
     # -- queries ------------------------------------------------------------------------------
 
     def is_empty(self) -> bool:
-        return self.weights[self.min_bucket] < self.options.epsilon
+        return self.weight(self.min_bucket) < self.options.epsilon
 
     def percentile(self, p: float) -> float:
         """End of the first bucket whose running sum reaches p·total (start of the last bucket)."""
@@ -208,9 +282,9 @@ class DecayingHistogram:
         threshold = p * self.total
         partial = 0.0
         b = self.min_bucket
-        w = self.weights
+        at = self.weight
         while b < self.max_bucket:
-            partial += w[b]
+            partial += at(b)
             if partial >= threshold:
                 break
             b += 1
@@ -230,7 +304,7 @@ class DecayingHistogram:
             return self._percentiles_walk(ps)
         lo, top = self.min_bucket, self.max_bucket
         # sums[i] is the running sum after bucket lo + i - 1 (sums[0] the 0.0 it starts from)
-        sums = list(accumulate(self.weights[lo:top], initial=0.0)) if lo < top else [0.0]
+        sums = list(accumulate(self.span(lo, top), initial=0.0)) if lo < top else [0.0]
         n = len(sums)
         end = top if lo < top else lo  # where the walk ends when a threshold is not reached
         last = self.options.num_buckets - 1
@@ -263,10 +337,10 @@ class DecayingHistogram:
         pending = thresholds[order[0]] if n else math.nan
         partial = 0.0
         b = self.min_bucket
-        w = self.weights
+        at = self.weight
         top = self.max_bucket
         while b < top:
-            partial += w[b]
+            partial += at(b)
             if partial >= pending:
                 while j < n and partial >= thresholds[order[j]]:
                     found[order[j]] = b

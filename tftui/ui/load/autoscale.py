@@ -55,7 +55,7 @@ class Occupied:
     @classmethod
     def of(cls, h: DecayingHistogram) -> Occupied:
         lo, hi = h.min_bucket, h.max_bucket
-        span = tuple(h.weights[lo : hi + 1]) if lo <= hi else ()
+        span = tuple(h.span(lo, hi + 1)) if lo <= hi else ()
         return cls(h.options, h.half_life, h.ref, h.total, lo, hi, span)
 
     def histogram(self) -> DecayingHistogram:
@@ -64,7 +64,7 @@ class Occupied:
         h.ref, h.total = self.ref, self.total
         h.min_bucket, h.max_bucket = self.min_bucket, self.max_bucket
         if self.span:
-            h.weights[self.min_bucket : self.max_bucket + 1] = self.span
+            h.set_span(self.min_bucket, self.span)
         return h
 
 

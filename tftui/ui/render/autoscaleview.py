@@ -125,7 +125,7 @@ def distribution(hist: DecayingHistogram, bins: int = DIST_BINS) -> list[tuple[f
     out: list[tuple[float, float, float]] = []
     for first in range(lo, hi + 1, per):
         last = min(hi, first + per - 1)
-        weight = sum(hist.weights[first : last + 1])
+        weight = sum(hist.span(first, last + 1))
         end = opts.bucket_start(last + 1) if last + 1 < opts.num_buckets else opts.bucket_start(last)
         out.append((opts.bucket_start(first), end, weight / hist.total))
     return out
