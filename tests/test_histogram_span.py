@@ -19,7 +19,9 @@ values = st.one_of(
     st.sampled_from([0.0, 0.05, 0.1, 3.0, 97.5, 9999.0, 1e9]),
 )
 times = st.floats(min_value=0.0, max_value=400 * HALF_LIFE, allow_nan=False)  # shifts included
-weights = st.floats(min_value=0.0, max_value=5.0, allow_nan=False)
+weights = st.one_of(
+    st.floats(min_value=0.0, max_value=5.0), st.floats(min_value=-5.0, max_value=5.0), st.just(math.nan)
+)
 steps = st.lists(
     st.one_of(
         st.tuples(st.just("add"), values, weights, times),
@@ -58,7 +60,7 @@ def test_the_stored_span_gives_what_the_full_list_gives(steps: list[tuple[Any, .
     for step in steps:
         _apply(spans, step)
         _apply(full, step)
-        assert _seen(spans) == _seen(full)
+        assert repr(_seen(spans)) == repr(_seen(full))  # NaN weights compare by their text
     assert len(spans._w) <= options.num_buckets
 
 

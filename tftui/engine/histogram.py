@@ -208,12 +208,17 @@ class DecayingHistogram:
         weight *= self._factor(t)
         b = self.options.find_bucket(value)
         i = b - self._base
-        held = self._w[i] if 0 <= i < len(self._w) else 0.0
-        if held < weight + self.options.epsilon:
+        inside = 0 <= i < len(self._w)
+        held = self._w[i] if inside else 0.0
+        clamped = held < weight + self.options.epsilon
+        if clamped:
             weight = held  # VPA's clamp: the whole bucket goes
-        if 0 <= i < len(self._w):
+        if inside:
             self._w[i] -= weight
-        # else: the bucket is 0.0 and stays 0.0 (0.0 − 0.0)
+        elif not clamped:  # a negative or NaN weight taken from a bucket never written
+            self._cover(b)
+            self._w[b - self._base] -= weight
+        # else: the bucket is 0.0 and stays 0.0 (0.0 − 0.0), nothing to store
         self.total -= weight
         self._update_min_max()
 
