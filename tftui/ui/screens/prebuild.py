@@ -114,9 +114,8 @@ class Prebuilding:
                 self._presorted.pop(key, None)
             return None
         done = sorted_rows(table, *sort, last=self._presorted.get((table_id, scope)))
-        self._presorted[table_id, scope] = (
-            done  # whole and holding its rows: a hint, whichever thread reads it
-        )
+        # replaced whole (never changed in place): a thread reading the old one keeps a valid hint
+        self._presorted[table_id, scope] = done
         return done
 
     def worth_aside(self, data: ConsoleData) -> bool:
