@@ -74,6 +74,27 @@ def test_a_planted_symlink_at_the_file_name_is_never_followed(tmp: Path) -> None
     assert victim.read_text() == "precious\n" and not (tmp / "dangling").exists()
 
 
+def test_a_file_appears_whole_and_a_failed_write_leaves_nothing(
+    tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp / f"tftui-{UID}"
+    data = "a,b\n" + "1,2\n" * 50_000
+    seen: list[str] = []
+    real_link = os.link
+
+    def link(src: str, dst: str, **kw: object) -> None:  # what a reader finds under the staged name
+        seen.append((folder / src).read_text())
+        real_link(src, dst, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "link", link)
+    path = write_new(None, "x", ".csv", data)
+    assert seen == [data] and path.read_text() == data  # named only once written whole
+    assert sorted(p.name for p in folder.iterdir()) == ["x.csv"] and path.stat().st_nlink == 1
+    with pytest.raises(UnicodeEncodeError):  # a lone surrogate cannot be written as UTF-8
+        write_new(None, "y", ".csv", "ok\n\ud800\n")
+    assert sorted(p.name for p in folder.iterdir()) == ["x.csv"]  # neither y.csv nor a staged file
+
+
 def test_a_planted_symlink_as_the_folder_is_refused(tmp: Path) -> None:
     elsewhere = tmp / "attacker"
     elsewhere.mkdir(mode=0o777)

@@ -8,9 +8,11 @@ So the console writes only into a private folder and never follows or overwrites
   created with mode 0700; if it already exists it must be a real folder (not a symlink) owned by the
   user, and its mode is tightened to 0700 (an existing folder that fails this is refused, naming it);
 - a folder the user configured (`export_dir`) is created 0700 when missing and used as it is;
-- each file is created with `O_CREAT | O_EXCL | O_NOFOLLOW` relative to the folder's descriptor,
-  mode 0600: an existing name, symlink or not, is never opened; the next free name
-  (`name-2.csv`, `name-3.csv`, …) is taken instead, so two exports in the same second both land;
+- each file is written to a hidden file created with `O_CREAT | O_EXCL | O_NOFOLLOW` relative to
+  the folder's descriptor, mode 0600, then hard-linked under its name (a link never replaces a
+  name): an existing name, symlink or not, is never opened or replaced, and the file appears whole;
+  the next free name (`name-2.csv`, `name-3.csv`, …) is taken instead, so two exports in the same
+  second both land;
 - names are made of `[A-Za-z0-9._-]` only (an object name cannot add a path, a NUL or a control).
 """
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import secrets
 import stat
 import tempfile
 from pathlib import Path
@@ -86,23 +89,48 @@ def private_folder(folder: Path | None = None, *, uid: int | None = None) -> int
 def write_new(folder: Path | None, stem: str, suffix: str, data: str, *, uid: int | None = None) -> Path:
     """Write `data` to a new file `<stem><suffix>` (or `<stem>-N<suffix>`) in the private folder.
 
-    Returns the path written. Raises `PrivateFileError` (an `OSError`) when the folder is unsafe or
-    no name is free, `OSError` when the write itself fails; an existing file is never touched.
+    The file appears whole: `data` is written to a hidden file of its own first, which is then
+    linked under the free name (a link never replaces an existing name) and removed. A reader
+    watching the folder (or the end-to-end test) never sees it empty or half written, and a failed
+    write leaves nothing behind. Returns the path written. Raises `PrivateFileError` (an `OSError`)
+    when the folder is unsafe or no name is free, `OSError` when the write itself fails; an existing
+    file is never touched.
     """
     stem = safe_name(stem)
     path = default_folder(os.getuid() if uid is None else uid) if folder is None else folder
     dir_fd = private_folder(folder, uid=uid)
     try:
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-        for n in range(1, MAX_TRIES + 1):
-            name = f"{stem}{suffix}" if n == 1 else f"{stem}-{n}{suffix}"
-            try:
-                fd = os.open(name, flags, 0o600, dir_fd=dir_fd)
-            except FileExistsError:
-                continue
-            with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-                fh.write(data)
-            return path / name
+        staged = _staged(dir_fd, stem, suffix, data)
+        try:
+            for n in range(1, MAX_TRIES + 1):
+                name = f"{stem}{suffix}" if n == 1 else f"{stem}-{n}{suffix}"
+                try:
+                    os.link(staged, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+                except FileExistsError:
+                    continue
+                return path / name
+        finally:
+            os.unlink(staged, dir_fd=dir_fd)
         raise PrivateFileError(f"{path}: no free name for {stem}{suffix} after {MAX_TRIES} tries")
     finally:
         os.close(dir_fd)
+
+
+def _staged(dir_fd: int, stem: str, suffix: str, data: str) -> str:
+    """`data` written whole to a new hidden file in the folder (created as the exports are: never an
+    existing name, never through a symlink, mode 0600); its name. Removed again if the write fails."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    for _ in range(MAX_TRIES):
+        name = f".{stem}{suffix}.{secrets.token_hex(6)}.tmp"
+        try:
+            fd = os.open(name, flags, 0o600, dir_fd=dir_fd)
+        except FileExistsError:
+            continue
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+                fh.write(data)
+        except BaseException:
+            os.unlink(name, dir_fd=dir_fd)
+            raise
+        return name
+    raise PrivateFileError(f"no free name to stage {stem}{suffix}")
